@@ -1,0 +1,22 @@
+# Every dependency comes from a Debian package installed by
+# scripts/install-deps.sh; nothing is downloaded at configure time.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(MPI REQUIRED COMPONENTS C)
+
+# Parallel HDF5: the Open MPI build, found through its pkg-config file because
+# CMake's FindHDF5 prefers the serial library when both are installed.
+pkg_check_modules(HDF5 REQUIRED IMPORTED_TARGET hdf5-openmpi)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+
+find_package(fmt REQUIRED)
+find_package(tomlplusplus REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(ZLIB REQUIRED)
+if(SHARDTRAIN_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(SHARDTRAIN_BUILD_BENCH)
+  find_package(benchmark REQUIRED)
+endif()

@@ -1,0 +1,23 @@
+# Warnings on and clean for shardtrain's own targets (not for third-party code).
+add_library(shardtrain_warnings INTERFACE)
+target_compile_options(shardtrain_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
+                            -Wcast-align -Wnull-dereference -Wformat=2>)
+
+# shardtrain_library(NAME DEPS...) makes a static library of every .cpp (and
+# .cu) file in the calling folder: one idea per file, and adding a file needs
+# no CMake edit.
+function(shardtrain_library name)
+  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp ${CMAKE_CURRENT_SOURCE_DIR}/*.cu)
+  list(FILTER sources EXCLUDE REGEX "/main\\.cpp$")
+  if(NOT sources)  # a header-only layer
+    add_library(${name} INTERFACE)
+    target_include_directories(${name} INTERFACE ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${name} INTERFACE ${ARG_DEPS})
+    return()
+  endif()
+  add_library(${name} STATIC ${sources})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE shardtrain_warnings)
+endfunction()

@@ -1,0 +1,49 @@
+// A classification data set split in shardtrain's HDF5 format v1
+// (docs/formats.md), held in memory by one rank. The parallel, prefetching
+// reader for data sets larger than memory is built on the same format.
+#pragma once
+
+#include "runtime/core/shape.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardtrain::io {
+
+enum class SampleDType { u8, f32 };
+
+struct DatasetInfo {
+  std::string path;                      // the directory or file given by the user
+  std::vector<std::string> shard_files;  // in shard order
+  std::string split;                     // the files' "split" attribute
+  int64_t num_samples = 0;               // across all shards (after any limit)
+  Shape sample_shape;                    // e.g. [1, 28, 28]; no batch dimension
+  SampleDType dtype = SampleDType::u8;
+  int32_t num_classes = 0;
+  float normalize_mean = 0.0f;           // input = (x [/255 for u8] - mean) / std
+  float normalize_std = 1.0f;
+  int64_t sample_numel() const { return sample_shape.numel(); }
+};
+
+class InMemoryDataset {
+ public:
+  // Opens `path` (a directory of part-*.h5 shard files, or one .h5 file),
+  // validates the schema and every label, and reads the first `limit` samples
+  // (0 = all) into memory. Any problem is a shardtrain::Error naming the file.
+  static InMemoryDataset load(const std::string& path, int64_t limit = 0);
+
+  const DatasetInfo& info() const { return info_; }
+  int64_t size() const { return info_.num_samples; }
+
+  // Gathers samples indices[0..n) into x_out[n, sample_numel] as normalized
+  // f32 and their labels into y_out[n].
+  void gather(const int64_t* indices, int64_t n, float* x_out, int32_t* y_out) const;
+
+ private:
+  DatasetInfo info_;
+  std::vector<uint8_t> x_;  // raw sample bytes, num_samples * sample_numel * dtype size
+  std::vector<int32_t> y_;
+};
+
+}  // namespace shardtrain::io

@@ -1,0 +1,34 @@
+// 2-D convolution, NCHW, square kernel, by im2col + GEMM, one sample at a time
+// (the column buffer of one sample stays in cache). weight [OC, C*K*K], bias [OC].
+#pragma once
+
+#include <cstdint>
+
+namespace shardtrain::cpu {
+
+struct Conv2dShape {
+  int64_t B, C, H, W;  // input
+  int64_t OC, K;       // output channels, kernel size
+  int64_t stride = 1, pad = 0;
+  int64_t OH() const { return (H + 2 * pad - K) / stride + 1; }
+  int64_t OW() const { return (W + 2 * pad - K) / stride + 1; }
+  // Floats of the per-sample column buffer the caller provides: C*K*K*OH*OW.
+  int64_t col_floats() const { return C * K * K * OH() * OW(); }
+  double forward_flops() const { return 2.0 * double(B * OC * OH() * OW()) * double(C * K * K); }
+};
+
+// col[C*K*K, OH*OW] from one sample's image[C, H, W]; zero where padding.
+void im2col(float* col, const float* image, const Conv2dShape& s);
+// image[C, H, W] = sum of col entries that map to each pixel (overwrites image).
+void col2im(float* image, const float* col, const Conv2dShape& s);
+
+// out[B, OC, OH, OW]; col is a workspace of s.col_floats() floats.
+void conv2d_forward(float* out, const float* in, const float* weight, const float* bias,
+                    float* col, const Conv2dShape& s);
+
+// din (may be null) is overwritten; dweight/dbias overwritten, or added to
+// when accumulate. col is a workspace of s.col_floats() floats.
+void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
+                     const float* weight, float* col, const Conv2dShape& s, bool accumulate);
+
+}  // namespace shardtrain::cpu

@@ -1,0 +1,25 @@
+// Small memory-bound helpers used around the layers.
+#pragma once
+
+#include "runtime/core/dtype.h"
+
+#include <cstdint>
+
+namespace shardtrain::cpu {
+
+// Sum of squares, accumulated in double in a fixed order (deterministic).
+double sum_squares(const float* x, int64_t n);
+void scale_inplace(float* x, int64_t n, float s);
+// out = a + b (out may alias a or b): residual connections.
+void add(float* out, const float* a, const float* b, int64_t n);
+// y += x
+void accumulate(float* y, const float* x, int64_t n);
+
+// Round-to-nearest-even conversions (bf16 storage and communication).
+void f32_to_bf16(bf16* out, const float* in, int64_t n);
+void bf16_to_f32(float* out, const bf16* in, int64_t n);
+
+// Pixels to network input: out = (in / 255 - mean) / std.
+void u8_to_f32_normalized(float* out, const uint8_t* in, int64_t n, float mean, float std);
+
+}  // namespace shardtrain::cpu

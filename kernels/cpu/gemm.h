@@ -1,0 +1,45 @@
+// Row-major single-precision GEMM through OpenBLAS:
+//   C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C
+// op(X) is X or X^T as trans_* says; lda/ldb/ldc are row strides of the
+// matrices as stored. One BLAS thread per rank by default (set_blas_threads).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace shardtrain::cpu {
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+          int64_t ldc);
+
+// Threads OpenBLAS may use in this process (default 1: one rank per core).
+void set_blas_threads(int threads);
+int blas_threads();
+
+// The shape of one gemm() call, as recorded by GemmRecorder.
+struct GemmCall {
+  bool trans_a, trans_b;
+  int64_t M, N, K;
+  double flops() const { return 2.0 * double(M) * double(N) * double(K); }
+};
+
+// While a GemmRecorder is alive on a thread, every gemm() on that thread
+// appends its shape to calls(). Used to count a training step's model FLOPs
+// and to replay exactly the step's GEMMs in the GEMM-vs-step benchmark.
+class GemmRecorder {
+ public:
+  GemmRecorder();
+  ~GemmRecorder();
+  GemmRecorder(const GemmRecorder&) = delete;
+  GemmRecorder& operator=(const GemmRecorder&) = delete;
+  const std::vector<GemmCall>& calls() const { return calls_; }
+
+ private:
+  friend void gemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                   const float*, int64_t, float, float*, int64_t);
+  std::vector<GemmCall> calls_;
+  GemmRecorder* previous_;
+};
+
+}  // namespace shardtrain::cpu

