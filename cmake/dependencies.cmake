@@ -3,6 +3,8 @@
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 find_package(MPI REQUIRED COMPONENTS C)
+# The C API only: keep mpi.h from pulling in the deprecated C++ bindings.
+add_compile_definitions(OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 
 # Parallel HDF5: the Open MPI build, found through its pkg-config file because
 # CMake's FindHDF5 prefers the serial library when both are installed.

@@ -1,5 +1,5 @@
 // Element types: f32 for compute and master weights, bf16 for storage and
-// communication (mixed precision). bf16 conversion rounds to nearest even,
+// communication (mixed precision), i32 for indices (labels, token ids, arg-max). bf16 conversion rounds to nearest even,
 // like PyTorch and cuBLAS, and keeps NaN a NaN.
 #pragma once
 
@@ -10,10 +10,12 @@
 
 namespace shardtrain {
 
-enum class DType : uint8_t { f32, bf16 };
+enum class DType : uint8_t { f32, bf16, i32 };
 
-constexpr size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
-constexpr std::string_view dtype_name(DType t) { return t == DType::f32 ? "f32" : "bf16"; }
+constexpr size_t dtype_size(DType t) { return t == DType::bf16 ? 2 : 4; }
+constexpr std::string_view dtype_name(DType t) {
+  return t == DType::f32 ? "f32" : t == DType::bf16 ? "bf16" : "i32";
+}
 
 // Raw bfloat16 storage: the upper 16 bits of an IEEE-754 float.
 struct bf16 {

@@ -46,12 +46,13 @@ class Rng {
 
   // Uniform integer in [0, n), unbiased (Lemire's method with rejection).
   uint64_t below(uint64_t n) {
-    unsigned __int128 m = (unsigned __int128)next_u64() * n;
+    __extension__ using u128 = unsigned __int128;  // a GCC/Clang extension, hence the marker
+    u128 m = u128(next_u64()) * n;
     auto low = uint64_t(m);
     if (low < n) {
       uint64_t threshold = (0 - n) % n;
       while (low < threshold) {
-        m = (unsigned __int128)next_u64() * n;
+        m = u128(next_u64()) * n;
         low = uint64_t(m);
       }
     }

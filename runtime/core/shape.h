@@ -64,4 +64,11 @@ class Shape {
   int ndim_ = 0;
 };
 
+// [batch, sample...]: a batch of samples of the given shape.
+inline Shape batched(int64_t batch, const Shape& sample) {
+  Shape s{batch};
+  for (int i = 0; i < sample.ndim(); ++i) s.push_back(sample[i]);
+  return s;
+}
+
 }  // namespace shardtrain

@@ -59,6 +59,12 @@ bf16* Tensor::bf16_data() const {
   return static_cast<bf16*>(raw());
 }
 
+int32_t* Tensor::i32() const {
+  ST_CHECK(dtype_ == DType::i32, "tensor of shape {} holds {}, not i32", shape_.str(),
+           dtype_name(dtype_));
+  return static_cast<int32_t*>(raw());
+}
+
 void Tensor::fill_zero() const {
   if (nbytes() == 0) return;
   ST_CHECK(device().is_cpu(), "fill_zero on {} needs the CUDA backend", device().str());

@@ -60,6 +60,7 @@ class Tensor {
   // Typed access; checks the dtype.
   float* f32() const;
   bf16* bf16_data() const;
+  int32_t* i32() const;
   std::span<float> f32_span() const { return {f32(), size_t(numel())}; }
 
   void fill_zero() const;  // host or device memset of this view's bytes

@@ -1,1 +1,112 @@
-int main() { return 0; }
+// shardtrain: the command-line program. Each subcommand parses its flags and
+// calls one function of the runtime; errors become one line and a non-zero exit.
+#include "io/fashion_mnist.h"
+#include "runtime/comm/mpi_env.h"
+#include "runtime/core/clock.h"
+#include "runtime/core/error.h"
+#include "runtime/train/bench_step.h"
+#include "runtime/train/config.h"
+#include "runtime/train/info.h"
+#include "runtime/train/trainer.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <optional>
+
+using namespace shardtrain;
+
+int main(int argc, char** argv) {
+  CLI::App app{"shardtrain: distributed training over MPI (DDP, FSDP) with per-rank telemetry"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Help for every subcommand");
+
+  // train
+  std::string config_path;
+  std::vector<std::string> overrides;
+  train::TrainOptions train_opts;
+  auto* train_cmd = app.add_subcommand("train", "Train a model as a config file describes");
+  train_cmd->add_option("config", config_path, "TOML config (see examples/ and docs/config.md)")->required();
+  train_cmd->add_option("--set", overrides, "Override a config key: --set train.epochs=3 (repeatable)");
+  train_cmd->add_option("--run-dir", train_opts.run_dir, "Run directory (default: run.dir, else runs/<name>-<time>)");
+  train_cmd->add_flag("--overwrite", train_opts.overwrite, "Reuse a run directory that holds an earlier run");
+
+  // prep
+  auto* prep_cmd = app.add_subcommand("prep", "Prepare a data set in shardtrain's HDF5 format");
+  prep_cmd->require_subcommand(1);
+  io::FashionMnistPrepOptions fm;
+  auto* fm_cmd = prep_cmd->add_subcommand("fashion-mnist", "Convert Debian's Fashion-MNIST idx files");
+  fm_cmd->add_option("--out", fm.out_dir, "Output directory (gets train/ and test/)")->capture_default_str();
+  fm_cmd->add_option("--shards", fm.shards, "Shard files per split")->capture_default_str();
+  fm_cmd->add_option("--source", fm.source_dir, "Directory of the idx.gz files")->capture_default_str();
+
+  // bench
+  auto* bench_cmd = app.add_subcommand("bench", "Benchmarks");
+  bench_cmd->require_subcommand(1);
+  train::BenchStepOptions bench_opts;
+  auto* step_cmd = bench_cmd->add_subcommand("step", "Training-step GFLOP/s against the same GEMMs alone");
+  step_cmd->add_option("config", config_path, "TOML config")->required();
+  step_cmd->add_option("--set", overrides, "Override a config key (repeatable)");
+  step_cmd->add_option("--steps", bench_opts.steps, "Steps per round")->capture_default_str();
+  step_cmd->add_option("--rounds", bench_opts.rounds, "Alternating rounds (medians reported)")->capture_default_str();
+  step_cmd->add_option("--warmup", bench_opts.warmup, "Untimed steps first")->capture_default_str();
+  step_cmd->add_option("--json", bench_opts.json_path, "Also write the figures to this JSON file");
+
+  // config
+  auto* config_cmd = app.add_subcommand("config", "Validate a config and print it resolved, or print the key reference");
+  config_cmd->add_option("config", config_path, "TOML config");
+  config_cmd->add_option("--set", overrides, "Override a config key (repeatable)");
+  bool reference = false;
+  config_cmd->add_flag("--reference", reference, "Print the reference of every key as Markdown (docs/config.md)");
+
+  auto* info_cmd = app.add_subcommand("info", "Show the build and what this machine offers it");
+
+  CLI11_PARSE(app, argc, argv);
+
+  std::optional<comm::MpiEnv> mpi;
+  try {
+    if (*train_cmd) {
+      train::Config config = train::load_config(config_path, overrides);
+      mpi.emplace(&argc, &argv);
+      return train::run_training(config, train_opts, *mpi);
+    }
+    if (*fm_cmd) {
+      const double t0 = now_seconds();
+      io::PrepSummary s = io::prep_fashion_mnist(fm, [](const std::string& line) {
+        fmt::print("[prep] {}\n", line);
+        std::fflush(stdout);
+      });
+      fmt::print("[prep] fashion-mnist: {} train + {} test samples in {} shard(s) per split under {} ({:.1f} s)\n",
+                 s.train_samples, s.test_samples, s.shards, fm.out_dir, now_seconds() - t0);
+      return 0;
+    }
+    if (*step_cmd) {
+      train::Config config = train::load_config(config_path, overrides);
+      return train::bench_step(config, bench_opts);
+    }
+    if (*config_cmd) {
+      if (reference) {
+        fmt::print("{}", train::config_reference_markdown());
+        return 0;
+      }
+      if (config_path.empty()) throw Error("config: give a config file, or --reference");
+      fmt::print("{}", train::to_toml(train::load_config(config_path, overrides)));
+      return 0;
+    }
+    if (*info_cmd) {
+      mpi.emplace(&argc, &argv);
+      fmt::print("{}", train::build_info());
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    const int rank = mpi ? mpi->rank() : 0;
+    fmt::print(stderr, "shardtrain: error{}: {}\n", mpi && mpi->world_size() > 1 ? fmt::format(" (rank {})", rank) : "", e.what());
+    std::fflush(stderr);
+    // One failing rank must not leave the others waiting in a collective.
+    if (mpi && mpi->world_size() > 1) comm::MpiEnv::abort(1);
+    return 1;
+  }
+  return 0;
+}

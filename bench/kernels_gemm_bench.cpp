@@ -1,0 +1,171 @@
+// sgemm throughput (GFLOP/s, one BLAS thread) at a large square shape, at
+// exactly the GEMMs an MLP 784-1024-1024-10 training step issues through
+// linear_forward / linear_backward, and for a conv2d forward. Compare the
+// MLP shapes with 1024^3: small-batch GEMMs run well below peak, and the
+// "step" rows are the ceiling a whole training step can reach.
+#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/linear.h"
+#include "runtime/core/rng.h"
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+namespace shardtrain::cpu {
+namespace {
+
+std::vector<float> random_buffer(int64_t n, uint64_t key) {
+  Rng rng(key);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = rng.uniform(-1.0f, 1.0f);
+  return v;
+}
+
+void set_gflops(benchmark::State& state, double flops_per_iteration) {
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops_per_iteration * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// One GEMM of the given shape, operands laid out densely as gemm() expects.
+void bm_gemm(benchmark::State& state, GemmCall c) {
+  const auto A = random_buffer(c.M * c.K, 1), B = random_buffer(c.K * c.N, 2);
+  auto C = random_buffer(c.M * c.N, 3);
+  const int64_t lda = c.trans_a ? c.M : c.K, ldb = c.trans_b ? c.K : c.N;
+  for (auto _ : state) {
+    gemm(c.trans_a, c.trans_b, c.M, c.N, c.K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(),
+         c.N);
+    benchmark::DoNotOptimize(C.data());
+    benchmark::ClobberMemory();
+  }
+  set_gflops(state, c.flops());
+}
+
+constexpr int64_t kMlp[] = {784, 1024, 1024, 10};
+
+// The GEMMs of one MLP step, recorded from the real linear_forward /
+// linear_backward calls (the first layer computes no input gradient).
+std::vector<GemmCall> mlp_step_gemms(int64_t batch) {
+  GemmRecorder recorder;
+  for (int l = 0; l < 3; ++l) {
+    const int64_t IC = kMlp[l], OC = kMlp[l + 1];
+    std::vector<float> in(static_cast<size_t>(batch * IC)), w(static_cast<size_t>(OC * IC)),
+        b(static_cast<size_t>(OC)), out(static_cast<size_t>(batch * OC)),
+        din(static_cast<size_t>(batch * IC));
+    linear_forward(out.data(), in.data(), w.data(), b.data(), batch, IC, OC);
+    linear_backward(l == 0 ? nullptr : din.data(), w.data(), b.data(), out.data(), in.data(),
+                    w.data(), batch, IC, OC, false);
+  }
+  return recorder.calls();
+}
+
+// All GEMMs of an MLP step back to back: the pure-GEMM rate of a step.
+void bm_mlp_step_gemms(benchmark::State& state, int64_t batch) {
+  const auto calls = mlp_step_gemms(batch);
+  const int64_t biggest = 1024 * 1024;
+  const auto A = random_buffer(biggest, 4), B = random_buffer(biggest, 5);
+  auto C = random_buffer(biggest, 6);
+  double flops = 0.0;
+  for (const auto& c : calls) flops += c.flops();
+  for (auto _ : state) {
+    for (const auto& c : calls)
+      gemm(c.trans_a, c.trans_b, c.M, c.N, c.K, 1.0f, A.data(), c.trans_a ? c.M : c.K, B.data(),
+           c.trans_b ? c.K : c.N, 0.0f, C.data(), c.N);
+    benchmark::ClobberMemory();
+  }
+  set_gflops(state, flops);
+}
+
+// The same step through linear_forward / linear_backward (bias fill, dbias
+// sums included): how much the non-GEMM parts of the layers cost.
+void bm_mlp_step_linear(benchmark::State& state, int64_t batch) {
+  struct Layer {
+    std::vector<float> w, b, dw, db, out, dout;
+  };
+  std::vector<Layer> layers;
+  const auto x = random_buffer(batch * kMlp[0], 7);
+  for (int l = 0; l < 3; ++l) {
+    const int64_t IC = kMlp[l], OC = kMlp[l + 1];
+    layers.push_back({random_buffer(OC * IC, 8 + l), random_buffer(OC, 11 + l),
+                      std::vector<float>(static_cast<size_t>(OC * IC)),
+                      std::vector<float>(static_cast<size_t>(OC)),
+                      std::vector<float>(static_cast<size_t>(batch * OC)),
+                      random_buffer(batch * OC, 14 + l)});
+  }
+  double flops = 0.0;
+  for (const auto& c : mlp_step_gemms(batch)) flops += c.flops();
+  for (auto _ : state) {
+    const float* in = x.data();
+    for (int l = 0; l < 3; ++l) {
+      linear_forward(layers[l].out.data(), in, layers[l].w.data(), layers[l].b.data(), batch,
+                     kMlp[l], kMlp[l + 1]);
+      in = layers[l].out.data();
+    }
+    for (int l = 2; l >= 0; --l) {
+      const float* layer_in = l == 0 ? x.data() : layers[l - 1].out.data();
+      float* din = l == 0 ? nullptr : layers[l - 1].dout.data();
+      linear_backward(din, layers[l].dw.data(), layers[l].db.data(), layers[l].dout.data(),
+                      layer_in, layers[l].w.data(), batch, kMlp[l], kMlp[l + 1], false);
+    }
+    benchmark::ClobberMemory();
+  }
+  set_gflops(state, flops);
+}
+
+// 32 -> 64 channels, 5x5, pad 2 on 14x14 (the second conv of a small CNN).
+void bm_conv2d_forward(benchmark::State& state) {
+  const Conv2dShape s{128, 32, 14, 14, 64, 5, 1, 2};
+  const auto in = random_buffer(s.B * s.C * s.H * s.W, 20);
+  const auto w = random_buffer(s.OC * s.C * s.K * s.K, 21), b = random_buffer(s.OC, 22);
+  std::vector<float> out(static_cast<size_t>(s.B * s.OC * s.OH() * s.OW())),
+      col(static_cast<size_t>(s.col_floats()));
+  for (auto _ : state) {
+    conv2d_forward(out.data(), in.data(), w.data(), b.data(), col.data(), s);
+    benchmark::ClobberMemory();
+  }
+  set_gflops(state, s.forward_flops());
+}
+
+// Registers fn(state, arg) under a formatted name (RegisterBenchmark copies it).
+template <class Fn, class Arg>
+benchmark::internal::Benchmark* add(const std::string& name, Fn fn, Arg arg) {
+  return benchmark::RegisterBenchmark(name.c_str(), fn, arg);
+}
+
+void register_all() {
+  add("sgemm/NN/1024x1024x1024", bm_gemm, GemmCall{false, false, 1024, 1024, 1024})
+      ->Unit(benchmark::kMillisecond);
+  for (int64_t batch : {64, 128}) {
+    // Each layer's GEMMs exactly as linear_forward / linear_backward issue them.
+    for (int l = 0; l < 3; ++l) {
+      const int64_t IC = kMlp[l], OC = kMlp[l + 1];
+      add(fmt::format("mlp_b{}/fwd_NT/{}x{}x{}", batch, batch, OC, IC), bm_gemm,
+          GemmCall{false, true, batch, OC, IC});
+      add(fmt::format("mlp_b{}/dW_TN/{}x{}x{}", batch, OC, IC, batch), bm_gemm,
+          GemmCall{true, false, OC, IC, batch});
+      if (l > 0)
+        add(fmt::format("mlp_b{}/dX_NN/{}x{}x{}", batch, batch, IC, OC), bm_gemm,
+            GemmCall{false, false, batch, IC, OC});
+    }
+    add(fmt::format("mlp_b{}/step_gemms_only", batch), bm_mlp_step_gemms, batch)
+        ->Unit(benchmark::kMillisecond);
+    add(fmt::format("mlp_b{}/step_linear_layers", batch), bm_mlp_step_linear, batch)
+        ->Unit(benchmark::kMillisecond);
+  }
+  benchmark::RegisterBenchmark("conv2d_fwd/B128_32to64_5x5_pad2_14x14", bm_conv2d_forward)
+      ->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace
+}  // namespace shardtrain::cpu
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  shardtrain::cpu::register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

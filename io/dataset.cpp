@@ -1,0 +1,84 @@
+#include "io/dataset.h"
+
+#include "io/shard_reader.h"
+#include "io/shard_set.h"
+#include "kernels/cpu/elementwise.h"
+#include "runtime/core/error.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+namespace shardtrain::io {
+
+InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit) {
+  ST_CHECK(limit >= 0, "{}: limit {} must be >= 0 (0 reads all samples)", path, limit);
+
+  // Open and validate every shard before reading any data: a schema problem
+  // in the last shard should not cost the time of reading the first ones.
+  std::vector<ShardReader> shards;
+  for (const std::string& file : format_v1::list_shard_files(path)) shards.emplace_back(file);
+  check_shard_set(path, shards);
+
+  const format_v1::ShardHeader& h0 = shards.front().header();
+  int64_t total = 0;
+  for (const ShardReader& shard : shards) total += shard.header().num_samples;
+  ST_CHECK(total > 0, "{}: the split has no samples", path);
+
+  InMemoryDataset ds;
+  DatasetInfo& info = ds.info_;
+  info.path = path;
+  for (const ShardReader& shard : shards) info.shard_files.push_back(shard.path());
+  info.split = h0.split;
+  info.num_samples = limit > 0 ? std::min(limit, total) : total;
+  info.sample_shape = h0.sample_shape;
+  info.dtype = h0.dtype;
+  info.num_classes = h0.num_classes;
+  info.normalize_mean = h0.normalize_mean;
+  info.normalize_std = h0.normalize_std;
+
+  const size_t sample_bytes = size_t(info.sample_numel()) * format_v1::dtype_size(info.dtype);
+  try {
+    ds.x_.resize(size_t(info.num_samples) * sample_bytes);
+    ds.y_.resize(size_t(info.num_samples));
+  } catch (const std::bad_alloc&) {
+    throw Error(fmt::format("{}: cannot hold {} samples ({:.2f} GiB) in memory; set a limit", path,
+                            info.num_samples, double(info.num_samples) * double(sample_bytes) / (1 << 30)));
+  }
+
+  // Every label is validated, also beyond the limit: a data set that loads
+  // with a limit must not fail later without one.
+  int64_t filled = 0;
+  for (const ShardReader& shard : shards) {
+    const std::vector<int32_t> labels = shard.read_labels();
+    const int64_t take = std::min(shard.header().num_samples, info.num_samples - filled);
+    if (take <= 0) continue;
+    shard.read_x(0, take, ds.x_.data() + size_t(filled) * sample_bytes);
+    std::copy_n(labels.begin(), take, ds.y_.begin() + filled);
+    filled += take;
+  }
+  ST_ASSERT(filled == info.num_samples);
+  return ds;
+}
+
+void InMemoryDataset::gather(const int64_t* indices, int64_t n, float* x_out, int32_t* y_out) const {
+  const int64_t numel = info_.sample_numel();
+  const float mean = info_.normalize_mean;
+  const float inv_std = 1.0f / info_.normalize_std;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t index = indices[i];
+    ST_CHECK(index >= 0 && index < size(), "{}: sample index {} is out of range [0, {})", info_.path, index,
+             size());
+    float* out = x_out + i * numel;
+    if (info_.dtype == SampleDType::u8) {
+      cpu::u8_to_f32_normalized(out, x_.data() + index * numel, numel, mean, info_.normalize_std);
+    } else {
+      // memcpy, not a float* cast of the byte buffer: no aliasing questions.
+      std::memcpy(out, x_.data() + size_t(index * numel) * sizeof(float), size_t(numel) * sizeof(float));
+      for (int64_t j = 0; j < numel; ++j) out[j] = (out[j] - mean) * inv_std;
+    }
+    y_out[i] = y_[size_t(index)];
+  }
+}
+
+}  // namespace shardtrain::io

@@ -1,0 +1,184 @@
+#include "io/dataset_writer.h"
+
+#include "io/hdf5_attributes.h"
+#include "runtime/core/error.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+namespace shardtrain::io {
+
+namespace {
+
+using namespace format_v1;
+
+void check_header(const ShardHeader& h) {
+  ST_CHECK(!h.split.empty(), "split name is empty");
+  ST_CHECK(h.num_classes > 0, "num_classes is {}, it must be > 0", h.num_classes);
+  ST_CHECK(h.num_shards >= 1 && h.shard_index >= 0 && h.shard_index < h.num_shards,
+           "shard_index {} of num_shards {} is not a valid shard", h.shard_index, h.num_shards);
+  ST_CHECK(h.num_samples >= 1, "a shard needs at least one sample, got {}", h.num_samples);
+  ST_CHECK(h.sample_shape.ndim() >= 1 && h.sample_shape.numel() > 0, "sample shape {} is empty",
+           h.sample_shape.str());
+  ST_CHECK(std::isfinite(h.normalize_mean) && std::isfinite(h.normalize_std) && h.normalize_std > 0,
+           "normalization mean {} std {} is invalid (finite, std > 0)", h.normalize_mean, h.normalize_std);
+}
+
+// Makes `path` durable before it is renamed into place: without this a crash
+// soon after the rename could leave the final name pointing at missing data.
+void sync_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ST_CHECK(fd >= 0, "{}: cannot open to sync: {}", path, std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  ST_CHECK(rc == 0, "{}: fsync failed: {}", path, std::strerror(err));
+}
+
+// The file dataspace of `dataset` with rows [first, first + count) selected.
+h5::Dataspace select_rows(const h5::Dataset& dataset, int64_t first, int64_t count, int rank) {
+  h5::Dataspace space(h5::check(H5Dget_space(dataset.get()), "cannot get dataspace"));
+  std::vector<hsize_t> start(size_t(rank), 0), counts(size_t(rank), 0);
+  H5Sget_simple_extent_dims(space.get(), counts.data(), nullptr);
+  start[0] = hsize_t(first);
+  counts[0] = hsize_t(count);
+  h5::check_status(
+      H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, counts.data(), nullptr),
+      "cannot select rows");
+  return space;
+}
+
+}  // namespace
+
+ShardWriter::ShardWriter(std::string path, const ShardHeader& header)
+    : path_(std::move(path)), tmp_path_(path_ + ".tmp"), header_(header) {
+  with_context(path_, [&] { check_header(header_); });
+  file_ = h5::create_file(tmp_path_);
+  try {
+    create_contents();
+  } catch (...) {
+    discard();  // the destructor does not run for a throwing constructor
+    throw;
+  }
+}
+
+void ShardWriter::create_contents() {
+  with_context(path_, [&] {
+    const hid_t root = file_.get();
+    h5::write_string_attribute(root, kAttrFormat, kFormat);
+    h5::write_int_attribute(root, kAttrVersion, kVersion);
+    h5::write_string_attribute(root, kAttrSplit, header_.split);
+    h5::write_int_attribute(root, kAttrNumClasses, header_.num_classes);
+    h5::write_int_attribute(root, kAttrShardIndex, header_.shard_index);
+    h5::write_int_attribute(root, kAttrNumShards, header_.num_shards);
+
+    // /x [n, d1..dk], chunked along n at about kChunkBytes, no filter: later
+    // readers compute a sample's file offset from the chunk index alone.
+    const int rank = header_.sample_shape.ndim() + 1;
+    std::vector<hsize_t> dims{hsize_t(header_.num_samples)};
+    for (int i = 0; i < header_.sample_shape.ndim(); ++i) dims.push_back(hsize_t(header_.sample_shape[i]));
+    const int64_t sample_bytes = header_.sample_shape.numel() * int64_t(dtype_size(header_.dtype));
+    ST_CHECK(sample_bytes < (int64_t(1) << 32), "a sample of {} bytes exceeds HDF5's 4 GiB chunk limit",
+             sample_bytes);
+    // The rows are spread evenly over the chunks the target size calls for:
+    // HDF5 stores a partial last chunk at full size, so 15000 samples get 12
+    // chunks of 1250 rather than 11 of 1337 and a mostly empty twelfth.
+    const int64_t n = header_.num_samples;
+    const int64_t target_rows = std::max<int64_t>(1, kChunkBytes / sample_bytes);
+    const int64_t num_chunks = (n + target_rows - 1) / target_rows;
+    std::vector<hsize_t> chunk = dims;
+    chunk[0] = hsize_t((n + num_chunks - 1) / num_chunks);
+
+    h5::PropList dcpl(h5::check(H5Pcreate(H5P_DATASET_CREATE), "cannot create property list"));
+    h5::check_status(H5Pset_chunk(dcpl.get(), rank, chunk.data()), "cannot set chunking of /x");
+    // Every chunk is written in full, so filling them first would be wasted I/O.
+    h5::check_status(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "cannot set fill time of /x");
+    h5::Dataspace x_space(h5::check(H5Screate_simple(rank, dims.data(), nullptr), "cannot create dataspace"));
+    const hid_t x_type = header_.dtype == SampleDType::u8 ? H5T_STD_U8LE : H5T_IEEE_F32LE;
+    x_ = h5::Dataset(
+        h5::check(H5Dcreate2(root, kX, x_type, x_space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                  "cannot create /x"));
+    h5::write_float_attribute(x_.get(), kAttrMean, header_.normalize_mean);
+    h5::write_float_attribute(x_.get(), kAttrStd, header_.normalize_std);
+
+    // /y [n] int32, contiguous: small next to /x and read whole.
+    h5::Dataspace y_space(h5::check(H5Screate_simple(1, dims.data(), nullptr), "cannot create dataspace"));
+    y_ = h5::Dataset(
+        h5::check(H5Dcreate2(root, kY, H5T_STD_I32LE, y_space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                  "cannot create /y"));
+  });
+}
+
+ShardWriter::~ShardWriter() {
+  if (!finished_) discard();
+}
+
+void ShardWriter::discard() {
+  x_ = {};
+  y_ = {};
+  file_ = {};
+  std::error_code ec;
+  std::filesystem::remove(tmp_path_, ec);  // best effort: a reader ignores *.tmp anyway
+}
+
+void ShardWriter::append(const void* x, const int32_t* y, int64_t count) {
+  with_context(path_, [&] {
+    ST_CHECK(!finished_, "append after finish");
+    ST_CHECK(count >= 0 && written_ + count <= header_.num_samples,
+             "appending {} samples to the {} written exceeds the declared {}", count, written_,
+             header_.num_samples);
+    if (count == 0) return;
+    for (int64_t i = 0; i < count; ++i) {
+      ST_CHECK(y[i] >= 0 && y[i] < header_.num_classes, "label {} of sample {} is out of range [0, {})", y[i],
+               written_ + i, header_.num_classes);
+    }
+    // The memory dataspace has the selection's shape, [count, d1..dk]: with
+    // a flat one HDF5 maps chunks element by element, about 10x slower.
+    const int rank = header_.sample_shape.ndim() + 1;
+    h5::Dataspace x_file = select_rows(x_, written_, count, rank);
+    std::vector<hsize_t> x_dims{hsize_t(count)};
+    for (int i = 0; i < header_.sample_shape.ndim(); ++i) x_dims.push_back(hsize_t(header_.sample_shape[i]));
+    h5::Dataspace x_mem(h5::check(H5Screate_simple(rank, x_dims.data(), nullptr), "cannot create dataspace"));
+    const hid_t x_type = header_.dtype == SampleDType::u8 ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT;
+    h5::check_status(H5Dwrite(x_.get(), x_type, x_mem.get(), x_file.get(), H5P_DEFAULT, x),
+                     "cannot write /x");
+
+    h5::Dataspace y_file = select_rows(y_, written_, count, 1);
+    const hsize_t y_elems = hsize_t(count);
+    h5::Dataspace y_mem(h5::check(H5Screate_simple(1, &y_elems, nullptr), "cannot create dataspace"));
+    h5::check_status(H5Dwrite(y_.get(), H5T_NATIVE_INT32, y_mem.get(), y_file.get(), H5P_DEFAULT, y),
+                     "cannot write /y");
+    written_ += count;
+  });
+}
+
+void ShardWriter::finish() {
+  with_context(path_, [&] {
+    ST_CHECK(!finished_, "finish called twice");
+    ST_CHECK(written_ == header_.num_samples, "only {} of the declared {} samples were written", written_,
+             header_.num_samples);
+    x_.close("cannot close /x");
+    y_.close("cannot close /y");
+    file_.close("cannot close the file");
+    sync_file(tmp_path_);
+    std::error_code ec;
+    std::filesystem::rename(tmp_path_, path_, ec);
+    ST_CHECK(!ec, "cannot rename {} into place: {}", tmp_path_, ec.message());
+    finished_ = true;
+  });
+}
+
+void write_shard(const std::string& path, const ShardHeader& header, const void* x, const int32_t* y) {
+  ShardWriter writer(path, header);
+  writer.append(x, y, header.num_samples);
+  writer.finish();
+}
+
+}  // namespace shardtrain::io

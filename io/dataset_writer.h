@@ -1,0 +1,52 @@
+// Writes one shard file of format v1 (docs/formats.md).
+//
+// The file is written as `<path>.tmp` and renamed to `path` only once it is
+// complete and flushed to disk, so an interrupted writer never leaves a half
+// file under a shard's name (a reader ignores *.tmp). Samples may be appended
+// in pieces, so a generator can write shards larger than its memory.
+#pragma once
+
+#include "io/format_v1.h"
+#include "io/hdf5_handle.h"
+
+#include <cstdint>
+#include <string>
+
+namespace shardtrain::io {
+
+class ShardWriter {
+ public:
+  // Creates `<path>.tmp` for header.num_samples (>= 1) samples of
+  // header.sample_shape and header.dtype, with every attribute written.
+  ShardWriter(std::string path, const format_v1::ShardHeader& header);
+  // Without finish(), the .tmp file is removed.
+  ~ShardWriter();
+  ShardWriter(const ShardWriter&) = delete;
+  ShardWriter& operator=(const ShardWriter&) = delete;
+
+  // Writes the next `count` samples: `x` holds count * sample_numel elements
+  // of the header's dtype (uint8_t or float), `y` count labels, each in
+  // [0, num_classes).
+  void append(const void* x, const int32_t* y, int64_t count);
+
+  // Checks that all samples were written, closes, syncs and renames the file.
+  void finish();
+
+ private:
+  void create_contents();
+  // Closes everything and removes the .tmp file (best effort).
+  void discard();
+
+  std::string path_, tmp_path_;
+  format_v1::ShardHeader header_;
+  h5::File file_;
+  h5::Dataset x_, y_;
+  int64_t written_ = 0;
+  bool finished_ = false;
+};
+
+// Writes a whole shard held in memory: x is header.num_samples samples.
+void write_shard(const std::string& path, const format_v1::ShardHeader& header, const void* x,
+                 const int32_t* y);
+
+}  // namespace shardtrain::io

@@ -1,0 +1,16 @@
+// The checks that span the shard files of one split: they must describe the
+// same data (format, split, classes, sample shape, dtype, normalization) and
+// be exactly shards 0..num_shards-1, one file each, in name order.
+#pragma once
+
+#include "io/shard_reader.h"
+
+#include <string>
+#include <vector>
+
+namespace shardtrain::io {
+
+// `path` is what the user gave (a directory or a single file), for messages.
+void check_shard_set(const std::string& path, const std::vector<ShardReader>& shards);
+
+}  // namespace shardtrain::io

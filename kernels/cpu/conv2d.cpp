@@ -1,0 +1,139 @@
+#include "kernels/cpu/conv2d.h"
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/vec_math.h"
+
+#include <algorithm>
+
+namespace shardtrain::cpu {
+namespace {
+
+// The outputs o in [lo, hi) whose input index i = o*stride - pad + k lies in
+// [0, size): computed once per kernel tap (rows and columns alike), so the
+// copy loops below carry no per-pixel bounds test.
+struct ValidRange {
+  int64_t lo, hi;
+};
+ValidRange valid_range(int64_t size, int64_t outputs, int64_t k, const Conv2dShape& s) {
+  const int64_t first = s.pad - k;            // lowest o*stride that lands inside
+  const int64_t last = size - 1 + s.pad - k;  // highest
+  if (last < 0) return {0, 0};
+  const int64_t lo = first <= 0 ? 0 : (first + s.stride - 1) / s.stride;
+  const int64_t hi = std::min(outputs, last / s.stride + 1);
+  return {std::min(lo, hi), hi};
+}
+
+// A 1x1 kernel with stride 1 and no padding has col == image: skip the copy.
+bool col_is_image(const Conv2dShape& s) { return s.K == 1 && s.stride == 1 && s.pad == 0; }
+
+}  // namespace
+
+void im2col(float* col, const float* image, const Conv2dShape& s) {
+  const int64_t OH = s.OH(), OW = s.OW();
+  for (int64_t c = 0; c < s.C; ++c)
+    for (int64_t ki = 0; ki < s.K; ++ki) {
+      const ValidRange rows = valid_range(s.H, OH, ki, s);
+      for (int64_t kj = 0; kj < s.K; ++kj) {
+        // Block (c, ki, kj) of col, [OH, OW]: the pixel each output sees through this tap.
+        float* block = col + ((c * s.K + ki) * s.K + kj) * OH * OW;
+        const ValidRange cols = valid_range(s.W, OW, kj, s);
+        // Taps that reach into the padding: zero the block with one call,
+        // then fill the valid part (cheaper than many tiny fills per row).
+        if (rows.lo > 0 || rows.hi < OH || cols.lo > 0 || cols.hi < OW)
+          std::fill(block, block + OH * OW, 0.0f);
+        const int64_t shift = kj - s.pad;  // iw = ow*stride + shift
+        for (int64_t oh = rows.lo; oh < rows.hi; ++oh) {
+          const float* src = image + (c * s.H + oh * s.stride - s.pad + ki) * s.W;
+          float* dst = block + oh * OW;
+          if (s.stride == 1)  // contiguous: a copy the compiler vectorizes
+            for (int64_t ow = cols.lo; ow < cols.hi; ++ow) dst[ow] = src[ow + shift];
+          else
+            for (int64_t ow = cols.lo; ow < cols.hi; ++ow) dst[ow] = src[ow * s.stride + shift];
+        }
+      }
+    }
+}
+
+void col2im(float* image, const float* col, const Conv2dShape& s) {
+  // The adjoint of im2col: every col entry is added back onto the pixel it
+  // was copied from (overlapping windows sum), padding entries are dropped.
+  const int64_t OH = s.OH(), OW = s.OW();
+  std::fill(image, image + s.C * s.H * s.W, 0.0f);
+  for (int64_t c = 0; c < s.C; ++c)
+    for (int64_t ki = 0; ki < s.K; ++ki) {
+      const ValidRange rows = valid_range(s.H, OH, ki, s);
+      for (int64_t kj = 0; kj < s.K; ++kj) {
+        const float* block = col + ((c * s.K + ki) * s.K + kj) * OH * OW;
+        const ValidRange cols = valid_range(s.W, OW, kj, s);
+        const int64_t shift = kj - s.pad;
+        for (int64_t oh = rows.lo; oh < rows.hi; ++oh) {
+          float* dst = image + (c * s.H + oh * s.stride - s.pad + ki) * s.W;
+          const float* src = block + oh * OW;
+          if (s.stride == 1)
+            for (int64_t ow = cols.lo; ow < cols.hi; ++ow) dst[ow + shift] += src[ow];
+          else
+            for (int64_t ow = cols.lo; ow < cols.hi; ++ow) dst[ow * s.stride + shift] += src[ow];
+        }
+      }
+    }
+}
+
+void conv2d_forward(float* out, const float* in, const float* weight, const float* bias, float* col,
+                    const Conv2dShape& s) {
+  const int64_t P = s.OH() * s.OW(), CKK = s.C * s.K * s.K;
+  for (int64_t b = 0; b < s.B; ++b) {
+    const float* image = in + b * s.C * s.H * s.W;
+    float* o = out + b * s.OC * P;
+    const float* cols = image;
+    if (!col_is_image(s)) {
+      im2col(col, image, s);
+      cols = col;
+    }
+    // Bias fused as in linear: rows start at bias[oc], the GEMM adds on top.
+    if (bias != nullptr)
+      for (int64_t oc = 0; oc < s.OC; ++oc) std::fill(o + oc * P, o + (oc + 1) * P, bias[oc]);
+    // out_b[OC, P] = W[OC, CKK] * col[CKK, P]
+    gemm(false, false, s.OC, P, CKK, 1.0f, weight, CKK, cols, P, bias != nullptr ? 1.0f : 0.0f, o,
+         P);
+  }
+}
+
+void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
+                     const float* weight, float* col, const Conv2dShape& s, bool accumulate) {
+  const int64_t P = s.OH() * s.OW(), CKK = s.C * s.K * s.K, image_size = s.C * s.H * s.W;
+  if (s.B == 0 && !accumulate) {  // no samples: the sums are empty
+    std::fill(dweight, dweight + s.OC * CKK, 0.0f);
+    if (dbias != nullptr) std::fill(dbias, dbias + s.OC, 0.0f);
+  }
+  for (int64_t b = 0; b < s.B; ++b) {
+    const float* image = in + b * image_size;
+    const float* g = dout + b * s.OC * P;
+    // The first sample overwrites (beta 0) unless accumulating: no zeroing pass.
+    const bool overwrite = b == 0 && !accumulate;
+    const float* cols = image;
+    if (!col_is_image(s)) {
+      im2col(col, image, s);
+      cols = col;
+    }
+    // dW[OC, CKK] (+)= dout_b[OC, P] * col[CKK, P]^T
+    gemm(false, true, s.OC, CKK, P, 1.0f, g, P, cols, P, overwrite ? 0.0f : 1.0f, dweight, CKK);
+    if (dbias != nullptr)
+      for (int64_t oc = 0; oc < s.OC; ++oc) {
+        const float* go = g + oc * P;
+        const float sum = detail::lane_sum(P, [&](int64_t i) { return go[i]; });
+        dbias[oc] = overwrite ? sum : dbias[oc] + sum;
+      }
+    if (din == nullptr) continue;
+    // dcol[CKK, P] = W^T * dout_b, then scattered back onto the image. col is
+    // free again (the dW GEMM above was its last reader), so it holds dcol.
+    float* dimage = din + b * image_size;
+    if (col_is_image(s)) {
+      gemm(true, false, CKK, P, s.OC, 1.0f, weight, CKK, g, P, 0.0f, dimage, P);
+    } else {
+      gemm(true, false, CKK, P, s.OC, 1.0f, weight, CKK, g, P, 0.0f, col, P);
+      col2im(dimage, col, s);
+    }
+  }
+}
+
+}  // namespace shardtrain::cpu

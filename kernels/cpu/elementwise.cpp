@@ -1,0 +1,44 @@
+#include "kernels/cpu/elementwise.h"
+
+namespace shardtrain::cpu {
+
+double sum_squares(const float* x, int64_t n) {
+  // Eight independent double accumulators (vectorizable), combined in a fixed
+  // order: the result does not depend on anything but the data.
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += double(x[i + k]) * double(x[i + k]);
+  for (; i < n; ++i) acc[0] += double(x[i]) * double(x[i]);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+void scale_inplace(float* x, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+void add(float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void accumulate(float* __restrict y, const float* __restrict x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void f32_to_bf16(bf16* out, const float* in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = to_bf16(in[i]);
+}
+
+void bf16_to_f32(float* out, const bf16* in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = to_f32(in[i]);
+}
+
+void u8_to_f32_normalized(float* __restrict out, const uint8_t* __restrict in, int64_t n,
+                          float mean, float std) {
+  // (x/255 - mean)/std folded into one multiply-add per element.
+  const float a = 1.0f / (255.0f * std);
+  const float b = -mean / std;
+  for (int64_t i = 0; i < n; ++i) out[i] = float(in[i]) * a + b;
+}
+
+}  // namespace shardtrain::cpu

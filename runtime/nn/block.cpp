@@ -1,0 +1,94 @@
+#include "runtime/nn/block.h"
+
+#include <algorithm>
+
+namespace shardtrain::nn {
+SequentialBlock::SequentialBlock(std::string name, std::vector<std::unique_ptr<Layer>> layers,
+                                 Shape in_sample)
+    : Block(std::move(name)), layers_(std::move(layers)) {
+  ST_CHECK(!layers_.empty(), "block {} has no layers", this->name());
+  shapes_.push_back(in_sample);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Shape out = with_context(fmt::format("block {} layer {} ({})", this->name(), i, layers_[i]->kind()),
+                             [&] { return layers_[i]->output_shape(shapes_.back()); });
+    shapes_.push_back(out);
+    param_counts_.push_back(layers_[i]->param_specs().size());
+  }
+}
+
+std::vector<ParamSpec> SequentialBlock::param_specs() const {
+  std::vector<ParamSpec> all;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    for (ParamSpec p : layers_[i]->param_specs()) {
+      p.name = fmt::format("{}.{}.{}", i, layers_[i]->kind(), p.name);
+      all.push_back(std::move(p));
+    }
+  }
+  return all;
+}
+
+void SequentialBlock::bind(std::span<const Tensor> params, std::span<const Tensor> grads) {
+  size_t at = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->bind(params.subspan(at, param_counts_[i]), grads.subspan(at, param_counts_[i]));
+    at += param_counts_[i];
+  }
+}
+
+Shape SequentialBlock::output_shape(const Shape& in) const {
+  ST_CHECK(in == shapes_.front(), "block {} was built for samples of shape {}, got {}", name(),
+           shapes_.front().str(), in.str());
+  return shapes_.back();
+}
+
+// Activation and gradient buffers grow to the largest batch seen (training or
+// evaluation) and are then reused: no allocation in the steady state.
+void SequentialBlock::ensure_capacity(int64_t batch) {
+  if (batch <= capacity_) return;
+  capacity_ = batch;
+  outputs_.clear();
+  int64_t widest = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    outputs_.push_back(Tensor::empty(batched(batch, shapes_[i + 1])));
+    widest = std::max(widest, shapes_[i].numel());
+  }
+  grad_a_ = Tensor::empty({batch * widest});
+  grad_b_ = Tensor::empty({batch * widest});
+}
+
+Tensor SequentialBlock::forward(const Tensor& in) {
+  batch_ = in.dim(0);
+  ensure_capacity(batch_);
+  Tensor x = in;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Tensor y = outputs_[i].view(0, batched(batch_, shapes_[i + 1]));
+    layers_[i]->forward(x, y);
+    x = y;
+  }
+  return x;
+}
+
+void SequentialBlock::backward(const Tensor& dout, const Tensor& din, bool accumulate) {
+  Tensor g = dout;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    Tensor dx;
+    if (i == 0) {
+      dx = din;  // may be undefined: the model's first layer needs no input gradient
+    } else {
+      const Tensor& buf = (i % 2 == 0) ? grad_a_ : grad_b_;
+      dx = buf.view(0, batched(batch_, shapes_[i]));
+    }
+    layers_[i]->backward(g, dx, accumulate);
+    g = dx;
+  }
+}
+
+std::string SequentialBlock::describe() const {
+  std::string s;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    s += fmt::format("{}{} {}->{}", i ? ", " : "", layers_[i]->kind(), shapes_[i].str(),
+                     shapes_[i + 1].str());
+  return s;
+}
+
+}  // namespace shardtrain::nn

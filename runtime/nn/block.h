@@ -1,0 +1,65 @@
+// A Block: the unit of everything distributed. DDP fills gradient buckets in
+// reverse Block order; FSDP gathers, frees and reduce-scatters one Block at a
+// time. A Block owns its layers and its activation buffers, and has an
+// explicit forward and backward.
+#pragma once
+
+#include "runtime/nn/layer.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace shardtrain::nn {
+
+class Block {
+ public:
+  virtual ~Block() = default;
+
+  const std::string& name() const { return name_; }
+  // All parameters of the block's layers, in a fixed order, with names
+  // qualified by the layer ("0.linear.weight").
+  virtual std::vector<ParamSpec> param_specs() const = 0;
+  virtual void bind(std::span<const Tensor> params, std::span<const Tensor> grads) = 0;
+  virtual Shape output_shape(const Shape& in) const = 0;
+
+  // Returns the output [B, output_shape]; the buffer is the block's and stays
+  // valid until the next forward. The input must stay valid until backward.
+  virtual Tensor forward(const Tensor& in) = 0;
+  // din: [B, in sample] to be written, or undefined when not needed.
+  virtual void backward(const Tensor& dout, const Tensor& din, bool accumulate) = 0;
+
+  // Human-readable structure, e.g. "linear(784->1024) relu".
+  virtual std::string describe() const = 0;
+
+ protected:
+  explicit Block(std::string name) : name_(std::move(name)) {}
+
+ private:
+  std::string name_;
+};
+
+// The common Block: layers applied one after another.
+class SequentialBlock final : public Block {
+ public:
+  SequentialBlock(std::string name, std::vector<std::unique_ptr<Layer>> layers, Shape in_sample);
+
+  std::vector<ParamSpec> param_specs() const override;
+  void bind(std::span<const Tensor> params, std::span<const Tensor> grads) override;
+  Shape output_shape(const Shape& in) const override;
+  Tensor forward(const Tensor& in) override;
+  void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
+  std::string describe() const override;
+
+ private:
+  void ensure_capacity(int64_t batch);
+
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Shape> shapes_;          // sample shape entering layer i; shapes_[n] = block output
+  std::vector<size_t> param_counts_;   // parameters declared by each layer
+  std::vector<Tensor> outputs_;        // each layer's output, capacity_ samples
+  Tensor grad_a_, grad_b_;             // ping-pong gradient buffers between layers
+  int64_t capacity_ = 0, batch_ = 0;
+};
+
+}  // namespace shardtrain::nn

@@ -1,0 +1,78 @@
+#include "runtime/nn/flat_parameters.h"
+
+#include "runtime/core/rng.h"
+
+#include <cmath>
+
+namespace shardtrain::nn {
+namespace {
+
+constexpr uint64_t kInitStream = 0x696e6974;  // "init"
+
+int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+
+void init_param(float* p, const ParamSpec& spec, Rng& rng) {
+  const int64_t n = spec.shape.numel();
+  switch (spec.init) {
+    case Init::fan_in_uniform: {
+      const float bound = 1.0f / std::sqrt(float(spec.fan_in));
+      for (int64_t i = 0; i < n; ++i) p[i] = rng.uniform(-bound, bound);
+      break;
+    }
+    case Init::normal:
+      for (int64_t i = 0; i < n; ++i) p[i] = spec.std * rng.normal();
+      break;
+    case Init::zeros:
+      for (int64_t i = 0; i < n; ++i) p[i] = 0.0f;
+      break;
+    case Init::ones:
+      for (int64_t i = 0; i < n; ++i) p[i] = 1.0f;
+      break;
+  }
+}
+
+}  // namespace
+
+FlatParameters::FlatParameters(const std::vector<std::string>& block_names,
+                               const std::vector<std::vector<ParamSpec>>& block_specs) {
+  int64_t at = 0;
+  for (size_t b = 0; b < block_specs.size(); ++b) {
+    BlockRange range{at, 0};
+    for (const ParamSpec& spec : block_specs[b]) {
+      entries_.push_back({block_names[b] + "." + spec.name, int(b), at, spec});
+      at += spec.shape.numel();
+    }
+    at = round_up(at, kAlignElems);
+    range.numel = at - range.offset;
+    blocks_.push_back(range);
+  }
+  // Zeroed, so that alignment padding is 0 in both buffers and a reduction
+  // over whole block ranges stays exact.
+  params_ = Tensor::zeros({at});
+  grads_ = Tensor::zeros({at});
+}
+
+void FlatParameters::initialize(uint64_t seed) {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    Rng rng(stream_key(seed, kInitStream, i));
+    init_param(params_.f32() + entries_[i].offset, entries_[i].spec, rng);
+  }
+}
+
+int64_t FlatParameters::parameter_count() const {
+  int64_t n = 0;
+  for (const ParamEntry& e : entries_) n += e.spec.shape.numel();
+  return n;
+}
+
+std::vector<Tensor> FlatParameters::views(const Tensor& flat, int block) const {
+  std::vector<Tensor> out;
+  for (const ParamEntry& e : entries_)
+    if (e.block == block) out.push_back(flat.view(e.offset, e.spec.shape));
+  return out;
+}
+
+std::vector<Tensor> FlatParameters::param_views(int block) const { return views(params_, block); }
+std::vector<Tensor> FlatParameters::grad_views(int block) const { return views(grads_, block); }
+
+}  // namespace shardtrain::nn

@@ -1,0 +1,37 @@
+// A layer: parameters it declares, and an explicit forward and backward (no
+// autograd tape; the order is known, as in llm.c). Shapes carry the batch as
+// their first extent; output_shape() works on one sample's shape.
+//
+// forward() may keep views of its input and output for backward(): the block
+// that owns the layer keeps those buffers alive and unchanged until backward.
+#pragma once
+
+#include "runtime/core/tensor.h"
+#include "runtime/nn/param.h"
+
+#include <span>
+#include <string>
+#include <vector>
+
+namespace shardtrain::nn {
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  virtual std::string kind() const = 0;
+  virtual std::vector<ParamSpec> param_specs() const { return {}; }
+  // Views of this layer's parameters and gradients, in param_specs() order.
+  virtual void bind(std::span<const Tensor> /*params*/, std::span<const Tensor> /*grads*/) {}
+
+  // One sample's output shape for one sample's input shape; an Error if the
+  // input shape does not fit the layer.
+  virtual Shape output_shape(const Shape& in) const = 0;
+
+  // out: [B, output_shape(in sample)], allocated by the caller.
+  virtual void forward(const Tensor& in, const Tensor& out) = 0;
+  // din undefined: the input gradient is not needed (first layer of a model).
+  virtual void backward(const Tensor& dout, const Tensor& din, bool accumulate) = 0;
+};
+
+}  // namespace shardtrain::nn

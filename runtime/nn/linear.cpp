@@ -1,0 +1,52 @@
+#include "runtime/nn/linear.h"
+
+#include "kernels/ops.h"
+
+namespace shardtrain::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
+    : in_features_(in_features), out_features_(out_features), has_bias_(bias) {
+  ST_CHECK(in_features > 0 && out_features > 0, "linear layer needs positive sizes, got {} -> {}",
+           in_features, out_features);
+}
+
+std::vector<ParamSpec> Linear::param_specs() const {
+  std::vector<ParamSpec> specs{{"weight", {out_features_, in_features_}, Init::fan_in_uniform,
+                                in_features_, 0.0f, true}};
+  if (has_bias_)
+    specs.push_back({"bias", {out_features_}, Init::fan_in_uniform, in_features_, 0.0f, false});
+  return specs;
+}
+
+void Linear::bind(std::span<const Tensor> params, std::span<const Tensor> grads) {
+  weight_ = params[0];
+  dweight_ = grads[0];
+  if (has_bias_) {
+    bias_ = params[1];
+    dbias_ = grads[1];
+  }
+}
+
+Shape Linear::output_shape(const Shape& in) const {
+  // A sample [in] or [..., in] keeps its leading extents; an image sample
+  // [C, H, W] whose numel is in_features is flattened.
+  if (in.cols() == in_features_) {
+    Shape out = in;
+    out[-1] = out_features_;
+    return out;
+  }
+  ST_CHECK(in.numel() == in_features_, "linear layer expects {} input features, got a sample of shape {}",
+           in_features_, in.str());
+  return Shape{out_features_};
+}
+
+void Linear::forward(const Tensor& in, const Tensor& out) {
+  in_ = in;
+  ops::linear_forward(out, in, weight_, bias_);
+}
+
+void Linear::backward(const Tensor& dout, const Tensor& din, bool accumulate) {
+  ops::linear_backward(din, dweight_, dbias_, dout, in_, weight_, accumulate);
+}
+
+}  // namespace shardtrain::nn

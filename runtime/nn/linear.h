@@ -1,0 +1,27 @@
+// Fully connected layer over the last dimension: [..., in] -> [..., out].
+// A multi-dimensional sample (an image) is flattened: in = its numel.
+#pragma once
+
+#include "runtime/nn/layer.h"
+
+namespace shardtrain::nn {
+
+class Linear final : public Layer {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+
+  std::string kind() const override { return "linear"; }
+  std::vector<ParamSpec> param_specs() const override;
+  void bind(std::span<const Tensor> params, std::span<const Tensor> grads) override;
+  Shape output_shape(const Shape& in) const override;
+  void forward(const Tensor& in, const Tensor& out) override;
+  void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
+
+ private:
+  int64_t in_features_, out_features_;
+  bool has_bias_;
+  Tensor weight_, bias_, dweight_, dbias_;
+  Tensor in_;  // forward input, kept for backward
+};
+
+}  // namespace shardtrain::nn

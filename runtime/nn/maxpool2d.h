@@ -1,0 +1,24 @@
+// Max pooling layer, NCHW, square window, no padding: [C, H, W] -> [C, OH, OW].
+#pragma once
+
+#include "kernels/cpu/pool.h"
+#include "runtime/nn/layer.h"
+
+namespace shardtrain::nn {
+
+class MaxPool2d final : public Layer {
+ public:
+  MaxPool2d(int64_t kernel, int64_t stride);
+
+  std::string kind() const override { return "maxpool2d"; }
+  Shape output_shape(const Shape& in) const override;
+  void forward(const Tensor& in, const Tensor& out) override;
+  void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
+
+ private:
+  int64_t K_, stride_;
+  cpu::Pool2dShape shape_{};
+  Tensor argmax_;  // i32, grows to the largest batch seen, then reused
+};
+
+}  // namespace shardtrain::nn

@@ -1,0 +1,73 @@
+#include "runtime/nn/model.h"
+
+#include <algorithm>
+
+namespace shardtrain::nn {
+Model::Model(std::vector<std::unique_ptr<Block>> blocks, Shape input_sample)
+    : blocks_(std::move(blocks)) {
+  ST_CHECK(!blocks_.empty(), "a model needs at least one block");
+  shapes_.push_back(input_sample);
+  std::vector<std::string> names;
+  std::vector<std::vector<ParamSpec>> specs;
+  for (auto& b : blocks_) {
+    shapes_.push_back(b->output_shape(shapes_.back()));
+    names.push_back(b->name());
+    specs.push_back(b->param_specs());
+  }
+  flat_ = FlatParameters(names, specs);
+  for (int i = 0; i < num_blocks(); ++i)
+    blocks_[size_t(i)]->bind(flat_.param_views(i), flat_.grad_views(i));
+}
+
+Tensor Model::forward(const Tensor& x, BlockHooks* hooks) {
+  ST_CHECK(x.shape().ndim() >= 1 && x.numel() == x.dim(0) * input_sample().numel(),
+           "model input of shape {} does not hold samples of shape {}", x.shape().str(),
+           input_sample().str());
+  batch_ = x.dim(0);
+  Tensor h = x.reshape(batched(batch_, input_sample()));
+  for (int i = 0; i < num_blocks(); ++i) {
+    if (hooks) hooks->before_forward(i);
+    h = blocks_[size_t(i)]->forward(h);
+    if (hooks) hooks->after_forward(i);
+  }
+  return h;
+}
+
+void Model::backward(const Tensor& dout, bool accumulate, BlockHooks* hooks) {
+  ST_CHECK(dout.numel() == batch_ * output_sample().numel(),
+           "output gradient of shape {} does not match the last forward (batch {})",
+           dout.shape().str(), batch_);
+  if (batch_ > capacity_) {
+    int64_t widest = 0;
+    for (size_t i = 1; i + 1 < shapes_.size(); ++i) widest = std::max(widest, shapes_[i].numel());
+    capacity_ = batch_;
+    grad_a_ = Tensor::empty({std::max<int64_t>(1, batch_ * widest)});
+    grad_b_ = Tensor::empty({std::max<int64_t>(1, batch_ * widest)});
+  }
+  Tensor g = dout;
+  for (int i = num_blocks() - 1; i >= 0; --i) {
+    if (hooks) hooks->before_backward(i);
+    Tensor din;  // the first block's input is data: no gradient needed
+    if (i > 0) din = ((i % 2) ? grad_a_ : grad_b_).view(0, batched(batch_, shapes_[size_t(i)]));
+    blocks_[size_t(i)]->backward(g, din, accumulate);
+    if (hooks) hooks->after_backward(i);
+    g = din;
+  }
+}
+
+std::string Model::summary() const {
+  std::string s;
+  int64_t total = 0;
+  for (int i = 0; i < num_blocks(); ++i) {
+    int64_t n = 0;
+    for (const auto& e : flat_.entries())
+      if (e.block == i) n += e.spec.shape.numel();
+    total += n;
+    s += fmt::format("  block {} {:<8} {:>10} params  {}\n", i, blocks_[size_t(i)]->name(), n,
+                     blocks_[size_t(i)]->describe());
+  }
+  s += fmt::format("  total {} parameters ({:.1f} MiB f32)\n", total, double(total) * 4 / (1 << 20));
+  return s;
+}
+
+}  // namespace shardtrain::nn

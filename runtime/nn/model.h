@@ -1,0 +1,45 @@
+// A model: an ordered list of Blocks, their parameters in one FlatParameters,
+// and the gradient buffers passed between Blocks. forward() runs Blocks
+// 0..n-1, backward() n-1..0, calling the strategy's hooks around each.
+#pragma once
+
+#include "runtime/nn/block.h"
+#include "runtime/nn/flat_parameters.h"
+#include "runtime/nn/hooks.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace shardtrain::nn {
+
+class Model {
+ public:
+  Model(std::vector<std::unique_ptr<Block>> blocks, Shape input_sample);
+
+  // x: [B, input_sample]. Returns the output of the last Block.
+  Tensor forward(const Tensor& x, BlockHooks* hooks = nullptr);
+  // dout: gradient of the loss w.r.t. the last forward's output. Parameter
+  // gradients are written into flat().grads() (added when accumulate).
+  void backward(const Tensor& dout, bool accumulate = false, BlockHooks* hooks = nullptr);
+
+  void initialize(uint64_t seed) { flat_.initialize(seed); }
+  FlatParameters& flat() { return flat_; }
+  const FlatParameters& flat() const { return flat_; }
+  int num_blocks() const { return int(blocks_.size()); }
+  Block& block(int i) { return *blocks_[size_t(i)]; }
+  const Shape& input_sample() const { return shapes_.front(); }
+  const Shape& output_sample() const { return shapes_.back(); }
+
+  // One line per block with its layers and parameter count.
+  std::string summary() const;
+
+ private:
+  std::vector<std::unique_ptr<Block>> blocks_;
+  std::vector<Shape> shapes_;  // sample shape entering block i; back() = model output
+  FlatParameters flat_;
+  Tensor grad_a_, grad_b_;     // gradients between blocks, ping-pong
+  int64_t capacity_ = 0, batch_ = 0;
+};
+
+}  // namespace shardtrain::nn

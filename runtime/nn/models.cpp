@@ -1,0 +1,83 @@
+#include "runtime/nn/models.h"
+
+#include "runtime/nn/activation.h"
+#include "runtime/nn/conv2d.h"
+#include "runtime/nn/linear.h"
+#include "runtime/nn/maxpool2d.h"
+
+namespace shardtrain::nn {
+namespace {
+
+using Layers = std::vector<std::unique_ptr<Layer>>;
+
+// Appends the block and returns the sample shape it outputs.
+Shape add_block(std::vector<std::unique_ptr<Block>>& blocks, std::string name, Layers layers,
+                const Shape& in) {
+  auto block = std::make_unique<SequentialBlock>(std::move(name), std::move(layers), in);
+  Shape out = block->output_shape(in);
+  blocks.push_back(std::move(block));
+  return out;
+}
+
+// Hidden linear+relu layers then the output linear, as one block's layers.
+Layers classifier_layers(int64_t in, const std::vector<int64_t>& hidden, int64_t classes) {
+  Layers layers;
+  for (int64_t width : hidden) {
+    layers.push_back(std::make_unique<Linear>(in, width));
+    layers.push_back(std::make_unique<ReLU>());
+    in = width;
+  }
+  layers.push_back(std::make_unique<Linear>(in, classes));
+  return layers;
+}
+
+std::vector<std::unique_ptr<Block>> mlp(const ModelSpec& spec, Shape shape, int64_t classes) {
+  std::vector<std::unique_ptr<Block>> blocks;
+  int64_t in = shape.numel();
+  for (size_t i = 0; i < spec.hidden.size(); ++i) {
+    Layers layers;
+    layers.push_back(std::make_unique<Linear>(in, spec.hidden[i]));
+    layers.push_back(std::make_unique<ReLU>());
+    shape = add_block(blocks, fmt::format("fc{}", i), std::move(layers), shape);
+    in = spec.hidden[i];
+  }
+  add_block(blocks, "head", classifier_layers(in, {}, classes), shape);
+  return blocks;
+}
+
+std::vector<std::unique_ptr<Block>> cnn(const ModelSpec& spec, Shape shape, int64_t classes) {
+  ST_CHECK(shape.ndim() == 3, "model.kind = \"cnn\" needs image samples [C, H, W], the data has {}",
+           shape.str());
+  ST_CHECK(spec.kernel_size % 2 == 1, "model.kernel_size must be odd (got {})", spec.kernel_size);
+  std::vector<std::unique_ptr<Block>> blocks;
+  for (size_t i = 0; i < spec.channels.size(); ++i) {
+    Layers layers;
+    layers.push_back(std::make_unique<Conv2d>(shape[0], spec.channels[i], spec.kernel_size, 1,
+                                              spec.kernel_size / 2));
+    layers.push_back(std::make_unique<ReLU>());
+    layers.push_back(std::make_unique<MaxPool2d>(2, 2));
+    shape = add_block(blocks, fmt::format("conv{}", i), std::move(layers), shape);
+  }
+  add_block(blocks, "head", classifier_layers(shape.numel(), spec.fc_hidden, classes), shape);
+  return blocks;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sample,
+                                   int64_t num_classes) {
+  ST_CHECK(num_classes > 1, "a classifier needs at least 2 classes, the data has {}", num_classes);
+  for (int64_t w : spec.hidden) ST_CHECK(w > 0, "model.hidden widths must be positive, got {}", w);
+  for (int64_t c : spec.channels) ST_CHECK(c > 0, "model.channels must be positive, got {}", c);
+  for (int64_t w : spec.fc_hidden) ST_CHECK(w > 0, "model.fc_hidden widths must be positive, got {}", w);
+  std::vector<std::unique_ptr<Block>> blocks;
+  if (spec.kind == "mlp")
+    blocks = mlp(spec, input_sample, num_classes);
+  else if (spec.kind == "cnn")
+    blocks = cnn(spec, input_sample, num_classes);
+  else
+    throw Error(fmt::format("model.kind \"{}\" is not a model (choose \"mlp\" or \"cnn\")", spec.kind));
+  return std::make_unique<Model>(std::move(blocks), input_sample);
+}
+
+}  // namespace shardtrain::nn

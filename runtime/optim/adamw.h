@@ -1,0 +1,22 @@
+// AdamW: Adam with decoupled weight decay (torch.optim.AdamW).
+#pragma once
+
+#include "kernels/cpu/optimizer_update.h"
+#include "runtime/optim/optimizer.h"
+
+namespace shardtrain::optim {
+
+class AdamW final : public Optimizer {
+ public:
+  AdamW(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges);
+  std::string name() const override { return "adamw"; }
+  void step(const Tensor& params, const Tensor& grads, float lr) override;
+  std::vector<std::pair<std::string, Tensor>> state() const override;
+
+ private:
+  cpu::AdamWParams hp_;
+  std::vector<ParamRange> ranges_;
+  Tensor m_, v_;
+};
+
+}  // namespace shardtrain::optim

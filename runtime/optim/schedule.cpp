@@ -1,0 +1,38 @@
+#include "runtime/optim/schedule.h"
+
+#include "runtime/core/error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+namespace shardtrain::optim {
+
+LrSchedule::LrSchedule(const ScheduleConfig& config, float base_lr, int64_t total_steps)
+    : config_(config), base_lr_(base_lr), total_steps_(total_steps) {
+  ST_CHECK(config.kind == "constant" || config.kind == "cosine" || config.kind == "step",
+           "schedule.kind \"{}\" is not a schedule (choose \"constant\", \"cosine\" or \"step\")",
+           config.kind);
+  ST_CHECK(config.warmup_steps >= 0, "schedule.warmup_steps must not be negative, got {}",
+           config.warmup_steps);
+  ST_CHECK(config.kind != "step" || config.step_size > 0,
+           "schedule.kind = \"step\" needs schedule.step_size > 0");
+  ST_CHECK(config.min_lr >= 0 && config.min_lr <= base_lr,
+           "schedule.min_lr must be in [0, optim.lr = {}], got {}", base_lr, config.min_lr);
+}
+
+float LrSchedule::at(int64_t step) const {
+  if (step < config_.warmup_steps)
+    return base_lr_ * float(step + 1) / float(config_.warmup_steps);
+  if (config_.kind == "cosine") {
+    const int64_t span = std::max<int64_t>(1, total_steps_ - config_.warmup_steps);
+    const double progress = std::min(1.0, double(step - config_.warmup_steps) / double(span));
+    return float(config_.min_lr +
+                 (base_lr_ - config_.min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress)));
+  }
+  if (config_.kind == "step")
+    return float(base_lr_ * std::pow(double(config_.gamma), double(step / config_.step_size)));
+  return base_lr_;
+}
+
+}  // namespace shardtrain::optim

@@ -1,0 +1,115 @@
+#include "runtime/train/bench_step.h"
+
+#include "io/sampler.h"
+#include "kernels/cpu/gemm.h"
+#include "runtime/core/clock.h"
+#include "runtime/core/rng.h"
+#include "runtime/train/session.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+namespace shardtrain::train {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Operand buffers for replaying one recorded GEMM with dense strides.
+struct GemmReplay {
+  cpu::GemmCall call;
+  std::vector<float> a, b, c;
+  explicit GemmReplay(const cpu::GemmCall& g)
+      : call(g), a(size_t(g.M * g.K)), b(size_t(g.K * g.N)), c(size_t(g.M * g.N)) {
+    Rng rng(stream_key(7, uint64_t(g.M), uint64_t(g.N * 131 + g.K)));
+    for (float& x : a) x = rng.uniform(-1, 1);
+    for (float& x : b) x = rng.uniform(-1, 1);
+  }
+  void run() {
+    const int64_t lda = call.trans_a ? call.M : call.K, ldb = call.trans_b ? call.K : call.N;
+    cpu::gemm(call.trans_a, call.trans_b, call.M, call.N, call.K, 1.0f, a.data(), lda, b.data(),
+              ldb, 0.0f, c.data(), call.N);
+  }
+};
+
+}  // namespace
+
+int bench_step(const Config& config, const BenchStepOptions& opt) {
+  ST_CHECK(opt.steps > 0 && opt.rounds > 0 && opt.warmup >= 0, "bench step: --steps and --rounds must be positive");
+  Session s = make_session(config);
+  const io::DatasetInfo& info = s.train_data.info();
+  io::Sampler sampler(s.train_data.size(), config.train.global_batch_size, 0, 1,
+                      uint64_t(config.train.seed));
+  StepBuffers buffers(info.sample_shape, info.num_classes, sampler.local_batch());
+  int64_t next = 0;
+  auto step = [&] {  // exactly the trainer's step: gather the batch, then train on it
+    const int64_t i = next++;
+    sampler.batch_indices(i / sampler.batches_per_epoch(), i % sampler.batches_per_epoch(),
+                          buffers.indices);
+    s.train_data.gather(buffers.indices.data(), sampler.local_batch(), buffers.x.f32(),
+                        buffers.labels.data());
+    train_step(*s.model, *s.optimizer, buffers, config.optim.lr, config.clip_grad_norm,
+               config.train.global_batch_size);
+  };
+
+  for (int i = 0; i < opt.warmup; ++i) step();
+  std::vector<GemmReplay> replays;
+  double flops = 0.0;
+  {
+    cpu::GemmRecorder recorder;
+    step();
+    for (const cpu::GemmCall& c : recorder.calls()) {
+      replays.emplace_back(c);
+      flops += c.flops();
+    }
+  }
+  for (auto& r : replays) r.run();  // warm the replay buffers
+
+  std::vector<double> step_s, gemm_s;
+  for (int round = 0; round < opt.rounds; ++round) {
+    double t0 = now_seconds();
+    for (int i = 0; i < opt.steps; ++i) step();
+    step_s.push_back((now_seconds() - t0) / opt.steps);
+    t0 = now_seconds();
+    for (int i = 0; i < opt.steps; ++i)
+      for (auto& r : replays) r.run();
+    gemm_s.push_back((now_seconds() - t0) / opt.steps);
+  }
+  const double st = median(step_s), gt = median(gemm_s);
+  const double step_gflops = flops / st * 1e-9, gemm_gflops = flops / gt * 1e-9;
+
+  fmt::print("bench step: {} (model {}, global batch {}, {} BLAS thread(s))\n", config.source,
+             config.model.kind, config.train.global_batch_size, cpu::blas_threads());
+  fmt::print("  GEMM calls per step (M x N x K, transposes):\n");
+  for (const auto& r : replays)
+    fmt::print("    {:>6} x {:>6} x {:>6}  {}{}  {:8.1f} MFLOP\n", r.call.M, r.call.N, r.call.K,
+               r.call.trans_a ? "T" : "N", r.call.trans_b ? "T" : "N", r.call.flops() * 1e-6);
+  fmt::print("  model FLOPs per step     {:.1f} MFLOP\n", flops * 1e-6);
+  fmt::print("  training step            {:8.3f} ms  {:7.1f} GFLOP/s   (median of {} rounds x {} steps)\n",
+             st * 1e3, step_gflops, opt.rounds, opt.steps);
+  fmt::print("  same GEMMs alone         {:8.3f} ms  {:7.1f} GFLOP/s\n", gt * 1e3, gemm_gflops);
+  fmt::print("  step / GEMM              {:8.1f} %\n", 100.0 * step_gflops / gemm_gflops);
+
+  if (!opt.json_path.empty()) {
+    nlohmann::json j = {{"config", config.source},
+                        {"model", config.model.kind},
+                        {"global_batch_size", config.train.global_batch_size},
+                        {"blas_threads", cpu::blas_threads()},
+                        {"model_flops_per_step", flops},
+                        {"step_time_s", st},
+                        {"gemm_time_s", gt},
+                        {"step_gflops", step_gflops},
+                        {"gemm_gflops", gemm_gflops},
+                        {"ratio", step_gflops / gemm_gflops},
+                        {"rounds", opt.rounds},
+                        {"steps_per_round", opt.steps}};
+    std::ofstream(opt.json_path) << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace shardtrain::train

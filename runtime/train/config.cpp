@@ -1,0 +1,362 @@
+#include "runtime/train/config.h"
+
+#include "runtime/core/error.h"
+
+#include <fmt/ranges.h>
+
+#include <toml++/toml.h>
+
+#include <functional>
+#include <set>
+#include <sstream>
+
+namespace shardtrain::train {
+namespace {
+
+// ---- one schema entry per key -------------------------------------------------
+
+struct Field {
+  std::string key;   // dotted path, e.g. "train.epochs"
+  std::string type;  // for messages and docs
+  std::string doc;
+  std::function<void(Config&, const toml::node&)> set;              // throws "expected ..."
+  std::function<std::string(const Config&)> show;                    // the value as TOML
+};
+
+std::string node_type(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::table: return "a table";
+    default: return "a date/time";
+  }
+}
+
+std::string render(const toml::node& n) {
+  std::ostringstream os;
+  n.visit([&](auto&& v) { os << v; });
+  return os.str();
+}
+
+[[noreturn]] void wrong_type(const char* expected, const toml::node& n) {
+  throw Error(fmt::format("expected {}, got {} ({})", expected, node_type(n), render(n)));
+}
+
+template <typename T> struct Convert;
+// Convert<T>: from a TOML node (type-checked) and to TOML text. Values are
+// written with fmt's shortest round-trip formatting (0.05, not 0.0500000007).
+template <> struct Convert<int64_t> {
+  static constexpr const char* name = "integer";
+  static int64_t from(const toml::node& n) {
+    if (auto v = n.value_exact<int64_t>()) return *v;
+    wrong_type("an integer", n);
+  }
+  static std::string show(int64_t v) { return fmt::format("{}", v); }
+};
+template <> struct Convert<double> {
+  static constexpr const char* name = "float";
+  static double from(const toml::node& n) {
+    if (n.is_floating_point() || n.is_integer()) return *n.value<double>();
+    wrong_type("a number", n);
+  }
+  static std::string show(double v) {
+    std::string s = fmt::format("{}", v);
+    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // TOML floats need a point
+    return s;
+  }
+};
+template <> struct Convert<float> {
+  static constexpr const char* name = "float";
+  static float from(const toml::node& n) { return float(Convert<double>::from(n)); }
+  static std::string show(float v) {
+    std::string s = fmt::format("{}", v);
+    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+    return s;
+  }
+};
+template <> struct Convert<bool> {
+  static constexpr const char* name = "boolean";
+  static bool from(const toml::node& n) {
+    if (auto v = n.value_exact<bool>()) return *v;
+    wrong_type("a boolean (true or false)", n);
+  }
+  static std::string show(bool v) { return v ? "true" : "false"; }
+};
+template <> struct Convert<std::string> {
+  static constexpr const char* name = "string";
+  static std::string from(const toml::node& n) {
+    if (auto v = n.value_exact<std::string>()) return *v;
+    wrong_type("a string", n);
+  }
+  static std::string show(const std::string& v) {
+    std::ostringstream os;
+    os << toml::value<std::string>(v);  // quoted and escaped as TOML
+    return os.str();
+  }
+};
+template <> struct Convert<std::vector<int64_t>> {
+  static constexpr const char* name = "array of integers";
+  static std::vector<int64_t> from(const toml::node& n) {
+    const toml::array* a = n.as_array();
+    if (!a) wrong_type("an array of integers", n);
+    std::vector<int64_t> out;
+    for (const toml::node& e : *a) {
+      auto v = e.value_exact<int64_t>();
+      if (!v) wrong_type("an array of integers", n);
+      out.push_back(*v);
+    }
+    return out;
+  }
+  static std::string show(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
+};
+
+template <typename Ref>
+Field field(std::string key, std::string doc, Ref ref) {
+  using T = std::remove_cvref_t<decltype(ref(std::declval<Config&>()))>;
+  Field f;
+  f.key = std::move(key);
+  f.type = Convert<T>::name;
+  f.doc = std::move(doc);
+  f.set = [ref](Config& c, const toml::node& n) { ref(c) = Convert<T>::from(n); };
+  f.show = [ref](const Config& c) { return Convert<T>::show(ref(const_cast<Config&>(c))); };
+  return f;
+}
+
+#define KEY(key, doc, member) field(key, doc, [](Config& c) -> auto& { return c.member; })
+
+const std::vector<Field>& schema() {
+  static const std::vector<Field> fields = {
+      KEY("run.dir", "Run directory (created). Empty: `runs/<config name>-<YYYYmmdd-HHMMSS>`.", run.dir),
+
+      KEY("train.seed", "Seed of initialization and shuffling. Same seed and world size, same result bit for bit.", train.seed),
+      KEY("train.epochs", "Passes over the training split.", train.epochs),
+      KEY("train.max_steps", "Stop after this many optimizer steps (0 = no limit); the final evaluation still runs.", train.max_steps),
+      KEY("train.global_batch_size", "Samples per optimizer step across all ranks (fixed whatever the world size). The last partial batch of an epoch is dropped.", train.global_batch_size),
+      KEY("train.eval_batch_size", "Samples per forward pass during evaluation.", train.eval_batch_size),
+      KEY("train.progress_every_s", "Seconds between progress lines on the terminal (0 = every step).", train.progress_every_s),
+
+      KEY("data.train", "Training split: a directory of `part-NNNNN.h5` shards or one `.h5` file (docs/formats.md).", data.train),
+      KEY("data.test", "Test split, evaluated every epoch.", data.test),
+      KEY("data.train_limit", "Use only the first N training samples (0 = all).", data.train_limit),
+      KEY("data.test_limit", "Use only the first N test samples (0 = all).", data.test_limit),
+
+      KEY("model.kind", "`\"mlp\"` or `\"cnn\"`.", model.kind),
+      KEY("model.hidden", "mlp: widths of the hidden layers (one Block each).", model.hidden),
+      KEY("model.channels", "cnn: output channels of each conv-relu-maxpool stage (one Block each).", model.channels),
+      KEY("model.kernel_size", "cnn: square convolution kernel (odd; padded to keep height and width).", model.kernel_size),
+      KEY("model.fc_hidden", "cnn: widths of hidden layers in the classifier head.", model.fc_hidden),
+
+      KEY("optim.kind", "`\"sgd\"` or `\"adamw\"`.", optim.kind),
+      KEY("optim.lr", "Peak learning rate.", optim.lr),
+      KEY("optim.weight_decay", "Weight decay on weight matrices and kernels (not on biases): L2 for sgd, decoupled for adamw.", optim.weight_decay),
+      KEY("optim.momentum", "sgd: momentum (0 = none).", optim.momentum),
+      KEY("optim.dampening", "sgd: dampening of the momentum.", optim.dampening),
+      KEY("optim.nesterov", "sgd: Nesterov momentum.", optim.nesterov),
+      KEY("optim.beta1", "adamw: first-moment decay.", optim.beta1),
+      KEY("optim.beta2", "adamw: second-moment decay.", optim.beta2),
+      KEY("optim.eps", "adamw: denominator epsilon.", optim.eps),
+      KEY("optim.clip_grad_norm", "Clip the global gradient L2 norm to this value (0 = off).", clip_grad_norm),
+
+      KEY("schedule.kind", "Learning-rate schedule after warmup: `\"constant\"`, `\"cosine\"` (to min_lr over the run) or `\"step\"`.", schedule.kind),
+      KEY("schedule.warmup_steps", "Linear warmup steps from lr/warmup_steps to lr.", schedule.warmup_steps),
+      KEY("schedule.min_lr", "cosine: final learning rate.", schedule.min_lr),
+      KEY("schedule.step_size", "step: multiply the learning rate by gamma every this many steps.", schedule.step_size),
+      KEY("schedule.gamma", "step: decay factor.", schedule.gamma),
+
+      KEY("target.metric", "`\"test_accuracy\"` (reached when >= value) or `\"test_loss\"` (reached when <= value).", target.metric),
+      KEY("target.value", "Stop as soon as an evaluation reaches it (0 = no target). Accuracy is a fraction: 0.88 means 88%.", target.value),
+
+      KEY("parallel.strategy", "`\"none\"` (one rank). `\"ddp\"` and `\"fsdp\"` come with the communication layer.", parallel.strategy),
+
+      KEY("runtime.blas_threads", "OpenBLAS threads per rank (one rank per core is the default layout).", runtime.blas_threads),
+  };
+  return fields;
+}
+
+#undef KEY
+
+// ---- validation --------------------------------------------------------------
+
+std::string join(const std::set<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// Walks the parsed table; every leaf must be a schema key. The valid names at
+// a level are the next components of the schema keys under that prefix.
+void check_known_keys(const toml::table& table, const std::string& prefix) {
+  std::set<std::string> valid;
+  for (const Field& f : schema()) {
+    if (f.key.compare(0, prefix.size(), prefix) != 0) continue;
+    std::string rest = f.key.substr(prefix.size());
+    valid.insert(rest.substr(0, rest.find('.')));
+  }
+  for (auto&& [k, node] : table) {
+    const std::string name(k.str());
+    const std::string path = prefix + name;
+    if (!valid.count(name)) {
+      if (prefix.empty())
+        throw Error(fmt::format("unknown section [{}]; valid sections: {}", name, join(valid)));
+      throw Error(fmt::format("unknown config key {}; valid keys in [{}]: {}", path,
+                              prefix.substr(0, prefix.size() - 1), join(valid)));
+    }
+    bool is_leaf = false;
+    for (const Field& f : schema()) is_leaf |= (f.key == path);
+    if (!is_leaf) {
+      const toml::table* sub = node.as_table();
+      if (!sub) throw Error(fmt::format("config key {} must be a table [{}]", path, path));
+      check_known_keys(*sub, path + ".");
+    }
+  }
+}
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw Error(message);
+}
+
+void validate(const Config& c) {
+  require(c.train.seed >= 0, fmt::format("train.seed must not be negative, got {}", c.train.seed));
+  require(c.train.epochs >= 1, fmt::format("train.epochs must be at least 1, got {}", c.train.epochs));
+  require(c.train.max_steps >= 0, fmt::format("train.max_steps must not be negative, got {}", c.train.max_steps));
+  require(c.train.global_batch_size >= 1,
+          fmt::format("train.global_batch_size must be at least 1, got {}", c.train.global_batch_size));
+  require(c.train.eval_batch_size >= 1,
+          fmt::format("train.eval_batch_size must be at least 1, got {}", c.train.eval_batch_size));
+  require(c.train.progress_every_s >= 0, "train.progress_every_s must not be negative");
+  require(!c.data.train.empty(), "data.train is empty: give the training split's directory or file");
+  require(!c.data.test.empty(), "data.test is empty: give the test split's directory or file");
+  require(c.data.train_limit >= 0 && c.data.test_limit >= 0,
+          "data.train_limit and data.test_limit must not be negative");
+  require(c.model.kind == "mlp" || c.model.kind == "cnn",
+          fmt::format("model.kind \"{}\" is not a model (choose \"mlp\" or \"cnn\")", c.model.kind));
+  require(c.optim.kind == "sgd" || c.optim.kind == "adamw",
+          fmt::format("optim.kind \"{}\" is not an optimizer (choose \"sgd\" or \"adamw\")", c.optim.kind));
+  require(c.optim.lr > 0, fmt::format("optim.lr must be positive, got {}", c.optim.lr));
+  require(c.optim.momentum >= 0 && c.optim.momentum < 1,
+          fmt::format("optim.momentum must be in [0, 1), got {}", c.optim.momentum));
+  require(c.clip_grad_norm >= 0, "optim.clip_grad_norm must not be negative");
+  require(c.target.metric == "test_accuracy" || c.target.metric == "test_loss",
+          fmt::format("target.metric \"{}\" is not a metric (choose \"test_accuracy\" or \"test_loss\")",
+                      c.target.metric));
+  require(c.target.value >= 0, fmt::format("target.value must not be negative, got {}", c.target.value));
+  require(c.target.metric != "test_accuracy" || c.target.value <= 1.0,
+          fmt::format("target.value {} is above 1: accuracy is a fraction (0.88 means 88%)", c.target.value));
+  require(c.parallel.strategy == "none" || c.parallel.strategy == "ddp" || c.parallel.strategy == "fsdp",
+          fmt::format("parallel.strategy \"{}\" is not a strategy (choose \"none\", \"ddp\" or \"fsdp\")",
+                      c.parallel.strategy));
+  require(c.runtime.blas_threads >= 1,
+          fmt::format("runtime.blas_threads must be at least 1, got {}", c.runtime.blas_threads));
+}
+
+// ---- overrides -----------------------------------------------------------------
+
+// "a.b.c=value" into table; the value is TOML if it parses, else a string.
+void apply_override(toml::table& root, const std::string& arg) {
+  const size_t eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw Error(fmt::format("--set {}: expected key=value, e.g. --set train.epochs=3", arg));
+  const std::string key = arg.substr(0, eq), text = arg.substr(eq + 1);
+  toml::table holder;  // holds the parsed value under "v"
+  try {
+    holder = toml::parse("v = " + text);
+  } catch (const toml::parse_error&) {
+    holder.insert_or_assign("v", text);
+  }
+  toml::table* t = &root;
+  size_t start = 0;
+  for (size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1) {
+    const std::string part = key.substr(start, dot - start);
+    toml::node* child = t->get(part);
+    if (!child) {
+      t->insert(part, toml::table{});
+      child = t->get(part);
+    }
+    t = child->as_table();
+    if (!t) throw Error(fmt::format("--set {}: {} is not a table", arg, key.substr(0, dot)));
+  }
+  t->insert_or_assign(key.substr(start), std::move(*holder.get("v")));
+}
+
+void apply_leaves(Config& config, const toml::table& table, const std::string& prefix,
+                  const std::set<std::string>& from_set, const std::string& file) {
+  for (auto&& [k, node] : table) {
+    const std::string path = prefix + std::string(k.str());
+    const Field* field = nullptr;
+    for (const Field& f : schema())
+      if (f.key == path) field = &f;
+    if (!field) {
+      apply_leaves(config, *node.as_table(), path + ".", from_set, file);  // checked to be a table
+      continue;
+    }
+    const std::string where = from_set.count(path) ? "--set " + path : file;
+    with_context(fmt::format("{}: config key {}", where, path), [&] { field->set(config, node); });
+  }
+}
+
+}  // namespace
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    if (e.description().find("File could not be opened") != std::string_view::npos)
+      throw Error(fmt::format("{}: cannot open the config file", path));
+    throw Error(fmt::format("{}:{}:{}: {}", path, b.line, b.column, e.description()));
+  }
+  std::set<std::string> from_set;
+  for (const std::string& arg : overrides) {
+    apply_override(root, arg);
+    from_set.insert(arg.substr(0, arg.find('=')));
+  }
+  Config config;
+  config.source = path;
+  with_context(path, [&] { check_known_keys(root, ""); });
+  apply_leaves(config, root, "", from_set, path);
+  with_context(path, [&] { validate(config); });
+  return config;
+}
+
+std::string to_toml(const Config& config) {
+  std::ostringstream os;
+  std::string section;
+  for (const Field& f : schema()) {
+    const size_t dot = f.key.find('.');
+    if (f.key.substr(0, dot) != section) {
+      section = f.key.substr(0, dot);
+      os << (os.tellp() > 0 ? "\n" : "") << "[" << section << "]\n";
+    }
+    os << f.key.substr(dot + 1) << " = " << f.show(config) << "\n";
+  }
+  return os.str();
+}
+
+std::string config_reference_markdown() {
+  const Config defaults;
+  std::ostringstream os;
+  os << "# Configuration reference\n\n"
+     << "<!-- Generated by `shardtrain config --reference`; a test checks that it is current. -->\n\n"
+     << "A run is configured by a TOML file (see `examples/`), overridden on the command line "
+        "with `--set key=value` (the value is parsed as TOML, and taken as a string where that "
+        "fails: `--set train.epochs=3`, `--set optim.kind=adamw`, `--set model.hidden=[512,256]`). "
+        "Every key is optional; unknown keys and values of the wrong type are errors that name "
+        "the key. The run directory receives the fully resolved file as `config.toml`.\n";
+  std::string section;
+  for (const Field& f : schema()) {
+    const std::string s = f.key.substr(0, f.key.find('.'));
+    if (s != section) {
+      section = s;
+      os << "\n## [" << s << "]\n\n| key | type | default | meaning |\n| --- | --- | --- | --- |\n";
+    }
+    os << "| `" << f.key << "` | " << f.type << " | `" << f.show(defaults) << "` | " << f.doc
+       << " |\n";
+  }
+  return os.str();
+}
+
+}  // namespace shardtrain::train

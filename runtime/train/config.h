@@ -1,0 +1,65 @@
+// The training configuration: a TOML file plus `--set key=value` overrides,
+// validated against one schema (config_schema.cpp). An unknown key is an
+// error that names it and lists the valid keys of its section; a value of the
+// wrong type names the key path. docs/config.md is generated from the schema.
+#pragma once
+
+#include "runtime/nn/models.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/optim/schedule.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardtrain::train {
+
+struct Config {
+  struct Run {
+    std::string dir;  // empty: runs/<config name>-<timestamp>
+  } run;
+  struct Train {
+    int64_t seed = 1;
+    int64_t epochs = 10;
+    int64_t max_steps = 0;  // 0 = no limit
+    int64_t global_batch_size = 128;
+    int64_t eval_batch_size = 1000;
+    double progress_every_s = 2.0;
+  } train;
+  struct Data {
+    std::string train = "data/fashion-mnist/train";
+    std::string test = "data/fashion-mnist/test";
+    int64_t train_limit = 0;  // use only the first N samples (0 = all)
+    int64_t test_limit = 0;
+  } data;
+  nn::ModelSpec model;
+  optim::OptimizerConfig optim;
+  double clip_grad_norm = 0.0;  // optim.clip_grad_norm; 0 = off
+  optim::ScheduleConfig schedule;
+  struct Target {
+    std::string metric = "test_accuracy";  // "test_accuracy" (>=) | "test_loss" (<=)
+    double value = 0.0;                    // 0 = no target
+    bool enabled() const { return value > 0.0; }
+  } target;
+  struct Parallel {
+    std::string strategy = "none";  // "none" here; "ddp" and "fsdp" come with their backends
+  } parallel;
+  struct Runtime {
+    int64_t blas_threads = 1;
+  } runtime;
+
+  std::string source;  // the file it was read from ("" for defaults)
+};
+
+// Reads `path`, applies overrides ("key=value": the value is parsed as TOML,
+// and taken as a string where that fails), validates. Errors name the file
+// or the --set argument, and the key.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The fully resolved configuration as TOML (every key, defaults included).
+std::string to_toml(const Config& config);
+
+// The reference of every key (type, default, meaning) as Markdown: docs/config.md.
+std::string config_reference_markdown();
+
+}  // namespace shardtrain::train

@@ -1,0 +1,52 @@
+// What a training job is made of, built from a Config: the data splits, the
+// model (initialized from the seed) and its optimizer. `train` and `bench
+// step` build the same thing through make_session.
+#pragma once
+
+#include "io/dataset.h"
+#include "runtime/nn/model.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/train/config.h"
+
+#include <memory>
+#include <vector>
+
+namespace shardtrain::train {
+
+struct Session {
+  io::InMemoryDataset train_data, test_data;
+  std::unique_ptr<nn::Model> model;
+  std::unique_ptr<optim::Optimizer> optimizer;
+};
+
+Session make_session(const Config& config);
+
+// The optimizer's ranges: runs of contiguous parameters with one weight-decay
+// setting (alignment padding between Blocks belongs to none).
+std::vector<optim::ParamRange> optimizer_ranges(const nn::FlatParameters& flat);
+
+// Reusable buffers of one training step: no allocation per step.
+struct StepBuffers {
+  Tensor x;                       // [local batch, sample...]
+  Tensor dlogits;                 // [local batch, classes]
+  std::vector<int32_t> labels;
+  std::vector<int64_t> indices;
+  StepBuffers(const Shape& sample, int64_t classes, int64_t batch);
+};
+
+// One optimizer step: forward, fused softmax cross-entropy, backward,
+// optional clipping, update. The gradient is that of the mean loss over the
+// global batch. Returns the summed loss of this rank's samples.
+double train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& buffers, float lr,
+                  double clip_grad_norm, int64_t global_batch);
+
+struct EvalResult {
+  double loss = 0.0;      // mean over samples
+  double accuracy = 0.0;  // fraction correct
+  int64_t samples = 0;
+};
+
+// Forward passes over the whole split, in order, `batch` samples at a time.
+EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t batch);
+
+}  // namespace shardtrain::train

@@ -1,0 +1,183 @@
+#include "runtime/train/trainer.h"
+
+#include "io/sampler.h"
+#include "kernels/cpu/gemm.h"
+#include "runtime/core/clock.h"
+#include "runtime/optim/schedule.h"
+#include "runtime/train/progress.h"
+#include "runtime/train/run_dir.h"
+#include "runtime/train/session.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <optional>
+
+namespace shardtrain::train {
+namespace {
+
+using nlohmann::json;
+
+bool reached(const Config::Target& t, const EvalResult& r) {
+  if (!t.enabled()) return false;
+  return t.metric == "test_accuracy" ? r.accuracy >= t.value : r.loss <= t.value;
+}
+
+std::string describe_target(const Config::Target& t) {
+  if (!t.enabled()) return "none";
+  return t.metric == "test_accuracy" ? fmt::format("test_accuracy >= {:.2f}%", 100 * t.value)
+                                     : fmt::format("test_loss <= {:.4f}", t.value);
+}
+
+}  // namespace
+
+int run_training(const Config& config, const TrainOptions& options, const comm::MpiEnv& mpi) {
+  ST_CHECK(config.parallel.strategy == "none",
+           "parallel.strategy = \"{}\" is not available yet: this build trains on one rank "
+           "(parallel.strategy = \"none\")",
+           config.parallel.strategy);
+  ST_CHECK(mpi.world_size() == 1,
+           "parallel.strategy = \"none\" trains on one rank, but the job has {} ranks",
+           mpi.world_size());
+  const double init_start = now_seconds();
+
+  // ---- init: run directory, data, model, optimizer ------------------------
+  const std::string dir = !options.run_dir.empty() ? options.run_dir
+                          : !config.run.dir.empty() ? config.run.dir
+                                                    : RunDir::default_path(config.source);
+  RunDir run(dir, options.overwrite, mpi.rank() == 0);
+  Config resolved = config;
+  resolved.run.dir = dir;
+  run.write_file("config.toml", to_toml(resolved));
+  run.log(fmt::format("[init] shardtrain {} on {} rank(s); config {}; run dir {}", "0.1.0",
+                      mpi.world_size(), config.source, dir));
+
+  Session s = make_session(config);
+  nn::Model& model = *s.model;
+  const io::DatasetInfo& info = s.train_data.info();
+  run.log(fmt::format("[init] data: train {} samples, test {} samples, sample shape {}, {} classes",
+                      s.train_data.size(), s.test_data.size(), info.sample_shape.str(),
+                      info.num_classes));
+  run.log(fmt::format("[init] model {} ({} blocks):\n{}", config.model.kind, model.num_blocks(),
+                      model.summary()));
+
+  io::Sampler sampler(s.train_data.size(), config.train.global_batch_size, mpi.rank(),
+                      mpi.world_size(), uint64_t(config.train.seed));
+  const int64_t steps_per_epoch = sampler.batches_per_epoch();
+  int64_t total_steps = steps_per_epoch * config.train.epochs;
+  if (config.train.max_steps > 0) total_steps = std::min(total_steps, config.train.max_steps);
+  const optim::LrSchedule schedule(config.schedule, config.optim.lr, total_steps);
+  StepBuffers buffers(info.sample_shape, info.num_classes, sampler.local_batch());
+  Progress progress(total_steps, config.train.progress_every_s);
+  run.log(fmt::format("[init] {} optimizer, global batch {}, {} steps/epoch, {} steps, target {}, "
+                      "{} BLAS thread(s); ready in {:.2f} s",
+                      s.optimizer->name(), config.train.global_batch_size, steps_per_epoch,
+                      total_steps, describe_target(config.target), cpu::blas_threads(),
+                      now_seconds() - init_start));
+
+  // ---- train ----------------------------------------------------------------
+  const double run_start = now_seconds();
+  double step_time = 0.0;  // seconds inside training steps (evaluation excluded)
+  int64_t step = 0, epoch = 0, trained_samples = 0;
+  double loss_sum = 0.0;  // since the last evaluation
+  int64_t loss_samples = 0;
+  std::optional<double> time_to_target;
+  EvalResult last_eval;
+  int64_t last_eval_step = -1;
+  std::string status = "completed";
+
+  auto run_eval = [&] {
+    const double ep = double(step) / double(steps_per_epoch);
+    last_eval = evaluate(model, s.test_data, config.train.eval_batch_size);
+    last_eval_step = step;
+    const double train_loss = loss_samples ? loss_sum / double(loss_samples) : NAN;
+    const double sps = step_time > 0 ? double(trained_samples) / step_time : 0.0;
+    run.append_metrics({{"epoch", ep},
+                        {"step", step},
+                        {"train_loss", loss_samples ? json(train_loss) : json(nullptr)},
+                        {"test_loss", last_eval.loss},
+                        {"test_accuracy", last_eval.accuracy},
+                        {"samples_per_s", sps},
+                        {"lr", schedule.at(std::max<int64_t>(0, step - 1))},
+                        {"elapsed_s", now_seconds() - run_start}});
+    run.log(fmt::format("[eval] epoch {:.2f}  step {}  train_loss {:.4f}  test_loss {:.4f}  "
+                        "test_accuracy {:.2f}%  {:.0f} samples/s",
+                        ep, step, train_loss, last_eval.loss, 100 * last_eval.accuracy, sps));
+    loss_sum = 0.0;
+    loss_samples = 0;
+    if (!time_to_target && reached(config.target, last_eval)) {
+      time_to_target = now_seconds() - run_start;
+      run.log(fmt::format("[eval] target {} reached at epoch {:.2f} (step {}) after {:.1f} s",
+                          describe_target(config.target), ep, step, *time_to_target));
+    }
+  };
+
+  for (; epoch < config.train.epochs && step < total_steps && !time_to_target; ++epoch) {
+    for (int64_t b = 0; b < steps_per_epoch && step < total_steps; ++b) {
+      const double t0 = now_seconds();
+      sampler.batch_indices(epoch, b, buffers.indices);
+      s.train_data.gather(buffers.indices.data(), sampler.local_batch(), buffers.x.f32(),
+                          buffers.labels.data());
+      const float lr = schedule.at(step);
+      const double loss = train_step(model, *s.optimizer, buffers, lr, config.clip_grad_norm,
+                                     config.train.global_batch_size);
+      step_time += now_seconds() - t0;
+      ++step;
+      trained_samples += config.train.global_batch_size;
+      if (!std::isfinite(loss)) {
+        status = "diverged";
+        run.log(fmt::format("[train] training diverged at step {} (loss {}): lower optim.lr or "
+                            "set optim.clip_grad_norm",
+                            step, loss));
+        break;
+      }
+      loss_sum += loss;
+      loss_samples += sampler.local_batch();
+      const std::string line = progress.update(step, epoch, config.train.epochs,
+                                               loss / double(sampler.local_batch()), lr,
+                                               double(trained_samples) / step_time,
+                                               step_time / double(step));
+      if (!line.empty()) run.log(line);
+    }
+    if (status != "completed") break;
+    run_eval();
+  }
+  // `final` is evaluated at the end of every run, also one cut short by max_steps.
+  if (status == "completed" && last_eval_step != step) run_eval();
+  const double train_time = now_seconds() - run_start;
+
+  // ---- result -------------------------------------------------------------
+  const double sps = step_time > 0 ? double(trained_samples) / step_time : 0.0;
+  json result = {
+      {"status", status},
+      {"reached_target", time_to_target.has_value()},
+      {"target", config.target.enabled()
+                     ? json{{"metric", config.target.metric}, {"value", config.target.value}}
+                     : json(nullptr)},
+      {"final", {{"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss}}},
+      {"time_to_target_s", time_to_target ? json(*time_to_target) : json(nullptr)},
+      {"train_time_s", train_time},
+      {"step_time_s", step_time},
+      {"init_time_s", run_start - init_start},
+      {"steps", step},
+      {"epochs", double(step) / double(steps_per_epoch)},
+      {"samples_per_s", sps},
+      {"global_batch_size", config.train.global_batch_size},
+      {"world_size", mpi.world_size()},
+      {"seed", config.train.seed},
+      {"parameters", model.flat().parameter_count()},
+      {"config", config.source},
+  };
+  run.write_file("result.json", result.dump(2) + "\n");
+  run.log(fmt::format("[done] {}: {} steps ({:.2f} epochs) in {:.1f} s, {:.0f} samples/s; final "
+                      "test_accuracy {:.2f}% test_loss {:.4f}; target {} {}; results in {}/result.json",
+                      status, step, double(step) / double(steps_per_epoch), train_time, sps,
+                      100 * last_eval.accuracy, last_eval.loss, describe_target(config.target),
+                      !config.target.enabled() ? "not set"
+                      : time_to_target ? fmt::format("reached in {:.1f} s", *time_to_target)
+                                       : std::string("NOT reached"),
+                      dir));
+  return status == "completed" ? 0 : 1;
+}
+
+}  // namespace shardtrain::train

@@ -1,0 +1,65 @@
+# Bad input of every kind is one line naming the file, key or argument, and
+# exit status 1: never a crash, a hang or a silent wrong result.
+source "$(dirname "$0")/lib.sh"
+data=$(prep_fmnist)
+cfg="$SOURCE_DIR/examples/fmnist_mlp.toml"
+ok_data=(--set "data.train=$data/train" --set "data.test=$data/test")
+
+# --- configs -----------------------------------------------------------------
+expect_error "nope.toml: cannot open the config file" "$SHARDTRAIN" train nope.toml
+printf '[train]\nepoch = 3\n' > unknown.toml
+expect_error "unknown config key train.epoch; valid keys in [train]:" "$SHARDTRAIN" train unknown.toml
+printf '[train]\nepochs = "3"\n' > wrongtype.toml
+expect_error "config key train.epochs: expected an integer, got a string" "$SHARDTRAIN" train wrongtype.toml
+printf '[train\n' > syntax.toml
+expect_error "syntax.toml:1:" "$SHARDTRAIN" train syntax.toml
+expect_error "--set train.epochs: config key train.epochs: expected an integer" "$SHARDTRAIN" train "$cfg" --set train.epochs=many
+expect_error "expected key=value" "$SHARDTRAIN" train "$cfg" --set train.epochs
+expect_error "unknown config key optim.learning_rate" "$SHARDTRAIN" train "$cfg" --set optim.learning_rate=0.1
+expect_error 'parallel.strategy = "ddp" is not available yet' "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=ddp --run-dir r-ddp
+
+# --- data sets ------------------------------------------------------------------
+expect_error "$WORK/missing" "$SHARDTRAIN" train "$cfg" --set "data.train=$WORK/missing" --run-dir r1
+mkdir -p empty
+expect_error "$WORK/empty" "$SHARDTRAIN" train "$cfg" --set "data.train=$WORK/empty" --run-dir r2
+mkdir -p garbage && head -c 4096 /dev/urandom > garbage/part-00000.h5
+expect_error "garbage/part-00000.h5" "$SHARDTRAIN" train "$cfg" --set "data.train=$WORK/garbage" --run-dir r3
+# A real shard whose format_version was bumped.
+mkdir -p v2 && cp "$data/test/part-00000.h5" v2/
+"$PY" -c "import h5py; f = h5py.File('v2/part-00000.h5', 'r+'); f.attrs['format_version'] = 2; f.close()"
+expect_error "format_version 2 is not supported" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "data.test=$WORK/v2" --run-dir r4
+# A shard missing its labels.
+mkdir -p noy && cp "$data/test/part-00000.h5" noy/
+"$PY" -c "import h5py; f = h5py.File('noy/part-00000.h5', 'r+'); del f['y']; f.close()"
+expect_error "noy/part-00000.h5" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "data.test=$WORK/noy" --run-dir r5
+# The CNN on data that is not images.
+"$PY" - <<'PYEOF'
+import h5py, numpy as np
+f = h5py.File("flat.h5", "w")
+f.attrs.update(format="shardtrain.classification", format_version=1, split="train",
+               num_classes=3, shard_index=0, num_shards=1)
+f["x"] = np.zeros((300, 5), np.float32)
+f["y"] = np.zeros(300, np.int32)
+f.close()
+PYEOF
+expect_error 'model.kind = "cnn" needs image samples' "$SHARDTRAIN" train "$SOURCE_DIR/examples/fmnist_cnn.toml" --set data.train=flat.h5 --set data.test=flat.h5 --run-dir r6
+
+# --- the converter ----------------------------------------------------------------
+mkdir -p src-missing
+expect_error "train-images-idx3-ubyte.gz" "$SHARDTRAIN" prep fashion-mnist --source src-missing --out out1
+mkdir -p src-bad && cp /usr/share/datasets/fashion-mnist/*.gz src-bad/
+printf 'not an idx file at all' | gzip > src-bad/train-labels-idx1-ubyte.gz
+expect_error "train-labels-idx1-ubyte.gz" "$SHARDTRAIN" prep fashion-mnist --source src-bad --out out2
+mkdir -p src-trunc && cp /usr/share/datasets/fashion-mnist/*.gz src-trunc/
+{ gzip -dc /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz || true; } | head -c 100000 | gzip > src-trunc/t10k-images-idx3-ubyte.gz
+expect_error "t10k-images-idx3-ubyte.gz" "$SHARDTRAIN" prep fashion-mnist --source src-trunc --out out3
+expect_error "shards" "$SHARDTRAIN" prep fashion-mnist --out out4 --shards 0
+
+# --- more ranks than the strategy uses: an error on every rank, no hang ----------
+mpi=(mpirun -np 2 --oversubscribe)
+[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+rc=0
+timeout 120 "${mpi[@]}" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --run-dir r-mpi >mpi.out 2>&1 || rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { cat mpi.out; fail "2 ranks with strategy none: rc $rc"; }
+grep -q 'trains on one rank, but the job has 2 ranks' mpi.out || { cat mpi.out; fail "no clear error under mpirun"; }
+pass "2 ranks with strategy none: clear error, exit $rc"

@@ -1,0 +1,40 @@
+# Helpers for the integration tests (sourced). ctest sets SHARDTRAIN (the
+# program), SOURCE_DIR and WORK_ROOT; each test gets a fresh work directory.
+set -euo pipefail
+: "${SHARDTRAIN:?run through ctest, or set SHARDTRAIN=build/bin/shardtrain}"
+: "${SOURCE_DIR:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+: "${WORK_ROOT:=/tmp/shardtrain-it}"
+PY=/usr/bin/python3  # Debian's Python, which has h5py and numpy
+WORK="$WORK_ROOT/$(basename "$0" .sh)"
+rm -rf "$WORK"
+mkdir -p "$WORK"
+cd "$WORK"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok: $*"; }
+
+# expect_error "substring" cmd...: the command must exit 1 (not crash, not
+# succeed), print exactly one line on stderr, and that line must contain the
+# substring.
+expect_error() {
+  local want="$1"; shift
+  local rc=0
+  "$@" >"$WORK/out.txt" 2>"$WORK/err.txt" || rc=$?
+  [ "$rc" -eq 1 ] || { cat "$WORK/err.txt" >&2; fail "'$*' exited $rc, expected 1"; }
+  [ "$(wc -l <"$WORK/err.txt")" -eq 1 ] || { cat "$WORK/err.txt" >&2; fail "'$*': expected one error line"; }
+  grep -qF -- "$want" "$WORK/err.txt" || { cat "$WORK/err.txt" >&2; fail "'$*': error does not mention '$want'"; }
+  pass "error names '$want': $(cat "$WORK/err.txt")"
+}
+
+# json_get FILE EXPR: evaluates a Python expression over the parsed JSON `j`.
+json_get() { "$PY" -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+# The real Fashion-MNIST data in HDF5, converted once per test run.
+prep_fmnist() {
+  local out="$WORK_ROOT/fashion-mnist"
+  if [ ! -f "$out/test/part-00000.h5" ]; then
+    "$SHARDTRAIN" prep fashion-mnist --out "$out.tmp.$$" >/dev/null
+    rm -rf "$out" && mv "$out.tmp.$$" "$out"
+  fi
+  echo "$out"
+}

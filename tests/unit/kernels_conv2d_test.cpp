@@ -1,0 +1,127 @@
+#include "kernels/cpu/conv2d.h"
+
+#include "tests/unit/kernels_test_util.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace shardtrain::cpu {
+namespace {
+
+using testing::dot;
+using testing::expect_gradient;
+using testing::uniform_vector;
+
+std::string name(const Conv2dShape& s) {
+  return fmt::format("B{} C{} {}x{} OC{} K{} S{} P{}", s.B, s.C, s.H, s.W, s.OC, s.K, s.stride,
+                     s.pad);
+}
+
+// Square kernels with stride 1/2, padding 0/1/2, non-square images, a 1x1
+// kernel (the no-copy path), and a kernel as large as the padded image.
+const std::vector<Conv2dShape> kShapes = {
+    {2, 3, 7, 5, 4, 3, 2, 1},  // stride 2, pad 1, non-square
+    {2, 2, 6, 8, 3, 3, 1, 2},  // pad 2 (outputs larger than the input)
+    {1, 2, 5, 5, 2, 5, 1, 2},  // 5x5 "same" convolution
+    {2, 3, 4, 3, 2, 1, 1, 0},  // 1x1: col is the image itself
+    {1, 2, 6, 7, 3, 2, 2, 0},  // even kernel, stride 2, no padding
+    {1, 1, 3, 3, 2, 7, 1, 2},  // kernel as large as the padded image: 1x1 output
+};
+
+// Direct convolution, in double.
+std::vector<double> direct_conv(const std::vector<float>& in, const std::vector<float>& w,
+                                const std::vector<float>& b, const Conv2dShape& s) {
+  const int64_t OH = s.OH(), OW = s.OW();
+  std::vector<double> out(size_t(s.B * s.OC * OH * OW));
+  for (int64_t n = 0; n < s.B; ++n)
+    for (int64_t o = 0; o < s.OC; ++o)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double acc = b[o];
+          for (int64_t c = 0; c < s.C; ++c)
+            for (int64_t ki = 0; ki < s.K; ++ki)
+              for (int64_t kj = 0; kj < s.K; ++kj) {
+                const int64_t ih = oh * s.stride - s.pad + ki, iw = ow * s.stride - s.pad + kj;
+                if (ih < 0 || ih >= s.H || iw < 0 || iw >= s.W) continue;
+                acc += double(in[((n * s.C + c) * s.H + ih) * s.W + iw]) *
+                       w[((o * s.C + c) * s.K + ki) * s.K + kj];
+              }
+          out[((n * s.OC + o) * OH + oh) * OW + ow] = acc;
+        }
+  return out;
+}
+
+TEST(Conv2d, ForwardMatchesDirectConvolution) {
+  for (const auto& s : kShapes) {
+    const auto in = uniform_vector(s.B * s.C * s.H * s.W, 1);
+    const auto w = uniform_vector(s.OC * s.C * s.K * s.K, 2), b = uniform_vector(s.OC, 3);
+    std::vector<float> out(s.B * s.OC * s.OH() * s.OW(), std::numeric_limits<float>::quiet_NaN());
+    std::vector<float> col(s.col_floats());
+    conv2d_forward(out.data(), in.data(), w.data(), b.data(), col.data(), s);
+    const auto ref = direct_conv(in, w, b, s);
+    for (size_t i = 0; i < out.size(); ++i)
+      EXPECT_NEAR(out[i], ref[i], 1e-5) << name(s) << " @" << i;
+  }
+}
+
+TEST(Conv2d, Col2imIsTheAdjointOfIm2col) {
+  // <im2col(x), y> == <x, col2im(y)> for every x, y: col2im sums exactly the
+  // entries im2col copied, and drops the padding.
+  for (const auto& s : kShapes) {
+    const auto x = uniform_vector(s.C * s.H * s.W, 4);
+    const auto y = uniform_vector(s.col_floats(), 5);
+    std::vector<float> col(s.col_floats(), 99.0f), img(x.size(), 99.0f);
+    im2col(col.data(), x.data(), s);
+    col2im(img.data(), y.data(), s);
+    EXPECT_NEAR(dot(col, y), dot(x, img), 1e-4) << name(s);
+  }
+}
+
+TEST(Conv2d, BackwardMatchesFiniteDifferences) {
+  for (const auto& s : kShapes) {
+    auto in = uniform_vector(s.B * s.C * s.H * s.W, 6);
+    auto w = uniform_vector(s.OC * s.C * s.K * s.K, 7), b = uniform_vector(s.OC, 8);
+    const auto R = uniform_vector(s.B * s.OC * s.OH() * s.OW(), 9);
+    std::vector<float> out(R.size()), col(s.col_floats());
+    auto loss = [&] {
+      conv2d_forward(out.data(), in.data(), w.data(), b.data(), col.data(), s);
+      return dot(out, R);
+    };
+    std::vector<float> din(in.size()), dw(w.size()), db(b.size());
+    conv2d_backward(din.data(), dw.data(), db.data(), R.data(), in.data(), w.data(), col.data(), s,
+                    false);
+    expect_gradient(in, din, loss, 1e-2f, 1e-3, "din " + name(s));
+    expect_gradient(w, dw, loss, 1e-2f, 1e-3, "dweight " + name(s));
+    expect_gradient(b, db, loss, 1e-2f, 1e-3, "dbias " + name(s));
+  }
+}
+
+TEST(Conv2d, AccumulateAddsAndOverwriteIgnoresGarbage) {
+  const Conv2dShape s{3, 2, 5, 6, 3, 3, 1, 1};
+  const auto in = uniform_vector(s.B * s.C * s.H * s.W, 10);
+  const auto w = uniform_vector(s.OC * s.C * s.K * s.K, 11);
+  const auto dout = uniform_vector(s.B * s.OC * s.OH() * s.OW(), 12);
+  std::vector<float> col(s.col_floats());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> din(in.size(), nan), dw(w.size(), nan), db(s.OC, nan);
+  conv2d_backward(din.data(), dw.data(), db.data(), dout.data(), in.data(), w.data(), col.data(), s,
+                  false);
+  for (float v : dw) ASSERT_FALSE(std::isnan(v));
+  for (float v : db) ASSERT_FALSE(std::isnan(v));
+  for (float v : din) ASSERT_FALSE(std::isnan(v));
+  auto dw2 = uniform_vector(w.size(), 13), db2 = uniform_vector(s.OC, 14);
+  const auto dw0 = dw2, db0 = db2;
+  // din may be null (a first layer).
+  conv2d_backward(nullptr, dw2.data(), db2.data(), dout.data(), in.data(), w.data(), col.data(), s,
+                  true);
+  for (size_t i = 0; i < dw.size(); ++i) EXPECT_NEAR(dw2[i], dw0[i] + dw[i], 1e-5) << i;
+  for (int64_t o = 0; o < s.OC; ++o) EXPECT_NEAR(db2[o], db0[o] + db[o], 1e-5) << o;
+}
+
+}  // namespace
+}  // namespace shardtrain::cpu

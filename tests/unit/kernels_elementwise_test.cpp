@@ -1,0 +1,102 @@
+#include "kernels/cpu/elementwise.h"
+
+#include "tests/unit/kernels_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace shardtrain::cpu {
+namespace {
+
+using testing::uniform_vector;
+
+uint16_t bf16_bits_of(uint32_t f32_bits) {
+  bf16 out;
+  const float in = std::bit_cast<float>(f32_bits);
+  f32_to_bf16(&out, &in, 1);
+  return out.bits;
+}
+
+TEST(Bf16, RoundsToNearestEven) {
+  // 1.0 = 0x3F800000; bf16 keeps the top 16 bits, so 0x8000 in the low half is a tie.
+  EXPECT_EQ(bf16_bits_of(0x3F800000u), 0x3F80);  // exact
+  EXPECT_EQ(bf16_bits_of(0x3F807FFFu), 0x3F80);  // just below half: down
+  EXPECT_EQ(bf16_bits_of(0x3F808000u), 0x3F80);  // tie, 0x3F80 is even: down
+  EXPECT_EQ(bf16_bits_of(0x3F808001u), 0x3F81);  // just above half: up
+  EXPECT_EQ(bf16_bits_of(0x3F818000u), 0x3F82);  // tie, 0x3F81 is odd: up to even
+  EXPECT_EQ(bf16_bits_of(0xBF818000u), 0xBF82);  // same for negatives
+  EXPECT_EQ(bf16_bits_of(0x3FFF8000u), 0x4000);  // the carry moves into the exponent
+  EXPECT_EQ(bf16_bits_of(0x00008000u), 0x0000);  // subnormal tie to even (zero)
+  EXPECT_EQ(bf16_bits_of(0x00018000u), 0x0002);  // subnormal tie, odd: up
+}
+
+TEST(Bf16, InfinitiesOverflowAndNaN) {
+  EXPECT_EQ(bf16_bits_of(0x7F800000u), 0x7F80);  // +inf
+  EXPECT_EQ(bf16_bits_of(0xFF800000u), 0xFF80);  // -inf
+  EXPECT_EQ(bf16_bits_of(0x7F7FFFFFu), 0x7F80);  // FLT_MAX rounds up to +inf
+  EXPECT_EQ(bf16_bits_of(0x7F7F7FFFu), 0x7F7F);  // the largest finite bf16 stays finite
+  // NaN stays NaN, even when only low mantissa bits are set (plain
+  // truncation would turn 0x7F800001 into +inf) and with the sign set.
+  for (uint32_t nan_bits : {0x7FC00000u, 0x7F800001u, 0xFF800001u, 0xFFC00000u}) {
+    const uint16_t b = bf16_bits_of(nan_bits);
+    EXPECT_EQ(b & 0x7F80, 0x7F80) << std::hex << nan_bits;
+    EXPECT_NE(b & 0x007F, 0) << std::hex << nan_bits;
+    EXPECT_EQ(b & 0x8000, (nan_bits >> 16) & 0x8000) << std::hex << nan_bits;
+  }
+}
+
+TEST(Bf16, RoundTripsRepresentableValues) {
+  // Every bf16 bit pattern that is not NaN converts to f32 and back unchanged.
+  std::vector<bf16> all;
+  for (uint32_t b = 0; b < 0x10000; ++b)
+    if ((b & 0x7F80) != 0x7F80 || (b & 0x7F) == 0) all.push_back(bf16{uint16_t(b)});
+  std::vector<float> f(all.size());
+  std::vector<bf16> back(all.size());
+  bf16_to_f32(f.data(), all.data(), int64_t(all.size()));
+  f32_to_bf16(back.data(), f.data(), int64_t(f.size()));
+  for (size_t i = 0; i < all.size(); ++i) {
+    ASSERT_EQ(back[i].bits, all[i].bits) << i;
+    ASSERT_EQ(std::bit_cast<uint32_t>(f[i]), uint32_t(all[i].bits) << 16);
+  }
+}
+
+TEST(Elementwise, SumSquaresIsExactForSmallIntegers) {
+  std::vector<float> x(1001);
+  double expected = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = float(int(i % 7) - 3);
+    expected += double(x[i]) * x[i];
+  }
+  EXPECT_EQ(sum_squares(x.data(), int64_t(x.size())), expected);
+  EXPECT_EQ(sum_squares(x.data(), 0), 0.0);
+}
+
+TEST(Elementwise, AddScaleAccumulate) {
+  const auto a = uniform_vector(19, 1), b = uniform_vector(19, 2);
+  std::vector<float> out(19);
+  add(out.data(), a.data(), b.data(), 19);
+  for (int i = 0; i < 19; ++i) EXPECT_EQ(out[i], a[i] + b[i]);
+  auto y = a;
+  add(y.data(), y.data(), b.data(), 19);  // out may alias a
+  EXPECT_EQ(y, out);
+  accumulate(y.data(), b.data(), 19);
+  for (int i = 0; i < 19; ++i) EXPECT_EQ(y[i], out[i] + b[i]);
+  scale_inplace(y.data(), 19, 0.5f);
+  for (int i = 0; i < 19; ++i) EXPECT_EQ(y[i], (out[i] + b[i]) * 0.5f);
+}
+
+TEST(Elementwise, U8Normalization) {
+  const std::vector<uint8_t> in = {0, 1, 127, 128, 255};
+  std::vector<float> out(in.size());
+  const float mean = 0.2860f, std = 0.3530f;  // Fashion-MNIST
+  u8_to_f32_normalized(out.data(), in.data(), int64_t(in.size()), mean, std);
+  for (size_t i = 0; i < in.size(); ++i)
+    EXPECT_NEAR(out[i], (in[i] / 255.0 - mean) / std, 1e-6) << int(in[i]);
+}
+
+}  // namespace
+}  // namespace shardtrain::cpu

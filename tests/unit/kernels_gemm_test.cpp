@@ -1,0 +1,155 @@
+#include "kernels/cpu/gemm.h"
+
+#include "runtime/core/error.h"
+#include "tests/unit/kernels_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <thread>
+#include <vector>
+
+namespace shardtrain::cpu {
+namespace {
+
+using testing::uniform_vector;
+
+// C[i,j] = alpha * sum_k op(A)[i,k] op(B)[k,j] + beta * C[i,j], in double.
+std::vector<double> naive_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                               const std::vector<float>& A, int64_t lda,
+                               const std::vector<float>& B, int64_t ldb, float beta,
+                               const std::vector<float>& C, int64_t ldc) {
+  std::vector<double> out(C.begin(), C.end());
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double a = ta ? A[k * lda + i] : A[i * lda + k];
+        const double b = tb ? B[j * ldb + k] : B[k * ldb + j];
+        s += a * b;
+      }
+      out[i * ldc + j] = alpha * s + beta * double(C[i * ldc + j]);
+    }
+  return out;
+}
+
+TEST(Gemm, AllTransposeCombinationsWithPaddedStrides) {
+  const int64_t M = 5, N = 7, K = 3, pad = 3;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      // Stored shapes: A is [M,K] or [K,M], B is [K,N] or [N,K]; each row has
+      // `pad` extra floats that the GEMM must neither read into the result nor write.
+      const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K;
+      const int64_t b_rows = tb ? N : K, b_cols = tb ? K : N;
+      const int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = N + pad;
+      const auto A = uniform_vector(size_t(a_rows * lda), 1);
+      const auto B = uniform_vector(size_t(b_rows * ldb), 2);
+      auto C = uniform_vector(size_t(M * ldc), 3);
+      const auto expected = naive_gemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, -1.5f, C, ldc);
+      gemm(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, -1.5f, C.data(), ldc);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < ldc; ++j)
+          EXPECT_NEAR(C[i * ldc + j], expected[i * ldc + j], 1e-5)
+              << "trans " << ta << tb << " at " << i << "," << j;
+    }
+}
+
+TEST(Gemm, BetaZeroOverwritesGarbage) {
+  const int64_t M = 4, N = 6, K = 5;
+  const auto A = uniform_vector(M * K, 4), B = uniform_vector(K * N, 5);
+  std::vector<float> C(M * N, std::numeric_limits<float>::quiet_NaN());
+  gemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N);
+  const auto expected =
+      naive_gemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, std::vector<float>(M * N, 0.0f), N);
+  for (size_t i = 0; i < C.size(); ++i) EXPECT_NEAR(C[i], expected[i], 1e-5) << i;
+}
+
+TEST(Gemm, EmptySumScalesCByBeta) {
+  std::vector<float> C = {1, 2, 3, 4, 5, 6};
+  gemm(false, false, 2, 3, 0, 1.0f, nullptr, 1, nullptr, 3, 0.5f, C.data(), 3);
+  EXPECT_EQ(C, (std::vector<float>{0.5f, 1, 1.5f, 2, 2.5f, 3}));
+  // beta = 0 writes zeros without reading C (NaN garbage included).
+  std::vector<float> D(6, std::numeric_limits<float>::quiet_NaN());
+  gemm(true, true, 2, 3, 0, 1.0f, nullptr, 2, nullptr, 1, 0.0f, D.data(), 3);
+  EXPECT_EQ(D, std::vector<float>(6, 0.0f));
+}
+
+TEST(Gemm, EmptyOutputIsANoOp) {
+  std::vector<float> C = {7, 8, 9};
+  gemm(false, false, 0, 3, 4, 1.0f, nullptr, 4, nullptr, 3, 0.0f, C.data(), 3);
+  gemm(false, false, 1, 0, 4, 1.0f, nullptr, 4, nullptr, 1, 0.0f, C.data(), 1);
+  EXPECT_EQ(C, (std::vector<float>{7, 8, 9}));
+}
+
+TEST(Gemm, StridesSmallerThanTheRowAreAnError) {
+  std::vector<float> A(6), B(6), C(4);
+  EXPECT_THROW(gemm(false, false, 2, 2, 3, 1.0f, A.data(), 2, B.data(), 2, 0.0f, C.data(), 2),
+               Error);
+}
+
+TEST(Gemm, OneBlasThreadByDefaultAndConfigurable) {
+  EXPECT_EQ(blas_threads(), 1);
+  set_blas_threads(2);
+  EXPECT_EQ(blas_threads(), 2);
+  set_blas_threads(1);
+  EXPECT_EQ(blas_threads(), 1);
+  EXPECT_THROW(set_blas_threads(0), Error);
+}
+
+void tiny_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
+  std::vector<float> A(size_t(M * K), 1.0f), B(size_t(K * N), 1.0f), C(size_t(M * N));
+  const int64_t lda = std::max<int64_t>(1, ta ? M : K), ldb = std::max<int64_t>(1, tb ? K : N);
+  gemm(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
+}
+
+TEST(GemmRecorder, RecordsShapesNestsAndStops) {
+  tiny_gemm(false, false, 1, 1, 1);  // before any recorder: recorded nowhere
+  GemmRecorder outer;
+  tiny_gemm(false, true, 2, 3, 4);
+  {
+    GemmRecorder inner;
+    tiny_gemm(true, false, 5, 6, 7);
+    tiny_gemm(true, true, 1, 2, 0);  // an empty sum is still a call
+    ASSERT_EQ(inner.calls().size(), 2u);
+    EXPECT_TRUE(inner.calls()[0].trans_a);
+    EXPECT_FALSE(inner.calls()[0].trans_b);
+    EXPECT_EQ(inner.calls()[0].M, 5);
+    EXPECT_EQ(inner.calls()[0].N, 6);
+    EXPECT_EQ(inner.calls()[0].K, 7);
+    EXPECT_DOUBLE_EQ(inner.calls()[0].flops(), 2.0 * 5 * 6 * 7);
+    EXPECT_EQ(inner.calls()[1].K, 0);
+  }
+  // The inner recorder is gone: calls go to the outer one again.
+  tiny_gemm(false, false, 8, 9, 10);
+  ASSERT_EQ(outer.calls().size(), 2u);
+  EXPECT_FALSE(outer.calls()[0].trans_a);
+  EXPECT_TRUE(outer.calls()[0].trans_b);
+  EXPECT_EQ(outer.calls()[0].M, 2);
+  EXPECT_EQ(outer.calls()[1].M, 8);
+  EXPECT_EQ(outer.calls()[1].K, 10);
+}
+
+TEST(GemmRecorder, IsPerThread) {
+  GemmRecorder recorder;
+  std::thread other([] { tiny_gemm(false, false, 3, 3, 3); });
+  other.join();
+  EXPECT_TRUE(recorder.calls().empty());
+}
+
+TEST(GemmRecorder, RecordsNothingAfterDestruction) {
+  std::vector<GemmCall> seen;
+  {
+    GemmRecorder r;
+    tiny_gemm(false, false, 2, 2, 2);
+    seen = r.calls();
+  }
+  tiny_gemm(false, false, 3, 3, 3);  // must not touch the destroyed recorder
+  GemmRecorder fresh;
+  EXPECT_EQ(seen.size(), 1u);
+  EXPECT_TRUE(fresh.calls().empty());
+}
+
+}  // namespace
+}  // namespace shardtrain::cpu

@@ -1,0 +1,91 @@
+#include "kernels/cpu/linear.h"
+
+#include "tests/unit/kernels_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <vector>
+
+namespace shardtrain::cpu {
+namespace {
+
+using testing::dot;
+using testing::expect_gradient;
+using testing::uniform_vector;
+
+constexpr int64_t N = 5, IC = 7, OC = 4;
+
+TEST(Linear, ForwardMatchesTripleLoop) {
+  const auto in = uniform_vector(N * IC, 1), W = uniform_vector(OC * IC, 2);
+  const auto b = uniform_vector(OC, 3);
+  for (bool with_bias : {true, false}) {
+    std::vector<float> out(N * OC, std::numeric_limits<float>::quiet_NaN());
+    linear_forward(out.data(), in.data(), W.data(), with_bias ? b.data() : nullptr, N, IC, OC);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t o = 0; o < OC; ++o) {
+        double s = with_bias ? b[o] : 0.0;
+        for (int64_t i = 0; i < IC; ++i) s += double(in[n * IC + i]) * W[o * IC + i];
+        EXPECT_NEAR(out[n * OC + o], s, 1e-5) << n << "," << o << " bias " << with_bias;
+      }
+  }
+}
+
+TEST(Linear, BackwardMatchesFiniteDifferences) {
+  auto in = uniform_vector(N * IC, 4), W = uniform_vector(OC * IC, 5), b = uniform_vector(OC, 6);
+  const auto R = uniform_vector(N * OC, 7);  // L = sum(out * R), so dL/dout = R
+  std::vector<float> out(N * OC);
+  auto loss = [&] {
+    linear_forward(out.data(), in.data(), W.data(), b.data(), N, IC, OC);
+    return dot(out, R);
+  };
+  std::vector<float> din(N * IC), dW(OC * IC), db(OC);
+  linear_backward(din.data(), dW.data(), db.data(), R.data(), in.data(), W.data(), N, IC, OC,
+                  false);
+  expect_gradient(in, din, loss, 1e-2f, 1e-3, "din");
+  expect_gradient(W, dW, loss, 1e-2f, 1e-3, "dW");
+  expect_gradient(b, db, loss, 1e-2f, 1e-3, "db");
+}
+
+TEST(Linear, AccumulateAddsAndOverwriteIgnoresGarbage) {
+  const auto in = uniform_vector(N * IC, 8), W = uniform_vector(OC * IC, 9);
+  const auto dout = uniform_vector(N * OC, 10);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Reference gradients, written over NaN garbage (accumulate = false).
+  std::vector<float> din(N * IC, nan), dW(OC * IC, nan), db(OC, nan);
+  linear_backward(din.data(), dW.data(), db.data(), dout.data(), in.data(), W.data(), N, IC, OC,
+                  false);
+  for (float v : dW) ASSERT_FALSE(std::isnan(v));
+  for (float v : db) ASSERT_FALSE(std::isnan(v));
+  for (float v : din) ASSERT_FALSE(std::isnan(v));
+  // accumulate = true adds onto what is there (din is still overwritten).
+  std::vector<float> din2(N * IC, nan), dW2 = uniform_vector(OC * IC, 11),
+                                        db2 = uniform_vector(OC, 12);
+  const auto dW0 = dW2, db0 = db2;
+  linear_backward(din2.data(), dW2.data(), db2.data(), dout.data(), in.data(), W.data(), N, IC, OC,
+                  true);
+  for (size_t i = 0; i < dW.size(); ++i) EXPECT_NEAR(dW2[i], dW0[i] + dW[i], 1e-5) << i;
+  for (size_t i = 0; i < db.size(); ++i) EXPECT_NEAR(db2[i], db0[i] + db[i], 1e-5) << i;
+  EXPECT_EQ(din2, din);
+}
+
+TEST(Linear, OptionalGradientsMayBeNull) {
+  const auto in = uniform_vector(N * IC, 13), W = uniform_vector(OC * IC, 14);
+  const auto dout = uniform_vector(N * OC, 15);
+  std::vector<float> dW(OC * IC), dW_ref(OC * IC), din(N * IC), db(OC);
+  linear_backward(nullptr, dW.data(), nullptr, dout.data(), in.data(), W.data(), N, IC, OC, false);
+  linear_backward(din.data(), dW_ref.data(), db.data(), dout.data(), in.data(), W.data(), N, IC, OC,
+                  false);
+  EXPECT_EQ(dW, dW_ref);
+}
+
+TEST(Linear, EmptyBatchOverwritesWithZeros) {
+  const auto W = uniform_vector(OC * IC, 16);
+  std::vector<float> dW(OC * IC, 3.0f), db(OC, 3.0f);
+  linear_backward(nullptr, dW.data(), db.data(), nullptr, nullptr, W.data(), 0, IC, OC, false);
+  EXPECT_EQ(dW, std::vector<float>(OC * IC, 0.0f));
+  EXPECT_EQ(db, std::vector<float>(OC, 0.0f));
+}
+
+}  // namespace
+}  // namespace shardtrain::cpu

@@ -1,0 +1,110 @@
+#include "kernels/cpu/pool.h"
+
+#include "tests/unit/kernels_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+namespace shardtrain::cpu {
+namespace {
+
+using testing::dot;
+using testing::expect_gradient;
+using testing::uniform_vector;
+
+// Distinct values 0.1 apart in a random order: no ties, and a probe of 1e-2
+// cannot change which element is the maximum.
+std::vector<float> distinct_values(size_t n, uint64_t key) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), 0.0f);
+  Rng rng(key);
+  for (size_t i = n; i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
+  for (float& x : v) x = 0.1f * x - 0.05f * float(n);
+  return v;
+}
+
+const std::vector<Pool2dShape> kShapes = {
+    {2, 3, 6, 8, 2, 2},  // the common 2x2/2
+    {1, 2, 7, 5, 3, 2},  // overlapping windows, odd sizes (last row/column unused)
+    {2, 1, 5, 5, 2, 1},  // stride 1
+};
+
+TEST(MaxPool, ForwardMatchesNaiveScan) {
+  for (const auto& s : kShapes) {
+    const auto in = uniform_vector(s.B * s.C * s.H * s.W, 1);
+    const int64_t OH = s.OH(), OW = s.OW();
+    std::vector<float> out(s.B * s.C * OH * OW);
+    std::vector<int32_t> arg(out.size());
+    maxpool2d_forward(out.data(), arg.data(), in.data(), s);
+    for (int64_t p = 0; p < s.B * s.C; ++p)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          float best = -1e30f;
+          int32_t best_i = -1;
+          for (int64_t ki = 0; ki < s.K; ++ki)
+            for (int64_t kj = 0; kj < s.K; ++kj) {
+              const int64_t i = (oh * s.stride + ki) * s.W + ow * s.stride + kj;
+              if (in[p * s.H * s.W + i] > best) {
+                best = in[p * s.H * s.W + i];
+                best_i = int32_t(i);
+              }
+            }
+          const int64_t o = (p * OH + oh) * OW + ow;
+          EXPECT_EQ(out[o], best);
+          EXPECT_EQ(arg[o], best_i);
+        }
+  }
+}
+
+TEST(MaxPool, TiesPickTheFirstElement) {
+  const Pool2dShape s{1, 1, 4, 4, 2, 2};
+  const std::vector<float> in = {1, 1, 0, 2,  //
+                                 1, 1, 2, 2,  //
+                                 3, 0, 5, 4,  //
+                                 0, 3, 5, 5};
+  std::vector<float> out(4);
+  std::vector<int32_t> arg(4);
+  maxpool2d_forward(out.data(), arg.data(), in.data(), s);
+  EXPECT_EQ(out, (std::vector<float>{1, 2, 3, 5}));
+  EXPECT_EQ(arg, (std::vector<int32_t>{0, 3, 8, 10}));
+}
+
+TEST(MaxPool, BackwardMatchesFiniteDifferences) {
+  for (const auto& s : kShapes) {
+    auto in = distinct_values(s.B * s.C * s.H * s.W, 2);
+    const auto R = uniform_vector(s.B * s.C * s.OH() * s.OW(), 3);
+    std::vector<float> out(R.size()), din(in.size(), 123.0f);
+    std::vector<int32_t> arg(R.size());
+    maxpool2d_forward(out.data(), arg.data(), in.data(), s);
+    maxpool2d_backward(din.data(), R.data(), arg.data(), s);
+    expect_gradient(
+        in, din,
+        [&] {
+          maxpool2d_forward(out.data(), arg.data(), in.data(), s);
+          return dot(out, R);
+        },
+        1e-2f, 1e-4, "maxpool din");
+  }
+}
+
+TEST(MaxPool, OverlappingWindowsSumOnASharedMaximum) {
+  // 3x3 windows with stride 2 on a 3x5 image share column 2; its maximum
+  // wins both windows and receives both gradients.
+  const Pool2dShape s{1, 1, 3, 5, 3, 2};
+  std::vector<float> in(15, 0.0f);
+  in[1 * 5 + 2] = 9.0f;
+  std::vector<float> out(2), din(15, -1.0f);
+  std::vector<int32_t> arg(2);
+  maxpool2d_forward(out.data(), arg.data(), in.data(), s);
+  EXPECT_EQ(arg, (std::vector<int32_t>{7, 7}));
+  const std::vector<float> dout = {0.25f, 0.5f};
+  maxpool2d_backward(din.data(), dout.data(), arg.data(), s);
+  std::vector<float> expected(15, 0.0f);
+  expected[7] = 0.75f;
+  EXPECT_EQ(din, expected);
+}
+
+}  // namespace
+}  // namespace shardtrain::cpu

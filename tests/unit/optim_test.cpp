@@ -1,0 +1,118 @@
+#include "runtime/optim/clip.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/optim/schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace shardtrain;
+using namespace shardtrain::optim;
+
+namespace {
+Tensor filled(std::initializer_list<float> v) {
+  Tensor t = Tensor::empty({int64_t(v.size())});
+  std::copy(v.begin(), v.end(), t.f32());
+  return t;
+}
+}  // namespace
+
+TEST(Optimizer, SgdUpdatesOnlyItsRangesAndDecaysOnlyWhereAsked) {
+  OptimizerConfig c;
+  c.kind = "sgd";
+  c.momentum = 0.0f;
+  c.weight_decay = 0.5f;
+  // elements 0-1: decayed weights, 2: a bias (no decay), 3: padding (no range)
+  auto opt = make_optimizer(c, 4, {{0, 2, true}, {2, 1, false}});
+  Tensor p = filled({1.0f, 2.0f, 3.0f, 9.0f});
+  Tensor g = filled({0.1f, 0.2f, 0.3f, 5.0f});
+  opt->step(p, g, 0.1f);
+  EXPECT_FLOAT_EQ(p.f32()[0], 1.0f - 0.1f * (0.1f + 0.5f * 1.0f));
+  EXPECT_FLOAT_EQ(p.f32()[1], 2.0f - 0.1f * (0.2f + 0.5f * 2.0f));
+  EXPECT_FLOAT_EQ(p.f32()[2], 3.0f - 0.1f * 0.3f);
+  EXPECT_EQ(p.f32()[3], 9.0f);
+  EXPECT_EQ(opt->steps_taken(), 1);
+  EXPECT_TRUE(opt->state().empty());  // no momentum, no state
+}
+
+TEST(Optimizer, SgdMomentumBySteps) {
+  OptimizerConfig c;
+  c.momentum = 0.9f;
+  auto opt = make_optimizer(c, 1, {{0, 1, true}});
+  Tensor p = filled({1.0f}), g = filled({0.5f});
+  opt->step(p, g, 0.1f);  // buf = 0.5
+  EXPECT_FLOAT_EQ(p.f32()[0], 1.0f - 0.05f);
+  opt->step(p, g, 0.1f);  // buf = 0.9*0.5 + 0.5 = 0.95
+  EXPECT_FLOAT_EQ(p.f32()[0], 1.0f - 0.05f - 0.095f);
+  ASSERT_EQ(opt->state().size(), 1u);
+  EXPECT_FLOAT_EQ(opt->state()[0].second.f32()[0], 0.95f);
+}
+
+TEST(Optimizer, AdamWFirstStepMovesByLr) {
+  OptimizerConfig c;
+  c.kind = "adamw";
+  c.weight_decay = 0.0f;
+  auto opt = make_optimizer(c, 2, {{0, 2, true}});
+  Tensor p = filled({1.0f, -1.0f}), g = filled({0.3f, -2.0f});
+  opt->step(p, g, 0.01f);
+  // After bias correction the first step is lr * g/|g| (up to eps).
+  EXPECT_NEAR(p.f32()[0], 1.0f - 0.01f, 1e-6);
+  EXPECT_NEAR(p.f32()[1], -1.0f + 0.01f, 1e-6);
+  EXPECT_EQ(opt->state().size(), 2u);
+}
+
+TEST(Optimizer, BadSettingsAreErrors) {
+  OptimizerConfig c;
+  c.kind = "lion";
+  EXPECT_THROW(make_optimizer(c, 1, {}), Error);
+  c.kind = "sgd";
+  c.nesterov = true;
+  c.momentum = 0.0f;
+  EXPECT_THROW(make_optimizer(c, 1, {}), Error);
+  c.kind = "adamw";
+  c.beta2 = 1.0f;
+  EXPECT_THROW(make_optimizer(c, 1, {}), Error);
+}
+
+TEST(Schedule, WarmupThenCosineToMinLr) {
+  ScheduleConfig c;
+  c.kind = "cosine";
+  c.warmup_steps = 10;
+  c.min_lr = 0.01f;
+  LrSchedule s(c, 0.1f, 110);
+  EXPECT_FLOAT_EQ(s.at(0), 0.01f);
+  EXPECT_FLOAT_EQ(s.at(4), 0.05f);
+  EXPECT_FLOAT_EQ(s.at(10), 0.1f);
+  EXPECT_NEAR(s.at(60), 0.055f, 1e-6);  // halfway
+  EXPECT_NEAR(s.at(110), 0.01f, 1e-7);
+  EXPECT_NEAR(s.at(500), 0.01f, 1e-7);  // past the end stays at min_lr
+}
+
+TEST(Schedule, StepDecayAndConstant) {
+  ScheduleConfig c;
+  c.kind = "step";
+  c.step_size = 100;
+  c.gamma = 0.5f;
+  LrSchedule s(c, 1.0f, 1000);
+  EXPECT_FLOAT_EQ(s.at(99), 1.0f);
+  EXPECT_FLOAT_EQ(s.at(100), 0.5f);
+  EXPECT_FLOAT_EQ(s.at(250), 0.25f);
+  ScheduleConfig k;
+  EXPECT_FLOAT_EQ(LrSchedule(k, 0.3f, 10).at(7), 0.3f);
+  c.step_size = 0;
+  EXPECT_THROW(LrSchedule(c, 1.0f, 10), Error);
+  k.kind = "linear-ish";
+  EXPECT_THROW(LrSchedule(k, 1.0f, 10), Error);
+}
+
+TEST(Clip, ScalesToMaxNormOnlyWhenAbove) {
+  Tensor g = filled({3.0f, 4.0f});
+  EXPECT_DOUBLE_EQ(clip_grad_norm(g, 10.0), 5.0);
+  EXPECT_FLOAT_EQ(g.f32()[0], 3.0f);
+  EXPECT_DOUBLE_EQ(clip_grad_norm(g, 1.0), 5.0);
+  EXPECT_NEAR(std::hypot(g.f32()[0], g.f32()[1]), 1.0, 1e-6);
+  EXPECT_NEAR(g.f32()[0] / g.f32()[1], 0.75, 1e-6);
+  Tensor h = filled({3.0f, 4.0f});
+  EXPECT_DOUBLE_EQ(clip_grad_norm(h, 0.0), 5.0);  // 0 = off
+  EXPECT_FLOAT_EQ(h.f32()[1], 4.0f);
+}

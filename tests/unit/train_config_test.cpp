@@ -1,0 +1,147 @@
+#include "runtime/train/config.h"
+
+#include <gtest/gtest.h>
+#include <gmock/gmock.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace shardtrain;
+using namespace shardtrain::train;
+using ::testing::HasSubstr;
+
+namespace {
+
+std::string write_config(const std::string& text) {
+  static int counter = 0;
+  const auto dir = std::filesystem::temp_directory_path() / "shardtrain-config-test";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / ("c" + std::to_string(counter++) + ".toml");
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+std::string error_of(const std::string& text, const std::vector<std::string>& sets = {}) {
+  try {
+    load_config(write_config(text), sets);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(Config, ReadsValuesAndKeepsDefaults) {
+  Config c = load_config(write_config(R"(
+[train]
+epochs = 3
+global_batch_size = 32
+[model]
+kind = "cnn"
+channels = [8, 16]
+[optim]
+lr = 1     # an integer where a float is expected is fine
+)"));
+  EXPECT_EQ(c.train.epochs, 3);
+  EXPECT_EQ(c.train.global_batch_size, 32);
+  EXPECT_EQ(c.model.kind, "cnn");
+  EXPECT_EQ(c.model.channels, (std::vector<int64_t>{8, 16}));
+  EXPECT_FLOAT_EQ(c.optim.lr, 1.0f);
+  EXPECT_EQ(c.train.seed, 1);  // default
+  EXPECT_EQ(c.parallel.strategy, "none");
+}
+
+TEST(Config, UnknownKeyIsNamedWithTheValidKeys) {
+  const std::string e = error_of("[train]\nepoch = 3\n");
+  EXPECT_THAT(e, HasSubstr("unknown config key train.epoch"));
+  EXPECT_THAT(e, HasSubstr("valid keys in [train]:"));
+  EXPECT_THAT(e, HasSubstr("epochs"));
+  EXPECT_THAT(e, HasSubstr(".toml"));
+  EXPECT_THAT(error_of("[trian]\nepochs = 3\n"), HasSubstr("unknown section [trian]"));
+  EXPECT_THAT(error_of("train = 3\n"), HasSubstr("train must be a table"));
+}
+
+TEST(Config, WrongTypeNamesTheKeyPath) {
+  EXPECT_THAT(error_of("[train]\nepochs = \"three\"\n"),
+              HasSubstr("config key train.epochs: expected an integer, got a string"));
+  EXPECT_THAT(error_of("[optim]\nnesterov = 1\n"), HasSubstr("optim.nesterov: expected a boolean"));
+  EXPECT_THAT(error_of("[model]\nhidden = [1, \"a\"]\n"), HasSubstr("model.hidden: expected an array of integers"));
+  EXPECT_THAT(error_of("[train]\nepochs = 2.5\n"), HasSubstr("train.epochs: expected an integer, got a float"));
+}
+
+TEST(Config, SyntaxErrorsNameFileLineAndColumn) {
+  const std::string e = error_of("[train]\nepochs = = 3\n");
+  EXPECT_THAT(e, HasSubstr(".toml:2:"));
+}
+
+TEST(Config, MissingFileIsNamed) {
+  try {
+    load_config("/nonexistent/dir/run.toml");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("/nonexistent/dir/run.toml: cannot open"));
+  }
+}
+
+TEST(Config, SetParsesTomlAndFallsBackToString) {
+  const std::string path = write_config("[train]\nepochs = 3\n");
+  Config c = load_config(path, {"train.epochs=7", "parallel.strategy=ddp", "model.hidden=[64,32]",
+                                "optim.nesterov=true", "run.dir=runs/x y", "optim.lr=0.5"});
+  EXPECT_EQ(c.train.epochs, 7);
+  EXPECT_EQ(c.parallel.strategy, "ddp");
+  EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{64, 32}));
+  EXPECT_TRUE(c.optim.nesterov);
+  EXPECT_EQ(c.run.dir, "runs/x y");
+  EXPECT_FLOAT_EQ(c.optim.lr, 0.5f);
+}
+
+TEST(Config, SetErrorsNameTheArgument) {
+  const std::string path = write_config("");
+  auto err = [&](const std::string& set) {
+    try {
+      load_config(path, {set});
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_THAT(err("train.epochz=3"), HasSubstr("unknown config key train.epochz"));
+  EXPECT_THAT(err("train.epochs=abc"), HasSubstr("--set train.epochs: config key train.epochs: expected an integer"));
+  EXPECT_THAT(err("train.epochs"), HasSubstr("expected key=value"));
+  EXPECT_THAT(err("train.epochs.x=1"), HasSubstr("train.epochs: expected an integer, got a table"));
+}
+
+TEST(Config, ValuesOutOfRangeNameTheKey) {
+  EXPECT_THAT(error_of("[train]\nepochs = 0\n"), HasSubstr("train.epochs must be at least 1"));
+  EXPECT_THAT(error_of("[model]\nkind = \"rnn\"\n"), HasSubstr("model.kind \"rnn\""));
+  EXPECT_THAT(error_of("[target]\nvalue = 88\n"), HasSubstr("accuracy is a fraction"));
+  EXPECT_THAT(error_of("[parallel]\nstrategy = \"zero\"\n"), HasSubstr("parallel.strategy \"zero\""));
+  EXPECT_THAT(error_of("[optim]\nlr = -1.0\n"), HasSubstr("optim.lr must be positive"));
+  EXPECT_THAT(error_of("[runtime]\nblas_threads = 0\n"), HasSubstr("runtime.blas_threads"));
+}
+
+TEST(Config, ResolvedTomlRoundTrips) {
+  Config c = load_config(write_config("[train]\nepochs = 4\n[model]\nhidden = [10]\n"),
+                         {"optim.kind=adamw", "target.value=0.5"});
+  Config again = load_config(write_config(to_toml(c)));
+  EXPECT_EQ(to_toml(again), to_toml(c));
+  EXPECT_EQ(again.train.epochs, 4);
+  EXPECT_EQ(again.optim.kind, "adamw");
+}
+
+TEST(Config, ExamplesAreValid) {
+  for (const char* name : {"fmnist_mlp.toml", "fmnist_cnn.toml"}) {
+    Config c = load_config(std::string(SHARDTRAIN_SOURCE_DIR) + "/examples/" + name);
+    EXPECT_TRUE(c.target.enabled()) << name;
+  }
+}
+
+TEST(Config, DocsConfigMdIsCurrent) {
+  std::ifstream in(std::string(SHARDTRAIN_SOURCE_DIR) + "/docs/config.md");
+  std::stringstream doc;
+  doc << in.rdbuf();
+  EXPECT_EQ(doc.str(), config_reference_markdown())
+      << "docs/config.md is stale: run `build/bin/shardtrain config --reference > docs/config.md`";
+}
