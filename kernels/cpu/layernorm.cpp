@@ -35,12 +35,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* in, co
     const float m = detail::lane_sum(C, [&](int64_t i) { return x[i]; }) * inv_c;
     // Variance from the centered values (two passes over a row in cache):
     // E[x^2] - m^2 would cancel catastrophically when |m| >> std.
-    const float var = detail::lane_sum(C,
-                                       [&](int64_t i) {
-                                         const float c = x[i] - m;
-                                         return c * c;
-                                       }) *
-                      inv_c;
+    const auto centered_square = [&](int64_t i) { return (x[i] - m) * (x[i] - m); };
+    const float var = detail::lane_sum(C, centered_square) * inv_c;
     const float s = 1.0f / std::sqrt(var + eps);
     for (int64_t i = 0; i < C; ++i) o[i] = ((x[i] - m) * s) * weight[i] + bias[i];
     mean[n] = m;

@@ -79,6 +79,23 @@ TEST(Linear, OptionalGradientsMayBeNull) {
   EXPECT_EQ(dW, dW_ref);
 }
 
+TEST(Linear, RepeatedRunsAreBitwiseIdentical) {
+  const int64_t n = 64, ic = 300, oc = 200;  // large enough for OpenBLAS's blocked paths
+  const auto in = uniform_vector(n * ic, 17), W = uniform_vector(oc * ic, 18);
+  const auto b = uniform_vector(oc, 19), dout = uniform_vector(n * oc, 20);
+  std::vector<float> out[2], din[2], dW[2], db[2];
+  for (int run = 0; run < 2; ++run) {
+    out[run].resize(n * oc), din[run].resize(n * ic), dW[run].resize(oc * ic), db[run].resize(oc);
+    linear_forward(out[run].data(), in.data(), W.data(), b.data(), n, ic, oc);
+    linear_backward(din[run].data(), dW[run].data(), db[run].data(), dout.data(), in.data(),
+                    W.data(), n, ic, oc, false);
+  }
+  EXPECT_EQ(out[0], out[1]);
+  EXPECT_EQ(din[0], din[1]);
+  EXPECT_EQ(dW[0], dW[1]);
+  EXPECT_EQ(db[0], db[1]);
+}
+
 TEST(Linear, EmptyBatchOverwritesWithZeros) {
   const auto W = uniform_vector(OC * IC, 16);
   std::vector<float> dW(OC * IC, 3.0f), db(OC, 3.0f);

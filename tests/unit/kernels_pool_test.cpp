@@ -26,7 +26,8 @@ std::vector<float> distinct_values(size_t n, uint64_t key) {
 }
 
 const std::vector<Pool2dShape> kShapes = {
-    {2, 3, 6, 8, 2, 2},  // the common 2x2/2
+    {2, 3, 6, 8, 2, 2},  // the common 2x2/2 (its own code path)
+    {1, 2, 7, 5, 2, 2},  // 2x2/2 with an odd last row and column left out
     {1, 2, 7, 5, 3, 2},  // overlapping windows, odd sizes (last row/column unused)
     {2, 1, 5, 5, 2, 1},  // stride 1
 };
