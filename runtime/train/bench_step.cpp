@@ -84,10 +84,19 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
 
   fmt::print("bench step: {} (model {}, global batch {}, {} BLAS thread(s))\n", config.source,
              config.model.kind, config.train.global_batch_size, cpu::blas_threads());
-  fmt::print("  GEMM calls per step (M x N x K, transposes):\n");
-  for (const auto& r : replays)
-    fmt::print("    {:>6} x {:>6} x {:>6}  {}{}  {:8.1f} MFLOP\n", r.call.M, r.call.N, r.call.K,
-               r.call.trans_a ? "T" : "N", r.call.trans_b ? "T" : "N", r.call.flops() * 1e-6);
+  fmt::print("  GEMM calls per step (M x N x K, transposes, calls):\n");
+  for (size_t i = 0; i < replays.size();) {  // runs of identical shapes (conv: one per sample)
+    size_t j = i;
+    while (j < replays.size() && replays[j].call.M == replays[i].call.M &&
+           replays[j].call.N == replays[i].call.N && replays[j].call.K == replays[i].call.K &&
+           replays[j].call.trans_a == replays[i].call.trans_a &&
+           replays[j].call.trans_b == replays[i].call.trans_b)
+      ++j;
+    const cpu::GemmCall& c = replays[i].call;
+    fmt::print("    {:>6} x {:>6} x {:>6}  {}{}  x{:<4} {:8.1f} MFLOP\n", c.M, c.N, c.K,
+               c.trans_a ? "T" : "N", c.trans_b ? "T" : "N", j - i, c.flops() * 1e-6 * double(j - i));
+    i = j;
+  }
   fmt::print("  model FLOPs per step     {:.1f} MFLOP\n", flops * 1e-6);
   fmt::print("  training step            {:8.3f} ms  {:7.1f} GFLOP/s   (median of {} rounds x {} steps)\n",
              st * 1e3, step_gflops, opt.rounds, opt.steps);

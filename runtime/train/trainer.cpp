@@ -169,14 +169,14 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
       {"config", config.source},
   };
   run.write_file("result.json", result.dump(2) + "\n");
+  const std::string target_outcome =
+      !config.target.enabled() ? std::string("no target set")
+      : time_to_target ? fmt::format("target {} reached in {:.1f} s", describe_target(config.target), *time_to_target)
+                       : fmt::format("target {} NOT reached", describe_target(config.target));
   run.log(fmt::format("[done] {}: {} steps ({:.2f} epochs) in {:.1f} s, {:.0f} samples/s; final "
-                      "test_accuracy {:.2f}% test_loss {:.4f}; target {} {}; results in {}/result.json",
+                      "test_accuracy {:.2f}% test_loss {:.4f}; {}; results in {}/result.json",
                       status, step, double(step) / double(steps_per_epoch), train_time, sps,
-                      100 * last_eval.accuracy, last_eval.loss, describe_target(config.target),
-                      !config.target.enabled() ? "not set"
-                      : time_to_target ? fmt::format("reached in {:.1f} s", *time_to_target)
-                                       : std::string("NOT reached"),
-                      dir));
+                      100 * last_eval.accuracy, last_eval.loss, target_outcome, dir));
   return status == "completed" ? 0 : 1;
 }
 
