@@ -154,7 +154,9 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
       {"target", config.target.enabled()
                      ? json{{"metric", config.target.metric}, {"value", config.target.value}}
                      : json(nullptr)},
-      {"final", {{"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss}}},
+      {"final", last_eval_step >= 0
+                    ? json{{"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss}}
+                    : json(nullptr)},  // a diverged run is not evaluated
       {"time_to_target_s", time_to_target ? json(*time_to_target) : json(nullptr)},
       {"train_time_s", train_time},
       {"step_time_s", step_time},
@@ -173,10 +175,14 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
       !config.target.enabled() ? std::string("no target set")
       : time_to_target ? fmt::format("target {} reached in {:.1f} s", describe_target(config.target), *time_to_target)
                        : fmt::format("target {} NOT reached", describe_target(config.target));
-  run.log(fmt::format("[done] {}: {} steps ({:.2f} epochs) in {:.1f} s, {:.0f} samples/s; final "
-                      "test_accuracy {:.2f}% test_loss {:.4f}; {}; results in {}/result.json",
+  const std::string final_metrics =
+      last_eval_step < 0 ? std::string("not evaluated")
+                         : fmt::format("final test_accuracy {:.2f}% test_loss {:.4f}",
+                                       100 * last_eval.accuracy, last_eval.loss);
+  run.log(fmt::format("[done] {}: {} steps ({:.2f} epochs) in {:.1f} s, {:.0f} samples/s; {}; {}; "
+                      "results in {}/result.json",
                       status, step, double(step) / double(steps_per_epoch), train_time, sps,
-                      100 * last_eval.accuracy, last_eval.loss, target_outcome, dir));
+                      final_metrics, target_outcome, dir));
   return status == "completed" ? 0 : 1;
 }
 

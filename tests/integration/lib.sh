@@ -6,6 +6,7 @@ set -euo pipefail
 : "${WORK_ROOT:=/tmp/shardtrain-it}"
 PY=/usr/bin/python3  # Debian's Python, which has h5py and numpy
 WORK="$WORK_ROOT/$(basename "$0" .sh)"
+mkdir -p "$WORK_ROOT"
 rm -rf "$WORK"
 mkdir -p "$WORK"
 cd "$WORK"
@@ -29,12 +30,16 @@ expect_error() {
 # json_get FILE EXPR: evaluates a Python expression over the parsed JSON `j`.
 json_get() { "$PY" -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
-# The real Fashion-MNIST data in HDF5, converted once per test run.
+# The real Fashion-MNIST data in HDF5, converted once per build tree; a lock
+# keeps tests that run in parallel from converting it at the same time.
 prep_fmnist() {
   local out="$WORK_ROOT/fashion-mnist"
-  if [ ! -f "$out/test/part-00000.h5" ]; then
-    "$SHARDTRAIN" prep fashion-mnist --out "$out.tmp.$$" >/dev/null
-    rm -rf "$out" && mv "$out.tmp.$$" "$out"
-  fi
+  (
+    flock 9
+    if [ ! -f "$out/test/part-00000.h5" ]; then
+      rm -rf "$out"
+      "$SHARDTRAIN" prep fashion-mnist --out "$out" >/dev/null
+    fi
+  ) 9>"$WORK_ROOT/fashion-mnist.lock"
   echo "$out"
 }

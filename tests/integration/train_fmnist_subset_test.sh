@@ -58,6 +58,16 @@ pass "deterministic: identical metrics from two runs"
 json_get run4/result.json 'j["final"]["test_accuracy"] > 0' | grep -q True || fail "final not evaluated"
 pass "max_steps run stops at 40 and evaluates"
 
+# A diverging run stops with a clear line, status "diverged" and exit status 1.
+rc=0
+"$SHARDTRAIN" train "$SOURCE_DIR/examples/fmnist_mlp.toml" "${common[@]}" --set optim.lr=1e4 \
+  --set schedule.warmup_steps=0 --set train.max_steps=100 --run-dir diverged >diverged.txt || rc=$?
+[ "$rc" -eq 1 ] || fail "diverged run exited $rc"
+grep -q 'training diverged at step' diverged.txt || fail "no divergence message"
+[ "$(json_get diverged/result.json 'j["status"]')" = diverged ] || fail "status not diverged"
+[ "$(json_get diverged/result.json 'j["final"]')" = None ] || fail "a diverged run reports final metrics"
+pass "divergence detected"
+
 # A run directory that holds a run is not overwritten by accident.
 expect_error "already holds a run" "$SHARDTRAIN" train "$SOURCE_DIR/examples/fmnist_mlp.toml" "${common[@]}" --run-dir run4
 "$SHARDTRAIN" train "$SOURCE_DIR/examples/fmnist_mlp.toml" "${common[@]}" --set train.max_steps=5 --run-dir run4 --overwrite >/dev/null

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <fmt/format.h>
+
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -13,11 +16,19 @@ using ::testing::HasSubstr;
 
 namespace {
 
+// One directory per process (ctest runs the tests of this file in parallel),
+// removed when the process ends.
+struct ScratchDir {
+  std::filesystem::path path = std::filesystem::temp_directory_path() /
+                               fmt::format("shardtrain-config-test-{}", ::getpid());
+  ScratchDir() { std::filesystem::create_directories(path); }
+  ~ScratchDir() { std::filesystem::remove_all(path); }
+};
+
 std::string write_config(const std::string& text) {
+  static ScratchDir dir;
   static int counter = 0;
-  const auto dir = std::filesystem::temp_directory_path() / "shardtrain-config-test";
-  std::filesystem::create_directories(dir);
-  const auto path = dir / ("c" + std::to_string(counter++) + ".toml");
+  const auto path = dir.path / fmt::format("c{}.toml", counter++);
   std::ofstream(path) << text;
   return path.string();
 }
