@@ -4,11 +4,24 @@
 // in issue order, off the caller's thread (a progress engine on CPU, a
 // communication stream on GPU).
 //
-// Buffers are Tensors (views into flat buffers, usually): they must stay alive
-// and untouched until the Work completes. Reductions: f32 and bf16 (bf16
-// accumulates each hop in f32 and rounds to bf16). allgather and broadcast
-// also move i32. Results are deterministic: the same inputs on the same ranks
-// give the same bits, on every rank.
+// Buffers are Tensors (views into flat buffers, usually): they must stay
+// untouched (not read for an in-place result, not written) until the Work
+// completes; the backend holds a reference to their storage until then, so
+// dropping the caller's Tensor early is safe. Reductions: f32 and bf16 (bf16
+// accumulates each hop in f32 and rounds to bf16); an average is the sum
+// times 1/size(). allgather and broadcast also move i32. reduce_scatter only
+// reads its input (unless out aliases it). Results are deterministic: the
+// same inputs on the same ranks give the same bits, on every rank.
+//
+// Costs (MPI backend, these 2-core machines): issuing takes ~0.2 us on the
+// caller's thread, and the engine adds ~0.1-0.3 us per collective; a thread
+// per communicator actually used (plus the watchdog's, which wakes every 10
+// ms). While data moves the progress thread uses a core; while it waits for
+// a late rank it sleeps in growing steps (~6% of a core), including before
+// MPI's own collectives from 64 KiB (which would otherwise spin at 100%).
+// Errors in arguments throw shardtrain::Error on the caller's thread, before
+// anything is issued; a collective that fails or hangs ends the job with the
+// watchdog's report (CommOptions::timeout_s).
 #pragma once
 
 #include "runtime/comm/work.h"
@@ -22,20 +35,50 @@ namespace shardtrain::comm {
 
 enum class ReduceOp { sum, avg };
 
-// Tunables of the MPI backend (config section [comm]).
+// Tunables of the MPI backend (config section [comm]). The defaults are
+// measured on this project's machines (2 cores, Open MPI 4.1.4 over shared
+// memory, 2 and 4 ranks; docs/BENCHMARKS.md has the tables).
 struct CommOptions {
-  // Messages up to this size go through the MPI library's own collective;
-  // larger ones through shardtrain's pipelined chunked ring.
-  int64_t small_message_bytes = 64 << 10;
-  // Chunk size of the ring's pipeline.
+  // Buffers up to these sizes (all-reduce: the tensor; reduce-scatter: its
+  // input; all-gather: its output) go through the MPI library's own
+  // collective, larger ones through shardtrain's pipelined ring.
+  // - all-reduce: Open MPI's is as fast as the ring or faster up to 16 MiB
+  //   (~5.5-12 GB/s busbw on 2 ranks), and falls to ~2.6 GB/s from 32 MiB
+  //   (it allocates a temporary buffer beyond malloc's mmap threshold at
+  //   every call), where the ring keeps ~5 GB/s: 1.8-2x.
+  int64_t small_message_bytes = 16 << 20;
+  // - reduce-scatter: MPI_Reduce_scatter_block stays at ~3 GB/s (2 ranks)
+  //   and falls to 0.8 GB/s from 16 MiB; the ring is ahead from 8-128 KiB
+  //   (2-4 ranks) and 3-7x ahead from 1 MiB.
+  int64_t reduce_scatter_small_bytes = 128 << 10;
+  // - all-gather: MPI_Allgather was as fast as the ring or faster at every
+  //   size measured (4 KiB - 256 MiB), so it is always used unless forced.
+  int64_t allgather_small_bytes = int64_t(1) << 62;
+  // Chunk size of the ring's pipeline: 256 KiB staging stays in L2 (1 MiB
+  // here); 256 KiB - 4 MiB measured alike, 128 KiB ~10% slower on 4 ranks.
   int64_t chunk_bytes = 256 << 10;
   // "auto" (by size, hierarchical when there are several nodes with several
-  // ranks each), or force "mpi", "ring" or "hierarchical".
+  // ranks each), or force "mpi", "ring" or "hierarchical" (this choice also
+  // applies to reduce-scatter and all-gather, "hierarchical" meaning "ring"
+  // for them and for sub-communicators).
   std::string allreduce_algorithm = "auto";
   // A collective not complete after this long ends the job with a message
   // naming the operation, its sequence number, its size and the ranks that
   // never arrived.
   double timeout_s = 300.0;
+  // Before each of the MPI library's collectives, wait for every rank without
+  // spinning and check that all issued the same collective (op, size, dtype,
+  // root): comm/arrival_barrier.h. Off, a late rank makes the others'
+  // progress threads spin at 100% of a core inside MPI, and mismatched sizes
+  // may corrupt memory before the watchdog ends the job; on, small
+  // collectives issued back to back cost ~0.5 us more (measured, 2 ranks:
+  // 4 KiB all-reduce 35% slower, 64 KiB 5-10%, 1 MiB 2-4%).
+  bool check_arrival = true;
+  // Node groups for node(), cross_node() and the hierarchical all-reduce: 0
+  // asks the MPI library (ranks sharing memory); k > 0 makes every k
+  // consecutive ranks a node, to emulate several nodes on one machine
+  // (tests, benchmarks).
+  int ranks_per_node = 0;
 };
 
 class Communicator {

@@ -33,6 +33,14 @@ MpiEnv::~MpiEnv() {
   if (!finalized) MPI_Finalize();
 }
 
+std::string MpiEnv::broadcast_string(const std::string& value, int root) const {
+  auto length = int64_t(value.size());
+  MPI_Bcast(&length, 1, MPI_INT64_T, root, MPI_COMM_WORLD);
+  std::string out = rank_ == root ? value : std::string(size_t(length), '\0');
+  MPI_Bcast(out.data(), int(length), MPI_CHAR, root, MPI_COMM_WORLD);
+  return out;
+}
+
 void MpiEnv::abort(int code) {
   int initialized = 0;
   MPI_Initialized(&initialized);

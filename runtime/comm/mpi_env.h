@@ -21,6 +21,10 @@ class MpiEnv {
   int local_size() const { return local_size_; }
   std::string processor_name() const { return processor_name_; }
 
+  // root's `value` on every rank of MPI_COMM_WORLD (e.g. rank 0's choice of
+  // the run directory's name).
+  std::string broadcast_string(const std::string& value, int root) const;
+
   // Ends every rank of the job with `code`: the way out when one rank fails
   // and the others might otherwise wait in a collective forever.
   [[noreturn]] static void abort(int code);

@@ -53,7 +53,7 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
     s.train_data.gather(buffers.indices.data(), sampler.local_batch(), buffers.x.f32(),
                         buffers.labels.data());
     train_step(*s.model, *s.optimizer, buffers, config.optim.lr, config.clip_grad_norm,
-               config.train.global_batch_size);
+               config.train.global_batch_size, config.train.accumulation_steps, nullptr);
   };
 
   for (int i = 0; i < opt.warmup; ++i) step();

@@ -6,6 +6,8 @@
 
 #include <toml++/toml.h>
 
+#include <climits>
+#include <cstdint>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -55,6 +57,15 @@ template <> struct Convert<int64_t> {
     wrong_type("an integer", n);
   }
   static std::string show(int64_t v) { return fmt::format("{}", v); }
+};
+template <> struct Convert<int> {
+  static constexpr const char* name = "integer";
+  static int from(const toml::node& n) {
+    const int64_t v = Convert<int64_t>::from(n);
+    if (v < INT32_MIN || v > INT32_MAX) wrong_type("a 32-bit integer", n);
+    return int(v);
+  }
+  static std::string show(int v) { return fmt::format("{}", v); }
 };
 template <> struct Convert<double> {
   static constexpr const char* name = "float";
@@ -135,6 +146,7 @@ const std::vector<Field>& schema() {
       KEY("train.epochs", "Passes over the training split.", train.epochs),
       KEY("train.max_steps", "Stop after this many optimizer steps (0 = no limit); the final evaluation still runs.", train.max_steps),
       KEY("train.global_batch_size", "Samples per optimizer step across all ranks (fixed whatever the world size). The last partial batch of an epoch is dropped.", train.global_batch_size),
+      KEY("train.accumulation_steps", "Micro-batches per optimizer step: each rank splits its slice of the global batch into this many forward/backward passes and reduces gradients once (DDP's no_sync).", train.accumulation_steps),
       KEY("train.eval_batch_size", "Samples per forward pass during evaluation.", train.eval_batch_size),
       KEY("train.progress_every_s", "Seconds between progress lines on the terminal (0 = every step).", train.progress_every_s),
 
@@ -169,7 +181,16 @@ const std::vector<Field>& schema() {
       KEY("target.metric", "`\"test_accuracy\"` (reached when >= value) or `\"test_loss\"` (reached when <= value).", target.metric),
       KEY("target.value", "Stop as soon as an evaluation reaches it (0 = no target). Accuracy is a fraction: 0.88 means 88%.", target.value),
 
-      KEY("parallel.strategy", "`\"none\"` (one rank). `\"ddp\"` and `\"fsdp\"` come with the communication layer.", parallel.strategy),
+      KEY("parallel.strategy", "`\"none\"` (one rank) or `\"ddp\"` (data parallel over all ranks). `\"fsdp\"` comes with its issue.", parallel.strategy),
+      KEY("parallel.ddp.bucket_mb", "DDP: gradient bucket size in MiB (whole Blocks, in reverse order).", parallel.ddp.bucket_mb),
+      KEY("parallel.ddp.first_bucket_mb", "DDP: size of the first bucket (the last Blocks), small so that communication starts early.", parallel.ddp.first_bucket_mb),
+      KEY("parallel.ddp.grad_dtype", "DDP: dtype gradients travel in, `\"f32\"` or `\"bf16\"` (half the bytes; accumulated in f32 per hop).", parallel.ddp.grad_dtype),
+
+      KEY("comm.small_message_bytes", "Collectives up to this size use the MPI library's own algorithm; larger ones shardtrain's pipelined ring.", comm.small_message_bytes),
+      KEY("comm.chunk_bytes", "Chunk size of the ring's pipeline.", comm.chunk_bytes),
+      KEY("comm.allreduce_algorithm", "`\"auto\"` (by size and topology), or force `\"mpi\"`, `\"ring\"` or `\"hierarchical\"`.", comm.allreduce_algorithm),
+      KEY("comm.ranks_per_node", "0: nodes are the ranks sharing memory (the MPI library's view). k > 0: treat every k consecutive ranks as a node, to try hierarchical algorithms on one machine.", comm.ranks_per_node),
+      KEY("comm.timeout_s", "A collective not complete after this many seconds ends the job with a message naming the operation and the ranks that never arrived.", comm.timeout_s),
 
       KEY("runtime.blas_threads", "OpenBLAS threads per rank (one rank per core is the default layout).", runtime.blas_threads),
   };
@@ -245,6 +266,21 @@ void validate(const Config& c) {
   require(c.target.value >= 0, fmt::format("target.value must not be negative, got {}", c.target.value));
   require(c.target.metric != "test_accuracy" || c.target.value <= 1.0,
           fmt::format("target.value {} is above 1: accuracy is a fraction (0.88 means 88%)", c.target.value));
+  require(c.train.accumulation_steps >= 1,
+          fmt::format("train.accumulation_steps must be at least 1, got {}", c.train.accumulation_steps));
+  require(c.parallel.ddp.bucket_mb > 0 && c.parallel.ddp.first_bucket_mb > 0,
+          "parallel.ddp.bucket_mb and parallel.ddp.first_bucket_mb must be positive");
+  require(c.parallel.ddp.grad_dtype == "f32" || c.parallel.ddp.grad_dtype == "bf16",
+          fmt::format("parallel.ddp.grad_dtype \"{}\" is not a dtype (choose \"f32\" or \"bf16\")",
+                      c.parallel.ddp.grad_dtype));
+  require(c.comm.small_message_bytes >= 0, "comm.small_message_bytes must not be negative");
+  require(c.comm.chunk_bytes >= 4096, fmt::format("comm.chunk_bytes must be at least 4096, got {}", c.comm.chunk_bytes));
+  require(c.comm.allreduce_algorithm == "auto" || c.comm.allreduce_algorithm == "mpi" ||
+              c.comm.allreduce_algorithm == "ring" || c.comm.allreduce_algorithm == "hierarchical",
+          fmt::format("comm.allreduce_algorithm \"{}\" is not an algorithm (choose \"auto\", \"mpi\", \"ring\" or \"hierarchical\")",
+                      c.comm.allreduce_algorithm));
+  require(c.comm.ranks_per_node >= 0, "comm.ranks_per_node must not be negative");
+  require(c.comm.timeout_s > 0, fmt::format("comm.timeout_s must be positive, got {}", c.comm.timeout_s));
   require(c.parallel.strategy == "none" || c.parallel.strategy == "ddp" || c.parallel.strategy == "fsdp",
           fmt::format("parallel.strategy \"{}\" is not a strategy (choose \"none\", \"ddp\" or \"fsdp\")",
                       c.parallel.strategy));

@@ -4,9 +4,11 @@
 // wrong type names the key path. docs/config.md is generated from the schema.
 #pragma once
 
+#include "runtime/comm/communicator.h"
 #include "runtime/nn/models.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/optim/schedule.h"
+#include "runtime/parallel/ddp.h"
 
 #include <cstdint>
 #include <string>
@@ -23,6 +25,7 @@ struct Config {
     int64_t epochs = 10;
     int64_t max_steps = 0;  // 0 = no limit
     int64_t global_batch_size = 128;
+    int64_t accumulation_steps = 1;  // micro-batches per optimizer step (no_sync on all but the last)
     int64_t eval_batch_size = 1000;
     double progress_every_s = 2.0;
   } train;
@@ -42,8 +45,10 @@ struct Config {
     bool enabled() const { return value > 0.0; }
   } target;
   struct Parallel {
-    std::string strategy = "none";  // "none" here; "ddp" and "fsdp" come with their backends
+    std::string strategy = "none";  // "none" | "ddp"; "fsdp" comes with its issue
+    parallel::DdpOptions ddp;
   } parallel;
+  comm::CommOptions comm;
   struct Runtime {
     int64_t blas_threads = 1;
   } runtime;

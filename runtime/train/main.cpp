@@ -1,6 +1,7 @@
 // shardtrain: the command-line program. Each subcommand parses its flags and
 // calls one function of the runtime; errors become one line and a non-zero exit.
 #include "io/fashion_mnist.h"
+#include "runtime/comm/bench_comm.h"
 #include "runtime/comm/mpi_env.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
@@ -53,6 +54,20 @@ int main(int argc, char** argv) {
   step_cmd->add_option("--warmup", bench_opts.warmup, "Untimed steps first")->capture_default_str();
   step_cmd->add_option("--json", bench_opts.json_path, "Also write the figures to this JSON file");
 
+  comm::BenchCommOptions comm_opts;
+  auto* comm_cmd = bench_cmd->add_subcommand("comm", "Collectives: shardtrain's against the MPI library's (run under mpirun)");
+  comm_cmd->add_option("--min-bytes", comm_opts.min_bytes, "Smallest size (e.g. 4K)")->transform(CLI::AsSizeValue(false))->capture_default_str();
+  comm_cmd->add_option("--max-bytes", comm_opts.max_bytes, "Largest size (e.g. 256M)")->transform(CLI::AsSizeValue(false))->capture_default_str();
+  comm_cmd->add_option("--ops", comm_opts.ops, "Operations: allreduce, reduce_scatter, allgather, broadcast")->delimiter(',');
+  comm_cmd->add_option("--iters", comm_opts.iters, "Operations per timed round (0: fill ~50 ms)")->capture_default_str();
+  comm_cmd->add_option("--rounds", comm_opts.rounds, "Alternating timed rounds (median reported)")->capture_default_str();
+  comm_cmd->add_option("--dtype", comm_opts.dtype, "f32 or bf16")->capture_default_str();
+  comm_cmd->add_option("--algorithm", comm_opts.comm.allreduce_algorithm, "auto, mpi, ring or hierarchical")->capture_default_str();
+  comm_cmd->add_option("--small-message-bytes", comm_opts.comm.small_message_bytes, "Threshold for the MPI library's own algorithm")->transform(CLI::AsSizeValue(false))->capture_default_str();
+  comm_cmd->add_option("--chunk-bytes", comm_opts.comm.chunk_bytes, "Ring pipeline chunk")->transform(CLI::AsSizeValue(false))->capture_default_str();
+  comm_cmd->add_option("--ranks-per-node", comm_opts.comm.ranks_per_node, "Emulate nodes of this many consecutive ranks (0: real nodes)")->capture_default_str();
+  comm_cmd->add_option("--json", comm_opts.json_path, "Also write every row to this JSON file");
+
   // config
   auto* config_cmd = app.add_subcommand("config", "Validate a config and print it resolved, or print the key reference");
   config_cmd->add_option("config", config_path, "TOML config");
@@ -84,6 +99,10 @@ int main(int argc, char** argv) {
     if (*step_cmd) {
       train::Config config = train::load_config(config_path, overrides);
       return train::bench_step(config, bench_opts);
+    }
+    if (*comm_cmd) {
+      mpi.emplace(&argc, &argv);
+      return comm::bench_comm(comm_opts);
     }
     if (*config_cmd) {
       if (reference) {

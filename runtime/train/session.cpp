@@ -54,27 +54,60 @@ StepBuffers::StepBuffers(const Shape& sample, int64_t classes, int64_t batch)
       indices(size_t(batch)) {}
 
 double train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& b, float lr,
-                  double clip_grad_norm, int64_t global_batch) {
-  Tensor logits = model.forward(b.x);
-  const double loss_sum =
-      ops::softmax_xent_fused(b.dlogits, logits, b.labels.data(), 1.0f / float(global_batch));
-  model.backward(b.dlogits);
+                  double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
+                  parallel::Ddp* ddp) {
+  const int64_t local = b.x.dim(0);
+  const Shape& sample = model.input_sample();
+  double loss_sum = 0.0;
+  for (int64_t m = 0; m < micro_batches; ++m) {
+    const int64_t begin = local * m / micro_batches, end = local * (m + 1) / micro_batches;
+    Tensor x = b.x.view(begin * sample.numel(), batched(end - begin, sample));
+    Tensor dlogits = b.dlogits.view(begin * b.dlogits.dim(1), {end - begin, b.dlogits.dim(1)});
+    Tensor logits = model.forward(x, ddp);
+    loss_sum += ops::softmax_xent_fused(dlogits, logits, b.labels.data() + begin,
+                                        1.0f / float(global_batch));
+    if (ddp) ddp->set_sync(m == micro_batches - 1);
+    model.backward(dlogits, /*accumulate=*/m > 0, ddp);
+  }
+  if (ddp) ddp->wait_gradients();
   const nn::FlatParameters& flat = model.flat();
   if (clip_grad_norm > 0) optim::clip_grad_norm(flat.grads(), clip_grad_norm);
   optimizer.step(flat.params(), flat.grads(), lr);
   return loss_sum;
 }
 
-EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t batch) {
-  const int64_t n = data.size();
-  batch = std::min(batch, n);
+std::vector<std::vector<double>> gather_from_ranks(comm::Communicator& comm,
+                                                   const std::vector<double>& values) {
+  const auto n = int64_t(values.size());
+  Tensor mine = Tensor::empty({n});
+  for (int64_t i = 0; i < n; ++i) mine.f32()[i] = float(values[size_t(i)]);
+  Tensor all = Tensor::empty({n * comm.size()});
+  comm.allgather(mine, all)->wait();
+  std::vector<std::vector<double>> out(size_t(comm.size()), std::vector<double>(size_t(n)));
+  for (int r = 0; r < comm.size(); ++r)
+    for (int64_t i = 0; i < n; ++i) out[size_t(r)][size_t(i)] = all.f32()[r * n + i];
+  return out;
+}
+
+std::vector<double> sum_over_ranks(comm::Communicator& comm, const std::vector<double>& values) {
+  std::vector<double> sums(values.size(), 0.0);
+  for (const auto& rank_values : gather_from_ranks(comm, values))
+    for (size_t i = 0; i < sums.size(); ++i) sums[i] += rank_values[i];
+  return sums;
+}
+
+EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t batch,
+                    comm::Communicator* comm) {
+  const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
+  const int64_t first = data.size() * rank / world, last = data.size() * (rank + 1) / world;
+  batch = std::max<int64_t>(1, std::min(batch, last - first));
   Tensor x = Tensor::empty(batched(batch, data.info().sample_shape));
   std::vector<int32_t> labels(static_cast<size_t>(batch));
   std::vector<int64_t> indices(static_cast<size_t>(batch));
   double loss = 0.0;
   int64_t correct = 0;
-  for (int64_t start = 0; start < n; start += batch) {
-    const int64_t len = std::min(batch, n - start);
+  for (int64_t start = first; start < last; start += batch) {
+    const int64_t len = std::min(batch, last - start);
     std::iota(indices.begin(), indices.begin() + len, start);
     Tensor xs = x.view(0, batched(len, data.info().sample_shape));
     data.gather(indices.data(), len, xs.f32(), labels.data());
@@ -82,7 +115,13 @@ EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t b
     loss += ops::softmax_xent_forward(logits, labels.data());
     correct += ops::count_correct(logits, labels.data());
   }
-  return {loss / double(n), double(correct) / double(n), n};
+  if (comm) {
+    const std::vector<double> sums = sum_over_ranks(*comm, {loss, double(correct)});
+    loss = sums[0];
+    correct = int64_t(sums[1] + 0.5);
+  }
+  const auto n = double(data.size());
+  return {loss / n, double(correct) / n, data.size()};
 }
 
 }  // namespace shardtrain::train

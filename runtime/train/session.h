@@ -6,6 +6,7 @@
 #include "io/dataset.h"
 #include "runtime/nn/model.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/parallel/ddp.h"
 #include "runtime/train/config.h"
 
 #include <memory>
@@ -34,11 +35,15 @@ struct StepBuffers {
   StepBuffers(const Shape& sample, int64_t classes, int64_t batch);
 };
 
-// One optimizer step: forward, fused softmax cross-entropy, backward,
-// optional clipping, update. The gradient is that of the mean loss over the
-// global batch. Returns the summed loss of this rank's samples.
+// One optimizer step on this rank's slice of the global batch (in buffers):
+// `micro_batches` forward/backward passes accumulating gradients (DDP reduces
+// only after the last: no_sync), fused softmax cross-entropy, the wait for
+// the gradient all-reduce, optional clipping, the update. The gradient is that
+// of the mean loss over the global batch. Returns the summed loss of this
+// rank's samples. ddp may be null (one rank).
 double train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& buffers, float lr,
-                  double clip_grad_norm, int64_t global_batch);
+                  double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
+                  parallel::Ddp* ddp);
 
 struct EvalResult {
   double loss = 0.0;      // mean over samples
@@ -47,6 +52,16 @@ struct EvalResult {
 };
 
 // Forward passes over the whole split, in order, `batch` samples at a time.
-EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t batch);
+// With a communicator, each rank evaluates a contiguous part of the split and
+// the sums are combined: every rank returns the same result.
+EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t batch,
+                    comm::Communicator* comm = nullptr);
+
+// Sums each value over all ranks (every rank gets the sums, added in rank
+// order). Values travel as f32: for loss sums and counts, not for parameters.
+std::vector<double> sum_over_ranks(comm::Communicator& comm, const std::vector<double>& values);
+// Every rank's values: result[r][i] is value i of rank r.
+std::vector<std::vector<double>> gather_from_ranks(comm::Communicator& comm,
+                                                   const std::vector<double>& values);
 
 }  // namespace shardtrain::train

@@ -7,6 +7,7 @@
 #include "runtime/train/progress.h"
 #include "runtime/train/run_dir.h"
 #include "runtime/train/session.h"
+#include "runtime/train/step_timing.h"
 
 #include <nlohmann/json.hpp>
 
@@ -32,54 +33,75 @@ std::string describe_target(const Config::Target& t) {
 }  // namespace
 
 int run_training(const Config& config, const TrainOptions& options, const comm::MpiEnv& mpi) {
-  ST_CHECK(config.parallel.strategy == "none",
-           "parallel.strategy = \"{}\" is not available yet: this build trains on one rank "
-           "(parallel.strategy = \"none\")",
-           config.parallel.strategy);
-  ST_CHECK(mpi.world_size() == 1,
-           "parallel.strategy = \"none\" trains on one rank, but the job has {} ranks",
+  const std::string& strategy = config.parallel.strategy;
+  ST_CHECK(strategy == "none" || strategy == "ddp",
+           "parallel.strategy = \"{}\" is not available yet (choose \"none\" or \"ddp\")", strategy);
+  ST_CHECK(strategy != "none" || mpi.world_size() == 1,
+           "parallel.strategy = \"none\" trains on one rank, but the job has {} ranks (use "
+           "parallel.strategy = \"ddp\")",
            mpi.world_size());
   const double init_start = now_seconds();
 
-  // ---- init: run directory, data, model, optimizer ------------------------
-  const std::string dir = !options.run_dir.empty() ? options.run_dir
-                          : !config.run.dir.empty() ? config.run.dir
-                                                    : RunDir::default_path(config.source);
+  // ---- init: run directory, communicator, data, model, optimizer ----------
+  std::string dir = !options.run_dir.empty() ? options.run_dir
+                    : !config.run.dir.empty() ? config.run.dir
+                                              : RunDir::default_path(config.source);
+  dir = mpi.broadcast_string(dir, 0);  // rank 0's timestamp names the run
   RunDir run(dir, options.overwrite, mpi.rank() == 0);
   Config resolved = config;
   resolved.run.dir = dir;
   run.write_file("config.toml", to_toml(resolved));
-  run.log(fmt::format("[init] shardtrain {} on {} rank(s); config {}; run dir {}", "0.1.0",
-                      mpi.world_size(), config.source, dir));
+  run.log(fmt::format("[init] shardtrain {} on {} rank(s), strategy {}; config {}; run dir {}",
+                      "0.1.0", mpi.world_size(), strategy, config.source, dir));
 
+  std::unique_ptr<comm::Communicator> comm;
+  if (strategy == "ddp") comm = comm::make_mpi_world_communicator(config.comm);
   Session s = make_session(config);
   nn::Model& model = *s.model;
+  std::unique_ptr<parallel::Ddp> ddp;
+  if (comm) {
+    ddp = std::make_unique<parallel::Ddp>(model, *comm, config.parallel.ddp);
+    ddp->broadcast_parameters();
+  }
   const io::DatasetInfo& info = s.train_data.info();
   run.log(fmt::format("[init] data: train {} samples, test {} samples, sample shape {}, {} classes",
                       s.train_data.size(), s.test_data.size(), info.sample_shape.str(),
                       info.num_classes));
   run.log(fmt::format("[init] model {} ({} blocks):\n{}", config.model.kind, model.num_blocks(),
                       model.summary()));
+  if (ddp) {
+    std::string buckets;
+    for (const auto& b : ddp->buckets())
+      buckets += fmt::format(" [blocks {}-{}: {:.2f} MiB]", b.first_block, b.last_block,
+                             double(b.numel) * 4 / (1 << 20));
+    run.log(fmt::format("[init] ddp: {} gradient bucket(s){}, gradients travel as {}",
+                        ddp->buckets().size(), buckets, config.parallel.ddp.grad_dtype));
+  }
 
   io::Sampler sampler(s.train_data.size(), config.train.global_batch_size, mpi.rank(),
                       mpi.world_size(), uint64_t(config.train.seed));
+  const int64_t micro_batches = config.train.accumulation_steps;
+  ST_CHECK(sampler.local_batch() >= micro_batches,
+           "train.accumulation_steps = {} exceeds this rank's {} samples per step (global batch "
+           "{} over {} ranks)",
+           micro_batches, sampler.local_batch(), config.train.global_batch_size, mpi.world_size());
   const int64_t steps_per_epoch = sampler.batches_per_epoch();
   int64_t total_steps = steps_per_epoch * config.train.epochs;
   if (config.train.max_steps > 0) total_steps = std::min(total_steps, config.train.max_steps);
   const optim::LrSchedule schedule(config.schedule, config.optim.lr, total_steps);
   StepBuffers buffers(info.sample_shape, info.num_classes, sampler.local_batch());
   Progress progress(total_steps, config.train.progress_every_s);
-  run.log(fmt::format("[init] {} optimizer, global batch {}, {} steps/epoch, {} steps, target {}, "
-                      "{} BLAS thread(s); ready in {:.2f} s",
-                      s.optimizer->name(), config.train.global_batch_size, steps_per_epoch,
-                      total_steps, describe_target(config.target), cpu::blas_threads(),
-                      now_seconds() - init_start));
+  run.log(fmt::format("[init] {} optimizer, global batch {} ({} per rank, {} micro-batch(es)), "
+                      "{} steps/epoch, {} steps, target {}, {} BLAS thread(s); ready in {:.2f} s",
+                      s.optimizer->name(), config.train.global_batch_size, sampler.local_batch(),
+                      micro_batches, steps_per_epoch, total_steps, describe_target(config.target),
+                      cpu::blas_threads(), now_seconds() - init_start));
 
   // ---- train ----------------------------------------------------------------
   const double run_start = now_seconds();
-  double step_time = 0.0;  // seconds inside training steps (evaluation excluded)
+  StepTiming timing;
   int64_t step = 0, epoch = 0, trained_samples = 0;
-  double loss_sum = 0.0;  // since the last evaluation
+  double loss_sum = 0.0;  // this rank's, since the last evaluation
   int64_t loss_samples = 0;
   std::optional<double> time_to_target;
   EvalResult last_eval;
@@ -88,13 +110,16 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
 
   auto run_eval = [&] {
     const double ep = double(step) / double(steps_per_epoch);
-    last_eval = evaluate(model, s.test_data, config.train.eval_batch_size);
+    last_eval = evaluate(model, s.test_data, config.train.eval_batch_size, comm.get());
     last_eval_step = step;
-    const double train_loss = loss_samples ? loss_sum / double(loss_samples) : NAN;
-    const double sps = step_time > 0 ? double(trained_samples) / step_time : 0.0;
+    const std::vector<double> sums =
+        comm ? sum_over_ranks(*comm, {loss_sum, double(loss_samples)})
+             : std::vector<double>{loss_sum, double(loss_samples)};
+    const double train_loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
+    const double sps = timing.step_s > 0 ? double(trained_samples) / timing.step_s : 0.0;
     run.append_metrics({{"epoch", ep},
                         {"step", step},
-                        {"train_loss", loss_samples ? json(train_loss) : json(nullptr)},
+                        {"train_loss", sums[1] > 0 ? json(train_loss) : json(nullptr)},
                         {"test_loss", last_eval.loss},
                         {"test_accuracy", last_eval.accuracy},
                         {"samples_per_s", sps},
@@ -118,25 +143,29 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
       sampler.batch_indices(epoch, b, buffers.indices);
       s.train_data.gather(buffers.indices.data(), sampler.local_batch(), buffers.x.f32(),
                           buffers.labels.data());
+      const double t_data = now_seconds() - t0;
       const float lr = schedule.at(step);
       const double loss = train_step(model, *s.optimizer, buffers, lr, config.clip_grad_norm,
-                                     config.train.global_batch_size);
-      step_time += now_seconds() - t0;
+                                     config.train.global_batch_size, micro_batches, ddp.get());
+      timing.add(now_seconds() - t0, t_data, ddp ? ddp->take_stats() : parallel::CommStats{});
       ++step;
       trained_samples += config.train.global_batch_size;
+      // Every rank holds the same parameters after the update, but each sees
+      // only its own loss: a rank whose loss is not finite stops the job.
       if (!std::isfinite(loss)) {
         status = "diverged";
         run.log(fmt::format("[train] training diverged at step {} (loss {}): lower optim.lr or "
                             "set optim.clip_grad_norm",
                             step, loss));
+        if (mpi.world_size() > 1)
+          throw Error(fmt::format("training diverged at step {} (loss {})", step, loss));
         break;
       }
       loss_sum += loss;
       loss_samples += sampler.local_batch();
-      const std::string line = progress.update(step, epoch, config.train.epochs,
-                                               loss / double(sampler.local_batch()), lr,
-                                               double(trained_samples) / step_time,
-                                               step_time / double(step));
+      const std::string line = progress.update(
+          step, epoch, config.train.epochs, loss / double(sampler.local_batch()), lr,
+          double(trained_samples) / timing.step_s, timing.step_s / double(step));
       if (!line.empty()) run.log(line);
     }
     if (status != "completed") break;
@@ -147,7 +176,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   const double train_time = now_seconds() - run_start;
 
   // ---- result -------------------------------------------------------------
-  const double sps = step_time > 0 ? double(trained_samples) / step_time : 0.0;
+  const double sps = timing.step_s > 0 ? double(trained_samples) / timing.step_s : 0.0;
   json result = {
       {"status", status},
       {"reached_target", time_to_target.has_value()},
@@ -159,18 +188,22 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
                     : json(nullptr)},  // a diverged run is not evaluated
       {"time_to_target_s", time_to_target ? json(*time_to_target) : json(nullptr)},
       {"train_time_s", train_time},
-      {"step_time_s", step_time},
+      {"step_time_s", timing.step_s},
       {"init_time_s", run_start - init_start},
       {"steps", step},
       {"epochs", double(step) / double(steps_per_epoch)},
       {"samples_per_s", sps},
       {"global_batch_size", config.train.global_batch_size},
       {"world_size", mpi.world_size()},
+      {"strategy", strategy},
       {"seed", config.train.seed},
       {"parameters", model.flat().parameter_count()},
       {"config", config.source},
   };
+  const std::string summary =
+      summarize_timing(timing, config.train.global_batch_size, comm.get(), result);
   run.write_file("result.json", result.dump(2) + "\n");
+  run.log(summary);
   const std::string target_outcome =
       !config.target.enabled() ? std::string("no target set")
       : time_to_target ? fmt::format("target {} reached in {:.1f} s", describe_target(config.target), *time_to_target)

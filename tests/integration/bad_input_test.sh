@@ -16,7 +16,7 @@ expect_error "syntax.toml:1:" "$SHARDTRAIN" train syntax.toml
 expect_error "--set train.epochs: config key train.epochs: expected an integer" "$SHARDTRAIN" train "$cfg" --set train.epochs=many
 expect_error "expected key=value" "$SHARDTRAIN" train "$cfg" --set train.epochs
 expect_error "unknown config key optim.learning_rate" "$SHARDTRAIN" train "$cfg" --set optim.learning_rate=0.1
-expect_error 'parallel.strategy = "ddp" is not available yet' "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=ddp --run-dir r-ddp
+expect_error 'parallel.strategy = "fsdp" is not available yet' "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=fsdp --run-dir r-fsdp
 
 # --- data sets ------------------------------------------------------------------
 expect_error "$WORK/missing" "$SHARDTRAIN" train "$cfg" --set "data.train=$WORK/missing" --run-dir r1
@@ -59,7 +59,7 @@ expect_error "shards" "$SHARDTRAIN" prep fashion-mnist --out out4 --shards 0
 mpi=(mpirun -np 2 --oversubscribe)
 [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
 rc=0
-timeout 120 "${mpi[@]}" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --run-dir r-mpi >mpi.out 2>&1 || rc=$?
+timeout 120 "${mpi[@]}" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=none --run-dir r-mpi >mpi.out 2>&1 || rc=$?
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { cat mpi.out; fail "2 ranks with strategy none: rc $rc"; }
 grep -q 'trains on one rank, but the job has 2 ranks' mpi.out || { cat mpi.out; fail "no clear error under mpirun"; }
 pass "2 ranks with strategy none: clear error, exit $rc"

@@ -43,3 +43,11 @@ prep_fmnist() {
   ) 9>"$WORK_ROOT/fashion-mnist.lock"
   echo "$out"
 }
+
+# mpirun with the flags this machine needs (2 cores: --oversubscribe; root:
+# --allow-run-as-root), for tests that need mpirun's own syntax (MPMD ':').
+mpirun_cmd() {
+  local cmd=(mpirun --oversubscribe --bind-to none)
+  [ "$(id -u)" -eq 0 ] && cmd+=(--allow-run-as-root)
+  echo "${cmd[@]}"
+}

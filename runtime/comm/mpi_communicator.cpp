@@ -1,0 +1,423 @@
+#include "runtime/comm/mpi_communicator.h"
+
+#include "runtime/comm/allgather_ring.h"
+#include "runtime/comm/allreduce_hierarchical.h"
+#include "runtime/comm/allreduce_ring.h"
+#include "runtime/comm/mpi_native.h"
+#include "runtime/comm/reduce_scatter_ring.h"
+#include "runtime/comm/reduction.h"
+#include "runtime/comm/ring_layout.h"
+#include "runtime/core/error.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace shardtrain::comm {
+namespace {
+
+// ---- communicators still alive when MPI_Finalize starts --------------------
+// MPI_Finalize first deletes the attributes of MPI_COMM_SELF, calling their
+// delete callbacks while MPI still works: that is where a world communicator
+// that outlives MPI (a static, say) stops its threads and frees its
+// communicators, before MPI goes away under them.
+std::mutex g_worlds_mu;
+std::vector<MpiCommunicator*> g_worlds;
+int g_keyval = MPI_KEYVAL_INVALID;
+
+int shutdown_at_finalize(MPI_Comm, int, void*, void*) {
+  std::lock_guard lock(g_worlds_mu);
+  for (auto it = g_worlds.rbegin(); it != g_worlds.rend(); ++it) (*it)->shutdown();
+  return MPI_SUCCESS;
+}
+
+void register_world(MpiCommunicator* world) {
+  std::lock_guard lock(g_worlds_mu);
+  if (g_keyval == MPI_KEYVAL_INVALID) {
+    check_mpi(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &shutdown_at_finalize, &g_keyval, nullptr),
+              "MPI_Comm_create_keyval");
+    check_mpi(MPI_Comm_set_attr(MPI_COMM_SELF, g_keyval, nullptr), "MPI_Comm_set_attr");
+  }
+  g_worlds.push_back(world);
+}
+
+void unregister_world(MpiCommunicator* world) {
+  std::lock_guard lock(g_worlds_mu);
+  std::erase(g_worlds, world);
+}
+
+// ---- helpers ----------------------------------------------------------------
+std::vector<int> world_ranks_of(MPI_Comm comm, int size) {
+  MPI_Group group, world;
+  MPI_Comm_group(comm, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> ranks(static_cast<size_t>(size)), out(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) ranks[size_t(i)] = i;
+  MPI_Group_translate_ranks(group, size, ranks.data(), world, out.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  return out;
+}
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+void check_cpu(const std::string& comm, const char* what, const Tensor& t) {
+  ST_CHECK(t.defined(), "comm '{}': {} of an undefined tensor", comm, what);
+  ST_CHECK(t.device().is_cpu(), "comm '{}': {}: the MPI backend takes CPU tensors, not {}", comm, what,
+           t.device().str());
+}
+
+void check_reducible(const std::string& comm, const char* what, const Tensor& t) {
+  check_cpu(comm, what, t);
+  ST_CHECK(t.dtype() != DType::i32, "comm '{}': {} reduces f32 or bf16 tensors, not i32", comm, what);
+}
+
+bool overlap(const Tensor& a, const Tensor& b) {
+  const auto* pa = static_cast<const std::byte*>(a.raw());
+  const auto* pb = static_cast<const std::byte*>(b.raw());
+  return a.nbytes() > 0 && b.nbytes() > 0 && pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+const char* algo_name(int algo) {
+  static const char* names[] = {"local", "mpi", "ring", "hierarchical"};
+  return names[algo];
+}
+
+void validate(const CommOptions& o) {
+  const auto& a = o.allreduce_algorithm;
+  ST_CHECK(a == "auto" || a == "mpi" || a == "ring" || a == "hierarchical",
+           "comm.allreduce_algorithm must be auto, mpi, ring or hierarchical, not '{}'", a);
+  ST_CHECK(o.chunk_bytes >= 64 && o.chunk_bytes <= (int64_t(1) << 30),
+           "comm.chunk_bytes must be within 64 bytes .. 1 GiB, not {}", o.chunk_bytes);
+  ST_CHECK(o.small_message_bytes >= 0 && o.reduce_scatter_small_bytes >= 0 && o.allgather_small_bytes >= 0,
+           "comm.*small*_bytes must be >= 0");
+  ST_CHECK(o.timeout_s > 0, "comm.timeout_s must be > 0, not {}", o.timeout_s);
+  ST_CHECK(o.ranks_per_node >= 0, "comm.ranks_per_node must be >= 0, not {}", o.ranks_per_node);
+}
+
+}  // namespace
+
+// ---- construction -------------------------------------------------------------
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::make_world(const CommOptions& options) {
+  validate(options);
+  int initialized = 0, level = 0;
+  MPI_Initialized(&initialized);
+  ST_CHECK(initialized, "the MPI communicator needs MPI initialized first (comm::MpiEnv)");
+  MPI_Query_thread(&level);
+  ST_CHECK(level == MPI_THREAD_MULTIPLE,
+           "the MPI communicator needs MPI_THREAD_MULTIPLE (its progress threads call MPI), the "
+           "MPI library provides thread level {}",
+           level);
+  MPI_Comm comm;
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
+  auto watchdog = std::make_shared<Watchdog>(MPI_COMM_WORLD);
+  std::unique_ptr<MpiCommunicator> world(new MpiCommunicator(comm, Kind::world, options, std::move(watchdog)));
+  register_world(world.get());
+  world->make_sub_communicators();
+  return world;
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& options,
+                                 std::shared_ptr<Watchdog> watchdog)
+    : kind_(kind),
+      name_(kind == Kind::world ? "world" : kind == Kind::node ? "node" : kind == Kind::cross ? "cross-node" : "self"),
+      options_(options),
+      comm_(comm),
+      watchdog_(std::move(watchdog)) {
+  std::vector<int> world_ranks{world_rank()};
+  if (comm_ != MPI_COMM_NULL) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    world_ranks = world_ranks_of(comm_, size_);
+    transport_ = std::make_unique<MpiTransport>(comm_, BackoffPolicy{});
+    native_ = std::make_unique<MpiNative>(comm_);
+  }
+  monitor_ = std::make_shared<CommMonitor>(name_, rank_, size_, world_ranks, options_.timeout_s);
+  if (watchdog_) watchdog_->add(monitor_);
+  Executor& executor = *this;
+  engine_ = std::make_unique<ProgressEngine>(name_, executor, monitor_);
+}
+
+// Node groups from the MPI library's shared-memory split (or, to emulate
+// nodes on one machine, consecutive groups of ranks_per_node ranks); the
+// cross-node groups are the ranks with the same node-local index.
+void MpiCommunicator::make_sub_communicators() {
+  MPI_Comm node, cross;
+  if (options_.ranks_per_node > 0)
+    check_mpi(MPI_Comm_split(comm_, rank_ / options_.ranks_per_node, rank_, &node), "MPI_Comm_split");
+  else
+    check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
+              "MPI_Comm_split_type");
+  int local_rank = 0, local_size = 1;
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_size(node, &local_size);
+  check_mpi(MPI_Comm_split(comm_, local_rank, rank_, &cross), "MPI_Comm_split");
+
+  int extremes[2] = {local_size, -local_size}, nodes = local_rank == 0 ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, extremes, 2, MPI_INT, MPI_MAX, comm_);
+  MPI_Allreduce(MPI_IN_PLACE, &nodes, 1, MPI_INT, MPI_SUM, comm_);
+  hierarchical_possible_ = extremes[0] == -extremes[1];
+  hierarchical_useful_ = hierarchical_possible_ && nodes >= 2 && local_size >= 2;
+  if (hierarchical_possible_) {
+    check_mpi(MPI_Comm_dup(node, &hier_node_), "MPI_Comm_dup");
+    check_mpi(MPI_Comm_dup(cross, &hier_cross_), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(hier_node_, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(hier_cross_, MPI_ERRORS_RETURN);
+    hier_node_transport_ = std::make_unique<MpiTransport>(hier_node_, BackoffPolicy{});
+    hier_cross_transport_ = std::make_unique<MpiTransport>(hier_cross_, BackoffPolicy{});
+  }
+  node_.reset(new MpiCommunicator(node, Kind::node, options_, watchdog_));
+  cross_.reset(new MpiCommunicator(cross, Kind::cross, options_, watchdog_));
+  ST_CHECK(hierarchical_possible_ || options_.allreduce_algorithm != "hierarchical",
+           "comm.allreduce_algorithm = hierarchical needs the same number of ranks on every node "
+           "(here between {} and {} on {} nodes)",
+           -extremes[1], extremes[0], nodes);
+}
+
+MpiCommunicator& MpiCommunicator::self_communicator() {
+  std::lock_guard lock(self_mu_);
+  if (!self_) self_.reset(new MpiCommunicator(MPI_COMM_NULL, Kind::self, options_, nullptr));
+  return *self_;
+}
+
+Communicator& MpiCommunicator::node() {
+  switch (kind_) {
+    case Kind::world: return *node_;
+    case Kind::node: return *this;
+    case Kind::cross: return self_communicator();
+    case Kind::self: break;
+  }
+  return *this;
+}
+
+Communicator& MpiCommunicator::cross_node() {
+  switch (kind_) {
+    case Kind::world: return *cross_;
+    case Kind::node: return self_communicator();
+    case Kind::cross: return *this;
+    case Kind::self: break;
+  }
+  return *this;
+}
+
+// ---- shutdown -----------------------------------------------------------------
+
+void MpiCommunicator::shutdown() {
+  {
+    std::lock_guard lock(issue_mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  engine_->stop();  // runs what is queued first
+  if (node_) node_->shutdown();
+  if (cross_) cross_->shutdown();
+  {
+    std::lock_guard lock(self_mu_);
+    if (self_) self_->shutdown();
+  }
+  transport_.reset();
+  native_.reset();
+  hier_node_transport_.reset();
+  hier_cross_transport_.reset();
+  for (MPI_Comm* c : {&hier_node_, &hier_cross_, &comm_})
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+  if (kind_ == Kind::world) watchdog_->stop();
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) shutdown();
+  if (kind_ == Kind::world) unregister_world(this);
+}
+
+// ---- issuing ------------------------------------------------------------------
+
+MpiCommunicator::Algo MpiCommunicator::pick(OpCode op, int64_t bytes) const {
+  if (size_ == 1) return Algo::local;
+  if (op == OpCode::broadcast || op == OpCode::barrier) return Algo::mpi;
+  const std::string& forced = options_.allreduce_algorithm;
+  if (forced == "mpi") return Algo::mpi;
+  if (forced == "ring") return Algo::ring;
+  const bool hierarchical = op == OpCode::allreduce && kind_ == Kind::world;
+  if (forced == "hierarchical") return hierarchical ? Algo::hierarchical : Algo::ring;
+  const int64_t small = op == OpCode::allreduce        ? options_.small_message_bytes
+                       : op == OpCode::reduce_scatter ? options_.reduce_scatter_small_bytes
+                                                      : options_.allgather_small_bytes;
+  if (bytes <= small) return Algo::mpi;
+  return hierarchical && hierarchical_useful_ ? Algo::hierarchical : Algo::ring;
+}
+
+WorkPtr MpiCommunicator::issue(OpCode op, Algo algo, Task&& task) {
+  task.record.op = op;
+  task.record.dtype = task.a.defined() ? task.a.dtype() : DType::f32;
+  task.record.root = task.root;
+  task.algorithm = int(algo);
+  std::strncpy(task.record.algorithm, algo_name(int(algo)), sizeof(task.record.algorithm) - 1);
+  std::lock_guard lock(issue_mu_);
+  ST_CHECK(!shut_down_, "comm '{}': {} after the communicator was shut down", name_, op_name(op));
+  task.record.seq = next_seq_++;
+  task.work = std::make_shared<Work>(op_name(op), task.record.seq, task.record.bytes);
+  WorkPtr work = task.work;
+  monitor_->issued(task.record);
+  engine_->submit(std::move(task));
+  return work;
+}
+
+bool MpiCommunicator::checks_arrival(const Task& task) const {
+  return Algo(task.algorithm) == Algo::mpi && (options_.check_arrival || task.record.op == OpCode::barrier);
+}
+
+bool MpiCommunicator::prepare(const Task& task, const Task* running) {
+  if (!checks_arrival(task)) return true;
+  if (running && running->record.bytes > kLookaheadBytes) return false;
+  try {
+    arrivals_.emplace_back(*transport_, task.record);
+    arrivals_.back().progress();
+  } catch (const std::exception& e) {
+    if (watchdog_) watchdog_->fail(*monitor_, task.record, fmt::format("failed: {}", e.what()));
+    throw;
+  }
+  return true;
+}
+
+void MpiCommunicator::execute(const Task& task) {
+  try {
+    run(task);
+  } catch (const std::exception& e) {
+    // The other ranks are inside the same collective: there is no way to go
+    // on consistently. The watchdog reports and ends the job.
+    if (watchdog_) watchdog_->fail(*monitor_, task.record, fmt::format("failed: {}", e.what()));
+    throw;
+  }
+}
+
+// On the engine's thread.
+void MpiCommunicator::run(const Task& task) {
+  const auto algo = Algo(task.algorithm);
+  const int64_t seq = task.record.seq;
+  const Tensor& a = task.a;
+  const Tensor& b = task.b;
+  if (checks_arrival(task)) {
+    ST_ASSERT(!arrivals_.empty() && arrivals_.front().seq() == seq);
+    arrivals_.front().wait();
+    arrivals_.pop_front();
+  }
+  switch (task.record.op) {
+    case OpCode::allreduce:
+      if (algo == Algo::local)
+        scale_inplace(a.dtype(), a.raw(), a.numel(), task.scale);
+      else if (algo == Algo::mpi)
+        native_->allreduce(a.raw(), a.numel(), a.dtype(), task.scale);
+      else if (algo == Algo::ring)
+        AllreduceRing(*transport_, seq, a.dtype(), a.raw(), a.numel(), task.scale, options_.chunk_bytes, scratch_)
+            .run();
+      else
+        AllreduceHierarchical(*hier_node_transport_, *hier_cross_transport_, seq, a.dtype(), a.raw(), a.numel(),
+                              task.scale, options_, scratch_)
+            .run();
+      return;
+    case OpCode::reduce_scatter:  // a: input, b: output
+      if (algo == Algo::mpi) {
+        native_->reduce_scatter(a.raw(), b.raw(), b.numel(), a.dtype(), task.scale, scratch_);
+      } else if (algo == Algo::local) {
+        if (b.raw() != a.raw() && b.nbytes() > 0) std::memcpy(b.raw(), a.raw(), b.nbytes());
+        scale_inplace(b.dtype(), b.raw(), b.numel(), task.scale);
+      } else {
+        const RingLayout layout(a.numel(), size_, options_.chunk_bytes / int64_t(dtype_size(a.dtype())));
+        ReduceScatterRing(*transport_, layout, a.dtype(), transport_->tag(seq, kTagReduceScatter), a.raw(), b.raw(),
+                          task.scale, /*in_place=*/false, scratch_)
+            .run();
+      }
+      return;
+    case OpCode::allgather: {  // a: input, b: output
+      if (algo == Algo::mpi) {
+        native_->allgather(a.raw(), b.raw(), a.numel(), a.dtype());
+        return;
+      }
+      if (algo == Algo::local) {
+        if (b.raw() != a.raw() && a.nbytes() > 0) std::memcpy(b.raw(), a.raw(), a.nbytes());
+        return;
+      }
+      const size_t elem = dtype_size(a.dtype());
+      const RingLayout layout(b.numel(), size_, options_.chunk_bytes / int64_t(elem));
+      AllgatherRing(*transport_, layout, elem, transport_->tag(seq, kTagAllgather), b.raw(), a.raw()).run();
+      return;
+    }
+    case OpCode::broadcast:
+      if (algo == Algo::mpi) native_->broadcast(a.raw(), int64_t(a.nbytes()), task.root);
+      return;
+    case OpCode::barrier:  // the arrival barrier above was it
+      return;
+  }
+}
+
+WorkPtr MpiCommunicator::allreduce(const Tensor& t, ReduceOp op) {
+  check_reducible(name_, "allreduce", t);
+  Task task;
+  task.a = t;
+  task.scale = op == ReduceOp::avg ? float(1.0 / size_) : 1.0f;
+  task.record.bytes = int64_t(t.nbytes());
+  return issue(OpCode::allreduce, pick(OpCode::allreduce, int64_t(t.nbytes())), std::move(task));
+}
+
+WorkPtr MpiCommunicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+  check_reducible(name_, "reduce_scatter", in);
+  check_reducible(name_, "reduce_scatter", out);
+  ST_CHECK(in.dtype() == out.dtype(), "comm '{}': reduce_scatter from {} into {}", name_, dtype_name(in.dtype()),
+           dtype_name(out.dtype()));
+  ST_CHECK(in.numel() == out.numel() * size_,
+           "comm '{}': reduce_scatter of {} elements over {} ranks needs an output of {}, not {}", name_,
+           in.numel(), size_, in.numel() / std::max(1, size_), out.numel());
+  const auto* own = static_cast<const std::byte*>(in.raw()) + size_t(rank_) * out.nbytes();
+  ST_CHECK(own == out.raw() || !overlap(in, out),
+           "comm '{}': reduce_scatter's output overlaps its input other than as this rank's chunk", name_);
+  Task task;
+  task.a = in;
+  task.b = out;
+  task.scale = op == ReduceOp::avg ? float(1.0 / size_) : 1.0f;
+  task.record.bytes = int64_t(in.nbytes());
+  return issue(OpCode::reduce_scatter, pick(OpCode::reduce_scatter, int64_t(in.nbytes())), std::move(task));
+}
+
+WorkPtr MpiCommunicator::allgather(const Tensor& in, const Tensor& out) {
+  check_cpu(name_, "allgather", in);
+  check_cpu(name_, "allgather", out);
+  ST_CHECK(in.dtype() == out.dtype(), "comm '{}': allgather from {} into {}", name_, dtype_name(in.dtype()),
+           dtype_name(out.dtype()));
+  ST_CHECK(out.numel() == in.numel() * size_,
+           "comm '{}': allgather of {} elements from {} ranks needs an output of {}, not {}", name_, in.numel(),
+           size_, in.numel() * size_, out.numel());
+  const auto* own = static_cast<const std::byte*>(out.raw()) + size_t(rank_) * in.nbytes();
+  ST_CHECK(own == in.raw() || !overlap(in, out),
+           "comm '{}': allgather's input overlaps its output other than as this rank's chunk", name_);
+  Task task;
+  task.a = in;
+  task.b = out;
+  task.record.bytes = int64_t(in.nbytes());
+  return issue(OpCode::allgather, pick(OpCode::allgather, int64_t(out.nbytes())), std::move(task));
+}
+
+WorkPtr MpiCommunicator::broadcast(const Tensor& t, int root) {
+  check_cpu(name_, "broadcast", t);
+  ST_CHECK(root >= 0 && root < size_, "comm '{}': broadcast from rank {} of {}", name_, root, size_);
+  Task task;
+  task.a = t;
+  task.root = root;
+  task.record.bytes = int64_t(t.nbytes());
+  return issue(OpCode::broadcast, pick(OpCode::broadcast, int64_t(t.nbytes())), std::move(task));
+}
+
+WorkPtr MpiCommunicator::barrier() { return issue(OpCode::barrier, pick(OpCode::barrier, 0), Task{}); }
+
+std::unique_ptr<Communicator> make_mpi_world_communicator(const CommOptions& options) {
+  return MpiCommunicator::make_world(options);
+}
+
+}  // namespace shardtrain::comm

@@ -1,0 +1,128 @@
+#include "runtime/parallel/ddp.h"
+
+#include "kernels/cpu/elementwise.h"
+#include "runtime/core/clock.h"
+
+#include <algorithm>
+
+namespace shardtrain::parallel {
+namespace {
+
+// FNV-1a over the model's parameter names and shapes: equal on every rank
+// that built the same model.
+uint32_t layout_hash(const nn::FlatParameters& flat) {
+  uint32_t h = 2166136261u;
+  auto mix = [&](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 16777619u;
+  };
+  for (const nn::ParamEntry& e : flat.entries()) {
+    mix(e.name.data(), e.name.size());
+    for (int d = 0; d < e.spec.shape.ndim(); ++d) {
+      const int64_t extent = e.spec.shape[d];
+      mix(&extent, sizeof extent);
+    }
+  }
+  return h;
+}
+
+}  // namespace
+
+Ddp::Ddp(nn::Model& model, comm::Communicator& comm, const DdpOptions& options)
+    : model_(model), comm_(comm), options_(options) {
+  ST_CHECK(options.bucket_mb > 0 && options.first_bucket_mb > 0,
+           "parallel.ddp.bucket_mb and parallel.ddp.first_bucket_mb must be positive");
+  ST_CHECK(options.grad_dtype == "f32" || options.grad_dtype == "bf16",
+           "parallel.ddp.grad_dtype \"{}\" is not a dtype (choose \"f32\" or \"bf16\")",
+           options.grad_dtype);
+  // Buckets of whole Blocks, last Block first.
+  const auto& blocks = model.flat().blocks();
+  const int n = int(blocks.size());
+  bucket_of_block_.resize(size_t(n));
+  for (int b = n - 1; b >= 0; --b) {
+    const int64_t bytes = blocks[size_t(b)].numel * int64_t(sizeof(float));
+    const double cap_mb = buckets_.size() <= 1 ? options.first_bucket_mb : options.bucket_mb;
+    const bool fits = !buckets_.empty() &&
+                      double(buckets_.back().numel * int64_t(sizeof(float)) + bytes) <= cap_mb * (1 << 20);
+    if (!fits) buckets_.push_back({b, b, 0, 0});
+    Bucket& bucket = buckets_.back();  // grows downwards: blocks b..last_block
+    bucket.first_block = b;
+    bucket.offset = blocks[size_t(b)].offset;
+    bucket.numel += blocks[size_t(b)].numel;
+    bucket_of_block_[size_t(b)] = buckets_.size() - 1;
+  }
+  pending_.assign(buckets_.size(), 0);
+  if (options.grad_dtype == "bf16")
+    for (const Bucket& bucket : buckets_) wire_.push_back(Tensor::empty({bucket.numel}, DType::bf16));
+}
+
+void Ddp::broadcast_parameters() {
+  const nn::FlatParameters& flat = model_.flat();
+  Tensor mine = Tensor::empty({3}, DType::i32);
+  mine.i32()[0] = model_.num_blocks();
+  mine.i32()[1] = int32_t(flat.parameter_count());
+  mine.i32()[2] = int32_t(layout_hash(flat));
+  Tensor all = Tensor::empty({3 * int64_t(comm_.size())}, DType::i32);
+  comm_.allgather(mine, all)->wait();
+  std::string mismatched;
+  for (int r = 1; r < comm_.size(); ++r) {
+    const int32_t* a = all.i32() + 3 * r;
+    if (a[0] != all.i32()[0] || a[1] != all.i32()[1] || a[2] != all.i32()[2])
+      mismatched += fmt::format("{}rank {} has {} blocks, {} parameters (layout {:08x})",
+                                mismatched.empty() ? "" : "; ", r, a[0], a[1], uint32_t(a[2]));
+  }
+  ST_CHECK(mismatched.empty(),
+           "DDP: the model differs across ranks: rank 0 has {} blocks, {} parameters (layout "
+           "{:08x}); {}",
+           all.i32()[0], all.i32()[1], uint32_t(all.i32()[2]), mismatched);
+  comm_.broadcast(flat.params(), 0)->wait();
+}
+
+void Ddp::before_backward(int block) {
+  // A backward starts with the last block: a fresh round of buckets.
+  if (block == model_.num_blocks() - 1) {
+    for (size_t i = 0; i < buckets_.size(); ++i)
+      pending_[i] = buckets_[i].last_block - buckets_[i].first_block + 1;
+  }
+}
+
+void Ddp::after_backward(int block) {
+  const size_t b = bucket_of_block_[size_t(block)];
+  if (--pending_[b] == 0 && sync_) launch(b);
+}
+
+void Ddp::launch(size_t b) {
+  const Bucket& bucket = buckets_[b];
+  Tensor grads = model_.flat().grads().view(bucket.offset, {bucket.numel});
+  if (wire_.empty()) {
+    works_.push_back(comm_.allreduce(grads, comm::ReduceOp::sum));
+  } else {
+    cpu::f32_to_bf16(wire_[b].bf16_data(), grads.f32(), bucket.numel);
+    works_.push_back(comm_.allreduce(wire_[b], comm::ReduceOp::sum));
+  }
+  stats_.bytes += int64_t(works_.back()->bytes());
+}
+
+void Ddp::wait_gradients() {
+  for (size_t i = 0; i < works_.size(); ++i) {
+    comm::Work& w = *works_[i];
+    w.wait();
+    stats_.comm_s += w.finished_at() - w.started_at();
+    stats_.exposed_s += w.blocked_seconds();
+    ++stats_.collectives;
+  }
+  if (!wire_.empty() && !works_.empty()) {
+    // Buckets launched this step are all of them (a synced backward).
+    for (size_t b = 0; b < buckets_.size(); ++b)
+      cpu::bf16_to_f32(model_.flat().grads().f32() + buckets_[b].offset, wire_[b].bf16_data(),
+                       buckets_[b].numel);
+  }
+  works_.clear();
+}
+
+CommStats Ddp::take_stats() {
+  CommStats s = stats_;
+  stats_ = {};
+  return s;
+}
+
+}  // namespace shardtrain::parallel

@@ -1,0 +1,83 @@
+// DDP: data parallelism with bucketed gradient all-reduce overlapped with
+// backward (the semantics of PyTorch's c10d Reducer, at Block granularity).
+//
+// Buckets are contiguous ranges of the model's flat gradient buffer made of
+// whole Blocks in reverse Block order (the order backward produces them): the
+// first bucket holds up to first_bucket_mb, the others up to bucket_mb; a
+// Block larger than the cap is a bucket of its own. Backward writes gradients
+// straight into the buffer, so a bucket is a view, never a copy. As soon as
+// the last Block of a bucket finishes its backward, the bucket's all-reduce is
+// issued (buckets complete, and so launch, strictly in bucket order); the
+// step waits for all of them only before the optimizer.
+//
+// Averaging costs nothing: the loss gradient is already scaled by
+// 1/global_batch on every rank, so the sum over ranks is the gradient of the
+// global mean loss, exact also when ranks hold slices differing by a sample.
+#pragma once
+
+#include "runtime/comm/communicator.h"
+#include "runtime/nn/model.h"
+
+#include <string>
+#include <vector>
+
+namespace shardtrain::parallel {
+
+struct DdpOptions {
+  double bucket_mb = 25.0;
+  double first_bucket_mb = 1.0;
+  std::string grad_dtype = "f32";  // "f32" | "bf16": the dtype gradients travel in
+};
+
+struct Bucket {
+  int first_block = 0, last_block = 0;  // blocks [first, last] in forward numbering
+  int64_t offset = 0, numel = 0;        // range of the flat gradient buffer
+};
+
+// Communication of the steps since the last take_stats().
+struct CommStats {
+  double comm_s = 0;     // sum over collectives of their execution time
+  double exposed_s = 0;  // time the training thread spent blocked waiting
+  int64_t bytes = 0;     // payload bytes sent through all-reduce
+  int64_t collectives = 0;
+};
+
+class Ddp final : public nn::BlockHooks {
+ public:
+  Ddp(nn::Model& model, comm::Communicator& comm, const DdpOptions& options);
+
+  // Checks that every rank built the same model (an error naming the ranks
+  // that differ, raised on every rank), then copies rank 0's parameters to all.
+  void broadcast_parameters();
+
+  // sync = false: the coming backward only accumulates gradients locally
+  // (no_sync, for gradient accumulation); the next synced backward reduces
+  // the sum.
+  void set_sync(bool sync) { sync_ = sync; }
+
+  void before_backward(int block) override;
+  void after_backward(int block) override;
+
+  // Blocks until every launched bucket is reduced: the step's exposed
+  // communication. Call before clipping and the optimizer.
+  void wait_gradients();
+
+  CommStats take_stats();
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+
+ private:
+  void launch(size_t bucket);
+
+  nn::Model& model_;
+  comm::Communicator& comm_;
+  DdpOptions options_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_block_;
+  std::vector<int> pending_;               // blocks of each bucket not yet through backward
+  std::vector<comm::WorkPtr> works_;       // this step's launched all-reduces
+  std::vector<Tensor> wire_;               // bf16 copies of the buckets (grad_dtype = bf16)
+  bool sync_ = true;
+  CommStats stats_;
+};
+
+}  // namespace shardtrain::parallel

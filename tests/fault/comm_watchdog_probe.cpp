@@ -1,0 +1,77 @@
+// comm_watchdog_probe: provokes a stuck or mismatched collective on purpose,
+// for tests/fault/watchdog_test.sh. Every rank runs allreduce #0 normally;
+// then, for collective #1:
+//
+//   skip           rank 1 never issues it and sleeps (stuck in "compute")
+//   mismatch-op    rank 1 issues a broadcast where the others all-reduce
+//   mismatch-size  rank 1 all-reduces twice as many bytes
+//   freeze         rank 1 stops its whole process (SIGSTOP): it cannot answer
+//   ok             nobody misbehaves (the probe exits 0)
+//
+//   comm_watchdog_probe MODE [--bytes N] [--algorithm auto|mpi|ring] [--timeout S]
+//
+// The job must end (non-zero exit) with the watchdog's one-line report on
+// stderr, within a few seconds of --timeout (default 2 s).
+#include "runtime/comm/communicator.h"
+#include "runtime/comm/mpi_env.h"
+#include "runtime/core/error.h"
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+using namespace shardtrain;
+
+int main(int argc, char** argv) {
+  comm::MpiEnv mpi(&argc, &argv);
+  std::string mode = argc > 1 ? argv[1] : "";
+  comm::CommOptions options;
+  options.timeout_s = 2;
+  int64_t bytes = 4096;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string key = argv[i], value = argv[i + 1];
+    if (key == "--bytes") {
+      bytes = std::stoll(value);
+    } else if (key == "--algorithm") {
+      options.allreduce_algorithm = value;
+    } else if (key == "--timeout") {
+      options.timeout_s = std::stod(value);
+    } else {
+      std::fprintf(stderr, "comm_watchdog_probe: unknown option %s\n", key.c_str());
+      return 2;
+    }
+  }
+  if (mode != "skip" && mode != "mismatch-op" && mode != "mismatch-size" && mode != "freeze" && mode != "ok") {
+    std::fprintf(stderr, "usage: comm_watchdog_probe skip|mismatch-op|mismatch-size|freeze|ok [--bytes N] "
+                         "[--algorithm A] [--timeout S]\n");
+    return 2;
+  }
+  try {
+    auto world = comm::make_mpi_world_communicator(options);
+    const int64_t n = bytes / 4;
+    Tensor t = Tensor::zeros({n});
+    world->allreduce(t, comm::ReduceOp::sum)->wait();  // #0: everyone
+
+    const bool culprit = world->rank() == 1 && mode != "ok";
+    if (!culprit) {
+      world->allreduce(t, comm::ReduceOp::sum)->wait();  // #1
+    } else if (mode == "skip") {
+      std::this_thread::sleep_for(std::chrono::seconds(60));
+    } else if (mode == "freeze") {
+      std::raise(SIGSTOP);
+    } else if (mode == "mismatch-op") {
+      world->broadcast(t, 0)->wait();
+    } else {
+      Tensor twice = Tensor::zeros({2 * n});
+      world->allreduce(twice, comm::ReduceOp::sum)->wait();
+    }
+    if (world->rank() == 0) std::printf("comm_watchdog_probe: %s: every collective completed\n", mode.c_str());
+  } catch (const Error& e) {
+    std::fprintf(stderr, "comm_watchdog_probe: %s\n", e.what());
+    comm::MpiEnv::abort(1);
+  }
+  return 0;
+}

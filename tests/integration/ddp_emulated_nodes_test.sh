@@ -1,0 +1,46 @@
+# DDP across 2 emulated nodes (network namespaces on a bridge, launch/emunodes):
+# the DDP test suite (same parameters as one rank, no_sync, bf16, model
+# mismatch, distributed evaluation) with 2 ranks per node, so gradients cross
+# the emulated network and the hierarchical all-reduce runs; then a short
+# training run of the reference MLP across the nodes.
+# Skips (77) where namespaces cannot be made.
+source "$(dirname "$0")/lib.sh"
+EMU="$SOURCE_DIR/launch/emunodes"
+bin=$(dirname "$SHARDTRAIN")
+
+rc=0
+why=$("$EMU" check 2>&1) || rc=$?
+if [ "$rc" -ne 0 ]; then
+  [ "$rc" -eq 77 ] || fail "emunodes check exited $rc: $why"
+  echo "skipped: cannot create network namespaces here: ${why#emunodes: cannot create network namespaces here: }"
+  exit 77
+fi
+[ -x "$bin/train_ddp_test" ] || fail "$bin/train_ddp_test not built"
+
+P="st$$d"
+"$EMU" gc
+trap '"$EMU" down --prefix "$P" >/dev/null 2>&1 || true' EXIT
+trap 'exit 130' INT TERM
+"$EMU" up 2 --prefix "$P" --owner-pid $$
+
+for per_node in 1 2; do
+  n=$((2 * per_node))
+  timeout 240 "$EMU" run --prefix "$P" -n "$n" --per-node "$per_node" -- "$bin/train_ddp_test" >gtest-$n.txt 2>&1 ||
+    { cat gtest-$n.txt; fail "DDP tests across 2 emulated nodes, $n ranks"; }
+  grep -q '\[  PASSED  \]' gtest-$n.txt || { cat gtest-$n.txt; fail "no PASSED line"; }
+  pass "DDP test suite: $n ranks on 2 emulated nodes: $(grep '\[  PASSED  \]' gtest-$n.txt)"
+done
+
+# The CLI across the nodes; the data is read from the shared file system.
+data=$(prep_fmnist)
+before=$(cat "/sys/class/net/$P-v1/statistics/tx_bytes")
+timeout 240 "$EMU" run --prefix "$P" -n 4 --per-node 2 -- "$SHARDTRAIN" train "$SOURCE_DIR/examples/fmnist_mlp.toml" \
+  --set "data.train=$data/train" --set "data.test=$data/test" --set data.train_limit=4000 \
+  --set train.max_steps=30 --set parallel.strategy=ddp --run-dir "$WORK/run" >train.txt 2>&1 ||
+  { cat train.txt; fail "training across emulated nodes"; }
+crossed=$(( $(cat "/sys/class/net/$P-v1/statistics/tx_bytes") - before ))
+[ "$(json_get run/result.json 'j["world_size"]')" = 4 ] || fail "world_size"
+[ "$(json_get run/result.json 'j["steps"]')" = 30 ] || fail "steps"
+# 30 steps of 7.1 MiB gradients: the cross-node half of the traffic is MBs.
+[ "$crossed" -gt $((30 << 20)) ] || fail "only $crossed bytes crossed the emulated network"
+pass "4 ranks on 2 emulated nodes trained 30 steps; $((crossed >> 20)) MiB crossed node 1's link"

@@ -1,0 +1,108 @@
+// node() and cross_node(): sizes and membership from the MPI library's
+// shared-memory split (one machine here: one node) and from emulated nodes
+// (CommOptions::ranks_per_node); collectives of i32 on them.
+#include "tests/mpi/comm_test_util.h"
+
+#include <algorithm>
+
+namespace shardtrain::comm::testing {
+namespace {
+
+int my_world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// The world ranks of `c`'s ranks, by an i32 allgather on `c` itself.
+std::vector<int32_t> members(Communicator& c) {
+  Tensor in = Tensor::empty({1}, DType::i32);
+  in.i32()[0] = my_world_rank();
+  Tensor out = Tensor::empty({c.size()}, DType::i32);
+  c.allgather(in, out)->wait();
+  return std::vector<int32_t>(out.i32(), out.i32() + c.size());
+}
+
+// Every rank's host name, by plain MPI.
+std::vector<std::string> host_names() {
+  char mine[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(mine, &len);
+  std::vector<char> all(static_cast<size_t>(world_size()) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                MPI_COMM_WORLD);
+  std::vector<std::string> names;
+  for (int r = 0; r < world_size(); ++r) names.emplace_back(&all[size_t(r) * MPI_MAX_PROCESSOR_NAME]);
+  return names;
+}
+
+// A node is the ranks sharing a host (one machine under ctest; several with
+// launch/emunodes); cross-node groups are the ranks with the same index
+// within their node.
+TEST(CommTopology, NodesAreTheRanksOfAHost) {
+  Communicator& w = world("auto");
+  EXPECT_EQ(w.name(), "world");
+  EXPECT_EQ(w.size(), world_size());
+  EXPECT_EQ(w.rank(), my_world_rank());
+  const std::vector<std::string> hosts = host_names();
+  auto local_index = [&](int r) {
+    return int(std::count(hosts.begin(), hosts.begin() + r, hosts[size_t(r)]));
+  };
+  std::vector<int32_t> node_members, cross_members;
+  for (int r = 0; r < world_size(); ++r) {
+    if (hosts[size_t(r)] == hosts[size_t(my_world_rank())]) node_members.push_back(r);
+    if (local_index(r) == local_index(my_world_rank())) cross_members.push_back(r);
+  }
+  Communicator& node = w.node();
+  Communicator& cross = w.cross_node();
+  EXPECT_EQ(node.name(), "node");
+  EXPECT_EQ(cross.name(), "cross-node");
+  EXPECT_EQ(node.rank(), local_index(my_world_rank()));
+  EXPECT_EQ(members(node), node_members);
+  EXPECT_EQ(members(cross), cross_members);
+  // The levels below: a node's node is itself, its cross-node a single rank.
+  EXPECT_EQ(&node.node(), &node);
+  EXPECT_EQ(node.cross_node().size(), 1);
+  EXPECT_EQ(&cross.cross_node(), &cross);
+  EXPECT_EQ(cross.node().size(), 1);
+  EXPECT_EQ(members(node.cross_node()), std::vector<int32_t>{my_world_rank()});
+}
+
+TEST(CommTopology, EmulatedNodesOfTwoRanks) {
+  Communicator& w = world("hierarchical");  // ranks_per_node 2 for even worlds, else 1
+  const int k = world_size() % 2 == 0 ? 2 : 1;
+  const int r = my_world_rank();
+  Communicator& node = w.node();
+  Communicator& cross = w.cross_node();
+  EXPECT_EQ(node.size(), k);
+  EXPECT_EQ(node.rank(), r % k);
+  EXPECT_EQ(cross.size(), world_size() / k);
+  EXPECT_EQ(cross.rank(), r / k);
+  std::vector<int32_t> node_members, cross_members;
+  for (int i = 0; i < k; ++i) node_members.push_back(r / k * k + i);
+  for (int i = r % k; i < world_size(); i += k) cross_members.push_back(i);
+  EXPECT_EQ(members(node), node_members);
+  EXPECT_EQ(members(cross), cross_members);
+}
+
+TEST(CommTopology, I32BroadcastAndAllgatherOnSubCommunicators) {
+  Communicator& w = world("hierarchical");
+  for (Communicator* c : {&w, &w.node(), &w.cross_node()}) {
+    SCOPED_TRACE(c->name());
+    const int64_t n = 1001;
+    Tensor t = Tensor::empty({n}, DType::i32);
+    for (int64_t i = 0; i < n; ++i) t.i32()[i] = c->rank() == c->size() - 1 ? int32_t(i * 3 - 7) : -1;
+    c->broadcast(t, c->size() - 1)->wait();
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(t.i32()[i], int32_t(i * 3 - 7));
+
+    Tensor in = Tensor::empty({n}, DType::i32);
+    for (int64_t i = 0; i < n; ++i) in.i32()[i] = int32_t(c->rank() * 100000 + i);
+    Tensor out = Tensor::empty({n * c->size()}, DType::i32);
+    c->allgather(in, out)->wait();
+    for (int k = 0; k < c->size(); ++k)
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out.i32()[k * n + i], int32_t(k * 100000 + i));
+  }
+}
+
+}  // namespace
+}  // namespace shardtrain::comm::testing

@@ -1,0 +1,242 @@
+// DDP under mpirun with 1-4 ranks: the same parameters as one rank training
+// on the whole global batch, no_sync accumulation, bf16 gradients, model
+// mismatch detection, distributed evaluation.
+#include "io/dataset_writer.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/core/rng.h"
+#include "runtime/nn/models.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/parallel/ddp.h"
+#include "runtime/train/session.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+using namespace shardtrain;
+using ::testing::HasSubstr;
+
+namespace {
+
+constexpr int64_t kGlobalBatch = 24;  // divisible by 1..4 ranks, and uneven for 5+
+const Shape kSample{1, 6, 6};
+constexpr int64_t kClasses = 4;
+
+comm::Communicator& world() {
+  static std::unique_ptr<comm::Communicator> c = [] {
+    comm::CommOptions o;
+    o.timeout_s = 60;
+    return comm::make_mpi_world_communicator(o);
+  }();
+  return *c;
+}
+
+nn::ModelSpec cnn_spec() {
+  nn::ModelSpec spec;
+  spec.kind = "cnn";
+  spec.channels = {3, 4};
+  spec.kernel_size = 3;
+  spec.fc_hidden = {8};
+  return spec;
+}
+
+// The whole global batch of step `step`, identical on every rank.
+void global_batch(int64_t step, std::vector<float>& x, std::vector<int32_t>& y) {
+  Rng r(stream_key(77, 0, uint64_t(step)));
+  x.resize(size_t(kGlobalBatch * kSample.numel()));
+  y.resize(size_t(kGlobalBatch));
+  for (float& v : x) v = r.uniform(-1, 1);
+  for (int32_t& v : y) v = int32_t(r.below(kClasses));
+}
+
+struct Trainee {
+  std::unique_ptr<nn::Model> model;
+  std::unique_ptr<optim::Optimizer> opt;
+  Trainee(const nn::ModelSpec& spec, uint64_t seed) {
+    model = nn::build_model(spec, kSample, kClasses);
+    model->initialize(seed);
+    optim::OptimizerConfig oc;
+    oc.lr = 0.1f;
+    oc.momentum = 0.9f;
+    opt = optim::make_optimizer(oc, model->flat().numel(), train::optimizer_ranges(model->flat()));
+  }
+};
+
+// Trains `steps` steps on rows [begin, end) of each global batch.
+void train_steps(Trainee& t, int64_t steps, int64_t begin, int64_t end, int64_t micro_batches,
+           parallel::Ddp* ddp) {
+  train::StepBuffers b(kSample, kClasses, end - begin);
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  for (int64_t s = 0; s < steps; ++s) {
+    global_batch(s, x, y);
+    std::memcpy(b.x.f32(), x.data() + begin * kSample.numel(),
+                size_t((end - begin) * kSample.numel()) * sizeof(float));
+    std::copy(y.begin() + begin, y.begin() + end, b.labels.begin());
+    train::train_step(*t.model, *t.opt, b, 0.1f, 0.0, kGlobalBatch, micro_batches, ddp);
+  }
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  double d = 0;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    d = std::max(d, double(std::fabs(a.f32()[i] - b.f32()[i])));
+  return d;
+}
+
+// Every rank holds bit-identical parameters.
+void expect_identical_across_ranks(const Tensor& params) {
+  auto& c = world();
+  Tensor all = Tensor::empty({params.numel() * c.size()});
+  c.allgather(params, all)->wait();
+  for (int r = 1; r < c.size(); ++r)
+    ASSERT_EQ(std::memcmp(all.f32(), all.f32() + r * params.numel(), params.nbytes()), 0)
+        << "rank " << r << " differs from rank 0";
+}
+
+struct Slice {
+  int64_t begin, end;
+};
+Slice my_slice() {
+  auto& c = world();
+  return {kGlobalBatch * c.rank() / c.size(), kGlobalBatch * (c.rank() + 1) / c.size()};
+}
+
+}  // namespace
+
+// f32: the all-reduce sums per-rank partial gradients in another order than
+// one rank's GEMMs do, so the parameters agree to rounding, not to the bit.
+// Tolerance after 6 SGD-momentum steps: 2e-5 absolute (parameters are O(0.1-1)).
+constexpr double kTolerance = 2e-5;
+
+TEST(Ddp, MatchesOneRankOnTheWholeGlobalBatch) {
+  parallel::DdpOptions o;
+  o.first_bucket_mb = 0.0005;  // tiny buckets: several all-reduces per step
+  o.bucket_mb = 0.001;
+  Trainee dist(cnn_spec(), 5), single(cnn_spec(), 5);
+  parallel::Ddp ddp(*dist.model, world(), o);
+  EXPECT_GE(ddp.buckets().size(), 2u);
+  ddp.broadcast_parameters();
+  const Slice s = my_slice();
+  train_steps(dist, 6, s.begin, s.end, 1, &ddp);
+  train_steps(single, 6, 0, kGlobalBatch, 1, nullptr);
+  EXPECT_LE(max_abs_diff(dist.model->flat().params(), single.model->flat().params()), kTolerance);
+  expect_identical_across_ranks(dist.model->flat().params());
+  const parallel::CommStats stats = ddp.take_stats();
+  EXPECT_EQ(stats.collectives, 6 * int64_t(ddp.buckets().size()));
+  EXPECT_EQ(stats.bytes, 6 * dist.model->flat().numel() * 4);
+}
+
+TEST(Ddp, BroadcastGivesEveryRankRankZerosParameters) {
+  Trainee t(cnn_spec(), 100 + uint64_t(world().rank()));  // different init per rank
+  Trainee rank0(cnn_spec(), 100);
+  parallel::Ddp ddp(*t.model, world(), {});
+  ddp.broadcast_parameters();
+  EXPECT_EQ(max_abs_diff(t.model->flat().params(), rank0.model->flat().params()), 0.0);
+}
+
+TEST(Ddp, NoSyncAccumulationMatchesOneStep) {
+  Trainee once(cnn_spec(), 9), accumulated(cnn_spec(), 9);
+  parallel::Ddp d1(*once.model, world(), {}), d2(*accumulated.model, world(), {});
+  d1.broadcast_parameters();
+  d2.broadcast_parameters();
+  const Slice s = my_slice();
+  train_steps(once, 4, s.begin, s.end, 1, &d1);
+  train_steps(accumulated, 4, s.begin, s.end, 2, &d2);
+  EXPECT_LE(max_abs_diff(once.model->flat().params(), accumulated.model->flat().params()), kTolerance);
+  // no_sync: one reduction per bucket per step, not per micro-batch.
+  EXPECT_EQ(d2.take_stats().collectives, 4 * int64_t(d2.buckets().size()));
+  expect_identical_across_ranks(accumulated.model->flat().params());
+}
+
+TEST(Ddp, Bf16GradientsStayCloseToF32) {
+  parallel::DdpOptions bf;
+  bf.grad_dtype = "bf16";
+  Trainee a(cnn_spec(), 4), b(cnn_spec(), 4);
+  parallel::Ddp da(*a.model, world(), {}), db(*b.model, world(), bf);
+  da.broadcast_parameters();
+  db.broadcast_parameters();
+  const Slice s = my_slice();
+  train_steps(a, 3, s.begin, s.end, 1, &da);
+  train_steps(b, 3, s.begin, s.end, 1, &db);
+  // bf16 keeps 8 bits of mantissa: gradients within ~0.4%, a few steps of
+  // lr 0.1 move parameters by at most ~1e-3 differently.
+  EXPECT_LE(max_abs_diff(a.model->flat().params(), b.model->flat().params()), 2e-3);
+  EXPECT_EQ(db.take_stats().bytes, 3 * b.model->flat().numel() * 2);
+  expect_identical_across_ranks(b.model->flat().params());
+}
+
+TEST(Ddp, BucketsAreWholeBlocksInReverseOrder) {
+  nn::ModelSpec spec;
+  spec.hidden = {64, 64, 64};  // blocks of 16.6 KiB, 16.6 KiB, 16.6 KiB, 2.6 KiB
+  Trainee t(spec, 1);
+  parallel::DdpOptions o;
+  o.first_bucket_mb = 0.02;   // the head + one hidden block fit
+  o.bucket_mb = 0.04;         // two hidden blocks fit
+  parallel::Ddp ddp(*t.model, world(), o);
+  const auto& b = ddp.buckets();
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].first_block, 2);
+  EXPECT_EQ(b[0].last_block, 3);
+  EXPECT_EQ(b[1].first_block, 0);
+  EXPECT_EQ(b[1].last_block, 1);
+  const auto& blocks = t.model->flat().blocks();
+  EXPECT_EQ(b[0].offset, blocks[2].offset);
+  EXPECT_EQ(b[0].numel, blocks[2].numel + blocks[3].numel);
+  EXPECT_EQ(b[1].offset + b[1].numel, b[0].offset);  // contiguous, covering everything
+  EXPECT_EQ(b[1].offset, 0);
+}
+
+TEST(Ddp, ModelMismatchIsAnErrorOnEveryRankNamingTheRank) {
+  if (world().size() == 1) GTEST_SKIP() << "needs 2 or more ranks";
+  nn::ModelSpec spec;
+  spec.hidden = {world().rank() == world().size() - 1 ? int64_t(33) : int64_t(32)};
+  Trainee t(spec, 1);
+  parallel::Ddp ddp(*t.model, world(), {});
+  try {
+    ddp.broadcast_parameters();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the model differs across ranks"));
+    EXPECT_THAT(e.what(), HasSubstr("rank " + std::to_string(world().size() - 1) + " has"));
+  }
+}
+
+TEST(Ddp, DistributedEvaluationMatchesOneRank) {
+  // A 103-sample split (uneven over 2-4 ranks) written by rank 0.
+  auto& c = world();
+  // Every rank uses the directory named after rank 0's process id.
+  const auto pid0 = int64_t(train::gather_from_ranks(c, {double(::getpid())})[0][0]);
+  const std::string dir = fmt::format("/tmp/shardtrain-ddp-eval-{}", pid0);
+  const int64_t n = 103;
+  if (c.rank() == 0) {
+    std::filesystem::create_directories(dir);
+    io::format_v1::ShardHeader h;
+    h.split = "test";
+    h.num_classes = int32_t(kClasses);
+    h.num_samples = n;
+    h.sample_shape = kSample;
+    h.dtype = io::SampleDType::f32;
+    std::vector<float> x(size_t(n * kSample.numel()));
+    std::vector<int32_t> y(static_cast<size_t>(n));
+    Rng r(5);
+    for (float& v : x) v = r.uniform(-1, 1);
+    for (int32_t& v : y) v = int32_t(r.below(kClasses));
+    io::write_shard(dir + "/part-00000.h5", h, x.data(), y.data());
+  }
+  c.barrier()->wait();
+  const io::InMemoryDataset data = io::InMemoryDataset::load(dir);
+  Trainee t(cnn_spec(), 3);
+  const train::EvalResult one = train::evaluate(*t.model, data, 10);
+  const train::EvalResult all = train::evaluate(*t.model, data, 10, &c);
+  EXPECT_EQ(all.samples, n);
+  EXPECT_DOUBLE_EQ(all.accuracy, one.accuracy);  // counts are exact
+  EXPECT_NEAR(all.loss, one.loss, 1e-6);         // sums of per-rank f32 partials
+  c.barrier()->wait();
+  if (c.rank() == 0) std::filesystem::remove_all(dir);
+}
