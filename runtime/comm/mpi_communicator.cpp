@@ -7,6 +7,7 @@
 #include "runtime/comm/reduce_scatter_ring.h"
 #include "runtime/comm/reduction.h"
 #include "runtime/comm/ring_layout.h"
+#include "runtime/core/clock.h"
 #include "runtime/core/error.h"
 
 #include <algorithm>
@@ -308,6 +309,7 @@ void MpiCommunicator::run(const Task& task) {
     ST_ASSERT(!arrivals_.empty() && arrivals_.front().seq() == seq);
     arrivals_.front().wait();
     arrivals_.pop_front();
+    task.work->mark_arrived(now_seconds());
   }
   switch (task.record.op) {
     case OpCode::allreduce:

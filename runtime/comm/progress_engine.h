@@ -53,6 +53,11 @@ class Executor {
   virtual void execute(const Task& task) = 0;
 };
 
+// False once an engine thread could not raise its priority (no
+// CAP_SYS_NICE): then collectives may wait for the scheduler when ranks fill
+// every core. Reported in the run log.
+bool engine_priority_raised();
+
 class ProgressEngine {
  public:
   // `monitor` (may be null) hears when each task starts and finishes. A task

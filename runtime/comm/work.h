@@ -1,9 +1,15 @@
 // Work: the handle of one issued collective. The progress engine completes
 // it; the issuing thread waits on it. Its timestamps are what the telemetry
-// reports: communication time (started -> finished on the progress engine)
-// and exposed communication time (the time a caller spent blocked in wait()).
+// reports, separating the two reasons a collective takes time:
+//   started -> arrived   waiting for the other ranks to issue it (a straggler
+//                        or load imbalance, not the network)
+//   arrived -> finished  moving and reducing data (communication proper)
+// and, of the time a caller spent blocked in wait(), how much was before the
+// last rank arrived (blocked_waiting_for_peers) and how much after
+// (blocked_on_transfer: the exposed communication).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -28,11 +34,18 @@ class Work {
   int64_t bytes() const { return bytes_; }        // payload bytes of this rank
   const std::string& algorithm() const { return algorithm_; }  // "ring", "mpi", ...
   double started_at() const { return started_; }   // now_seconds() when execution began
+  // When every rank had issued it. Algorithms that learn it (the arrival
+  // check before the MPI library's collectives) set it; for the others it
+  // equals started_at (waiting for peers then counts as communication).
+  double arrived_at() const { return arrived_; }
   double finished_at() const { return finished_; }
   double blocked_seconds() const { return blocked_; }
+  double blocked_waiting_for_peers() const { return blocked_peers_; }
+  double blocked_on_transfer() const { return blocked_ - blocked_peers_; }
 
   // Called by the progress engine.
   void mark_started(const std::string& algorithm, double t);
+  void mark_arrived(double t);
   void mark_finished(double t, std::exception_ptr error = nullptr);
 
  private:
@@ -40,7 +53,9 @@ class Work {
   int64_t seq_;
   int64_t bytes_;
   std::string algorithm_;
-  double started_ = 0, finished_ = 0, blocked_ = 0;
+  double started_ = 0, arrived_ = 0, finished_ = 0, blocked_ = 0, blocked_peers_ = 0;
+  static constexpr double kSpinSeconds = 50e-6;  // see wait()
+  std::atomic<bool> done_flag_{false};            // done_, readable without the lock
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;

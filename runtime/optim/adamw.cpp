@@ -5,7 +5,7 @@
 namespace shardtrain::optim {
 
 AdamW::AdamW(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges)
-    : ranges_(std::move(ranges)), m_(Tensor::zeros({numel})), v_(Tensor::zeros({numel})) {
+    : Optimizer(std::move(ranges)), m_(Tensor::zeros({numel})), v_(Tensor::zeros({numel})) {
   hp_.beta1 = config.beta1;
   hp_.beta2 = config.beta2;
   hp_.eps = config.eps;
@@ -15,16 +15,15 @@ AdamW::AdamW(const OptimizerConfig& config, int64_t numel, std::vector<ParamRang
   ST_CHECK(hp_.eps > 0, "optim.eps must be positive, got {}", hp_.eps);
 }
 
-void AdamW::step(const Tensor& params, const Tensor& grads, float lr) {
-  ++steps_;  // AdamW's bias correction counts steps from 1
-  for (const ParamRange& r : ranges_) {
-    cpu::AdamWParams hp = hp_;
-    hp.lr = lr;
-    if (!r.decay) hp.weight_decay = 0.0f;
-    Shape s{r.numel};
-    ops::adamw_update(params.view(r.offset, s), grads.view(r.offset, s), m_.view(r.offset, s),
-                      v_.view(r.offset, s), hp, steps_);
-  }
+void AdamW::update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset,
+                       int64_t numel, bool decay) {
+  cpu::AdamWParams hp = hp_;
+  hp.lr = lr;
+  if (!decay) hp.weight_decay = 0.0f;
+  const Shape s{numel};
+  // AdamW's bias correction counts steps from 1: this is step steps_ + 1.
+  ops::adamw_update(params.view(offset, s), grads.view(offset, s), m_.view(offset, s),
+                    v_.view(offset, s), hp, steps_ + 1);
 }
 
 std::vector<std::pair<std::string, Tensor>> AdamW::state() const {

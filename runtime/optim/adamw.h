@@ -10,12 +10,13 @@ class AdamW final : public Optimizer {
  public:
   AdamW(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges);
   std::string name() const override { return "adamw"; }
-  void step(const Tensor& params, const Tensor& grads, float lr) override;
   std::vector<std::pair<std::string, Tensor>> state() const override;
 
  private:
+  void update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset, int64_t numel,
+                  bool decay) override;
+
   cpu::AdamWParams hp_;
-  std::vector<ParamRange> ranges_;
   Tensor m_, v_;
 };
 

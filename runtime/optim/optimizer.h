@@ -38,14 +38,33 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual std::string name() const = 0;
+
   // One update of `params` from `grads` (the flat buffers the ranges index)
   // at learning rate lr. Padding outside every range is never touched.
-  virtual void step(const Tensor& params, const Tensor& grads, float lr) = 0;
+  void step(const Tensor& params, const Tensor& grads, float lr) {
+    update(params, grads, lr, 0, params.numel());
+    finish_step();
+  }
+
+  // A step in pieces, so that each piece can run as soon as its gradients
+  // are ready (DDP: a bucket as soon as its all-reduce completed): update()
+  // the parts of the ranges inside elements [begin, end), each element once
+  // per step, then finish_step().
+  void update(const Tensor& params, const Tensor& grads, float lr, int64_t begin, int64_t end);
+  void finish_step() { ++steps_; }
+
   // Named state buffers (momentum, moments), for checkpoints.
   virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
   int64_t steps_taken() const { return steps_; }
 
  protected:
+  explicit Optimizer(std::vector<ParamRange> ranges) : ranges_(std::move(ranges)) {}
+  // The fused update of one contiguous run [offset, offset + numel) that
+  // shares a weight-decay setting; steps_ counts the steps finished before.
+  virtual void update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset,
+                          int64_t numel, bool decay) = 0;
+
+  std::vector<ParamRange> ranges_;
   int64_t steps_ = 0;
 };
 

@@ -5,7 +5,7 @@
 namespace shardtrain::optim {
 
 Sgd::Sgd(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges)
-    : ranges_(std::move(ranges)) {
+    : Optimizer(std::move(ranges)) {
   hp_.momentum = config.momentum;
   hp_.dampening = config.dampening;
   hp_.weight_decay = config.weight_decay;
@@ -15,16 +15,14 @@ Sgd::Sgd(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> r
   if (hp_.momentum != 0.0f) momentum_ = Tensor::zeros({numel});
 }
 
-void Sgd::step(const Tensor& params, const Tensor& grads, float lr) {
-  for (const ParamRange& r : ranges_) {
-    cpu::SgdParams hp = hp_;
-    hp.lr = lr;
-    if (!r.decay) hp.weight_decay = 0.0f;
-    Shape s{r.numel};
-    ops::sgd_update(params.view(r.offset, s), grads.view(r.offset, s),
-                    momentum_.defined() ? momentum_.view(r.offset, s) : Tensor(), hp, steps_ == 0);
-  }
-  ++steps_;
+void Sgd::update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset,
+                     int64_t numel, bool decay) {
+  cpu::SgdParams hp = hp_;
+  hp.lr = lr;
+  if (!decay) hp.weight_decay = 0.0f;
+  const Shape s{numel};
+  ops::sgd_update(params.view(offset, s), grads.view(offset, s),
+                  momentum_.defined() ? momentum_.view(offset, s) : Tensor(), hp, steps_ == 0);
 }
 
 std::vector<std::pair<std::string, Tensor>> Sgd::state() const {

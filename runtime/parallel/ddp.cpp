@@ -51,6 +51,7 @@ Ddp::Ddp(nn::Model& model, comm::Communicator& comm, const DdpOptions& options)
     bucket_of_block_[size_t(b)] = buckets_.size() - 1;
   }
   pending_.assign(buckets_.size(), 0);
+  works_.resize(buckets_.size());
   if (options.grad_dtype == "bf16")
     for (const Bucket& bucket : buckets_) wire_.push_back(Tensor::empty({bucket.numel}, DType::bf16));
 }
@@ -94,29 +95,31 @@ void Ddp::launch(size_t b) {
   const Bucket& bucket = buckets_[b];
   Tensor grads = model_.flat().grads().view(bucket.offset, {bucket.numel});
   if (wire_.empty()) {
-    works_.push_back(comm_.allreduce(grads, comm::ReduceOp::sum));
+    works_[b] = comm_.allreduce(grads, comm::ReduceOp::sum);
   } else {
     cpu::f32_to_bf16(wire_[b].bf16_data(), grads.f32(), bucket.numel);
-    works_.push_back(comm_.allreduce(wire_[b], comm::ReduceOp::sum));
+    works_[b] = comm_.allreduce(wire_[b], comm::ReduceOp::sum);
   }
-  stats_.bytes += int64_t(works_.back()->bytes());
+  stats_.bytes += works_[b]->bytes();
+}
+
+void Ddp::wait_bucket(size_t b) {
+  if (!works_[b]) return;  // not launched: a no_sync backward
+  comm::Work& w = *works_[b];
+  w.wait();
+  stats_.comm_s += w.finished_at() - w.arrived_at();
+  stats_.peer_wait_s += w.arrived_at() - w.started_at();
+  stats_.exposed_s += w.blocked_on_transfer();
+  stats_.blocked_peers_s += w.blocked_waiting_for_peers();
+  ++stats_.collectives;
+  if (!wire_.empty())
+    cpu::bf16_to_f32(model_.flat().grads().f32() + buckets_[b].offset, wire_[b].bf16_data(),
+                     buckets_[b].numel);
+  works_[b].reset();
 }
 
 void Ddp::wait_gradients() {
-  for (size_t i = 0; i < works_.size(); ++i) {
-    comm::Work& w = *works_[i];
-    w.wait();
-    stats_.comm_s += w.finished_at() - w.started_at();
-    stats_.exposed_s += w.blocked_seconds();
-    ++stats_.collectives;
-  }
-  if (!wire_.empty() && !works_.empty()) {
-    // Buckets launched this step are all of them (a synced backward).
-    for (size_t b = 0; b < buckets_.size(); ++b)
-      cpu::bf16_to_f32(model_.flat().grads().f32() + buckets_[b].offset, wire_[b].bf16_data(),
-                       buckets_[b].numel);
-  }
-  works_.clear();
+  for (size_t b = 0; b < buckets_.size(); ++b) wait_bucket(b);
 }
 
 CommStats Ddp::take_stats() {

@@ -34,11 +34,13 @@ struct Bucket {
   int64_t offset = 0, numel = 0;        // range of the flat gradient buffer
 };
 
-// Communication of the steps since the last take_stats().
+// Communication of the steps since the last take_stats() (see comm/work.h).
 struct CommStats {
-  double comm_s = 0;     // sum over collectives of their execution time
-  double exposed_s = 0;  // time the training thread spent blocked waiting
-  int64_t bytes = 0;     // payload bytes sent through all-reduce
+  double comm_s = 0;       // data movement: from all ranks' arrival to completion, summed
+  double peer_wait_s = 0;  // collectives waiting for the other ranks to issue them, summed
+  double exposed_s = 0;    // training thread blocked while data moved: exposed communication
+  double blocked_peers_s = 0;  // training thread blocked waiting for other ranks (imbalance)
+  int64_t bytes = 0;       // payload bytes all-reduced
   int64_t collectives = 0;
 };
 
@@ -58,8 +60,12 @@ class Ddp final : public nn::BlockHooks {
   void before_backward(int block) override;
   void after_backward(int block) override;
 
-  // Blocks until every launched bucket is reduced: the step's exposed
-  // communication. Call before clipping and the optimizer.
+  // Blocks until bucket b's all-reduce (if launched this step) completed;
+  // its gradients are then the global ones. Buckets complete in order, so
+  // the optimizer can update bucket 0's parameters while later buckets are
+  // still being reduced.
+  void wait_bucket(size_t b);
+  // All buckets: call before anything that needs every gradient (clipping).
   void wait_gradients();
 
   CommStats take_stats();
@@ -74,7 +80,7 @@ class Ddp final : public nn::BlockHooks {
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_block_;
   std::vector<int> pending_;               // blocks of each bucket not yet through backward
-  std::vector<comm::WorkPtr> works_;       // this step's launched all-reduces
+  std::vector<comm::WorkPtr> works_;       // per bucket: this step's all-reduce, if launched
   std::vector<Tensor> wire_;               // bf16 copies of the buckets (grad_dtype = bf16)
   bool sync_ = true;
   CommStats stats_;

@@ -69,8 +69,20 @@ double train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& b,
     if (ddp) ddp->set_sync(m == micro_batches - 1);
     model.backward(dlogits, /*accumulate=*/m > 0, ddp);
   }
-  if (ddp) ddp->wait_gradients();
   const nn::FlatParameters& flat = model.flat();
+  if (ddp && clip_grad_norm <= 0) {
+    // Each bucket's parameters are updated as soon as its all-reduce is done,
+    // so the optimizer overlaps the buckets still in flight (the last one,
+    // launched after the final Block's backward, above all).
+    for (size_t i = 0; i < ddp->buckets().size(); ++i) {
+      ddp->wait_bucket(i);
+      const parallel::Bucket& bucket = ddp->buckets()[i];
+      optimizer.update(flat.params(), flat.grads(), lr, bucket.offset, bucket.offset + bucket.numel);
+    }
+    optimizer.finish_step();
+    return loss_sum;
+  }
+  if (ddp) ddp->wait_gradients();  // clipping needs the norm of all gradients
   if (clip_grad_norm > 0) optim::clip_grad_norm(flat.grads(), clip_grad_norm);
   optimizer.step(flat.params(), flat.grads(), lr);
   return loss_sum;

@@ -1,6 +1,7 @@
 #include "runtime/train/trainer.h"
 
 #include "io/sampler.h"
+#include "runtime/comm/progress_engine.h"
 #include "kernels/cpu/gemm.h"
 #include "runtime/core/clock.h"
 #include "runtime/optim/schedule.h"
@@ -202,8 +203,12 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   };
   const std::string summary =
       summarize_timing(timing, config.train.global_batch_size, comm.get(), result);
+  if (comm) result["comm_engine_priority_raised"] = comm::engine_priority_raised();
   run.write_file("result.json", result.dump(2) + "\n");
   run.log(summary);
+  if (comm && !comm::engine_priority_raised())
+    run.log("[summary] note: the communication threads could not raise their priority (no "
+            "CAP_SYS_NICE); when ranks fill every core, collectives may wait for the scheduler");
   const std::string target_outcome =
       !config.target.enabled() ? std::string("no target set")
       : time_to_target ? fmt::format("target {} reached in {:.1f} s", describe_target(config.target), *time_to_target)

@@ -14,7 +14,7 @@ elapsed=$(( $(date +%s) - start ))
 [ "$(json_get ddp1/result.json 'j["reached_target"]')" = True ] || fail "target not reached with 2 ranks"
 [ "$(json_get ddp1/result.json 'j["world_size"]')" = 2 ] || fail "world_size != 2"
 [ "$(json_get ddp1/result.json 'len(j["per_rank"])')" = 2 ] || fail "per_rank does not list 2 ranks"
-json_get ddp1/result.json 'j["timing"]["comm_s"] > 0 and j["timing"]["comm_bytes_per_step"] > 7e6' | grep -q True \
+json_get ddp1/result.json 'j["timing"]["comm_s"] > 0 and j["timing"]["comm_bytes"] > 7e6' | grep -q True \
   || fail "no communication recorded"
 json_get ddp1/result.json '0 <= j["timing"]["comm_exposed_s"] <= j["timing"]["step_s"]' | grep -q True || fail "exposed time"
 grep -q '^\[summary\].*communication' ddp1.txt || fail "no communication summary printed"

@@ -1,7 +1,17 @@
 #include "runtime/optim/adamw.h"
 #include "runtime/optim/sgd.h"
 
+#include <algorithm>
+
 namespace shardtrain::optim {
+
+void Optimizer::update(const Tensor& params, const Tensor& grads, float lr, int64_t begin,
+                       int64_t end) {
+  for (const ParamRange& r : ranges_) {
+    const int64_t lo = std::max(begin, r.offset), hi = std::min(end, r.offset + r.numel);
+    if (lo < hi) update_run(params, grads, lr, lo, hi - lo, r.decay);
+  }
+}
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, int64_t numel,
                                           std::vector<ParamRange> ranges) {
