@@ -18,8 +18,9 @@ namespace shardtrain::comm {
 namespace {
 
 struct Row {
-  std::string op, impl, algorithm;
+  std::string op, impl, algorithm, mode;
   int64_t bytes = 0;
+  int buffers = 1;
   double time_us = 0, algbw_gbs = 0, busbw_gbs = 0;
   bool ok = true;
 };
@@ -37,30 +38,34 @@ void put(const Tensor& t, int64_t i, float v) {
 }
 float get(const Tensor& t, int64_t i) { return t.dtype() == DType::bf16 ? to_f32(t.bf16_data()[i]) : t.f32()[i]; }
 
-// One collective at one size: its buffers, both implementations, the check.
+// One collective at one size: its buffers (`buffers` sets of them, used in
+// turn), both implementations, the check.
 class Case {
  public:
-  Case(std::string op, int64_t bytes, DType dtype, Communicator& comm, MpiNative& native, Scratch& scratch)
+  Case(std::string op, int64_t bytes, int buffers, DType dtype, Communicator& comm, MpiNative& native,
+       Scratch& scratch)
       : op_(std::move(op)), dtype_(dtype), comm_(comm), native_(native), scratch_(scratch) {
     const int p = comm.size();
     const int64_t elems = std::max<int64_t>(bytes / int64_t(dtype_size(dtype)), p);
-    if (op_ == "allreduce" || op_ == "broadcast") {
-      a_ = Tensor::empty({elems}, dtype);
-    } else if (op_ == "reduce_scatter") {
-      const int64_t per = elems / p;
-      a_ = Tensor::empty({per * p}, dtype);
-      b_ = Tensor::empty({per}, dtype);
-    } else if (op_ == "allgather") {
-      const int64_t per = elems / p;
-      a_ = Tensor::empty({per}, dtype);
-      b_ = Tensor::empty({per * p}, dtype);
-    } else {
-      throw Error(fmt::format("bench comm: unknown op '{}' (allreduce, reduce_scatter, allgather, broadcast)", op_));
+    const int64_t per = elems / p;
+    for (int i = 0; i < buffers; ++i) {
+      if (op_ == "allreduce" || op_ == "broadcast") {
+        a_.push_back(Tensor::empty({elems}, dtype));
+      } else if (op_ == "reduce_scatter") {
+        a_.push_back(Tensor::empty({per * p}, dtype));
+        b_.push_back(Tensor::empty({per}, dtype));
+      } else if (op_ == "allgather") {
+        a_.push_back(Tensor::empty({per}, dtype));
+        b_.push_back(Tensor::empty({per * p}, dtype));
+      } else {
+        throw Error(
+            fmt::format("bench comm: unknown op '{}' (allreduce, reduce_scatter, allgather, broadcast)", op_));
+      }
     }
   }
 
   // The size as nccl-tests count it, and its bus-bandwidth factor.
-  int64_t bytes() const { return int64_t(op_ == "allgather" ? b_.nbytes() : a_.nbytes()); }
+  int64_t bytes() const { return int64_t(op_ == "allgather" ? b_[0].nbytes() : a_[0].nbytes()); }
   double bus_factor() const {
     const double n = comm_.size();
     if (op_ == "allreduce") return 2 * (n - 1) / n;
@@ -73,63 +78,76 @@ class Case {
   void fill(bool zeros) {
     const int r = comm_.rank();
     zeros_ = zeros && op_ == "allreduce";
-    for (int64_t i = 0; i < a_.numel(); ++i)
-      put(a_, i, zeros_ ? 0.0f : op_ == "broadcast" && r != 0 ? -99.0f : pattern(r, i));
-    if (b_.defined())
-      for (int64_t i = 0; i < b_.numel(); ++i) put(b_, i, -99.0f);
+    for (const Tensor& a : a_)
+      for (int64_t i = 0; i < a.numel(); ++i)
+        put(a, i, zeros_ ? 0.0f : op_ == "broadcast" && r != 0 ? -99.0f : pattern(r, i));
+    for (const Tensor& b : b_)
+      for (int64_t i = 0; i < b.numel(); ++i) put(b, i, -99.0f);
   }
 
-  WorkPtr run_shardtrain() {
-    if (op_ == "allreduce") return comm_.allreduce(a_, ReduceOp::sum);
-    if (op_ == "reduce_scatter") return comm_.reduce_scatter(a_, b_, ReduceOp::sum);
-    if (op_ == "allgather") return comm_.allgather(a_, b_);
-    return comm_.broadcast(a_, 0);
+  // Operation k runs on buffer set k % buffers.
+  WorkPtr run_shardtrain(int k) {
+    const Tensor& a = a_[size_t(k) % a_.size()];
+    const Tensor& b = b_.empty() ? a : b_[size_t(k) % b_.size()];
+    if (op_ == "allreduce") return comm_.allreduce(a, ReduceOp::sum);
+    if (op_ == "reduce_scatter") return comm_.reduce_scatter(a, b, ReduceOp::sum);
+    if (op_ == "allgather") return comm_.allgather(a, b);
+    return comm_.broadcast(a, 0);
   }
 
-  void run_mpi() {
+  void run_mpi(int k) {
+    const Tensor& a = a_[size_t(k) % a_.size()];
+    const Tensor& b = b_.empty() ? a : b_[size_t(k) % b_.size()];
     if (op_ == "allreduce")
-      native_.allreduce(a_.raw(), a_.numel(), dtype_, 1.0f);
+      native_.allreduce(a.raw(), a.numel(), dtype_, 1.0f);
     else if (op_ == "reduce_scatter")
-      native_.reduce_scatter(a_.raw(), b_.raw(), b_.numel(), dtype_, 1.0f, scratch_);
+      native_.reduce_scatter(a.raw(), b.raw(), b.numel(), dtype_, 1.0f, scratch_);
     else if (op_ == "allgather")
-      native_.allgather(a_.raw(), b_.raw(), a_.numel(), dtype_);
+      native_.allgather(a.raw(), b.raw(), a.numel(), dtype_);
     else
-      native_.broadcast(a_.raw(), int64_t(a_.nbytes()), 0);
+      native_.broadcast(a.raw(), int64_t(a.nbytes()), 0);
   }
 
-  bool check() const {
-    const int p = comm_.size(), r = comm_.rank();
-    if (op_ == "allreduce") {
-      for (int64_t i = 0; i < a_.numel(); ++i) {
-        float want = 0;
-        if (!zeros_)
-          for (int k = 0; k < p; ++k) want += pattern(k, i);
-        if (get(a_, i) != want) return false;
-      }
-    } else if (op_ == "reduce_scatter") {
-      for (int64_t j = 0; j < b_.numel(); ++j) {
-        float want = 0;
-        for (int k = 0; k < p; ++k) want += pattern(k, r * b_.numel() + j);
-        if (get(b_, j) != want) return false;
-      }
-    } else if (op_ == "allgather") {
-      const int64_t per = a_.numel();
-      for (int64_t i = 0; i < b_.numel(); ++i)
-        if (get(b_, i) != pattern(int(i / per), i % per)) return false;
-    } else {
-      for (int64_t i = 0; i < a_.numel(); ++i)
-        if (get(a_, i) != pattern(0, i)) return false;
-    }
+  // Every buffer set that has run at least once (the first `used`).
+  bool check(int used) const {
+    for (size_t k = 0; k < std::min(a_.size(), size_t(used)); ++k)
+      if (!check(a_[k], b_.empty() ? Tensor() : b_[k])) return false;
     return true;
   }
 
  private:
+  bool check(const Tensor& a, const Tensor& b) const {
+    const int p = comm_.size(), r = comm_.rank();
+    if (op_ == "allreduce") {
+      for (int64_t i = 0; i < a.numel(); ++i) {
+        float want = 0;
+        if (!zeros_)
+          for (int k = 0; k < p; ++k) want += pattern(k, i);
+        if (get(a, i) != want) return false;
+      }
+    } else if (op_ == "reduce_scatter") {
+      for (int64_t j = 0; j < b.numel(); ++j) {
+        float want = 0;
+        for (int k = 0; k < p; ++k) want += pattern(k, r * b.numel() + j);
+        if (get(b, j) != want) return false;
+      }
+    } else if (op_ == "allgather") {
+      const int64_t per = a.numel();
+      for (int64_t i = 0; i < b.numel(); ++i)
+        if (get(b, i) != pattern(int(i / per), i % per)) return false;
+    } else {
+      for (int64_t i = 0; i < a.numel(); ++i)
+        if (get(a, i) != pattern(0, i)) return false;
+    }
+    return true;
+  }
+
   std::string op_;
   DType dtype_;
   Communicator& comm_;
   MpiNative& native_;
   Scratch& scratch_;
-  Tensor a_, b_;
+  std::vector<Tensor> a_, b_;
   bool zeros_ = false;
 };
 
@@ -155,16 +173,95 @@ std::string human(int64_t bytes) {
   return fmt::format("{} B", bytes);
 }
 
+// Buffer sets cycled through at one size: 1 MiB in all, at most 16.
+int buffers_for(int64_t bytes) { return int(std::clamp<int64_t>((int64_t(1) << 20) / bytes, 1, 16)); }
+
+struct Measured {
+  double shardtrain_s = 0, mpi_s = 0;  // per operation, median round
+  std::string algorithm;
+  bool ok_shardtrain = true, ok_mpi = true;
+};
+
+// One op, size and mode: correctness of each implementation on fresh inputs,
+// warm-up, then the alternating timed rounds.
+Measured measure(Case& c, bool latency, const BenchCommOptions& options, MPI_Comm mpi_comm) {
+  Measured m;
+  int next = 0;  // the buffer set of the next operation
+  auto shardtrain_run = [&](int n) {
+    WorkPtr last;
+    for (int i = 0; i < n; ++i) {
+      last = c.run_shardtrain(next++);
+      if (latency) last->wait();
+    }
+    last->wait();  // issue order: the last done means all done
+    m.algorithm = last->algorithm();
+  };
+  auto mpi_run = [&](int n) {
+    for (int i = 0; i < n; ++i) c.run_mpi(next++);
+  };
+
+  c.fill(false);
+  next = 0;
+  shardtrain_run(1);
+  m.ok_shardtrain = c.check(1);
+  c.fill(false);
+  next = 0;
+  mpi_run(1);
+  m.ok_mpi = c.check(1);
+
+  // Warm-up, then the number of operations per round (the same on every rank).
+  c.fill(true);
+  for (int i = 0; i < options.warmup; ++i) {
+    shardtrain_run(1);
+    mpi_run(1);
+  }
+  int iters = options.iters;
+  if (iters == 0) {
+    MPI_Barrier(mpi_comm);
+    double t0 = MPI_Wtime();
+    shardtrain_run(1);
+    mpi_run(1);
+    const double one = max_over_ranks((MPI_Wtime() - t0) / 2, mpi_comm);
+    iters = int(std::clamp(0.05 / std::max(one, 1e-7), 1.0, 2000.0));
+  }
+
+  std::vector<double> t_st, t_mpi;
+  for (int round = 0; round < options.rounds; ++round) {
+    for (int k = 0; k < 2; ++k) {
+      const bool st = (round + k) % 2 == 0;  // alternate which goes first
+      MPI_Barrier(mpi_comm);
+      const double t0 = MPI_Wtime();
+      if (st)
+        shardtrain_run(iters);
+      else
+        mpi_run(iters);
+      const double t = max_over_ranks((MPI_Wtime() - t0) / iters, mpi_comm);
+      (st ? t_st : t_mpi).push_back(t);
+    }
+  }
+  const bool ok_after = c.check(next);  // the timed runs' last results
+  m.ok_shardtrain = all_ranks(m.ok_shardtrain && ok_after, mpi_comm);
+  m.ok_mpi = all_ranks(m.ok_mpi && ok_after, mpi_comm);
+  m.shardtrain_s = median(t_st);
+  m.mpi_s = median(t_mpi);
+  return m;
+}
+
 }  // namespace
 
 int bench_comm(const BenchCommOptions& options) {
   ST_CHECK(options.dtype == "f32" || options.dtype == "bf16", "bench comm: dtype must be f32 or bf16, not '{}'",
            options.dtype);
+  ST_CHECK(options.mode == "throughput" || options.mode == "latency" || options.mode == "both",
+           "bench comm: mode must be throughput, latency or both, not '{}'", options.mode);
   ST_CHECK(options.min_bytes > 0 && options.min_bytes <= options.max_bytes,
            "bench comm: need 0 < min_bytes <= max_bytes (got {} and {})", options.min_bytes, options.max_bytes);
   ST_CHECK(options.rounds >= 1 && options.iters >= 0 && options.warmup >= 0,
            "bench comm: rounds >= 1, iters >= 0 and warmup >= 0");
   const DType dtype = options.dtype == "bf16" ? DType::bf16 : DType::f32;
+  std::vector<std::string> modes;
+  if (options.mode != "latency") modes.push_back("throughput");
+  if (options.mode != "throughput") modes.push_back("latency");
   auto comm = make_mpi_world_communicator(options.comm);
   MPI_Comm mpi_comm;  // the MPI library's collectives run on a communicator of their own
   MPI_Comm_dup(MPI_COMM_WORLD, &mpi_comm);
@@ -173,101 +270,56 @@ int bench_comm(const BenchCommOptions& options) {
   const int rank = comm->rank(), ranks = comm->size();
   const bool print = rank == 0;
 
-  if (print) {
-    const auto limit = [](int64_t b) { return b >= (int64_t(1) << 62) ? std::string("any size") : human(b); };
-    fmt::print("shardtrain bench comm: {} ranks, {}, algorithm {}, chunk {}; MPI's own collectives up to: "
-               "allreduce {}, reduce_scatter {}, allgather {}; arrival check {}\n",
-               ranks, options.dtype, options.comm.allreduce_algorithm, human(options.comm.chunk_bytes),
-               limit(options.comm.small_message_bytes), limit(options.comm.reduce_scatter_small_bytes),
-               limit(options.comm.allgather_small_bytes), options.comm.check_arrival ? "on" : "off");
-    fmt::print("{:<15}{:>10} | {:>10}{:>8}{:>8} {:<13}| {:>10}{:>8}{:>8} | {:>6} {}\n", "op", "bytes",
-               "time_us", "algbw", "busbw", "shardtrain", "time_us", "algbw", "busbw", "ratio", "ok");
-    std::fflush(stdout);
-  }
-
   std::vector<Row> rows;
   bool all_ok = true;
-  for (const std::string& op : options.ops) {
-    for (int64_t size = options.min_bytes; size <= options.max_bytes; size *= 2) {
-      Case c(op, size, dtype, *comm, native, scratch);
-      std::string algorithm;
-      auto shardtrain_run = [&](int n) {
-        WorkPtr last;
-        for (int i = 0; i < n; ++i) last = c.run_shardtrain();
-        last->wait();  // issue order: the last done means all done
-        algorithm = last->algorithm();
-      };
-      auto mpi_run = [&](int n) {
-        for (int i = 0; i < n; ++i) c.run_mpi();
-      };
+  for (const std::string& mode : modes) {
+    if (print) {
+      const auto limit = [](int64_t b) { return b >= (int64_t(1) << 62) ? std::string("any size") : human(b); };
+      fmt::print("shardtrain bench comm, mode {}: {} ranks, {}, algorithm {}, chunk {}; MPI's own collectives up to: "
+                 "allreduce {}, reduce_scatter {}, allgather {}; arrival check {}\n",
+                 mode, ranks, options.dtype, options.comm.allreduce_algorithm, human(options.comm.chunk_bytes),
+                 limit(options.comm.small_message_bytes), limit(options.comm.reduce_scatter_small_bytes),
+                 limit(options.comm.allgather_small_bytes), options.comm.check_arrival ? "on" : "off");
+      fmt::print("  {}\n", mode == "latency"
+                               ? "latency: one operation issued and waited for at a time, nothing queued"
+                               : "throughput: operations issued back to back, the last waited for (shardtrain may "
+                                 "coalesce queued small all-reduces); MPI: blocking calls");
+      fmt::print("{:<15}{:>10}{:>4} | {:>10}{:>8}{:>8} {:<13}| {:>10}{:>8}{:>8} | {:>6} {}\n", "op", "bytes", "buf",
+                 "time_us", "algbw", "busbw", "shardtrain", "time_us", "algbw", "busbw", "ratio", "ok");
+      std::fflush(stdout);
+    }
+    for (const std::string& op : options.ops) {
+      for (int64_t size = options.min_bytes; size <= options.max_bytes; size *= 2) {
+        const int buffers = buffers_for(size);
+        Case c(op, size, buffers, dtype, *comm, native, scratch);
+        const Measured m = measure(c, mode == "latency", options, mpi_comm);
+        all_ok = all_ok && m.ok_shardtrain && m.ok_mpi;
 
-      // Correctness of each implementation on fresh inputs.
-      bool ok_st = true, ok_mpi = true;
-      c.fill(false);
-      shardtrain_run(1);
-      ok_st = c.check();
-      c.fill(false);
-      mpi_run(1);
-      ok_mpi = c.check();
-
-      // Warm-up, then the number of operations per round (the same on every rank).
-      c.fill(true);
-      for (int i = 0; i < options.warmup; ++i) {
-        shardtrain_run(1);
-        mpi_run(1);
-      }
-      int iters = options.iters;
-      if (iters == 0) {
-        MPI_Barrier(mpi_comm);
-        double t0 = MPI_Wtime();
-        shardtrain_run(1);
-        mpi_run(1);
-        const double one = max_over_ranks((MPI_Wtime() - t0) / 2, mpi_comm);
-        iters = int(std::clamp(0.05 / std::max(one, 1e-7), 1.0, 2000.0));
-      }
-
-      std::vector<double> t_st, t_mpi;
-      for (int round = 0; round < options.rounds; ++round) {
-        for (int k = 0; k < 2; ++k) {
-          const bool st = (round + k) % 2 == 0;  // alternate which goes first
-          MPI_Barrier(mpi_comm);
-          const double t0 = MPI_Wtime();
-          if (st)
-            shardtrain_run(iters);
-          else
-            mpi_run(iters);
-          const double t = max_over_ranks((MPI_Wtime() - t0) / iters, mpi_comm);
-          (st ? t_st : t_mpi).push_back(t);
+        const int64_t bytes = c.bytes();
+        auto row = [&](const char* impl, double t, bool ok, const std::string& algo) {
+          Row r;
+          r.op = op;
+          r.impl = impl;
+          r.algorithm = algo;
+          r.mode = mode;
+          r.bytes = bytes;
+          r.buffers = buffers;
+          r.time_us = t * 1e6;
+          r.algbw_gbs = double(bytes) / t / 1e9;
+          r.busbw_gbs = r.algbw_gbs * c.bus_factor();
+          r.ok = ok;
+          return r;
+        };
+        rows.push_back(row("shardtrain", m.shardtrain_s, m.ok_shardtrain, m.algorithm));
+        rows.push_back(row("mpi", m.mpi_s, m.ok_mpi, "mpi"));
+        if (print) {
+          const Row& s = rows[rows.size() - 2];
+          const Row& r = rows.back();
+          fmt::print("{:<15}{:>10}{:>4} | {:>10.1f}{:>8.2f}{:>8.2f} {:<13}| {:>10.1f}{:>8.2f}{:>8.2f} | {:>6.2f} {}\n",
+                     op, bytes, buffers, s.time_us, s.algbw_gbs, s.busbw_gbs, s.algorithm, r.time_us, r.algbw_gbs,
+                     r.busbw_gbs, m.mpi_s / m.shardtrain_s, s.ok && r.ok ? "ok" : "WRONG");
+          std::fflush(stdout);
         }
-      }
-      const bool ok_after = c.check();  // the timed runs' last result
-      ok_st = all_ranks(ok_st && ok_after, mpi_comm);
-      ok_mpi = all_ranks(ok_mpi && ok_after, mpi_comm);
-      all_ok = all_ok && ok_st && ok_mpi;
-
-      const double ts = median(t_st), tm = median(t_mpi);
-      const int64_t bytes = c.bytes();
-      auto row = [&](const char* impl, double t, bool ok, const std::string& algo) {
-        Row r;
-        r.op = op;
-        r.impl = impl;
-        r.algorithm = algo;
-        r.bytes = bytes;
-        r.time_us = t * 1e6;
-        r.algbw_gbs = double(bytes) / t / 1e9;
-        r.busbw_gbs = r.algbw_gbs * c.bus_factor();
-        r.ok = ok;
-        return r;
-      };
-      rows.push_back(row("shardtrain", ts, ok_st, algorithm));
-      rows.push_back(row("mpi", tm, ok_mpi, "mpi"));
-      if (print) {
-        const Row& s = rows[rows.size() - 2];
-        const Row& m = rows.back();
-        fmt::print("{:<15}{:>10} | {:>10.1f}{:>8.2f}{:>8.2f} {:<13}| {:>10.1f}{:>8.2f}{:>8.2f} | {:>6.2f} {}\n", op,
-                   bytes, s.time_us, s.algbw_gbs, s.busbw_gbs, s.algorithm, m.time_us, m.algbw_gbs, m.busbw_gbs,
-                   tm / ts, ok_st && ok_mpi ? "ok" : "WRONG");
-        std::fflush(stdout);
       }
     }
   }
@@ -276,11 +328,13 @@ int bench_comm(const BenchCommOptions& options) {
     nlohmann::json out = nlohmann::json::array();
     for (const Row& r : rows)
       out.push_back({{"op", r.op},
+                     {"mode", r.mode},
                      {"bytes", r.bytes},
                      {"impl", r.impl},
                      {"algorithm", r.algorithm},
                      {"ranks", ranks},
                      {"dtype", options.dtype},
+                     {"buffers", r.buffers},
                      {"time_us", r.time_us},
                      {"algbw_gbs", r.algbw_gbs},
                      {"busbw_gbs", r.busbw_gbs},

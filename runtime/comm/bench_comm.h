@@ -1,13 +1,27 @@
 // `shardtrain bench comm`: shardtrain's collectives against the MPI library's
-// own, in the same run, under mpirun. Methodology of nccl-tests: per op and
-// size, `iters` operations issued back to back and the last one waited for
-// (shardtrain: the progress engine's hand-off is amortized) versus a loop of
-// `iters` blocking MPI calls; the two alternate round by round (cancelling
-// drift on noisy machines) and the median round is reported. Every result is
-// checked against the expected values. Sizes: "bytes" is the full buffer as
-// nccl-tests count it (all-reduce and broadcast: the buffer; reduce-scatter:
-// the input; all-gather: the output); algbw = bytes / time; busbw = algbw *
-// 2(n-1)/n (all-reduce), (n-1)/n (reduce-scatter, all-gather), 1 (broadcast).
+// own, in the same run, under mpirun. Per op and size, `iters` operations of
+// each implementation, timed in rounds that alternate between the two
+// (cancelling drift on noisy machines); the median round is reported. Every
+// result is checked against the expected values.
+//
+// Two modes, named in the header and in every JSON row, because they measure
+// different things:
+// - throughput (the default, as nccl-tests do): shardtrain's `iters`
+//   operations are issued back to back and the last one waited for, so the
+//   progress engine's hand-off is amortized, and small all-reduces already
+//   queued behind each other may be coalesced into one exchange (as DDP's
+//   buckets are); MPI's are `iters` blocking calls, which cannot overlap.
+// - latency: issue one operation, wait for it, repeat: nothing is queued, so
+//   nothing is coalesced, and every hand-off to the engine and back counts.
+// Both cycle through `buffers` distinct buffers (up to 1 MiB in all, at most
+// 16), the same for both implementations: operations on distinct buffers are
+// what a caller can have in flight at once (one buffer all-reduced twice in a
+// row is a dependency, never coalesced).
+//
+// Sizes: "bytes" is one buffer as nccl-tests count it (all-reduce and
+// broadcast: the buffer; reduce-scatter: the input; all-gather: the output);
+// algbw = bytes / time; busbw = algbw * 2(n-1)/n (all-reduce), (n-1)/n
+// (reduce-scatter, all-gather), 1 (broadcast).
 #pragma once
 
 #include "runtime/comm/communicator.h"
@@ -25,6 +39,7 @@ struct BenchCommOptions {
   int warmup = 2;    // untimed operations per implementation and size
   int rounds = 5;    // timed rounds per implementation (alternating); the median is reported
   std::string dtype = "f32";  // "f32" | "bf16"
+  std::string mode = "throughput";  // "throughput" | "latency" | "both" (see above)
   std::string json_path;      // if set, rank 0 writes every row there (a JSON array)
   CommOptions comm;
 };

@@ -16,9 +16,13 @@
 // Costs (MPI backend, these 2-core machines): issuing takes ~0.2 us on the
 // caller's thread, and the engine adds ~0.1-0.3 us per collective; a thread
 // per communicator actually used (plus the watchdog's, which wakes every 10
-// ms). While data moves the progress thread uses a core; while it waits for
-// a late rank it sleeps in growing steps (~6% of a core), including before
-// MPI's own collectives from 64 KiB (which would otherwise spin at 100%).
+// ms). While data moves the progress thread uses a core; idle it sleeps
+// (after polling for 50 us only when collectives come back to back); while
+// it waits for a late rank it sleeps in growing steps (~6% of a core),
+// including before MPI's own collectives (which would otherwise spin at
+// 100%). A caller that
+// waits for a collective nothing has started yet runs it on its own thread
+// (Work::wait), which saves the hand-off to the engine and back.
 // Errors in arguments throw shardtrain::Error on the caller's thread, before
 // anything is issued; a collective that fails or hangs ends the job with the
 // watchdog's report (CommOptions::timeout_s).
@@ -42,11 +46,19 @@ struct CommOptions {
   // Buffers up to these sizes (all-reduce: the tensor; reduce-scatter: its
   // input; all-gather: its output) go through the MPI library's own
   // collective, larger ones through shardtrain's pipelined ring.
-  // - all-reduce: Open MPI's is as fast as the ring or faster up to 16 MiB
+  // - all-reduce, where it does not go through shared memory (see
+  //   shared_memory below: several nodes, or switched off): Open MPI's is as fast as the ring or faster up to 16 MiB
   //   (~5.5-12 GB/s busbw on 2 ranks), and falls to ~2.6 GB/s from 32 MiB
   //   (it allocates a temporary buffer beyond malloc's mmap threshold at
   //   every call), where the ring keeps ~5 GB/s: 1.8-2x.
   int64_t small_message_bytes = 16 << 20;
+  // - all-reduce, there too: the one-shot exchange (comm/allreduce_oneshot.h,
+  //   which also coalesces all-reduces queued behind each other) while what a
+  //   rank receives, (size - 1) times the tensor, is at most this. Measured
+  //   against the MPI collective with its arrival check (shared memory off,
+  //   one machine): ahead up to 64-128 KiB tensors on 2 ranks and 16-32 KiB
+  //   on 4.
+  int64_t oneshot_bytes = 64 << 10;
   // - reduce-scatter: MPI_Reduce_scatter_block stays at ~3 GB/s (2 ranks)
   //   and falls to 0.8 GB/s from 16 MiB; the ring is ahead from 8-128 KiB
   //   (2-4 ranks) and 3-7x ahead from 1 MiB.
@@ -58,9 +70,10 @@ struct CommOptions {
   // here); 256 KiB - 4 MiB measured alike, 128 KiB ~10% slower on 4 ranks.
   int64_t chunk_bytes = 256 << 10;
   // "auto" (by size, hierarchical when there are several nodes with several
-  // ranks each), or force "mpi", "ring" or "hierarchical" (this choice also
-  // applies to reduce-scatter and all-gather, "hierarchical" meaning "ring"
-  // for them and for sub-communicators).
+  // ranks each), or force "oneshot", "mpi", "ring" or "hierarchical" (this
+  // choice also applies to reduce-scatter and all-gather, "hierarchical"
+  // meaning "ring" for them and for sub-communicators, "oneshot" meaning
+  // "auto" for them).
   std::string allreduce_algorithm = "auto";
   // A collective not complete after this long ends the job with a message
   // naming the operation, its sequence number, its size and the ranks that
@@ -72,8 +85,16 @@ struct CommOptions {
   // progress threads spin at 100% of a core inside MPI, and mismatched sizes
   // may corrupt memory before the watchdog ends the job; on, small
   // collectives issued back to back cost ~0.5 us more (measured, 2 ranks:
-  // 4 KiB all-reduce 35% slower, 64 KiB 5-10%, 1 MiB 2-4%).
+  // 4 KiB all-reduce 35% slower, 64 KiB 5-10%, 1 MiB 2-4%). The shared-memory
+  // and one-shot all-reduces need no such check: their descriptors and
+  // headers carry the same signature.
   bool check_arrival = true;
+  // All-reduce through shared memory (comm/allreduce_shm.h) on communicators
+  // whose ranks all share one node (ranks_per_node emulating several nodes
+  // counts as several): every size, in place of the algorithms above, 2-6x
+  // MPI's speed at 4 KiB - 16 MiB and ~3-5x the ring beyond (2 and 4 ranks).
+  // Each rank maps 512 KiB per such communicator. Off: point-to-point only.
+  bool shared_memory = true;
   // Node groups for node(), cross_node() and the hierarchical all-reduce: 0
   // asks the MPI library (ranks sharing memory); k > 0 makes every k
   // consecutive ranks a node, to emulate several nodes on one machine

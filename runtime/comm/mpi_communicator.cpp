@@ -84,18 +84,19 @@ bool overlap(const Tensor& a, const Tensor& b) {
 }
 
 const char* algo_name(int algo) {
-  static const char* names[] = {"local", "mpi", "ring", "hierarchical"};
+  static const char* names[] = {"local", "mpi", "ring", "hierarchical", "oneshot", "shm"};
   return names[algo];
 }
 
 void validate(const CommOptions& o) {
   const auto& a = o.allreduce_algorithm;
-  ST_CHECK(a == "auto" || a == "mpi" || a == "ring" || a == "hierarchical",
-           "comm.allreduce_algorithm must be auto, mpi, ring or hierarchical, not '{}'", a);
+  ST_CHECK(a == "auto" || a == "shm" || a == "oneshot" || a == "mpi" || a == "ring" || a == "hierarchical",
+           "comm.allreduce_algorithm must be auto, shm, oneshot, mpi, ring or hierarchical, not '{}'", a);
   ST_CHECK(o.chunk_bytes >= 64 && o.chunk_bytes <= (int64_t(1) << 30),
            "comm.chunk_bytes must be within 64 bytes .. 1 GiB, not {}", o.chunk_bytes);
-  ST_CHECK(o.small_message_bytes >= 0 && o.reduce_scatter_small_bytes >= 0 && o.allgather_small_bytes >= 0,
-           "comm.*small*_bytes must be >= 0");
+  ST_CHECK(o.small_message_bytes >= 0 && o.reduce_scatter_small_bytes >= 0 && o.allgather_small_bytes >= 0 &&
+               o.oneshot_bytes >= 0,
+           "comm.*small*_bytes and comm.oneshot_bytes must be >= 0");
   ST_CHECK(o.timeout_s > 0, "comm.timeout_s must be > 0, not {}", o.timeout_s);
   ST_CHECK(o.ranks_per_node >= 0, "comm.ranks_per_node must be >= 0, not {}", o.ranks_per_node);
 }
@@ -117,17 +118,20 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::make_world(const CommOptions& 
   MPI_Comm comm;
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
   auto watchdog = std::make_shared<Watchdog>(MPI_COMM_WORLD);
-  std::unique_ptr<MpiCommunicator> world(new MpiCommunicator(comm, Kind::world, options, std::move(watchdog)));
+  const BackoffPolicy policy = BackoffPolicy::for_node(comm);
+  std::unique_ptr<MpiCommunicator> world(
+      new MpiCommunicator(comm, Kind::world, options, policy, std::move(watchdog)));
   register_world(world.get());
   world->make_sub_communicators();
   return world;
 }
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& options,
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& options, const BackoffPolicy& policy,
                                  std::shared_ptr<Watchdog> watchdog)
     : kind_(kind),
       name_(kind == Kind::world ? "world" : kind == Kind::node ? "node" : kind == Kind::cross ? "cross-node" : "self"),
       options_(options),
+      policy_(policy),
       comm_(comm),
       watchdog_(std::move(watchdog)) {
   std::vector<int> world_ranks{world_rank()};
@@ -136,8 +140,11 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& op
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     world_ranks = world_ranks_of(comm_, size_);
-    transport_ = std::make_unique<MpiTransport>(comm_, BackoffPolicy{});
+    transport_ = std::make_unique<MpiTransport>(comm_, policy_);
     native_ = std::make_unique<MpiNative>(comm_);
+    // The world's window is set up with its sub-communicators (it needs to
+    // know whether it spans several nodes, emulated ones included).
+    if (kind_ != Kind::world && options_.shared_memory) shm_ = ShmWindow::create(comm_, AllreduceShm::kWindowBytes);
   }
   monitor_ = std::make_shared<CommMonitor>(name_, rank_, size_, world_ranks, options_.timeout_s);
   if (watchdog_) watchdog_->add(monitor_);
@@ -163,6 +170,7 @@ void MpiCommunicator::make_sub_communicators() {
   int extremes[2] = {local_size, -local_size}, nodes = local_rank == 0 ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, extremes, 2, MPI_INT, MPI_MAX, comm_);
   MPI_Allreduce(MPI_IN_PLACE, &nodes, 1, MPI_INT, MPI_SUM, comm_);
+  if (local_size == size_ && options_.shared_memory) shm_ = ShmWindow::create(comm_, AllreduceShm::kWindowBytes);
   hierarchical_possible_ = extremes[0] == -extremes[1];
   hierarchical_useful_ = hierarchical_possible_ && nodes >= 2 && local_size >= 2;
   if (hierarchical_possible_) {
@@ -170,11 +178,11 @@ void MpiCommunicator::make_sub_communicators() {
     check_mpi(MPI_Comm_dup(cross, &hier_cross_), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(hier_node_, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(hier_cross_, MPI_ERRORS_RETURN);
-    hier_node_transport_ = std::make_unique<MpiTransport>(hier_node_, BackoffPolicy{});
-    hier_cross_transport_ = std::make_unique<MpiTransport>(hier_cross_, BackoffPolicy{});
+    hier_node_transport_ = std::make_unique<MpiTransport>(hier_node_, policy_);
+    hier_cross_transport_ = std::make_unique<MpiTransport>(hier_cross_, policy_);
   }
-  node_.reset(new MpiCommunicator(node, Kind::node, options_, watchdog_));
-  cross_.reset(new MpiCommunicator(cross, Kind::cross, options_, watchdog_));
+  node_.reset(new MpiCommunicator(node, Kind::node, options_, policy_, watchdog_));
+  cross_.reset(new MpiCommunicator(cross, Kind::cross, options_, policy_, watchdog_));
   ST_CHECK(hierarchical_possible_ || options_.allreduce_algorithm != "hierarchical",
            "comm.allreduce_algorithm = hierarchical needs the same number of ranks on every node "
            "(here between {} and {} on {} nodes)",
@@ -183,7 +191,7 @@ void MpiCommunicator::make_sub_communicators() {
 
 MpiCommunicator& MpiCommunicator::self_communicator() {
   std::lock_guard lock(self_mu_);
-  if (!self_) self_.reset(new MpiCommunicator(MPI_COMM_NULL, Kind::self, options_, nullptr));
+  if (!self_) self_.reset(new MpiCommunicator(MPI_COMM_NULL, Kind::self, options_, policy_, nullptr));
   return *self_;
 }
 
@@ -222,6 +230,8 @@ void MpiCommunicator::shutdown() {
     std::lock_guard lock(self_mu_);
     if (self_) self_->shutdown();
   }
+  shm_.reset();  // collective, like every rank's shutdown
+  scratch_.release();
   transport_.reset();
   native_.reset();
   hier_node_transport_.reset();
@@ -244,6 +254,8 @@ MpiCommunicator::Algo MpiCommunicator::pick(OpCode op, int64_t bytes) const {
   if (size_ == 1) return Algo::local;
   if (op == OpCode::broadcast || op == OpCode::barrier) return Algo::mpi;
   const std::string& forced = options_.allreduce_algorithm;
+  if (op == OpCode::allreduce && shm_ && (forced == "auto" || forced == "shm")) return Algo::shm;
+  if (forced == "oneshot" && op == OpCode::allreduce) return Algo::oneshot;
   if (forced == "mpi") return Algo::mpi;
   if (forced == "ring") return Algo::ring;
   const bool hierarchical = op == OpCode::allreduce && kind_ == Kind::world;
@@ -251,6 +263,7 @@ MpiCommunicator::Algo MpiCommunicator::pick(OpCode op, int64_t bytes) const {
   const int64_t small = op == OpCode::allreduce        ? options_.small_message_bytes
                        : op == OpCode::reduce_scatter ? options_.reduce_scatter_small_bytes
                                                       : options_.allgather_small_bytes;
+  if (op == OpCode::allreduce && bytes * (size_ - 1) <= options_.oneshot_bytes) return Algo::oneshot;
   if (bytes <= small) return Algo::mpi;
   return hierarchical && hierarchical_useful_ ? Algo::hierarchical : Algo::ring;
 }
@@ -264,7 +277,7 @@ WorkPtr MpiCommunicator::issue(OpCode op, Algo algo, Task&& task) {
   std::lock_guard lock(issue_mu_);
   ST_CHECK(!shut_down_, "comm '{}': {} after the communicator was shut down", name_, op_name(op));
   task.record.seq = next_seq_++;
-  task.work = std::make_shared<Work>(op_name(op), task.record.seq, task.record.bytes);
+  task.work = std::make_shared<Work>(op_name(op), task.record.seq, task.record.bytes, engine_->helper());
   WorkPtr work = task.work;
   monitor_->issued(task.record);
   engine_->submit(std::move(task));
@@ -288,18 +301,70 @@ bool MpiCommunicator::prepare(const Task& task, const Task* running) {
   return true;
 }
 
-void MpiCommunicator::execute(const Task& task) {
+// One-shot (or shared-memory) all-reduces queued right behind each other on
+// disjoint buffers run as one group: all their messages in flight at once
+// (one-shot), packed into common steps (shared memory).
+size_t MpiCommunicator::group(std::span<const Task> queued) {
+  const int algorithm = queued.front().algorithm;
+  if (Algo(algorithm) != Algo::oneshot && Algo(algorithm) != Algo::shm) return 1;
+  int64_t bytes = queued.front().record.bytes;
+  size_t n = 1;
+  for (; n < std::min(queued.size(), kCoalesceOps) && bytes <= kCoalesceBytes; ++n) {
+    const Task& next = queued[n];
+    if (next.algorithm != algorithm || bytes + next.record.bytes > kCoalesceBytes) break;
+    // The same buffer again is a dependency (its input is the earlier result).
+    const bool disjoint = std::none_of(queued.begin(), queued.begin() + std::ptrdiff_t(n),
+                                       [&](const Task& earlier) { return overlap(earlier.a, next.a); });
+    if (!disjoint) break;
+    bytes += next.record.bytes;
+  }
+  return n;
+}
+
+void MpiCommunicator::execute(std::span<Task> tasks) {
+  const Task* current = &tasks.front();
+  const auto algo = Algo(tasks.front().algorithm);
   try {
-    run(task);
+    if (shm_) shm_->announce(ShmWindow::signature(current->record.seq, current->record.op, algo == Algo::shm));
+    if (algo == Algo::oneshot)
+      run_oneshot(tasks, current);
+    else if (algo == Algo::shm)
+      run_shm(tasks);
+    else
+      run(tasks.front());
   } catch (const std::exception& e) {
     // The other ranks are inside the same collective: there is no way to go
     // on consistently. The watchdog reports and ends the job.
-    if (watchdog_) watchdog_->fail(*monitor_, task.record, fmt::format("failed: {}", e.what()));
+    if (watchdog_) watchdog_->fail(*monitor_, current->record, fmt::format("failed: {}", e.what()));
     throw;
   }
 }
 
-// On the engine's thread.
+// A group of one-shot all-reduces, completed in issue order; `current` follows the one being completed (what the watchdog names).
+void MpiCommunicator::run_oneshot(std::span<Task> tasks, const Task*& current) {
+  oneshot_ops_.clear();
+  for (const Task& t : tasks)
+    oneshot_ops_.push_back({t.record.seq, t.a.dtype(), t.a.raw(), t.a.numel(), t.scale, 0.0});
+  AllreduceOneshot algorithm(*transport_, oneshot_ops_, scratch_, oneshot_workspace_);
+  algorithm.post();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    current = &tasks[i];
+    if (i > 0) monitor_->started(tasks[i].record, tasks[i].work->started_at());
+    algorithm.finish(i);
+    tasks[i].work->mark_arrived(oneshot_ops_[i].arrived_at);
+  }
+}
+
+// All-reduces through shared memory, small ones queued together packed into
+// common steps.
+void MpiCommunicator::run_shm(std::span<Task> tasks) {
+  shm_ops_.clear();
+  for (const Task& t : tasks) shm_ops_.push_back({t.record.seq, t.a.dtype(), t.a.raw(), t.a.numel(), t.scale, 0.0});
+  AllreduceShm(*shm_, shm_step_, shm_ops_, policy_).run();
+  for (size_t i = 0; i < tasks.size(); ++i) tasks[i].work->mark_arrived(shm_ops_[i].arrived_at);
+}
+
+// On the thread running tasks (the engine, or a waiting caller).
 void MpiCommunicator::run(const Task& task) {
   const auto algo = Algo(task.algorithm);
   const int64_t seq = task.record.seq;

@@ -1,7 +1,9 @@
 // The MPI backend of Communicator: validates a call on the caller's thread,
 // gives it the next sequence number, picks its algorithm by size, and queues
-// it on the communicator's progress engine. The engine runs it with the MPI
-// library's collective (mpi_native), a pipelined ring (allreduce_ring,
+// it on the communicator's progress engine. The engine runs it with the
+// one-shot all-reduce (allreduce_oneshot: small all-reduces, several already
+// queued on disjoint buffers coalesced into one exchange), the MPI library's
+// collective (mpi_native), a pipelined ring (allreduce_ring,
 // reduce_scatter_ring, allgather_ring) or the hierarchical all-reduce.
 //
 // The world communicator also owns the watchdog and the node / cross-node
@@ -11,6 +13,8 @@
 // busy with collectives of their own at the same time.
 #pragma once
 
+#include "runtime/comm/allreduce_oneshot.h"
+#include "runtime/comm/allreduce_shm.h"
 #include "runtime/comm/arrival_barrier.h"
 #include "runtime/comm/comm_monitor.h"
 #include "runtime/comm/communicator.h"
@@ -18,6 +22,7 @@
 #include "runtime/comm/mpi_transport.h"
 #include "runtime/comm/progress_engine.h"
 #include "runtime/comm/scratch.h"
+#include "runtime/comm/shm_window.h"
 #include "runtime/comm/watchdog.h"
 
 #include <mpi.h>
@@ -25,6 +30,8 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
+#include <vector>
 
 namespace shardtrain::comm {
 
@@ -54,20 +61,24 @@ class MpiCommunicator final : public Communicator, private Executor {
 
  private:
   enum class Kind { world, node, cross, self };
-  enum class Algo { local, mpi, ring, hierarchical };
+  enum class Algo { local, mpi, ring, hierarchical, oneshot, shm };
 
   // Takes ownership of `comm` (MPI_COMM_NULL for a communicator of one rank
   // that needs no MPI).
-  MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& options, std::shared_ptr<Watchdog> watchdog);
+  MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& options, const BackoffPolicy& policy,
+                  std::shared_ptr<Watchdog> watchdog);
   void make_sub_communicators();
   Algo pick(OpCode op, int64_t bytes) const;
   // Numbers the collective, records it for the watchdog, queues it.
   WorkPtr issue(OpCode op, Algo algo, Task&& task);
-  // On the engine's thread: runs the task; an exception ends the job through
+  // On the thread running tasks: runs them; an exception ends the job through
   // the watchdog.
   bool prepare(const Task& task, const Task* running) override;
-  void execute(const Task& task) override;
+  size_t group(std::span<const Task> queued) override;
+  void execute(std::span<Task> tasks) override;
   void run(const Task& task);
+  void run_oneshot(std::span<Task> tasks, const Task*& current);
+  void run_shm(std::span<Task> tasks);
   // Whether a task first waits for every rank to arrive and agree
   // (ArrivalBarrier): every task run with MPI's collectives, unless
   // CommOptions::check_arrival is off (a barrier is one anyway).
@@ -78,20 +89,32 @@ class MpiCommunicator final : public Communicator, private Executor {
   // MPI's speed), while the messages arriving during a large MPI collective
   // slowed it down (MPI_Allgather of 1-8 MiB: -30%).
   static constexpr int64_t kLookaheadBytes = 256 << 10;
+  // Coalescing: at most this many one-shot (or shared-memory) all-reduces, of
+  // at most this many bytes in all, run as one group (one-shot: their
+  // messages all in flight at once; shared memory: packed into one step).
+  static constexpr size_t kCoalesceOps = 32;
+  static constexpr int64_t kCoalesceBytes = 256 << 10;
   MpiCommunicator& self_communicator();
 
   const Kind kind_;
   const std::string name_;
   const CommOptions options_;
+  const BackoffPolicy policy_;  // of every wait (BackoffPolicy::for_node)
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   std::shared_ptr<Watchdog> watchdog_;  // null for self communicators
   std::shared_ptr<CommMonitor> monitor_;
 
-  // Used only on the engine's thread.
+  // Used only by the thread running tasks (the engine's, or a waiting
+  // caller's: ProgressEngine::help), one at a time.
   std::unique_ptr<MpiTransport> transport_;
   std::unique_ptr<MpiNative> native_;
   Scratch scratch_;
+  AllreduceOneshot::Workspace oneshot_workspace_;
+  std::vector<AllreduceOneshot::Op> oneshot_ops_;
+  std::unique_ptr<ShmWindow> shm_;  // null unless every rank is on this node (set up before any issue)
+  int64_t shm_step_ = 0;
+  std::vector<AllreduceShm::Op> shm_ops_;
   std::deque<ArrivalBarrier> arrivals_;  // posted ahead, for the coming tasks
   MPI_Comm hier_node_ = MPI_COMM_NULL, hier_cross_ = MPI_COMM_NULL;
   std::unique_ptr<MpiTransport> hier_node_transport_, hier_cross_transport_;

@@ -8,14 +8,38 @@
 #include <climits>
 #include <thread>
 
+#ifdef __linux__
+#include <sched.h>
+#endif
+
 namespace shardtrain::comm {
 
 void Backoff::idle() {
   const double now = now_seconds();
   if (spin_start_ < 0) spin_start_ = now;
-  if (now - spin_start_ < policy_.spin_s) return;  // poll again at once
+  if (now - spin_start_ < policy_.spin_s) {  // poll again at once
+    if (policy_.yield) std::this_thread::yield();
+    return;
+  }
   std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s_));
   sleep_s_ = std::min(sleep_s_ * 2, policy_.sleep_max_s);
+}
+
+BackoffPolicy BackoffPolicy::for_node(MPI_Comm world) {
+  int rank = 0, local_ranks = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm node;
+  check_mpi(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  MPI_Comm_size(node, &local_ranks);
+  MPI_Comm_free(&node);
+  int cores = int(std::thread::hardware_concurrency());
+#ifdef __linux__
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
+#endif
+  BackoffPolicy policy;
+  policy.yield = cores > 0 && local_ranks > cores;
+  return policy;
 }
 
 std::string mpi_error_string(int code) {

@@ -38,10 +38,24 @@ namespace shardtrain::comm {
 //   ranks on 2 cores did better with fewer wake-ups). The cost: a collective
 //   whose peer was already late by ~0.5 ms or more may start up to 256 us
 //   after the peer arrives.
+// - yield: when a node runs more ranks than it has cores (4 ranks on these 2
+//   cores, tests and benchmarks), the peer a rank waits for is often
+//   descheduled behind it on the same core: pure spinning then holds it off
+//   for the whole spin window. Spinning with sched_yield lets it run at once
+//   (4 ranks, shared-memory all-reduce: 0.12-0.5x of MPI's speed without,
+//   2-11x with). Off otherwise: yielding to the rank's own compute thread
+//   can delay the engine's reaction by a scheduler tick, and 2 ranks were
+//   slower with it (4 KiB all-reduces one at a time: 1.9 -> 5.8 us). (Open
+//   MPI does the same: it yields while idle when oversubscribed.)
 struct BackoffPolicy {
   double spin_s = 200e-6;
   double sleep_min_s = 1e-6;
   double sleep_max_s = 256e-6;
+  bool yield = false;
+
+  // The policy for the ranks of `world` on this node: `yield` when they
+  // outnumber the cores this process may run on. Collective over `world`.
+  static BackoffPolicy for_node(MPI_Comm world);
 };
 
 class Backoff {

@@ -2,7 +2,9 @@
 
 #include "runtime/core/error.h"
 
+#include <algorithm>
 #include <bit>
+#include <cstring>
 
 namespace shardtrain::comm {
 namespace {
@@ -50,6 +52,33 @@ void reduce_sum(DType dtype, void* dst, const void* a, const void* b, int64_t n,
       break;
   }
   throw Error("reductions take f32 or bf16 tensors, not i32");
+}
+
+void reduce_sum_ordered(DType dtype, void* dst, const void* const* srcs, int n, int64_t count, float scale) {
+  ST_ASSERT(n >= 1);
+  const int64_t elem = int64_t(dtype_size(dtype));
+  auto at = [elem](const void* p, int64_t i) { return static_cast<const std::byte*>(p) + i * elem; };
+  if (n == 1) {
+    if (dst != srcs[0] && count > 0) std::memmove(dst, srcs[0], size_t(count * elem));
+    scale_inplace(dtype, dst, count, scale);
+    return;
+  }
+  if (n == 2) {
+    reduce_sum(dtype, dst, srcs[0], srcs[1], count, scale);
+    return;
+  }
+  // The partial sums of a block stay in a stack buffer (in L1) until the last
+  // hop writes dst: dst may be one of the sources, read by a later hop.
+  constexpr int64_t kBlockBytes = 4096;
+  alignas(64) std::byte partial[kBlockBytes];
+  const int64_t block = kBlockBytes / elem;
+  auto* out = static_cast<std::byte*>(dst);
+  for (int64_t i = 0; i < count; i += block) {
+    const int64_t m = std::min(block, count - i);
+    reduce_sum(dtype, partial, at(srcs[0], i), at(srcs[1], i), m, 1.0f);
+    for (int k = 2; k < n - 1; ++k) reduce_sum(dtype, partial, partial, at(srcs[k], i), m, 1.0f);
+    reduce_sum(dtype, out + i * elem, partial, at(srcs[n - 1], i), m, scale);
+  }
 }
 
 void scale_inplace(DType dtype, void* x, int64_t n, float scale) {

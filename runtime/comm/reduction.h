@@ -17,6 +17,12 @@ namespace shardtrain::comm {
 // the same as without a scale).
 void reduce_sum(DType dtype, void* dst, const void* a, const void* b, int64_t n, float scale);
 
+// dst[i] = (((src[0][i] + src[1][i]) + src[2][i]) + ...) * scale: the n
+// sources added in that order, each hop rounding to the dtype as reduce_sum
+// does, so every rank that passes the same sources in the same order gets the
+// same bits. dst may alias any source. Works through cache-sized blocks.
+void reduce_sum_ordered(DType dtype, void* dst, const void* const* srcs, int n, int64_t count, float scale);
+
 // x[i] *= scale (no-op for scale == 1).
 void scale_inplace(DType dtype, void* x, int64_t n, float scale);
 

@@ -61,7 +61,12 @@ enum TagCode : int {
   kTagAllgather = 4,
   kTagHierarchicalReduceScatter = 5,  // within the node; across nodes is an AllreduceRing
   kTagHierarchicalAllgather = 6,
-  kTagArrival = 7,  // ArrivalBarrier
+  // ArrivalBarrier, and the first message (with the header) of a one-shot
+  // all-reduce: ranks that issued an MPI collective and a one-shot as the
+  // same collective then receive each other's messages, of the wrong size,
+  // and fail at once instead of waiting for the watchdog's timeout.
+  kTagArrival = 7,
+  kTagOneshot = 8,  // AllreduceOneshot's other fragments
 };
 
 }  // namespace shardtrain::comm

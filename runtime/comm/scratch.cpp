@@ -5,9 +5,13 @@
 
 namespace shardtrain::comm {
 
-Scratch::~Scratch() {
-  for (Block& b : blocks_)
+Scratch::~Scratch() { release(); }
+
+void Scratch::release() {
+  for (Block& b : blocks_) {
     if (b.ptr) allocator_for(Device::cpu()).deallocate(b.ptr, b.bytes);
+    b = Block{};
+  }
 }
 
 std::byte* Scratch::get(int slot, size_t bytes) {

@@ -16,7 +16,9 @@ enum ScratchSlot : int {
   kStaging0 = 0,                  // ring receive staging: kStaging0 .. kStaging0 + depth - 1
   kPartial0 = 8, kPartial1 = 9,   // reduce-scatter's partial sums (out of place)
   kNativeTemp = 10,               // the MPI-native path's temporary
-  kScratchSlots = 11
+  kOneshotRecv = 11,              // AllreduceOneshot: the peers' messages
+  kOneshotSend = 12,              // AllreduceOneshot: staged first fragments
+  kScratchSlots = 13
 };
 
 class Scratch {
@@ -28,6 +30,9 @@ class Scratch {
 
   // At least `bytes` bytes (64-byte aligned) for `slot`.
   std::byte* get(int slot, size_t bytes);
+  // Gives every slot's memory back (the communicator's shutdown: a
+  // communicator held in a static is destroyed after the allocator is).
+  void release();
 
  private:
   struct Block {

@@ -3,6 +3,7 @@
 #include "runtime/core/clock.h"
 
 #include <algorithm>
+#include <thread>
 
 namespace shardtrain::comm {
 
@@ -14,8 +15,9 @@ void Work::wait() {
     // completes within microseconds: spinning that long saves the sleep and
     // wake-up of the waiting thread, which costs tens of microseconds.
     lock.unlock();
-    while (!done_flag_.load(std::memory_order_acquire) && now_seconds() - t0 < kSpinSeconds) {
-    }
+    if (helper_ && !done_flag_.load(std::memory_order_acquire)) helper_->help(*this);
+    while (!done_flag_.load(std::memory_order_acquire) && now_seconds() - t0 < kSpinSeconds)
+      std::this_thread::yield();  // the engine may need this core to finish it
     lock.lock();
     cv_.wait(lock, [&] { return done_; });
     const double t1 = now_seconds();

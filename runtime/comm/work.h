@@ -19,12 +19,26 @@
 
 namespace shardtrain::comm {
 
+class Work;
+
+// Lets the thread waiting for a Work run its collective itself when no other
+// thread is running any (ProgressEngine).
+class WorkHelper {
+ public:
+  virtual ~WorkHelper() = default;
+  // True if it ran `work` (and everything issued before it) to completion.
+  virtual bool help(const Work& work) = 0;
+};
+
 class Work {
  public:
-  Work(std::string op, int64_t seq, int64_t bytes) : op_(std::move(op)), seq_(seq), bytes_(bytes) {}
+  Work(std::string op, int64_t seq, int64_t bytes, std::shared_ptr<WorkHelper> helper = nullptr)
+      : op_(std::move(op)), seq_(seq), bytes_(bytes), helper_(std::move(helper)) {}
 
   // Blocks until the collective has completed; rethrows its error. The time
-  // spent blocked is added to blocked_seconds().
+  // spent blocked is added to blocked_seconds(). If nothing is running on
+  // its communicator yet, runs it (and what was issued before it) on this
+  // thread instead of handing it to the progress engine and back.
   void wait();
   // True once completed (rethrows its error); never blocks.
   bool test();
@@ -52,6 +66,7 @@ class Work {
   std::string op_;
   int64_t seq_;
   int64_t bytes_;
+  std::shared_ptr<WorkHelper> helper_;
   std::string algorithm_;
   double started_ = 0, arrived_ = 0, finished_ = 0, blocked_ = 0, blocked_peers_ = 0;
   static constexpr double kSpinSeconds = 50e-6;  // see wait()

@@ -188,7 +188,9 @@ const std::vector<Field>& schema() {
 
       KEY("comm.small_message_bytes", "Collectives up to this size use the MPI library's own algorithm; larger ones shardtrain's pipelined ring.", comm.small_message_bytes),
       KEY("comm.chunk_bytes", "Chunk size of the ring's pipeline.", comm.chunk_bytes),
-      KEY("comm.allreduce_algorithm", "`\"auto\"` (by size and topology), or force `\"mpi\"`, `\"ring\"` or `\"hierarchical\"`.", comm.allreduce_algorithm),
+      KEY("comm.allreduce_algorithm", "`\"auto\"` (by size and topology), or force `\"shm\"`, `\"oneshot\"`, `\"mpi\"`, `\"ring\"` or `\"hierarchical\"` (docs/comm.md).", comm.allreduce_algorithm),
+      KEY("comm.shared_memory", "All-reduce through a shared-memory window when all ranks of a communicator share a node (the fastest path at every size here); false falls back to point-to-point algorithms.", comm.shared_memory),
+      KEY("comm.oneshot_bytes", "Without shared memory: all-reduces with (ranks - 1) x bytes up to this use the one-shot exchange.", comm.oneshot_bytes),
       KEY("comm.ranks_per_node", "0: nodes are the ranks sharing memory (the MPI library's view). k > 0: treat every k consecutive ranks as a node, to try hierarchical algorithms on one machine.", comm.ranks_per_node),
       KEY("comm.timeout_s", "A collective not complete after this many seconds ends the job with a message naming the operation and the ranks that never arrived.", comm.timeout_s),
 
@@ -275,10 +277,13 @@ void validate(const Config& c) {
                       c.parallel.ddp.grad_dtype));
   require(c.comm.small_message_bytes >= 0, "comm.small_message_bytes must not be negative");
   require(c.comm.chunk_bytes >= 4096, fmt::format("comm.chunk_bytes must be at least 4096, got {}", c.comm.chunk_bytes));
-  require(c.comm.allreduce_algorithm == "auto" || c.comm.allreduce_algorithm == "mpi" ||
+  require(c.comm.allreduce_algorithm == "auto" || c.comm.allreduce_algorithm == "shm" ||
+              c.comm.allreduce_algorithm == "oneshot" || c.comm.allreduce_algorithm == "mpi" ||
               c.comm.allreduce_algorithm == "ring" || c.comm.allreduce_algorithm == "hierarchical",
-          fmt::format("comm.allreduce_algorithm \"{}\" is not an algorithm (choose \"auto\", \"mpi\", \"ring\" or \"hierarchical\")",
+          fmt::format("comm.allreduce_algorithm \"{}\" is not an algorithm (choose \"auto\", \"shm\", "
+                      "\"oneshot\", \"mpi\", \"ring\" or \"hierarchical\")",
                       c.comm.allreduce_algorithm));
+  require(c.comm.oneshot_bytes >= 0, "comm.oneshot_bytes must not be negative");
   require(c.comm.ranks_per_node >= 0, "comm.ranks_per_node must not be negative");
   require(c.comm.timeout_s > 0, fmt::format("comm.timeout_s must be positive, got {}", c.comm.timeout_s));
   require(c.parallel.strategy == "none" || c.parallel.strategy == "ddp" || c.parallel.strategy == "fsdp",

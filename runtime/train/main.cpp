@@ -67,6 +67,8 @@ int main(int argc, char** argv) {
   comm_cmd->add_option("--chunk-bytes", comm_opts.comm.chunk_bytes, "Ring pipeline chunk")->transform(CLI::AsSizeValue(false))->capture_default_str();
   comm_cmd->add_option("--ranks-per-node", comm_opts.comm.ranks_per_node, "Emulate nodes of this many consecutive ranks (0: real nodes)")->capture_default_str();
   comm_cmd->add_option("--json", comm_opts.json_path, "Also write every row to this JSON file");
+  comm_cmd->add_option("--mode", comm_opts.mode, "throughput (back to back, as nccl-tests), latency (one at a time) or both")->capture_default_str();
+  comm_cmd->add_flag("!--no-shared-memory", comm_opts.comm.shared_memory, "Do not use the shared-memory all-reduce");
 
   // config
   auto* config_cmd = app.add_subcommand("config", "Validate a config and print it resolved, or print the key reference");

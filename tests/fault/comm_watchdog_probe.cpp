@@ -8,7 +8,7 @@
 //   freeze         rank 1 stops its whole process (SIGSTOP): it cannot answer
 //   ok             nobody misbehaves (the probe exits 0)
 //
-//   comm_watchdog_probe MODE [--bytes N] [--algorithm auto|mpi|ring] [--timeout S]
+//   comm_watchdog_probe MODE [--bytes N] [--algorithm auto|shm|oneshot|mpi|ring] [--timeout S]
 //
 // The job must end (non-zero exit) with the watchdog's one-line report on
 // stderr, within a few seconds of --timeout (default 2 s).

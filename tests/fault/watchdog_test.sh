@@ -47,17 +47,29 @@ case_() {
 }
 
 # Rank 1 never issues allreduce #1 and sits in "compute": it is named with
-# what it last completed. MPI's collective (small), then the ring (large).
-case_ skip-mpi-2 2 "skip --bytes 4096" \
+# what it last completed. Shared memory (auto on one machine), the one-shot,
+# MPI's collective, then the ring (large).
+case_ skip-shm-2 2 "skip --bytes 4096" \
+  "watchdog: allreduce #1 \(4096 bytes, f32, shm\) on communicator 'world' \(rank 0 of 2\) not complete after 2\.[0-9] s" \
+  "ranks that never arrived: 1 \(last completed #0, nothing in flight\)"
+case_ skip-oneshot-3 3 "skip --bytes 4096 --algorithm oneshot" \
+  "watchdog: allreduce #1 \(4096 bytes, f32, oneshot\) on communicator 'world' \(rank [02] of 3\) not complete after 2\.[0-9] s" \
+  "ranks that never arrived: 1 \(last completed #0, nothing in flight\)"
+case_ skip-mpi-2 2 "skip --bytes 4096 --algorithm mpi" \
   "watchdog: allreduce #1 \(4096 bytes, f32, mpi\) on communicator 'world' \(rank 0 of 2\) not complete after 2\.[0-9] s" \
   "ranks that never arrived: 1 \(last completed #0, nothing in flight\)"
 case_ skip-ring-3 3 "skip --bytes 1048576 --algorithm ring" \
   "allreduce #1 \(1048576 bytes, f32, ring\) on communicator 'world' \(rank [02] of 3\) not complete" \
   "ranks that never arrived: 1 \(last completed #0, nothing in flight\)"
 
-# Rank 1 issues a broadcast where the others all-reduce.
+# Rank 1 issues a broadcast where the others all-reduce: caught at once in
+# shared memory (what each rank announced) and by the one-shot (its first
+# message meets the broadcast's arrival check).
 case_ mismatch-op-2 2 "mismatch-op --bytes 4096" \
-  "allreduce #1 \(4096 bytes, f32, mpi\)|broadcast #1 \(4096 bytes, f32, root 0" \
+  "allreduce #1 \(4096 bytes, f32, shm\) on communicator 'world' \(rank 0 of 2\) failed: the ranks issued different collectives as #1: rank 1 runs broadcast" \
+  "never arrived: 1 \(issued broadcast #1 \(4096 bytes, f32, root 0\) instead\)"
+case_ mismatch-op-oneshot-2 2 "mismatch-op --bytes 4096 --algorithm oneshot" \
+  "(allreduce #1 \(4096 bytes, f32, oneshot\)|broadcast #1 \(4096 bytes, f32, root 0, mpi\)) on communicator 'world' \(rank [01] of 2\) failed" \
   "never arrived: [01] \(issued (broadcast|allreduce) #1 \(4096 bytes, f32"
 case_ mismatch-op-3 3 "mismatch-op --bytes 1048576 --algorithm ring" \
   "allreduce #1 \(1048576 bytes, f32, ring\) on communicator 'world' \(rank 0 of 3\)" \
@@ -68,6 +80,12 @@ case_ mismatch-op-3 3 "mismatch-op --bytes 1048576 --algorithm ring" \
 case_ mismatch-size-ring-2 2 "mismatch-size --bytes 1048576 --algorithm ring" \
   "allreduce #1 \((1048576|2097152) bytes, f32, ring\) on communicator 'world'" \
   "issued allreduce #1 \((2097152|1048576) bytes, f32\) instead"
+case_ mismatch-size-shm-2 2 "mismatch-size --bytes 4096" \
+  "allreduce #1 \((4096|8192) bytes, f32, shm\) on communicator 'world' \(rank [01] of 2\) failed: the ranks issued different collectives as #1" \
+  "issued allreduce #1 \((8192|4096) bytes, f32\) instead"
+case_ mismatch-size-oneshot-3 3 "mismatch-size --bytes 4096 --algorithm oneshot" \
+  "allreduce #1 \((4096|8192) bytes, f32, oneshot\) on communicator 'world' \(rank [012] of 3\) failed" \
+  "issued allreduce #1 \((8192|4096) bytes, f32\) instead"
 case_ mismatch-size-mpi-3 3 "mismatch-size --bytes 4096 --algorithm mpi" \
   "allreduce #1 \((4096|8192) bytes, f32, mpi\) on communicator 'world'" \
   "issued allreduce #1 \((8192|4096) bytes, f32\) instead"
@@ -75,7 +93,7 @@ case_ mismatch-size-mpi-3 3 "mismatch-size --bytes 4096 --algorithm mpi" \
 # Rank 1's whole process is stopped: nobody answers for it, the wait for
 # answers is bounded, and the job still ends.
 case_ freeze-2 2 "freeze --bytes 4096" \
-  "allreduce #1 \(4096 bytes, f32, mpi\) on communicator 'world' \(rank 0 of 2\) not complete" \
+  "allreduce #1 \(4096 bytes, f32, shm\) on communicator 'world' \(rank 0 of 2\) not complete" \
   "ranks that never arrived: 1 \(no answer: exited, dead, or its process is hung\)"
 
 # Sanity: without a fault the probe completes and exits 0.

@@ -16,7 +16,8 @@
 namespace shardtrain::comm::testing {
 namespace {
 
-const char* kAlgorithmConfigs[] = {"auto", "mpi", "ring", "ring-default-chunk", "hierarchical", "auto-small"};
+const char* kAlgorithmConfigs[] = {"auto", "shm", "oneshot", "mpi", "ring", "ring-default-chunk", "hierarchical",
+                                   "auto-small"};
 const DType kReduceDtypes[] = {DType::f32, DType::bf16};
 const ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::avg};
 
@@ -55,10 +56,17 @@ std::string expected_algorithm(const std::string& config, const char* op, int64_
   Communicator& w = world(config);
   const bool nodes = w.node().size() >= 2 && w.cross_node().size() >= 2;
   const CommOptions o = options_for(config);
+  const std::string name = op;
+  // Shared memory when every rank of the world is on one node (one machine
+  // here), unless emulated nodes split it.
+  const bool shm = o.shared_memory && w.node().size() == p;
+  if (name == "allreduce" && shm && (o.allreduce_algorithm == "auto" || o.allreduce_algorithm == "shm"))
+    return "shm";
+  if (name == "allreduce" && o.allreduce_algorithm == "oneshot") return "oneshot";
   if (o.allreduce_algorithm == "mpi") return "mpi";
   if (o.allreduce_algorithm == "ring") return "ring";
-  if (o.allreduce_algorithm == "hierarchical") return std::string(op) == "allreduce" ? "hierarchical" : "ring";
-  const std::string name = op;
+  if (o.allreduce_algorithm == "hierarchical") return name == "allreduce" ? "hierarchical" : "ring";
+  if (name == "allreduce" && full_bytes * (p - 1) <= o.oneshot_bytes) return "oneshot";
   const int64_t small = name == "allreduce"        ? o.small_message_bytes
                         : name == "reduce_scatter" ? o.reduce_scatter_small_bytes
                                                    : o.allgather_small_bytes;
@@ -90,8 +98,9 @@ TEST(CommCollectives, AllreduceEveryAlgorithmSizeDtypeOp) {
 }
 
 TEST(CommCollectives, AllreduceLargerThanSeveralDefaultChunks) {
-  // 300007 f32 = 1.2 MB: several 256 KiB chunks per rank's segment.
-  for (const char* config : {"auto", "ring-default-chunk"})
+  // 300007 f32 = 1.2 MB: several 256 KiB chunks per rank's segment (ring),
+  // several shared-memory steps, the one-shot's data as one message.
+  for (const char* config : {"auto", "oneshot", "ring-default-chunk"})
     for (DType dtype : kReduceDtypes) check_allreduce(config, dtype, ReduceOp::avg, 300007);
 }
 
