@@ -22,8 +22,8 @@ packages=(
   dataset-fashion-mnist bible-kjv
   # Python helpers (format round trips with h5py, reports with matplotlib)
   python3 python3-numpy python3-h5py python3-matplotlib
-  # emulated multi-node tests
-  iproute2
+  # emulated multi-node tests (ip, tc), fault tests (pgrep)
+  iproute2 procps
 )
 
 missing=()
