@@ -22,7 +22,10 @@ void Work::wait() {
     cv_.wait(lock, [&] { return done_; });
     const double t1 = now_seconds();
     blocked_ += t1 - t0;
-    blocked_peers_ += std::max(0.0, std::min(t1, arrived_) - t0);
+    // Waiting for peers: from when this rank's own engine started the
+    // collective until every rank had. Before its own start, the wait is on
+    // this rank's communication (a busy or slow engine): exposed, not peers.
+    blocked_peers_ += std::max(0.0, std::min(t1, arrived_) - std::max(t0, started_));
   }
   if (error_) std::rethrow_exception(error_);
 }

@@ -4,9 +4,11 @@
 //   started -> arrived   waiting for the other ranks to issue it (a straggler
 //                        or load imbalance, not the network)
 //   arrived -> finished  moving and reducing data (communication proper)
-// and, of the time a caller spent blocked in wait(), how much was before the
-// last rank arrived (blocked_waiting_for_peers) and how much after
-// (blocked_on_transfer: the exposed communication).
+// and, of the time a caller spent blocked in wait(), how much was spent after
+// this rank's engine had started the collective but before the last rank
+// arrived (blocked_waiting_for_peers: another rank is late) and the rest
+// (blocked_on_transfer: this rank's own communication, queue and transfer:
+// the exposed communication).
 #pragma once
 
 #include <atomic>

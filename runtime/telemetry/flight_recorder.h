@@ -1,0 +1,32 @@
+// The flight recorder: when a job fails (an error on this rank, the
+// collective watchdog ending the job, or SIGTERM/SIGINT, which is how mpirun
+// stops the other ranks of a failed job), each rank writes its last spans
+// (Recorder::recent) and the state it was in to
+// <run dir>/flight/rank-NNNNN.json, so the user can see what every rank was
+// doing when it stopped.
+#pragma once
+
+#include <functional>
+#include <string>
+
+namespace shardtrain::telemetry {
+
+class FlightRecorder {
+ public:
+  // Arms the recorder for this rank: dumps go to <run_dir>/flight/. SIGTERM
+  // and SIGINT get a handler that only writes to a pipe (async-signal-safe,
+  // whichever thread the signal lands on, the MPI library's included); a
+  // thread reading the pipe dumps, then ends the process with the
+  // conventional status (128 + signal). `context` (may be empty) returns a
+  // few lines about the current state (step, epoch) for the dump; it runs on
+  // that thread, so it must only read atomics or other thread-safe state.
+  static void arm(const std::string& run_dir, int rank, size_t spans_per_thread,
+                  std::function<std::string()> context = {});
+  // Writes the dump now with `reason` (an error's message, the watchdog's
+  // line). Safe to call more than once; the first reason is kept.
+  static void dump(const std::string& reason);
+  // The path the dump goes to ("" when not armed).
+  static std::string path();
+};
+
+}  // namespace shardtrain::telemetry

@@ -1,0 +1,45 @@
+// MLPerf-style log lines (":::MLLOG {json}") in mllog.txt of the run
+// directory: namespace, time_ms (wall clock, ms since the Unix epoch),
+// event_type (POINT_IN_TIME, INTERVAL_START, INTERVAL_END), key, value,
+// metadata (file, lineno, and event-specific entries such as epoch_num or
+// status), as the MLPerf logging library writes them.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <source_location>
+#include <string>
+
+namespace shardtrain::telemetry {
+
+class MlLog {
+ public:
+  // Writes to `path` (nothing when path is empty: ranks other than 0).
+  explicit MlLog(const std::string& path);
+  ~MlLog();
+  MlLog(const MlLog&) = delete;
+  MlLog& operator=(const MlLog&) = delete;
+
+  void event(const std::string& key, const nlohmann::json& value = nullptr,
+             const nlohmann::json& metadata = nlohmann::json::object(),
+             std::source_location where = std::source_location::current());
+  void start(const std::string& key, const nlohmann::json& value = nullptr,
+             const nlohmann::json& metadata = nlohmann::json::object(),
+             std::source_location where = std::source_location::current());
+  void end(const std::string& key, const nlohmann::json& value = nullptr,
+           const nlohmann::json& metadata = nlohmann::json::object(),
+           std::source_location where = std::source_location::current());
+
+  // The line that would be written (for tests).
+  static std::string format(const std::string& event_type, const std::string& key,
+                            const nlohmann::json& value, const nlohmann::json& metadata,
+                            double time_ms, const std::source_location& where);
+
+ private:
+  void write(const char* type, const std::string& key, const nlohmann::json& value,
+             const nlohmann::json& metadata, const std::source_location& where);
+  std::FILE* f_ = nullptr;
+};
+
+}  // namespace shardtrain::telemetry
