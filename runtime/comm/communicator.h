@@ -100,6 +100,11 @@ struct CommOptions {
   // consecutive ranks a node, to emulate several nodes on one machine
   // (tests, benchmarks).
   int ranks_per_node = 0;
+  // Fault injection for diagnosis ([debug] slow_comm_ms): this rank's engine
+  // waits this long before each collective, before announcing it to the other
+  // ranks, so the others see this rank late and this rank sees its own
+  // communication slow.
+  double debug_delay_s = 0.0;
 };
 
 class Communicator {

@@ -11,6 +11,8 @@
 #include "runtime/core/error.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstring>
 #include <vector>
 
@@ -289,6 +291,10 @@ bool MpiCommunicator::checks_arrival(const Task& task) const {
 }
 
 bool MpiCommunicator::prepare(const Task& task, const Task* running) {
+  if (options_.debug_delay_s > 0) {
+    if (running) return false;  // delay each collective when it is next, not ahead
+    std::this_thread::sleep_for(std::chrono::duration<double>(options_.debug_delay_s));
+  }
   if (!checks_arrival(task)) return true;
   if (running && running->record.bytes > kLookaheadBytes) return false;
   try {

@@ -1,5 +1,7 @@
 #include "runtime/comm/watchdog.h"
 
+#include "runtime/telemetry/flight_recorder.h"
+
 #include "runtime/comm/mpi_transport.h"
 #include "runtime/comm/watchdog_report.h"
 #include "runtime/core/clock.h"
@@ -72,8 +74,10 @@ void Watchdog::fail(const CommMonitor& monitor, const OpRecord& op, const std::s
     } else {
       // No thread (a world of one rank): nobody else to ask.
       StuckCollective stuck{monitor.name(), monitor.rank(), monitor.size(), {}, op, what};
-      std::fprintf(stderr, "%s\n", describe(stuck, {}).c_str());
+      const std::string line = describe(stuck, {});
+      std::fprintf(stderr, "%s\n", line.c_str());
       std::fflush(stderr);
+      telemetry::FlightRecorder::dump(line);  // what this rank did last, before the job ends
       MPI_Abort(MPI_COMM_WORLD, kAbortCode);
       std::_Exit(kAbortCode);
     }
@@ -197,6 +201,7 @@ void Watchdog::diagnose_and_abort(const CommMonitor& monitor, const OpRecord& op
   }
   std::fprintf(stderr, "%s\n", line.c_str());
   std::fflush(stderr);
+  telemetry::FlightRecorder::dump(line);  // what this rank did last, before the job ends
   MPI_Abort(MPI_COMM_WORLD, kAbortCode);
   std::_Exit(kAbortCode);
 }

@@ -1,5 +1,7 @@
 #include "runtime/nn/model.h"
 
+#include "runtime/telemetry/recorder.h"
+
 #include <algorithm>
 
 namespace shardtrain::nn {
@@ -27,6 +29,7 @@ Tensor Model::forward(const Tensor& x, BlockHooks* hooks) {
   Tensor h = x.reshape(batched(batch_, input_sample()));
   for (int i = 0; i < num_blocks(); ++i) {
     if (hooks) hooks->before_forward(i);
+    telemetry::Span span("block forward", "compute", i);
     h = blocks_[size_t(i)]->forward(h);
     if (hooks) hooks->after_forward(i);
   }
@@ -47,6 +50,7 @@ void Model::backward(const Tensor& dout, bool accumulate, BlockHooks* hooks) {
   Tensor g = dout;
   for (int i = num_blocks() - 1; i >= 0; --i) {
     if (hooks) hooks->before_backward(i);
+    telemetry::Span span("block backward", "compute", i);
     Tensor din;  // the first block's input is data: no gradient needed
     if (i > 0) din = ((i % 2) ? grad_a_ : grad_b_).view(0, batched(batch_, shapes_[size_t(i)]));
     blocks_[size_t(i)]->backward(g, din, accumulate);

@@ -2,6 +2,7 @@
 
 #include "kernels/cpu/elementwise.h"
 #include "runtime/core/clock.h"
+#include "runtime/telemetry/recorder.h"
 
 #include <algorithm>
 
@@ -25,6 +26,13 @@ uint32_t layout_hash(const nn::FlatParameters& flat) {
   return h;
 }
 
+// Work::algorithm() is a string; trace spans keep only pointers to literals.
+const char* algorithm_literal(const std::string& a) {
+  for (const char* known : {"shm", "oneshot", "mpi", "ring", "hierarchical", "local"})
+    if (a == known) return known;
+  return "other";
+}
+
 }  // namespace
 
 Ddp::Ddp(nn::Model& model, comm::Communicator& comm, const DdpOptions& options)
@@ -34,26 +42,33 @@ Ddp::Ddp(nn::Model& model, comm::Communicator& comm, const DdpOptions& options)
   ST_CHECK(options.grad_dtype == "f32" || options.grad_dtype == "bf16",
            "parallel.ddp.grad_dtype \"{}\" is not a dtype (choose \"f32\" or \"bf16\")",
            options.grad_dtype);
-  // Buckets of whole Blocks, last Block first.
-  const auto& blocks = model.flat().blocks();
-  const int n = int(blocks.size());
-  bucket_of_block_.resize(size_t(n));
-  for (int b = n - 1; b >= 0; --b) {
-    const int64_t bytes = blocks[size_t(b)].numel * int64_t(sizeof(float));
-    const double cap_mb = buckets_.size() <= 1 ? options.first_bucket_mb : options.bucket_mb;
-    const bool fits = !buckets_.empty() &&
-                      double(buckets_.back().numel * int64_t(sizeof(float)) + bytes) <= cap_mb * (1 << 20);
-    if (!fits) buckets_.push_back({b, b, 0, 0});
-    Bucket& bucket = buckets_.back();  // grows downwards: blocks b..last_block
-    bucket.first_block = b;
-    bucket.offset = blocks[size_t(b)].offset;
-    bucket.numel += blocks[size_t(b)].numel;
-    bucket_of_block_[size_t(b)] = buckets_.size() - 1;
-  }
+  buckets_ = plan_buckets(model.flat(), options);
+  bucket_of_block_.resize(model.flat().blocks().size());
+  for (size_t i = 0; i < buckets_.size(); ++i)
+    for (int blk = buckets_[i].first_block; blk <= buckets_[i].last_block; ++blk)
+      bucket_of_block_[size_t(blk)] = i;
   pending_.assign(buckets_.size(), 0);
   works_.resize(buckets_.size());
   if (options.grad_dtype == "bf16")
     for (const Bucket& bucket : buckets_) wire_.push_back(Tensor::empty({bucket.numel}, DType::bf16));
+}
+
+std::vector<Bucket> Ddp::plan_buckets(const nn::FlatParameters& flat, const DdpOptions& options) {
+  // Buckets of whole Blocks, last Block first.
+  std::vector<Bucket> buckets;
+  const auto& blocks = flat.blocks();
+  for (int b = int(blocks.size()) - 1; b >= 0; --b) {
+    const int64_t bytes = blocks[size_t(b)].numel * int64_t(sizeof(float));
+    const double cap_mb = buckets.size() <= 1 ? options.first_bucket_mb : options.bucket_mb;
+    const bool fits = !buckets.empty() &&
+                      double(buckets.back().numel * int64_t(sizeof(float)) + bytes) <= cap_mb * (1 << 20);
+    if (!fits) buckets.push_back({b, b, 0, 0});
+    Bucket& bucket = buckets.back();  // grows downwards: blocks b..last_block
+    bucket.first_block = b;
+    bucket.offset = blocks[size_t(b)].offset;
+    bucket.numel += blocks[size_t(b)].numel;
+  }
+  return buckets;
 }
 
 void Ddp::broadcast_parameters() {
@@ -106,7 +121,35 @@ void Ddp::launch(size_t b) {
 void Ddp::wait_bucket(size_t b) {
   if (!works_[b]) return;  // not launched: a no_sync backward
   comm::Work& w = *works_[b];
-  w.wait();
+  {
+    telemetry::Span span("wait bucket", "comm", int64_t(b));
+    w.wait();
+  }
+  telemetry::CollectiveRecord rec;
+  rec.op = w.op();
+  rec.algorithm = w.algorithm();
+  rec.seq = w.seq();
+  rec.bytes = w.bytes();
+  rec.duration_s = w.finished_at() - w.arrived_at();
+  rec.peer_wait_s = w.arrived_at() - w.started_at();
+  rec.busbw_gbs = rec.duration_s > 0 ? double(rec.bytes) * telemetry::busbw_factor(rec.op, comm_.size()) /
+                                           rec.duration_s * 1e-9
+                                     : 0.0;
+  stats_.records.push_back(rec);
+  telemetry::Recorder& recorder = telemetry::Recorder::instance();
+  if (recorder.enabled()) {
+    if (comm_lane_ < 0) comm_lane_ = recorder.lane("comm engine");
+    telemetry::SpanEvent e;
+    e.name = "allreduce";
+    e.category = "comm";
+    e.start_s = w.started_at();
+    e.end_s = w.finished_at();
+    e.tid = comm_lane_;
+    e.bytes = w.bytes();
+    e.seq = w.seq();
+    e.detail = algorithm_literal(w.algorithm());
+    recorder.record(e);
+  }
   stats_.comm_s += w.finished_at() - w.arrived_at();
   stats_.peer_wait_s += w.arrived_at() - w.started_at();
   stats_.exposed_s += w.blocked_on_transfer();

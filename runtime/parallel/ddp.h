@@ -17,6 +17,7 @@
 
 #include "runtime/comm/communicator.h"
 #include "runtime/nn/model.h"
+#include "runtime/telemetry/step_record.h"
 
 #include <string>
 #include <vector>
@@ -42,11 +43,15 @@ struct CommStats {
   double blocked_peers_s = 0;  // training thread blocked waiting for other ranks (imbalance)
   int64_t bytes = 0;       // payload bytes all-reduced
   int64_t collectives = 0;
+  std::vector<telemetry::CollectiveRecord> records;  // one per completed collective
 };
 
 class Ddp final : public nn::BlockHooks {
  public:
   Ddp(nn::Model& model, comm::Communicator& comm, const DdpOptions& options);
+
+  // The buckets a Ddp over these parameters would use (a pure function).
+  static std::vector<Bucket> plan_buckets(const nn::FlatParameters& flat, const DdpOptions& options);
 
   // Checks that every rank built the same model (an error naming the ranks
   // that differ, raised on every rank), then copies rank 0's parameters to all.
@@ -84,6 +89,7 @@ class Ddp final : public nn::BlockHooks {
   std::vector<Tensor> wire_;               // bf16 copies of the buckets (grad_dtype = bf16)
   bool sync_ = true;
   CommStats stats_;
+  int comm_lane_ = -1;  // the trace's "comm engine" lane
 };
 
 }  // namespace shardtrain::parallel

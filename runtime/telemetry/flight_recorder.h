@@ -17,14 +17,18 @@ class FlightRecorder {
   // and SIGINT get a handler that only writes to a pipe (async-signal-safe,
   // whichever thread the signal lands on, the MPI library's included); a
   // thread reading the pipe dumps, then ends the process with the
-  // conventional status (128 + signal). `context` (may be empty) returns a
+  // conventional status (128 + signal). Arming again (a new run in the same
+  // process, or a forked child) replaces the settings and the first reason.
+  // `context` (may be empty) returns a
   // few lines about the current state (step, epoch) for the dump; it runs on
   // that thread, so it must only read atomics or other thread-safe state.
   static void arm(const std::string& run_dir, int rank, size_t spans_per_thread,
                   std::function<std::string()> context = {});
   // Writes the dump now with `reason` (an error's message, the watchdog's
-  // line). Safe to call more than once; the first reason is kept.
-  static void dump(const std::string& reason);
+  // line). Safe to call more than once, from any thread; the first reason is
+  // kept, the spans and time are the latest. Never throws: a dump that cannot
+  // be written is reported on stderr. Does nothing when not armed.
+  static void dump(const std::string& reason) noexcept;
   // The path the dump goes to ("" when not armed).
   static std::string path();
 };

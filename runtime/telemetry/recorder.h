@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardtrain::telemetry {
@@ -31,16 +32,21 @@ class Recorder {
 
   // Starts recording; `ring_capacity` spans are kept per thread for the
   // flight recorder (older ones are overwritten), `trace` also keeps every
-  // span until drained for trace.json.
+  // span until drained for trace.json. A thread's ring is sized when the
+  // thread first records: call enable() before the threads start.
   void enable(size_t ring_capacity = 4096, bool trace = true);
   void disable();
   bool enabled() const;
 
-  // Records a finished span on the calling thread's buffer.
+  // Records a finished span on the calling thread's buffer, with the calling
+  // thread's tid unless e.tid is a lane's (below).
   void record(const SpanEvent& e);
   // Records on a named virtual lane (e.g. "comm engine": spans rebuilt from a
-  // collective's timestamps on the training thread); returns the lane's tid.
+  // collective's timestamps on the training thread); returns the lane's tid:
+  // set it as SpanEvent::tid and record() keeps it. The same name gives the
+  // same lane. Lane tids start at kFirstLaneTid, above any thread's.
   int lane(const char* name);
+  static constexpr int kFirstLaneTid = 10000;
 
   // Spans recorded since the last drain, for the trace (every thread, in
   // no particular order). Call from one thread (the training thread, between
@@ -54,6 +60,14 @@ class Recorder {
   std::vector<std::pair<int, std::string>> threads() const;
   // Names the calling thread in the trace ("train", "loader", ...).
   void name_thread(const std::string& name);
+
+  // Spans the trace lost because more than a million per thread waited
+  // undrained (drain() more often); the flight recorder's rings never drop.
+  uint64_t dropped() const;
+  // A stable pointer for a name built at run time ("wait bucket 3"), usable
+  // as a span name; equal strings give the same pointer, kept for the life of
+  // the process. Takes a lock: call it once and keep the pointer, not per span.
+  static const char* intern(std::string_view s);
 };
 
 // Records [construction, destruction) on the calling thread.

@@ -24,6 +24,8 @@ struct RankStats {
   // Medians of the components per step (their sum may differ from the median step).
   double compute_median_s = 0, data_wait_median_s = 0, comm_exposed_median_s = 0,
          blocked_on_peers_median_s = 0;
+  // Median of data_wait + h2d per step: the "data" straggler cause.
+  double data_median_s = 0;
   // Totals over the steps: fractions are total component / total step time.
   double au = 0;  // accelerator utilization: compute / step (DLIO)
   double data_wait_frac = 0, comm_exposed_frac = 0, blocked_on_peers_frac = 0;
@@ -32,16 +34,22 @@ struct RankStats {
   double io_bytes = 0, io_requests = 0, io_read_s = 0;
   double mem_peak_bytes = 0, cpu_process_s = 0;
 
+  // A fixed-length vector (kPackedSize doubles) for one MPI gather.
+  static constexpr size_t kPackedSize = 22;
   std::vector<double> pack() const;
   static RankStats unpack(const std::vector<double>& v);
 };
 
+// Percentiles (median, p95) are nearest-rank: the ceil(p * n)-th smallest
+// value, always one of the samples (for two samples the median is the lower).
 RankStats rank_stats(int rank, const std::vector<StepRecord>& records);
 
 struct SummaryOptions {
   // A rank is a straggler when its median busy time exceeds the median over
   // ranks by more than this fraction.
   double straggler_threshold = 0.05;
+  // Used for samples_per_s only when the records carry no sample counts:
+  // global_batch / the median over ranks of the mean step time.
   int64_t global_batch = 0;
 };
 

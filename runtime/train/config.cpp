@@ -194,6 +194,16 @@ const std::vector<Field>& schema() {
       KEY("comm.ranks_per_node", "0: nodes are the ranks sharing memory (the MPI library's view). k > 0: treat every k consecutive ranks as a node, to try hierarchical algorithms on one machine.", comm.ranks_per_node),
       KEY("comm.timeout_s", "A collective not complete after this many seconds ends the job with a message naming the operation and the ranks that never arrived.", comm.timeout_s),
 
+      KEY("telemetry.enabled", "Per-step records of every rank, trace, summary, MLPerf log, flight recorder (docs/telemetry.md).", telemetry.enabled),
+      KEY("telemetry.trace", "Also write the span trace (trace.json, Chrome trace format).", telemetry.trace),
+      KEY("telemetry.straggler_threshold", "A rank is a straggler when its median busy step time exceeds the median over ranks by more than this fraction.", telemetry.straggler_threshold),
+      KEY("telemetry.flight_spans", "Spans per thread kept in memory for the flight recorder.", telemetry.flight_spans),
+
+      KEY("debug.slow_rank", "Fault injection for checking a diagnosis: the rank to slow down (-1: none).", debug.slow_rank),
+      KEY("debug.slow_compute_ms", "Extra compute time per step on debug.slow_rank.", debug.slow_compute_ms),
+      KEY("debug.slow_data_ms", "Extra wait for each batch on debug.slow_rank (a storage stall).", debug.slow_data_ms),
+      KEY("debug.slow_comm_ms", "Extra time in debug.slow_rank's gradient collectives per step.", debug.slow_comm_ms),
+
       KEY("runtime.blas_threads", "OpenBLAS threads per rank (one rank per core is the default layout).", runtime.blas_threads),
   };
   return fields;
@@ -289,6 +299,12 @@ void validate(const Config& c) {
   require(c.parallel.strategy == "none" || c.parallel.strategy == "ddp" || c.parallel.strategy == "fsdp",
           fmt::format("parallel.strategy \"{}\" is not a strategy (choose \"none\", \"ddp\" or \"fsdp\")",
                       c.parallel.strategy));
+  require(c.telemetry.straggler_threshold > 0,
+          fmt::format("telemetry.straggler_threshold must be positive, got {}", c.telemetry.straggler_threshold));
+  require(c.telemetry.flight_spans >= 1, "telemetry.flight_spans must be at least 1");
+  require(c.debug.slow_rank >= -1, "debug.slow_rank must be a rank, or -1 for none");
+  require(c.debug.slow_compute_ms >= 0 && c.debug.slow_data_ms >= 0 && c.debug.slow_comm_ms >= 0,
+          "debug.slow_compute_ms, slow_data_ms and slow_comm_ms must not be negative");
   require(c.runtime.blas_threads >= 1,
           fmt::format("runtime.blas_threads must be at least 1, got {}", c.runtime.blas_threads));
 }

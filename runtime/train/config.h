@@ -52,6 +52,16 @@ struct Config {
   struct Runtime {
     int64_t blas_threads = 1;
   } runtime;
+  struct Telemetry {
+    bool enabled = true;
+    bool trace = true;                  // telemetry/trace-rank-*.json and trace.json
+    double straggler_threshold = 0.05;  // busy time above the median over ranks by this fraction
+    int64_t flight_spans = 512;         // spans per thread kept for the flight recorder
+  } telemetry;
+  struct Debug {
+    int64_t slow_rank = -1;  // -1: none
+    double slow_compute_ms = 0, slow_data_ms = 0, slow_comm_ms = 0;
+  } debug;
 
   std::string source;  // the file it was read from ("" for defaults)
 };

@@ -5,7 +5,9 @@
 #include "runtime/comm/mpi_env.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
+#include "runtime/telemetry/flight_recorder.h"
 #include "runtime/train/bench_step.h"
+#include "runtime/train/bench_telemetry.h"
 #include "runtime/train/config.h"
 #include "runtime/train/info.h"
 #include "runtime/train/trainer.h"
@@ -13,7 +15,12 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <optional>
 
 using namespace shardtrain;
@@ -54,6 +61,15 @@ int main(int argc, char** argv) {
   step_cmd->add_option("--warmup", bench_opts.warmup, "Untimed steps first")->capture_default_str();
   step_cmd->add_option("--json", bench_opts.json_path, "Also write the figures to this JSON file");
 
+  train::BenchTelemetryOptions tel_opts;
+  auto* tel_cmd = bench_cmd->add_subcommand("telemetry", "Step time with telemetry on and off, alternating");
+  tel_cmd->add_option("config", config_path, "TOML config")->required();
+  tel_cmd->add_option("--set", overrides, "Override a config key (repeatable)");
+  tel_cmd->add_option("--steps", tel_opts.steps, "Steps per round")->capture_default_str();
+  tel_cmd->add_option("--rounds", tel_opts.rounds, "Rounds per setting")->capture_default_str();
+  tel_cmd->add_option("--warmup", tel_opts.warmup, "Untimed steps first")->capture_default_str();
+  tel_cmd->add_option("--json", tel_opts.json_path, "Also write the figures to this JSON file");
+
   comm::BenchCommOptions comm_opts;
   auto* comm_cmd = bench_cmd->add_subcommand("comm", "Collectives: shardtrain's against the MPI library's (run under mpirun)");
   comm_cmd->add_option("--min-bytes", comm_opts.min_bytes, "Smallest size (e.g. 4K)")->transform(CLI::AsSizeValue(false))->capture_default_str();
@@ -79,6 +95,11 @@ int main(int argc, char** argv) {
 
   auto* info_cmd = app.add_subcommand("info", "Show the build and what this machine offers it");
 
+  std::string report_dir, report_out;
+  auto* report_cmd = app.add_subcommand("report", "Print a run's summary and write its HTML report (report.html)");
+  report_cmd->add_option("run_dir", report_dir, "The run directory")->required();
+  report_cmd->add_option("--out", report_out, "HTML file to write (default RUN_DIR/report.html)");
+
   CLI11_PARSE(app, argc, argv);
 
   std::optional<comm::MpiEnv> mpi;
@@ -102,6 +123,11 @@ int main(int argc, char** argv) {
       train::Config config = train::load_config(config_path, overrides);
       return train::bench_step(config, bench_opts);
     }
+    if (*tel_cmd) {
+      train::Config config = train::load_config(config_path, overrides);
+      mpi.emplace(&argc, &argv);
+      return train::bench_telemetry(config, tel_opts, *mpi);
+    }
     if (*comm_cmd) {
       mpi.emplace(&argc, &argv);
       return comm::bench_comm(comm_opts);
@@ -115,6 +141,20 @@ int main(int argc, char** argv) {
       fmt::print("{}", train::to_toml(train::load_config(config_path, overrides)));
       return 0;
     }
+    if (*report_cmd) {
+      // The report is a Python script (matplotlib) installed next to this program.
+      const std::string script =
+          (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "shardtrain_report.py").string();
+      ST_CHECK(std::filesystem::exists(script), "{}: the report script is missing (rebuild)", script);
+      std::vector<std::string> args = {"/usr/bin/python3", script, report_dir};
+      if (!report_out.empty()) args.insert(args.end(), {"--out", report_out});
+      std::vector<char*> argv2;
+      for (auto& a : args) argv2.push_back(a.data());
+      argv2.push_back(nullptr);
+      execv(argv2[0], argv2.data());
+      throw Error(fmt::format("cannot run /usr/bin/python3 (install python3-matplotlib: scripts/install-deps.sh): {}",
+                              std::strerror(errno)));
+    }
     if (*info_cmd) {
       mpi.emplace(&argc, &argv);
       fmt::print("{}", train::build_info());
@@ -125,6 +165,7 @@ int main(int argc, char** argv) {
     const int rank = mpi ? mpi->rank() : 0;
     fmt::print(stderr, "shardtrain: error{}: {}\n", mpi && mpi->world_size() > 1 ? fmt::format(" (rank {})", rank) : "", e.what());
     std::fflush(stderr);
+    telemetry::FlightRecorder::dump(e.what());  // no-op unless a run armed it
     // One failing rank must not leave the others waiting in a collective.
     if (mpi && mpi->world_size() > 1) comm::MpiEnv::abort(1);
     return 1;

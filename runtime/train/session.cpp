@@ -3,7 +3,9 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/ops.h"
 #include "runtime/nn/models.h"
+#include "runtime/core/clock.h"
 #include "runtime/optim/clip.h"
+#include "runtime/telemetry/recorder.h"
 
 #include <algorithm>
 #include <numeric>
@@ -53,21 +55,31 @@ StepBuffers::StepBuffers(const Shape& sample, int64_t classes, int64_t batch)
       labels(size_t(batch)),
       indices(size_t(batch)) {}
 
-double train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& b, float lr,
-                  double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
-                  parallel::Ddp* ddp) {
+StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& b, float lr,
+                      double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
+                      parallel::Ddp* ddp) {
   const int64_t local = b.x.dim(0);
   const Shape& sample = model.input_sample();
-  double loss_sum = 0.0;
+  StepPhases phases;
   for (int64_t m = 0; m < micro_batches; ++m) {
     const int64_t begin = local * m / micro_batches, end = local * (m + 1) / micro_batches;
     Tensor x = b.x.view(begin * sample.numel(), batched(end - begin, sample));
     Tensor dlogits = b.dlogits.view(begin * b.dlogits.dim(1), {end - begin, b.dlogits.dim(1)});
-    Tensor logits = model.forward(x, ddp);
-    loss_sum += ops::softmax_xent_fused(dlogits, logits, b.labels.data() + begin,
-                                        1.0f / float(global_batch));
+    double t0 = now_seconds();
+    {
+      telemetry::Span span("forward", "compute", m);
+      Tensor logits = model.forward(x, ddp);
+      phases.loss_sum += ops::softmax_xent_fused(dlogits, logits, b.labels.data() + begin,
+                                                 1.0f / float(global_batch));
+    }
+    const double t1 = now_seconds();
+    phases.forward_s += t1 - t0;
     if (ddp) ddp->set_sync(m == micro_batches - 1);
-    model.backward(dlogits, /*accumulate=*/m > 0, ddp);
+    {
+      telemetry::Span span("backward", "compute", m);
+      model.backward(dlogits, /*accumulate=*/m > 0, ddp);
+    }
+    phases.backward_s += now_seconds() - t1;
   }
   const nn::FlatParameters& flat = model.flat();
   if (ddp && clip_grad_norm <= 0) {
@@ -77,15 +89,21 @@ double train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& b,
     for (size_t i = 0; i < ddp->buckets().size(); ++i) {
       ddp->wait_bucket(i);
       const parallel::Bucket& bucket = ddp->buckets()[i];
+      const double t0 = now_seconds();
+      telemetry::Span span("optimizer", "compute", int64_t(i));
       optimizer.update(flat.params(), flat.grads(), lr, bucket.offset, bucket.offset + bucket.numel);
+      phases.optimizer_s += now_seconds() - t0;
     }
     optimizer.finish_step();
-    return loss_sum;
+    return phases;
   }
   if (ddp) ddp->wait_gradients();  // clipping needs the norm of all gradients
+  const double t0 = now_seconds();
+  telemetry::Span span("optimizer", "compute");
   if (clip_grad_norm > 0) optim::clip_grad_norm(flat.grads(), clip_grad_norm);
   optimizer.step(flat.params(), flat.grads(), lr);
-  return loss_sum;
+  phases.optimizer_s += now_seconds() - t0;
+  return phases;
 }
 
 std::vector<std::vector<double>> gather_from_ranks(comm::Communicator& comm,

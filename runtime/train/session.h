@@ -35,13 +35,18 @@ struct StepBuffers {
   StepBuffers(const Shape& sample, int64_t classes, int64_t batch);
 };
 
+// Where a train_step's time went (the phases overlap communication).
+struct StepPhases {
+  double loss_sum = 0;  // summed loss of this rank's samples
+  double forward_s = 0, backward_s = 0, optimizer_s = 0;
+};
+
 // One optimizer step on this rank's slice of the global batch (in buffers):
 // `micro_batches` forward/backward passes accumulating gradients (DDP reduces
 // only after the last: no_sync), fused softmax cross-entropy, the wait for
 // the gradient all-reduce, optional clipping, the update. The gradient is that
-// of the mean loss over the global batch. Returns the summed loss of this
-// rank's samples. ddp may be null (one rank).
-double train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& buffers, float lr,
+// of the mean loss over the global batch. ddp may be null (one rank).
+StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& buffers, float lr,
                   double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
                   parallel::Ddp* ddp);
 

@@ -8,11 +8,17 @@
 #include "runtime/train/progress.h"
 #include "runtime/train/run_dir.h"
 #include "runtime/train/session.h"
-#include "runtime/train/step_timing.h"
+#include "runtime/telemetry/flight_recorder.h"
+#include "runtime/telemetry/mllog.h"
+#include "runtime/telemetry/recorder.h"
+#include "runtime/train/run_telemetry.h"
+#include "runtime/train/timed_step.h"
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <optional>
 
 namespace shardtrain::train {
@@ -42,6 +48,11 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
            "parallel.strategy = \"ddp\")",
            mpi.world_size());
   const double init_start = now_seconds();
+  telemetry::Recorder& recorder = telemetry::Recorder::instance();
+  if (config.telemetry.enabled) {
+    recorder.enable(size_t(config.telemetry.flight_spans), config.telemetry.trace);
+    recorder.name_thread("train");
+  }
 
   // ---- init: run directory, communicator, data, model, optimizer ----------
   std::string dir = !options.run_dir.empty() ? options.run_dir
@@ -54,17 +65,43 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   run.write_file("config.toml", to_toml(resolved));
   run.log(fmt::format("[init] shardtrain {} on {} rank(s), strategy {}; config {}; run dir {}",
                       "0.1.0", mpi.world_size(), strategy, config.source, dir));
+  telemetry::MlLog mllog(mpi.rank() == 0 && config.telemetry.enabled
+                             ? (std::filesystem::path(dir) / "mllog.txt").string()
+                             : std::string());
+  mllog.event("submission_benchmark", config.model.kind);
+  mllog.start("init_start");
+  mllog.event("seed", config.train.seed);
+  mllog.event("global_batch_size", config.train.global_batch_size);
+  mllog.event("opt_base_learning_rate", config.optim.lr);
+  // What the flight recorder says this rank was doing (read from its thread).
+  std::atomic<int64_t> live_step{-1};
+  if (config.telemetry.enabled)
+    telemetry::FlightRecorder::arm(dir, mpi.rank(), size_t(config.telemetry.flight_spans), [&] {
+      const int64_t st = live_step.load();
+      return st < 0 ? std::string("initializing or evaluating") : fmt::format("in step {}", st);
+    });
 
-  std::unique_ptr<comm::Communicator> comm;
-  if (strategy == "ddp") comm = comm::make_mpi_world_communicator(config.comm);
   Session s = make_session(config);
   nn::Model& model = *s.model;
+  std::unique_ptr<comm::Communicator> comm;
+  if (strategy == "ddp") {
+    comm::CommOptions comm_options = config.comm;
+    if (config.debug.slow_rank == mpi.rank() && config.debug.slow_comm_ms > 0) {
+      // Spread the per-step delay over the step's collectives (one per bucket).
+      const auto buckets = parallel::Ddp::plan_buckets(model.flat(), config.parallel.ddp).size();
+      comm_options.debug_delay_s = config.debug.slow_comm_ms * 1e-3 / double(buckets);
+    }
+    comm = comm::make_mpi_world_communicator(comm_options);
+  }
+
   std::unique_ptr<parallel::Ddp> ddp;
   if (comm) {
     ddp = std::make_unique<parallel::Ddp>(model, *comm, config.parallel.ddp);
     ddp->broadcast_parameters();
   }
   const io::DatasetInfo& info = s.train_data.info();
+  mllog.event("train_samples", s.train_data.size());
+  mllog.event("eval_samples", s.test_data.size());
   run.log(fmt::format("[init] data: train {} samples, test {} samples, sample shape {}, {} classes",
                       s.train_data.size(), s.test_data.size(), info.sample_shape.str(),
                       info.num_classes));
@@ -99,8 +136,10 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
                       cpu::blas_threads(), now_seconds() - init_start));
 
   // ---- train ----------------------------------------------------------------
+  mllog.end("init_stop");
+  mllog.start("run_start");
   const double run_start = now_seconds();
-  StepTiming timing;
+  RunTelemetry run_telemetry(config, dir, mpi.rank(), mpi.world_size(), comm.get(), run_start);
   int64_t step = 0, epoch = 0, trained_samples = 0;
   double loss_sum = 0.0;  // this rank's, since the last evaluation
   int64_t loss_samples = 0;
@@ -108,16 +147,26 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   EvalResult last_eval;
   int64_t last_eval_step = -1;
   std::string status = "completed";
+  const int rank = mpi.rank();
 
   auto run_eval = [&] {
+    const double t_eval = now_seconds();
     const double ep = double(step) / double(steps_per_epoch);
-    last_eval = evaluate(model, s.test_data, config.train.eval_batch_size, comm.get());
+    const int64_t epoch_num = int64_t(std::ceil(ep));
+    mllog.start("eval_start", nullptr, {{"epoch_num", epoch_num}});
+    {
+      telemetry::Span span("eval", "eval", step);
+      last_eval = evaluate(model, s.test_data, config.train.eval_batch_size, comm.get());
+    }
+    mllog.end("eval_stop", nullptr, {{"epoch_num", epoch_num}});
+    mllog.event("eval_accuracy", last_eval.accuracy, {{"epoch_num", epoch_num}});
     last_eval_step = step;
     const std::vector<double> sums =
         comm ? sum_over_ranks(*comm, {loss_sum, double(loss_samples)})
              : std::vector<double>{loss_sum, double(loss_samples)};
     const double train_loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
-    const double sps = timing.step_s > 0 ? double(trained_samples) / timing.step_s : 0.0;
+    const double step_s = run_telemetry.step_seconds();
+    const double sps = step_s > 0 ? double(trained_samples) / step_s : 0.0;
     run.append_metrics({{"epoch", ep},
                         {"step", step},
                         {"train_loss", sums[1] > 0 ? json(train_loss) : json(nullptr)},
@@ -136,21 +185,19 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
       run.log(fmt::format("[eval] target {} reached at epoch {:.2f} (step {}) after {:.1f} s",
                           describe_target(config.target), ep, step, *time_to_target));
     }
+    run_telemetry.add_eval(now_seconds() - t_eval);
   };
 
   for (; epoch < config.train.epochs && step < total_steps && !time_to_target; ++epoch) {
+    mllog.start("epoch_start", nullptr, {{"epoch_num", epoch + 1}});
     for (int64_t b = 0; b < steps_per_epoch && step < total_steps; ++b) {
-      const double t0 = now_seconds();
-      sampler.batch_indices(epoch, b, buffers.indices);
-      s.train_data.gather(buffers.indices.data(), sampler.local_batch(), buffers.x.f32(),
-                          buffers.labels.data());
-      const double t_data = now_seconds() - t0;
+      live_step = step;
       const float lr = schedule.at(step);
-      const double loss = train_step(model, *s.optimizer, buffers, lr, config.clip_grad_norm,
-                                     config.train.global_batch_size, micro_batches, ddp.get());
-      timing.add(now_seconds() - t0, t_data, ddp ? ddp->take_stats() : parallel::CommStats{});
+      const StepPhases phases = timed_step(config, s, sampler, buffers, run_telemetry,
+                                           {epoch, b, step, steps_per_epoch}, lr, ddp.get(), rank);
       ++step;
       trained_samples += config.train.global_batch_size;
+      const double loss = phases.loss_sum;
       // Every rank holds the same parameters after the update, but each sees
       // only its own loss: a rank whose loss is not finite stops the job.
       if (!std::isfinite(loss)) {
@@ -164,20 +211,24 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
       }
       loss_sum += loss;
       loss_samples += sampler.local_batch();
-      const std::string line = progress.update(
-          step, epoch, config.train.epochs, loss / double(sampler.local_batch()), lr,
-          double(trained_samples) / timing.step_s, timing.step_s / double(step));
+      const double step_s = run_telemetry.step_seconds();
+      const std::string line =
+          progress.update(step, epoch, config.train.epochs, loss / double(sampler.local_batch()), lr,
+                          double(trained_samples) / step_s, step_s / double(step));
       if (!line.empty()) run.log(line);
     }
+    live_step = -1;
     if (status != "completed") break;
     run_eval();
+    mllog.end("epoch_stop", nullptr, {{"epoch_num", epoch + 1}});
   }
   // `final` is evaluated at the end of every run, also one cut short by max_steps.
   if (status == "completed" && last_eval_step != step) run_eval();
   const double train_time = now_seconds() - run_start;
 
   // ---- result -------------------------------------------------------------
-  const double sps = timing.step_s > 0 ? double(trained_samples) / timing.step_s : 0.0;
+  const double step_s = run_telemetry.step_seconds();
+  const double sps = step_s > 0 ? double(trained_samples) / step_s : 0.0;
   json result = {
       {"status", status},
       {"reached_target", time_to_target.has_value()},
@@ -189,7 +240,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
                     : json(nullptr)},  // a diverged run is not evaluated
       {"time_to_target_s", time_to_target ? json(*time_to_target) : json(nullptr)},
       {"train_time_s", train_time},
-      {"step_time_s", timing.step_s},
+      {"step_time_s", step_s},
       {"init_time_s", run_start - init_start},
       {"steps", step},
       {"epochs", double(step) / double(steps_per_epoch)},
@@ -201,11 +252,21 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
       {"parameters", model.flat().parameter_count()},
       {"config", config.source},
   };
-  const std::string summary =
-      summarize_timing(timing, config.train.global_batch_size, comm.get(), result);
+  mllog.end("run_stop", nullptr,
+            {{"status", status == "completed" && (time_to_target || !config.target.enabled())
+                            ? "success"
+                            : "aborted"}});
+  const std::string summary = run_telemetry.finish(result);
   if (comm) result["comm_engine_priority_raised"] = comm::engine_priority_raised();
   run.write_file("result.json", result.dump(2) + "\n");
-  run.log(summary);
+  // Every line tagged like the rest of the log, so that grep '^\[summary\]' finds it.
+  std::string tagged;
+  for (size_t at = 0; at < summary.size();) {
+    const size_t end = std::min(summary.find('\n', at), summary.size());
+    if (end > at) tagged += (tagged.empty() ? "[summary] " : "\n[summary] ") + summary.substr(at, end - at);
+    at = end + 1;
+  }
+  run.log(tagged);
   if (comm && !comm::engine_priority_raised())
     run.log("[summary] note: the communication threads could not raise their priority (no "
             "CAP_SYS_NICE); when ranks fill every core, collectives may wait for the scheduler");

@@ -20,7 +20,7 @@ json_get ddp1/result.json '0 <= j["timing"]["comm_exposed_s"] <= j["timing"]["st
 grep -q '^\[summary\].*communication' ddp1.txt || fail "no communication summary printed"
 grep -q '^\[init\] ddp: ' ddp1.txt || fail "no bucket layout printed"
 [ "$(grep -c '^\[done\]' ddp1.txt)" = 1 ] || fail "the final line must be printed once (rank 0)"
-pass "2-rank DDP reached 80% in ${elapsed}s: $(grep '^\[summary\] per step' ddp1.txt)"
+pass "2-rank DDP reached 80% in ${elapsed}s: $(grep '^\[summary\] communication' ddp1.txt)"
 
 # Same seed, same world size: the same numbers.
 "$shardrun" -n 2 -- "$SHARDTRAIN" train "$cfg" "${common[@]}" --run-dir ddp2 >/dev/null

@@ -3,6 +3,7 @@
 // mismatch detection, distributed evaluation.
 #include "io/dataset_writer.h"
 #include "runtime/comm/communicator.h"
+#include "tests/mpi/comm_test_util.h"
 #include "runtime/core/rng.h"
 #include "runtime/nn/models.h"
 #include "runtime/optim/optimizer.h"
@@ -27,14 +28,8 @@ constexpr int64_t kGlobalBatch = 24;  // divisible by 1..4 ranks, and uneven for
 const Shape kSample{1, 6, 6};
 constexpr int64_t kClasses = 4;
 
-comm::Communicator& world() {
-  static std::unique_ptr<comm::Communicator> c = [] {
-    comm::CommOptions o;
-    o.timeout_s = 60;
-    return comm::make_mpi_world_communicator(o);
-  }();
-  return *c;
-}
+// The default configuration, a hang failing the test within a minute.
+comm::Communicator& world() { return comm::testing::world("auto"); }
 
 nn::ModelSpec cnn_spec() {
   nn::ModelSpec spec;

@@ -1,0 +1,188 @@
+#include "runtime/train/run_telemetry.h"
+
+#include "runtime/core/allocator.h"
+#include "runtime/core/clock.h"
+#include "runtime/core/error.h"
+#include "runtime/telemetry/recorder.h"
+#include "runtime/telemetry/summary.h"
+
+#include <nlohmann/json.hpp>
+
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace shardtrain::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+double cpu_seconds(int who) {
+  rusage u{};
+  getrusage(who, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+std::string rank_file(const std::string& dir, const char* stem, int rank, const char* ext) {
+  return (fs::path(dir) / "telemetry" / fmt::format("{}-{:05}.{}", stem, rank, ext)).string();
+}
+
+}  // namespace
+
+RunTelemetry::RunTelemetry(const Config& config, const std::string& run_dir, int rank, int world,
+                           comm::Communicator* comm, double run_start)
+    : config_(config), dir_(run_dir), rank_(rank), world_(world), comm_(comm),
+      run_start_(run_start), files_(config.telemetry.enabled) {
+  if (!files_) return;
+  std::error_code ec;
+  fs::create_directories(fs::path(dir_) / "telemetry", ec);
+  ST_CHECK(!ec, "{}/telemetry: cannot create: {}", dir_, ec.message());
+  const std::string path = rank_file(dir_, "rank", rank, "jsonl");
+  jsonl_ = std::fopen(path.c_str(), "w");
+  ST_CHECK(jsonl_ != nullptr, "{}: cannot open for writing: {}", path, std::strerror(errno));
+  if (config.telemetry.trace)
+    trace_ = std::make_unique<telemetry::TraceWriter>(rank_file(dir_, "trace-rank", rank, "json"),
+                                                      rank, run_start);
+}
+
+RunTelemetry::~RunTelemetry() {
+  if (jsonl_) std::fclose(jsonl_);
+}
+
+void RunTelemetry::begin_step(int64_t step, double epoch) {
+  const double t0 = now_seconds();
+  if (pending_) write_record();
+  current_ = {};
+  current_.rank = rank_;
+  current_.step = step;
+  current_.epoch = epoch;
+  t_step_ = now_seconds();
+  current_.t_start_s = t_step_ - run_start_;
+  cpu_thread_ = cpu_seconds(RUSAGE_THREAD);
+  cpu_process_ = cpu_seconds(RUSAGE_SELF);
+  reset_peak_memory(Device::cpu());
+  own_s_ += now_seconds() - t0;
+}
+
+void RunTelemetry::data_ready(int64_t samples) {
+  current_.data_wait_s = now_seconds() - t_step_;
+  current_.samples = samples;
+}
+
+void RunTelemetry::end_step(const StepPhases& phases, const parallel::CommStats& comm,
+                            double debug_delay_s) {
+  const double t0 = now_seconds();
+  current_.step_s = t0 - t_step_;
+  step_s_total_ += current_.step_s;
+  current_.forward_s = phases.forward_s;
+  current_.backward_s = phases.backward_s;
+  current_.optimizer_s = phases.optimizer_s;
+  current_.comm_s = comm.comm_s;
+  current_.comm_exposed_s = comm.exposed_s;
+  current_.blocked_on_peers_s = comm.blocked_peers_s;
+  current_.comm_bytes = comm.bytes;
+  current_.collectives = comm.records;
+  current_.debug_delay_s = debug_delay_s;
+  const MemoryStats mem = memory_stats(Device::cpu());
+  current_.mem_cpu_current_bytes = mem.current_bytes;
+  current_.mem_cpu_peak_bytes = mem.peak_bytes;
+  current_.cpu_train_thread_s = cpu_seconds(RUSAGE_THREAD) - cpu_thread_;
+  current_.cpu_process_s = cpu_seconds(RUSAGE_SELF) - cpu_process_;
+  pending_ = true;
+  own_s_ += now_seconds() - t0;
+}
+
+void RunTelemetry::add_eval(double seconds) { current_.eval_s += seconds; }
+
+void RunTelemetry::write_record() {
+  pending_ = false;
+  records_.push_back(std::move(current_));
+  if (records_.size() - written_ >= kWriteEvery) write_files();
+}
+
+void RunTelemetry::write_files() {
+  if (files_) {
+    for (size_t i = written_; i < records_.size(); ++i) {
+      const std::string line = telemetry::to_json(records_[i]).dump() + "\n";
+      std::fputs(line.c_str(), jsonl_);
+    }
+    std::fflush(jsonl_);
+    if (trace_) trace_->write(telemetry::Recorder::instance().drain());
+  }
+  // Kept for the summary: the figures, not the list of collectives.
+  for (size_t i = written_; i < records_.size(); ++i) records_[i].collectives = {};
+  written_ = records_.size();
+}
+
+void RunTelemetry::flush() {
+  const double t0 = now_seconds();
+  if (pending_) write_record();
+  write_files();
+  own_s_ += now_seconds() - t0;
+}
+
+std::string RunTelemetry::finish(nlohmann::json& result) {
+  flush();
+  const telemetry::RankStats mine = telemetry::rank_stats(rank_, records_);
+
+  // Means per step of this rank (result.json's "timing").
+  const double n = double(std::max<size_t>(1, records_.size()));
+  double data = 0, compute = 0, comm = 0, exposed = 0, peers = 0, bytes = 0;
+  for (const auto& r : records_) {
+    data += r.data_wait_s;
+    compute += r.compute_s();
+    comm += r.comm_s;
+    exposed += r.comm_exposed_s;
+    peers += r.blocked_on_peers_s;
+    bytes += double(r.comm_bytes);
+  }
+  result["timing"] = {{"steps", int64_t(records_.size())},
+                      {"step_s", step_s_total_ / n},
+                      {"data_s", data / n},
+                      {"compute_s", compute / n},
+                      {"comm_s", comm / n},
+                      {"comm_exposed_s", exposed / n},
+                      {"comm_exposed_frac", comm > 0 ? exposed / comm : 0.0},
+                      {"blocked_on_peers_s", peers / n},
+                      {"comm_bytes", bytes / n}};
+
+  // Every rank's stats to every rank (one gather), the summary on rank 0.
+  std::vector<telemetry::RankStats> all;
+  if (comm_) {
+    for (const auto& v : gather_from_ranks(*comm_, mine.pack()))
+      all.push_back(telemetry::RankStats::unpack(v));
+  } else {
+    all.push_back(mine);
+  }
+  telemetry::SummaryOptions options;
+  options.straggler_threshold = config_.telemetry.straggler_threshold;
+  options.global_batch = config_.train.global_batch_size;
+  const nlohmann::json summary = telemetry::summarize(all, options);
+  result["per_rank"] = summary["per_rank"];
+  const std::string text = telemetry::summary_text(summary);
+
+  if (files_) {
+    if (trace_) {
+      trace_->write(telemetry::Recorder::instance().drain());
+      trace_->close(telemetry::Recorder::instance().threads());
+      trace_.reset();
+    }
+    if (comm_) comm_->barrier()->wait();  // every rank's trace file is complete
+    if (rank_ == 0) {
+      std::ofstream(fs::path(dir_) / "summary.json") << summary.dump(2) << "\n";
+      std::ofstream(fs::path(dir_) / "summary.txt") << text << "\n";
+      if (config_.telemetry.trace) {
+        std::vector<std::string> files;
+        for (int r = 0; r < world_; ++r) files.push_back(rank_file(dir_, "trace-rank", r, "json"));
+        telemetry::merge_traces(files, (fs::path(dir_) / "trace.json").string());
+      }
+    }
+  }
+  return text;
+}
+
+}  // namespace shardtrain::train

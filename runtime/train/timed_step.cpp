@@ -1,0 +1,46 @@
+#include "runtime/train/timed_step.h"
+
+#include "runtime/telemetry/recorder.h"
+
+#include <chrono>
+#include <thread>
+
+namespace shardtrain::train {
+namespace {
+
+// [debug] fault injection: the slow rank sleeps `ms` in the phase it slows,
+// under a span of its own so that the trace shows where the time went.
+double inject(const Config& c, int rank, double ms, const char* what) {
+  if (c.debug.slow_rank != rank || ms <= 0) return 0.0;
+  telemetry::Span span(what, "debug");
+  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+  return ms * 1e-3;
+}
+
+}  // namespace
+
+StepPhases timed_step(const Config& config, Session& s, io::Sampler& sampler, StepBuffers& buffers,
+                      RunTelemetry& telemetry, const StepPosition& at, float lr, parallel::Ddp* ddp,
+                      int rank) {
+  telemetry.begin_step(at.step, double(at.step) / double(at.steps_per_epoch));
+  telemetry::Span step_span("step", "step", at.step);
+  double injected = 0;
+  {
+    telemetry::Span span("data_wait", "data", at.step);
+    sampler.batch_indices(at.epoch, at.batch, buffers.indices);
+    s.train_data.gather(buffers.indices.data(), sampler.local_batch(), buffers.x.f32(),
+                        buffers.labels.data());
+    injected += inject(config, rank, config.debug.slow_data_ms, "debug slow_data");
+  }
+  telemetry.data_ready(sampler.local_batch());
+  injected += inject(config, rank, config.debug.slow_compute_ms, "debug slow_compute");
+  const StepPhases phases =
+      train_step(*s.model, *s.optimizer, buffers, lr, config.clip_grad_norm,
+                 config.train.global_batch_size, config.train.accumulation_steps, ddp);
+  // slow_comm_ms is injected inside this rank's collectives (comm.debug_delay_s).
+  if (ddp && config.debug.slow_rank == rank) injected += config.debug.slow_comm_ms * 1e-3;
+  telemetry.end_step(phases, ddp ? ddp->take_stats() : parallel::CommStats{}, injected);
+  return phases;
+}
+
+}  // namespace shardtrain::train

@@ -1,0 +1,122 @@
+// The flight recorder: a dump on demand, and the dump a SIGTERM leaves behind
+// (in a forked child, which then exits with 128 + SIGTERM).
+#include "runtime/telemetry/flight_recorder.h"
+#include "tests/unit/telemetry_test_util.h"
+
+#include "runtime/telemetry/recorder.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+using namespace shardtrain::telemetry;
+namespace fs = std::filesystem;
+using ::testing::EndsWith;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) { return shardtrain::telemetry::testing::fresh_dir("flight", name); }
+using shardtrain::telemetry::testing::read_json;
+
+bool has_span(const nlohmann::json& dump, const std::string& name) {
+  for (const auto& s : dump["spans"])
+    if (s["name"] == name) return true;
+  return false;
+}
+
+TEST(FlightRecorder, DumpWritesTheRecentSpansAndKeepsTheFirstReason) {
+  Recorder::instance().enable(4096, true);
+  const fs::path dir = fresh_dir("dump");
+  FlightRecorder::arm(dir.string(), 3, 16, [] { return std::string("step 7, epoch 0.25"); });
+  const fs::path expected = dir / "flight" / "rank-00003.json";
+  EXPECT_EQ(FlightRecorder::path(), expected.string());
+  {
+    Span s("before the failure", "compute", 5);
+  }
+  SpanEvent e;
+  e.name = "allreduce";
+  e.category = "comm";
+  e.start_s = 1.0;
+  e.end_s = 1.5;
+  e.bytes = 4096;
+  e.seq = 57;
+  e.detail = "ring";
+  Recorder::instance().record(e);
+
+  FlightRecorder::dump("shardtrain: watchdog: allreduce #57 stuck");
+  FlightRecorder::dump("a later reason");  // rewrites the spans, keeps the first reason
+  ASSERT_TRUE(fs::exists(expected));
+  EXPECT_FALSE(fs::exists(expected.string() + ".tmp"));
+  const auto j = read_json(expected);
+  EXPECT_EQ(j["rank"], 3);
+  EXPECT_EQ(j["reason"], "shardtrain: watchdog: allreduce #57 stuck");
+  EXPECT_THAT(j["time"].get<std::string>(), EndsWith("Z"));
+  EXPECT_EQ(j["context"], "step 7, epoch 0.25");
+  EXPECT_TRUE(has_span(j, "before the failure"));
+  bool found = false;
+  for (const auto& s : j["spans"]) {
+    for (const char* key : {"name", "cat", "start_s", "end_s", "tid"}) EXPECT_TRUE(s.contains(key)) << key;
+    if (s["name"] == "allreduce" && s["seq"] == 57) {
+      found = true;
+      EXPECT_EQ(s["cat"], "comm");
+      EXPECT_EQ(s["bytes"], 4096);
+      EXPECT_EQ(s["detail"], "ring");
+      EXPECT_DOUBLE_EQ(s["end_s"].get<double>(), 1.5);
+    }
+  }
+  EXPECT_TRUE(found);
+  fs::remove_all(dir);
+}
+
+TEST(FlightRecorder, DumpNeverThrows) {
+  FlightRecorder::arm("/proc/no/such/run/dir", 0, 16, [] () -> std::string { throw std::runtime_error("no state"); });
+  EXPECT_NO_THROW(FlightRecorder::dump("cannot be written"));
+}
+
+TEST(FlightRecorder, SigtermDumpsAndExitsWith143) {
+  Recorder::instance().enable(4096, true);
+  const fs::path dir = fresh_dir("sigterm");
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The child only arms, records and raises; the flight thread ends it.
+    FlightRecorder::arm(dir.string(), 5, 32, [] { return std::string("step 3"); });
+    for (int i = 0; i < 10; ++i) Span s("child span", "compute", i);
+    raise(SIGTERM);
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+    _exit(1);  // not reached unless the signal path failed
+  }
+  int status = 0;
+  pid_t done = 0;
+  for (int waited_ms = 0; waited_ms < 10000 && done == 0; waited_ms += 10) {
+    done = waitpid(child, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (done == 0) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    FAIL() << "the child did not exit after SIGTERM";
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  const fs::path file = dir / "flight" / "rank-00005.json";
+  ASSERT_TRUE(fs::exists(file));
+  const auto j = read_json(file);
+  EXPECT_EQ(j["rank"], 5);
+  EXPECT_EQ(j["reason"], "signal SIGTERM");
+  EXPECT_EQ(j["context"], "step 3");
+  int child_spans = 0;
+  for (const auto& s : j["spans"]) child_spans += s["name"] == "child span";
+  EXPECT_EQ(child_spans, 10);
+  fs::remove_all(dir);
+}
+
+}  // namespace
