@@ -1,5 +1,7 @@
 #include "io/dataset.h"
 
+#include "io/manifest.h"
+#include "io/normalize.h"
 #include "io/shard_reader.h"
 #include "io/shard_set.h"
 #include "kernels/cpu/elementwise.h"
@@ -7,12 +9,21 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <new>
 
 namespace shardtrain::io {
 
 InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit) {
   ST_CHECK(limit >= 0, "{}: limit {} must be >= 0 (0 reads all samples)", path, limit);
+
+  // A split with a manifest must still match it: a missing, truncated,
+  // added or rewritten shard is reported as such, naming the shard, before
+  // HDF5 sees the file. (A single-file split has no manifest.)
+  if (std::filesystem::is_directory(path)) {
+    if (const std::optional<Manifest> manifest = read_manifest(path))
+      check_manifest_against_files(path, *manifest);
+  }
 
   // Open and validate every shard before reading any data: a schema problem
   // in the last shard should not cost the time of reading the first ones.
@@ -63,20 +74,12 @@ InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit) {
 
 void InMemoryDataset::gather(const int64_t* indices, int64_t n, float* x_out, int32_t* y_out) const {
   const int64_t numel = info_.sample_numel();
-  const float mean = info_.normalize_mean;
-  const float inv_std = 1.0f / info_.normalize_std;
+  const size_t sample_bytes = size_t(numel) * format_v1::dtype_size(info_.dtype);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t index = indices[i];
     ST_CHECK(index >= 0 && index < size(), "{}: sample index {} is out of range [0, {})", info_.path, index,
              size());
-    float* out = x_out + i * numel;
-    if (info_.dtype == SampleDType::u8) {
-      cpu::u8_to_f32_normalized(out, x_.data() + index * numel, numel, mean, info_.normalize_std);
-    } else {
-      // memcpy, not a float* cast of the byte buffer: no aliasing questions.
-      std::memcpy(out, x_.data() + size_t(index * numel) * sizeof(float), size_t(numel) * sizeof(float));
-      for (int64_t j = 0; j < numel; ++j) out[j] = (out[j] - mean) * inv_std;
-    }
+    normalize_sample(info_, x_.data() + size_t(index) * sample_bytes, x_out + i * numel);
     y_out[i] = y_[size_t(index)];
   }
 }

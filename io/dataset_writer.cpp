@@ -94,7 +94,8 @@ void ShardWriter::create_contents() {
     const int64_t target_rows = std::max<int64_t>(1, kChunkBytes / sample_bytes);
     const int64_t num_chunks = (n + target_rows - 1) / target_rows;
     std::vector<hsize_t> chunk = dims;
-    chunk[0] = hsize_t((n + num_chunks - 1) / num_chunks);
+    chunk_rows_ = (n + num_chunks - 1) / num_chunks;
+    chunk[0] = hsize_t(chunk_rows_);
 
     h5::PropList dcpl(h5::check(H5Pcreate(H5P_DATASET_CREATE), "cannot create property list"));
     h5::check_status(H5Pset_chunk(dcpl.get(), rank, chunk.data()), "cannot set chunking of /x");

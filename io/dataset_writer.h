@@ -32,6 +32,10 @@ class ShardWriter {
   // Checks that all samples were written, closes, syncs and renames the file.
   void finish();
 
+  // Samples per chunk of /x. Appending whole chunks at a time lets HDF5 write
+  // each chunk straight from the caller's buffer, once.
+  int64_t chunk_rows() const { return chunk_rows_; }
+
  private:
   void create_contents();
   // Closes everything and removes the .tmp file (best effort).
@@ -41,6 +45,7 @@ class ShardWriter {
   format_v1::ShardHeader header_;
   h5::File file_;
   h5::Dataset x_, y_;
+  int64_t chunk_rows_ = 1;
   int64_t written_ = 0;
   bool finished_ = false;
 };

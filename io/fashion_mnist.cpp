@@ -3,6 +3,7 @@
 #include "io/dataset_writer.h"
 #include "io/format_v1.h"
 #include "io/idx_reader.h"
+#include "io/manifest.h"
 #include "runtime/core/error.h"
 
 #include <filesystem>
@@ -68,6 +69,11 @@ void write_split(const Split& split, const std::string& out_dir, int shards,
   fs::create_directories(dir, ec);
   ST_CHECK(!ec, "{}: cannot create directory: {}", dir.string(), ec.message());
 
+  // The old manifest goes first: an interrupted run then leaves a split
+  // without one rather than one that describes other files.
+  fs::remove(manifest_path(dir.string()), ec);
+  ST_CHECK(!ec, "{}: cannot remove the old manifest: {}", manifest_path(dir.string()), ec.message());
+
   const int64_t n = split.size();
   const int64_t sample_bytes = kRows * kCols;
   for (int s = 0; s < shards; ++s) {
@@ -90,6 +96,8 @@ void write_split(const Split& split, const std::string& out_dir, int shards,
     if (progress) progress(fmt::format("wrote {} ({} samples)", path, end - begin));
   }
   remove_stale_shards(dir, shards);
+  write_split_manifest(dir.string());
+  if (progress) progress(fmt::format("wrote {}", manifest_path(dir.string())));
 }
 
 }  // namespace

@@ -27,11 +27,11 @@ void throw_error(const std::string& what) {
   throw Error(detail.empty() ? what : what + " (HDF5: " + detail + ")");
 }
 
-File open_file(const std::string& path) {
+File open_file(const std::string& path, hid_t fapl) {
   silence_errors();
   std::error_code ec;
   ST_CHECK(std::filesystem::is_regular_file(path, ec), "{}: no such file", path);
-  hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl);
   if (id < 0) throw_error(path + ": cannot open as an HDF5 file");
   return File(id);
 }

@@ -79,8 +79,9 @@ using Type = Id<H5Tclose>;
 using PropList = Id<H5Pclose>;
 
 // Opens an existing HDF5 file read-only; a missing file or one that is not
-// HDF5 is an Error naming `path`.
-File open_file(const std::string& path);
+// HDF5 is an Error naming `path`. `fapl` selects the driver: the default
+// (POSIX), or MPI-IO (io/mpio.h), which makes the open collective.
+File open_file(const std::string& path, hid_t fapl = H5P_DEFAULT);
 // Creates (truncating) an HDF5 file for writing.
 File create_file(const std::string& path);
 

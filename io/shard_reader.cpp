@@ -31,8 +31,8 @@ std::vector<hsize_t> extent(const h5::Dataset& dataset, const char* name) {
 
 }  // namespace
 
-ShardReader::ShardReader(std::string path) : path_(std::move(path)) {
-  file_ = h5::open_file(path_);  // its errors already name the file
+ShardReader::ShardReader(std::string path, hid_t fapl) : path_(std::move(path)) {
+  file_ = h5::open_file(path_, fapl);  // its errors already name the file
   with_context(path_, [&] {
     read_root_attributes();
     open_x();

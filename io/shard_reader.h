@@ -16,7 +16,9 @@ namespace shardtrain::io {
 
 class ShardReader {
  public:
-  explicit ShardReader(std::string path);
+  // `fapl`: HDF5 file access properties (default: POSIX; io/mpio.h for
+  // parallel HDF5, where the open is collective over the fapl's communicator).
+  explicit ShardReader(std::string path, hid_t fapl = H5P_DEFAULT);
 
   const std::string& path() const { return path_; }
   const format_v1::ShardHeader& header() const { return header_; }
@@ -24,6 +26,16 @@ class ShardReader {
   // Reads samples [first, first + count) of /x into `out`, which holds
   // count * sample_numel elements of header().dtype.
   void read_x(int64_t first, int64_t count, void* out) const;
+
+  // Reads the samples of `runs` (sorted, disjoint [first, first + count)
+  // ranges) into `out`, back to back in file order, one H5Dread per run with
+  // the transfer properties `dxpl` (collective or independent MPI-IO), then
+  // `calls - runs.size()` reads of nothing: in a collective read every rank
+  // makes as many calls as the rank with the most runs.
+  struct Run {
+    int64_t first = 0, count = 0;
+  };
+  void read_x_runs(const std::vector<Run>& runs, void* out, hid_t dxpl, int64_t calls) const;
 
   // Reads /y as int32 and checks that every label is in [0, num_classes).
   std::vector<int32_t> read_labels() const;

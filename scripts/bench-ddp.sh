@@ -6,13 +6,7 @@
 # communication), and the CNN's weak scaling from 1 to 2 ranks.
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are left as the machine sets them.
 # Usage: scripts/bench-ddp.sh [OUT_DIR]   (default bench-out/)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-out=${1:-bench-out}
-mkdir -p "$out"
-st=build/bin/shardtrain
-run=build/bin/shardrun
-[ -f data/fashion-mnist/test/part-00000.h5 ] || $st prep fashion-mnist
+source "$(dirname "$0")/bench-common.sh"
 
 for n in 2 4; do
   $run -n $n -- $st bench comm --ops allreduce --json "$out/comm-allreduce-$n.json" | tee "$out/comm-allreduce-$n.txt"

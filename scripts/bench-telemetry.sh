@@ -11,13 +11,7 @@
 #    when Chromium is installed.
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are left as the machine sets them.
 # Usage: scripts/bench-telemetry.sh [OUT_DIR]   (default bench-out/)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-out=${1:-bench-out}
-mkdir -p "$out"
-st=build/bin/shardtrain
-run=build/bin/shardrun
-[ -f data/fashion-mnist/test/part-00000.h5 ] || $st prep fashion-mnist
+source "$(dirname "$0")/bench-common.sh"
 
 for model in mlp cnn; do
   steps=64

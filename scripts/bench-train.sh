@@ -4,12 +4,7 @@
 # GFLOP/s against the same GEMMs alone, and the kernel micro-benchmarks.
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are left as the machine sets them.
 # Usage: scripts/bench-train.sh [OUT_DIR]   (default bench-out/)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-out=${1:-bench-out}
-mkdir -p "$out"
-st=build/bin/shardtrain
-[ -f data/fashion-mnist/test/part-00000.h5 ] || $st prep fashion-mnist
+source "$(dirname "$0")/bench-common.sh"
 
 for model in mlp cnn; do
   $st bench step "examples/fmnist_$model.toml" --json "$out/step-$model.json" | tee "$out/step-$model.txt"

@@ -74,6 +74,8 @@ json to_json(const StepRecord& r) {
           {"io_bytes", r.io_bytes},
           {"io_requests", r.io_requests},
           {"io_read_s", r.io_read_s},
+          {"io_queued", r.io_queued},
+          {"stage_bytes", r.stage_bytes},
           {"mem_cpu_current_bytes", r.mem_cpu_current_bytes},
           {"mem_cpu_peak_bytes", r.mem_cpu_peak_bytes},
           {"cpu_train_thread_s", r.cpu_train_thread_s},
@@ -108,6 +110,8 @@ StepRecord step_record_from_json(const json& j) {
   r.io_bytes = get<int64_t>(j, "io_bytes", 0);
   r.io_requests = get<int64_t>(j, "io_requests", 0);
   r.io_read_s = get<double>(j, "io_read_s", 0);
+  r.io_queued = get<int64_t>(j, "io_queued", -1);
+  r.stage_bytes = get<int64_t>(j, "stage_bytes", 0);
   r.mem_cpu_current_bytes = get<int64_t>(j, "mem_cpu_current_bytes", 0);
   r.mem_cpu_peak_bytes = get<int64_t>(j, "mem_cpu_peak_bytes", 0);
   r.cpu_train_thread_s = get<double>(j, "cpu_train_thread_s", 0);

@@ -43,7 +43,9 @@ struct StepRecord {
   double eval_s = 0, checkpoint_s = 0;
   // I/O done for this step (reads of the data set).
   int64_t io_bytes = 0, io_requests = 0;
-  double io_read_s = 0;
+  double io_read_s = 0;            // time the loader's thread spent reading this batch
+  int64_t io_queued = -1;          // batches ready in the prefetch queue when the step asked (-1: in memory)
+  int64_t stage_bytes = 0;         // bytes the stager copied into the cache during the step
   // Memory (allocator accounting) and CPU time during the step.
   int64_t mem_cpu_current_bytes = 0, mem_cpu_peak_bytes = 0;
   double cpu_train_thread_s = 0;  // CPU time of the training thread

@@ -29,7 +29,9 @@ int bench_telemetry(const Config& config, const BenchTelemetryOptions& opt, cons
   ST_CHECK(opt.steps > 0 && opt.rounds > 0 && opt.warmup >= 0,
            "bench telemetry: --steps and --rounds must be positive");
   const int rank = mpi.rank(), world = mpi.world_size();
-  Session s = make_session(config);
+  Config in_memory = config;  // the step is measured with its data in memory
+  in_memory.data.loader.mode = "memory";
+  Session s = make_session(in_memory);
   // Under mpirun: data parallel, as the trainer runs it, so that the
   // collectives' records and spans are part of what is measured.
   std::unique_ptr<comm::Communicator> comm;

@@ -154,6 +154,14 @@ const std::vector<Field>& schema() {
       KEY("data.test", "Test split, evaluated every epoch.", data.test),
       KEY("data.train_limit", "Use only the first N training samples (0 = all).", data.train_limit),
       KEY("data.test_limit", "Use only the first N test samples (0 = all).", data.test_limit),
+      KEY("data.loader", "`\"memory\"`: read the training split into memory first. `\"stream\"`: read it from the shard files during training, with parallel HDF5 and prefetching (for data larger than memory; docs/io.md).", data.loader.mode),
+      KEY("data.prefetch_batches", "stream: batches read ahead of training (the queue's depth).", data.loader.prefetch_batches),
+      KEY("data.transfer", "stream: HDF5 MPI-IO transfer mode, `\"independent\"` (cheapest for small samples in shuffled order) or `\"collective\"` (merges the ranks' interleaved reads into large ones: order = \"shard\", large samples); the mode HDF5 actually used is reported.", data.loader.transfer),
+      KEY("data.cold_cache", "stream: drop the shard files' pages from the page cache after reading, so every epoch reads from storage (a small data set behaves like one larger than memory).", data.loader.cold_cache),
+      KEY("data.verify_checksums", "stream: before training, check every shard against its checksum in manifest.json (each rank reads its share of the files once); a mismatch names the shard.", data.loader.verify_checksums),
+      KEY("data.order", "Sampling order: `\"global\"` (a shuffle of all samples per epoch) or `\"shard\"` (shards in shuffled order, samples shuffled within a window: mostly sequential reads).", data.loader.order),
+      KEY("data.shuffle_window", "order = \"shard\": samples shuffled together (0: one shard's worth).", data.loader.shuffle_window),
+      KEY("data.last_batch", "The last partial global batch of an epoch: `\"drop\"` it, or `\"pad\"` it with samples from the start of the epoch's order.", data.loader.last_batch),
 
       KEY("model.kind", "`\"mlp\"` or `\"cnn\"`.", model.kind),
       KEY("model.hidden", "mlp: widths of the hidden layers (one Block each).", model.hidden),
@@ -193,6 +201,13 @@ const std::vector<Field>& schema() {
       KEY("comm.oneshot_bytes", "Without shared memory: all-reduces with (ranks - 1) x bytes up to this use the one-shot exchange.", comm.oneshot_bytes),
       KEY("comm.ranks_per_node", "0: nodes are the ranks sharing memory (the MPI library's view). k > 0: treat every k consecutive ranks as a node, to try hierarchical algorithms on one machine.", comm.ranks_per_node),
       KEY("comm.timeout_s", "A collective not complete after this many seconds ends the job with a message naming the operation and the ranks that never arrived.", comm.timeout_s),
+
+      KEY("io.stage.enabled", "Copy the training shards to io.stage.cache_dir in the background while training; read each shard from the cache once it is there and verified (docs/io.md).", io.stage.enabled),
+      KEY("io.stage.cache_dir", "Local cache directory (e.g. on NVMe).", io.stage.cache_dir),
+      KEY("io.stage.rate_mb_s", "Copy rate limit in MB/s (0 = unlimited).", io.stage.rate_mb_s),
+      KEY("io.stage.block_kib", "Block size of the copy's writes, KiB.", io.stage.block_kib),
+      KEY("io.stage.capacity_gb", "Evict least recently used shards when the cache holds more than this (0 = no limit).", io.stage.capacity_gb),
+      KEY("io.stage.verify", "Check every copied shard against the manifest's checksum.", io.stage.verify),
 
       KEY("telemetry.enabled", "Per-step records of every rank, trace, summary, MLPerf log, flight recorder (docs/telemetry.md).", telemetry.enabled),
       KEY("telemetry.trace", "Also write the span trace (trace.json, Chrome trace format).", telemetry.trace),
@@ -264,6 +279,25 @@ void validate(const Config& c) {
   require(!c.data.test.empty(), "data.test is empty: give the test split's directory or file");
   require(c.data.train_limit >= 0 && c.data.test_limit >= 0,
           "data.train_limit and data.test_limit must not be negative");
+  const io::LoaderOptions& l = c.data.loader;
+  require(l.mode == "memory" || l.mode == "stream",
+          fmt::format("data.loader \"{}\" is not a loader (choose \"memory\" or \"stream\")", l.mode));
+  require(l.prefetch_batches >= 1, fmt::format("data.prefetch_batches must be at least 1, got {}", l.prefetch_batches));
+  require(l.transfer == "collective" || l.transfer == "independent",
+          fmt::format("data.transfer \"{}\" is not a transfer mode (choose \"collective\" or \"independent\")",
+                      l.transfer));
+  require(l.order == "global" || l.order == "shard",
+          fmt::format("data.order \"{}\" is not an order (choose \"global\" or \"shard\")", l.order));
+  require(l.shuffle_window >= 0, "data.shuffle_window must not be negative");
+  require(l.last_batch == "drop" || l.last_batch == "pad",
+          fmt::format("data.last_batch \"{}\" is not a policy (choose \"drop\" or \"pad\")", l.last_batch));
+  require(!l.cold_cache || l.mode == "stream", "data.cold_cache needs data.loader = \"stream\"");
+  const io::StageOptions& st = c.io.stage;
+  require(!st.enabled || !st.cache_dir.empty(), "io.stage.enabled needs io.stage.cache_dir");
+  require(!st.enabled || l.mode == "stream", "io.stage.enabled needs data.loader = \"stream\"");
+  require(st.rate_mb_s >= 0, "io.stage.rate_mb_s must not be negative (0 = unlimited)");
+  require(st.block_kib >= 4, fmt::format("io.stage.block_kib must be at least 4, got {}", st.block_kib));
+  require(st.capacity_gb >= 0, "io.stage.capacity_gb must not be negative (0 = no limit)");
   require(c.model.kind == "mlp" || c.model.kind == "cnn",
           fmt::format("model.kind \"{}\" is not a model (choose \"mlp\" or \"cnn\")", c.model.kind));
   require(c.optim.kind == "sgd" || c.optim.kind == "adamw",

@@ -4,6 +4,7 @@
 // wrong type names the key path. docs/config.md is generated from the schema.
 #pragma once
 
+#include "io/loader_options.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/nn/models.h"
 #include "runtime/optim/optimizer.h"
@@ -34,7 +35,11 @@ struct Config {
     std::string test = "data/fashion-mnist/test";
     int64_t train_limit = 0;  // use only the first N samples (0 = all)
     int64_t test_limit = 0;
+    io::LoaderOptions loader;
   } data;
+  struct Io {
+    io::StageOptions stage;
+  } io;
   nn::ModelSpec model;
   optim::OptimizerConfig optim;
   double clip_grad_norm = 0.0;  // optim.clip_grad_norm; 0 = off

@@ -1,6 +1,9 @@
 // shardtrain: the command-line program. Each subcommand parses its flags and
 // calls one function of the runtime; errors become one line and a non-zero exit.
+#include "io/bench_io.h"
 #include "io/fashion_mnist.h"
+#include "io/manifest.h"
+#include "io/synthetic.h"
 #include "runtime/comm/bench_comm.h"
 #include "runtime/comm/mpi_env.h"
 #include "runtime/core/clock.h"
@@ -10,6 +13,7 @@
 #include "runtime/train/bench_telemetry.h"
 #include "runtime/train/config.h"
 #include "runtime/train/info.h"
+#include "runtime/train/stage_command.h"
 #include "runtime/train/trainer.h"
 
 #include <CLI/CLI.hpp>
@@ -48,6 +52,18 @@ int main(int argc, char** argv) {
   fm_cmd->add_option("--out", fm.out_dir, "Output directory (gets train/ and test/)")->capture_default_str();
   fm_cmd->add_option("--shards", fm.shards, "Shard files per split")->capture_default_str();
   fm_cmd->add_option("--source", fm.source_dir, "Directory of the idx.gz files")->capture_default_str();
+  io::SyntheticOptions syn;
+  auto* syn_cmd = prep_cmd->add_subcommand("synthetic", "Generate a split of random samples and labels, any size (storage experiments)");
+  syn_cmd->add_option("--out", syn.out_dir, "Split directory to create (must hold no data set)")->required();
+  syn_cmd->add_option("--samples", syn.samples, "Number of samples")->required();
+  syn_cmd->add_option("--sample-bytes", syn.sample_bytes, "Bytes per sample, uint8 (e.g. 4K, 1M)")->required()->transform(CLI::AsSizeValue(false));
+  syn_cmd->add_option("--shards", syn.shards, "Shard files")->capture_default_str();
+  syn_cmd->add_option("--classes", syn.num_classes, "Number of classes (labels)")->capture_default_str();
+  syn_cmd->add_option("--seed", syn.seed, "Seed of the samples and labels")->capture_default_str();
+  syn_cmd->add_option("--split", syn.split, "The split attribute")->capture_default_str();
+  std::string manifest_dir;
+  auto* manifest_cmd = prep_cmd->add_subcommand("manifest", "Write manifest.json for a split directory (e.g. written with h5py)");
+  manifest_cmd->add_option("dir", manifest_dir, "The split directory")->required();
 
   // bench
   auto* bench_cmd = app.add_subcommand("bench", "Benchmarks");
@@ -70,6 +86,24 @@ int main(int argc, char** argv) {
   tel_cmd->add_option("--warmup", tel_opts.warmup, "Untimed steps first")->capture_default_str();
   tel_cmd->add_option("--json", tel_opts.json_path, "Also write the figures to this JSON file");
 
+  io::BenchIoOptions io_opts;
+  auto* io_cmd = bench_cmd->add_subcommand("io", "The streaming loader against a raw O_DIRECT read of the same files, and under a concurrent ingest (run under mpirun)");
+  io_cmd->add_option("--data", io_opts.data, "A split directory (e.g. from `prep synthetic`)")->required();
+  io_cmd->add_option("--global-batch", io_opts.global_batch, "Samples per global batch")->capture_default_str();
+  io_cmd->add_option("--batches", io_opts.batches, "Batches per loader trial (0: one epoch)")->capture_default_str();
+  io_cmd->add_flag("--cold", io_opts.loader.cold_cache, "Drop the pages after reading: every read from storage");
+  io_cmd->add_option("--transfer", io_opts.loader.transfer, "collective or independent")->capture_default_str();
+  io_cmd->add_option("--order", io_opts.loader.order, "global or shard")->capture_default_str();
+  io_cmd->add_option("--window", io_opts.loader.shuffle_window, "order shard: samples shuffled together (0: a shard)")->capture_default_str();
+  io_cmd->add_option("--prefetch", io_opts.loader.prefetch_batches, "Batches read ahead")->capture_default_str();
+  io_cmd->add_option("--raw-block", io_opts.raw_block_bytes, "O_DIRECT request size (e.g. 8M)")->transform(CLI::AsSizeValue(false))->capture_default_str();
+  io_cmd->add_option("--raw-depth", io_opts.raw_depth, "O_DIRECT requests in flight per rank")->capture_default_str();
+  io_cmd->add_flag("!--no-ingest", io_opts.ingest, "Skip the concurrent-ingest experiment");
+  io_cmd->add_option("--ingest-blocks", io_opts.ingest_blocks, "Writer block sizes (e.g. 128K,1M,4M)")->delimiter(',')->transform(CLI::AsSizeValue(false));
+  io_cmd->add_option("--ingest-rate", io_opts.ingest_rate_mb_s, "The limited writer rate, MB/s (0: a quarter of the raw read rate)")->capture_default_str();
+  io_cmd->add_option("--ingest-dir", io_opts.ingest_dir, "Where the writer writes (default: next to the data)");
+  io_cmd->add_option("--json", io_opts.json_path, "Also write the figures to this JSON file");
+
   comm::BenchCommOptions comm_opts;
   auto* comm_cmd = bench_cmd->add_subcommand("comm", "Collectives: shardtrain's against the MPI library's (run under mpirun)");
   comm_cmd->add_option("--min-bytes", comm_opts.min_bytes, "Smallest size (e.g. 4K)")->transform(CLI::AsSizeValue(false))->capture_default_str();
@@ -85,6 +119,17 @@ int main(int argc, char** argv) {
   comm_cmd->add_option("--json", comm_opts.json_path, "Also write every row to this JSON file");
   comm_cmd->add_option("--mode", comm_opts.mode, "throughput (back to back, as nccl-tests), latency (one at a time) or both")->capture_default_str();
   comm_cmd->add_flag("!--no-shared-memory", comm_opts.comm.shared_memory, "Do not use the shared-memory all-reduce");
+
+  // stage
+  std::string stage_from;
+  io::StageOptions stage_opts;
+  auto* stage_cmd = app.add_subcommand("stage", "Copy a split's shards into a local cache directory, verified, at a limited rate (docs/io.md)");
+  stage_cmd->add_option("--from", stage_from, "The split directory to stage (with its manifest.json)")->required();
+  stage_cmd->add_option("--to", stage_opts.cache_dir, "The cache directory (the shards land in TO/<split dir name>/)")->required();
+  stage_cmd->add_option("--rate-mb-s", stage_opts.rate_mb_s, "Copy rate limit, MB/s (0: unlimited)")->capture_default_str();
+  stage_cmd->add_option("--block-kib", stage_opts.block_kib, "Read/write block, KiB")->capture_default_str();
+  stage_cmd->add_option("--capacity-gb", stage_opts.capacity_gb, "Evict least recently used shards past this (0: no limit)")->capture_default_str();
+  stage_cmd->add_flag("!--no-verify", stage_opts.verify, "Do not check the copies against the manifest's checksums");
 
   // config
   auto* config_cmd = app.add_subcommand("config", "Validate a config and print it resolved, or print the key reference");
@@ -119,6 +164,30 @@ int main(int argc, char** argv) {
                  s.train_samples, s.test_samples, s.shards, fm.out_dir, now_seconds() - t0);
       return 0;
     }
+    if (*syn_cmd) {
+      const double t0 = now_seconds();
+      const io::Manifest m = io::prep_synthetic(syn, [](const std::string& line) {
+        fmt::print("[prep] {}\n", line);
+        std::fflush(stdout);
+      });
+      int64_t bytes = 0;
+      for (const io::ManifestShard& shard : m.shards) bytes += shard.bytes;
+      const double seconds = now_seconds() - t0;
+      fmt::print("[prep] synthetic: {} samples x {} bytes in {} shard(s) under {} ({:.2f} GB, {:.1f} s, {:.0f} MB/s)\n",
+                 syn.samples, syn.sample_bytes, m.shards.size(), syn.out_dir, double(bytes) / 1e9, seconds,
+                 seconds > 0 ? double(bytes) / 1e6 / seconds : 0.0);
+      return 0;
+    }
+    if (*manifest_cmd) {
+      const double t0 = now_seconds();
+      const io::Manifest m = io::write_split_manifest(manifest_dir);
+      int64_t bytes = 0;
+      for (const io::ManifestShard& shard : m.shards) bytes += shard.bytes;
+      fmt::print("[prep] manifest: wrote {} ({} shard(s), {} samples, {:.2f} GB checksummed in {:.1f} s)\n",
+                 io::manifest_path(manifest_dir), m.shards.size(), m.num_samples, double(bytes) / 1e9,
+                 now_seconds() - t0);
+      return 0;
+    }
     if (*step_cmd) {
       train::Config config = train::load_config(config_path, overrides);
       return train::bench_step(config, bench_opts);
@@ -128,10 +197,15 @@ int main(int argc, char** argv) {
       mpi.emplace(&argc, &argv);
       return train::bench_telemetry(config, tel_opts, *mpi);
     }
+    if (*io_cmd) {
+      mpi.emplace(&argc, &argv);
+      return io::bench_io(io_opts);
+    }
     if (*comm_cmd) {
       mpi.emplace(&argc, &argv);
       return comm::bench_comm(comm_opts);
     }
+    if (*stage_cmd) return train::stage_command(stage_from, stage_opts);
     if (*config_cmd) {
       if (reference) {
         fmt::print("{}", train::config_reference_markdown());

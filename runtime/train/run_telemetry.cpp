@@ -73,6 +73,14 @@ void RunTelemetry::data_ready(int64_t samples) {
   current_.samples = samples;
 }
 
+void RunTelemetry::io_done(int64_t bytes, int64_t requests, double read_s, int64_t queued, int64_t stage_bytes) {
+  current_.io_bytes = bytes;
+  current_.io_requests = requests;
+  current_.io_read_s = read_s;
+  current_.io_queued = queued;
+  current_.stage_bytes = stage_bytes;
+}
+
 void RunTelemetry::end_step(const StepPhases& phases, const parallel::CommStats& comm,
                             double debug_delay_s) {
   const double t0 = now_seconds();

@@ -33,6 +33,8 @@ class RunTelemetry {
   // A step: begin, the batch is there, end.
   void begin_step(int64_t step, double epoch);
   void data_ready(int64_t samples);
+  // What the streaming loader did for this step's batch (data.loader = "stream").
+  void io_done(int64_t bytes, int64_t requests, double read_s, int64_t queued, int64_t stage_bytes);
   void end_step(const StepPhases& phases, const parallel::CommStats& comm, double debug_delay_s);
   // Work after the last step and before the next (its record carries it).
   void add_eval(double seconds);

@@ -26,16 +26,28 @@ std::vector<optim::ParamRange> optimizer_ranges(const nn::FlatParameters& flat) 
   return ranges;
 }
 
-Session make_session(const Config& config) {
+Session make_session(const Config& config, io::ShardLocator locator) {
   cpu::set_blas_threads(int(config.runtime.blas_threads));
   Session s;
-  s.train_data = with_context("data.train", [&] {
-    return io::InMemoryDataset::load(config.data.train, config.data.train_limit);
-  });
+  // The test split first: once the streaming loader exists, its thread owns HDF5.
   s.test_data = with_context("data.test", [&] {
     return io::InMemoryDataset::load(config.data.test, config.data.test_limit);
   });
-  const io::DatasetInfo& tr = s.train_data.info();
+  if (config.data.loader.mode == "stream") {
+    ST_CHECK(config.data.train_limit == 0,
+             "data.train_limit works with data.loader = \"memory\" only (stream the whole split, or write a "
+             "smaller one)");
+    s.train_stream = with_context("data.train", [&] {
+      return std::make_unique<io::StreamLoader>(config.data.train, config.data.loader,
+                                                config.train.global_batch_size, uint64_t(config.train.seed),
+                                                std::move(locator));
+    });
+  } else {
+    s.train_data = with_context("data.train", [&] {
+      return io::InMemoryDataset::load(config.data.train, config.data.train_limit);
+    });
+  }
+  const io::DatasetInfo& tr = s.train_info();
   const io::DatasetInfo& te = s.test_data.info();
   ST_CHECK(tr.sample_shape == te.sample_shape && tr.num_classes == te.num_classes,
            "data.train ({} samples of shape {}, {} classes) and data.test ({} of shape {}, {} "

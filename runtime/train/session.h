@@ -4,6 +4,7 @@
 #pragma once
 
 #include "io/dataset.h"
+#include "io/stream_loader.h"
 #include "runtime/nn/model.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/parallel/ddp.h"
@@ -15,12 +16,21 @@
 namespace shardtrain::train {
 
 struct Session {
+  // The training split: in memory (data.loader = "memory"), or streamed from
+  // its shard files (train_stream; train_data stays empty).
   io::InMemoryDataset train_data, test_data;
+  std::unique_ptr<io::StreamLoader> train_stream;
   std::unique_ptr<nn::Model> model;
   std::unique_ptr<optim::Optimizer> optimizer;
+
+  const io::DatasetInfo& train_info() const { return train_stream ? train_stream->info() : train_data.info(); }
+  int64_t train_size() const { return train_info().num_samples; }
 };
 
-Session make_session(const Config& config);
+// With data.loader = "stream", collective over MPI_COMM_WORLD (every rank
+// calls it) and MPI must be initialized; `locator` says where staged shards
+// are (io/cache.h). After it returns, only the loader's thread calls HDF5.
+Session make_session(const Config& config, io::ShardLocator locator = {});
 
 // The optimizer's ranges: runs of contiguous parameters with one weight-decay
 // setting (alignment padding between Blocks belongs to none).

@@ -2,6 +2,7 @@
 
 #include "runtime/telemetry/recorder.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -21,15 +22,25 @@ double inject(const Config& c, int rank, double ms, const char* what) {
 
 StepPhases timed_step(const Config& config, Session& s, io::Sampler& sampler, StepBuffers& buffers,
                       RunTelemetry& telemetry, const StepPosition& at, float lr, parallel::Ddp* ddp,
-                      int rank) {
+                      int rank, const std::function<int64_t()>& stage_bytes) {
   telemetry.begin_step(at.step, double(at.step) / double(at.steps_per_epoch));
   telemetry::Span step_span("step", "step", at.step);
   double injected = 0;
   {
     telemetry::Span span("data_wait", "data", at.step);
-    sampler.batch_indices(at.epoch, at.batch, buffers.indices);
-    s.train_data.gather(buffers.indices.data(), sampler.local_batch(), buffers.x.f32(),
-                        buffers.labels.data());
+    if (s.train_stream) {
+      const int64_t queued = s.train_stream->queued();
+      const io::LoadedBatch& b = s.train_stream->next();
+      ST_CHECK(b.epoch == at.epoch && b.batch == at.batch, "the loader delivered batch {}.{} for step {}.{}",
+               b.epoch, b.batch, at.epoch, at.batch);
+      std::copy(b.x.begin(), b.x.end(), buffers.x.f32());
+      std::copy(b.y.begin(), b.y.end(), buffers.labels.begin());
+      telemetry.io_done(b.bytes, b.requests, b.read_s, queued, stage_bytes ? stage_bytes() : 0);
+    } else {
+      sampler.batch_indices(at.epoch, at.batch, buffers.indices);
+      s.train_data.gather(buffers.indices.data(), sampler.local_batch(), buffers.x.f32(),
+                          buffers.labels.data());
+    }
     injected += inject(config, rank, config.debug.slow_data_ms, "debug slow_data");
   }
   telemetry.data_ready(sampler.local_batch());

@@ -9,6 +9,8 @@
 #include "runtime/train/run_telemetry.h"
 #include "runtime/train/session.h"
 
+#include <functional>
+
 namespace shardtrain::train {
 
 struct StepPosition {
@@ -17,8 +19,11 @@ struct StepPosition {
   int64_t steps_per_epoch = 1;
 };
 
+// `stage_bytes` (optional): bytes the cache stager copied since it was last
+// asked, for the step record.
 StepPhases timed_step(const Config& config, Session& session, io::Sampler& sampler,
                       StepBuffers& buffers, RunTelemetry& telemetry, const StepPosition& at,
-                      float lr, parallel::Ddp* ddp, int rank);
+                      float lr, parallel::Ddp* ddp, int rank,
+                      const std::function<int64_t()>& stage_bytes = {});
 
 }  // namespace shardtrain::train

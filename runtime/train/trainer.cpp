@@ -8,6 +8,7 @@
 #include "runtime/train/progress.h"
 #include "runtime/train/run_dir.h"
 #include "runtime/train/session.h"
+#include "runtime/train/staging.h"
 #include "runtime/telemetry/flight_recorder.h"
 #include "runtime/telemetry/mllog.h"
 #include "runtime/telemetry/recorder.h"
@@ -81,7 +82,8 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
       return st < 0 ? std::string("initializing or evaluating") : fmt::format("in step {}", st);
     });
 
-  Session s = make_session(config);
+  Staging staging(config, mpi.local_rank());
+  Session s = make_session(config, staging.locator());
   nn::Model& model = *s.model;
   std::unique_ptr<comm::Communicator> comm;
   if (strategy == "ddp") {
@@ -99,12 +101,17 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     ddp = std::make_unique<parallel::Ddp>(model, *comm, config.parallel.ddp);
     ddp->broadcast_parameters();
   }
-  const io::DatasetInfo& info = s.train_data.info();
-  mllog.event("train_samples", s.train_data.size());
+  const io::DatasetInfo& info = s.train_info();
+  mllog.event("train_samples", s.train_size());
   mllog.event("eval_samples", s.test_data.size());
   run.log(fmt::format("[init] data: train {} samples, test {} samples, sample shape {}, {} classes",
-                      s.train_data.size(), s.test_data.size(), info.sample_shape.str(),
-                      info.num_classes));
+                      s.train_size(), s.test_data.size(), info.sample_shape.str(), info.num_classes));
+  if (s.train_stream)
+    run.log(fmt::format("[init] data: streaming {} shard(s) from {} with parallel HDF5, {} transfer, {} "
+                        "batch(es) prefetched{}",
+                        info.shard_files.size(), config.data.train, config.data.loader.transfer,
+                        config.data.loader.prefetch_batches,
+                        config.data.loader.cold_cache ? ", cold cache (pages dropped after reading)" : ""));
   run.log(fmt::format("[init] model {} ({} blocks):\n{}", config.model.kind, model.num_blocks(),
                       model.summary()));
   if (ddp) {
@@ -116,8 +123,12 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
                         ddp->buckets().size(), buckets, config.parallel.ddp.grad_dtype));
   }
 
-  io::Sampler sampler(s.train_data.size(), config.train.global_batch_size, mpi.rank(),
-                      mpi.world_size(), uint64_t(config.train.seed));
+  // The streaming loader owns its sampler (its thread reads ahead with it).
+  std::unique_ptr<io::Sampler> own_sampler;
+  if (!s.train_stream)
+    own_sampler = std::make_unique<io::Sampler>(s.train_size(), config.train.global_batch_size, mpi.rank(),
+                                                mpi.world_size(), uint64_t(config.train.seed));
+  io::Sampler& sampler = s.train_stream ? s.train_stream->sampler() : *own_sampler;
   const int64_t micro_batches = config.train.accumulation_steps;
   ST_CHECK(sampler.local_batch() >= micro_batches,
            "train.accumulation_steps = {} exceeds this rank's {} samples per step (global batch "
@@ -140,6 +151,9 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   mllog.start("run_start");
   const double run_start = now_seconds();
   RunTelemetry run_telemetry(config, dir, mpi.rank(), mpi.world_size(), comm.get(), run_start);
+  if (s.train_stream) s.train_stream->start({0, 0}, total_steps);
+  const std::function<int64_t()> stage_bytes =
+      staging.enabled() ? std::function<int64_t()>([&] { return staging.take_bytes(); }) : nullptr;
   int64_t step = 0, epoch = 0, trained_samples = 0;
   double loss_sum = 0.0;  // this rank's, since the last evaluation
   int64_t loss_samples = 0;
@@ -194,7 +208,8 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
       live_step = step;
       const float lr = schedule.at(step);
       const StepPhases phases = timed_step(config, s, sampler, buffers, run_telemetry,
-                                           {epoch, b, step, steps_per_epoch}, lr, ddp.get(), rank);
+                                           {epoch, b, step, steps_per_epoch}, lr, ddp.get(), rank,
+                                           stage_bytes);
       ++step;
       trained_samples += config.train.global_batch_size;
       const double loss = phases.loss_sum;
@@ -267,6 +282,18 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     at = end + 1;
   }
   run.log(tagged);
+  if (s.train_stream) {
+    const io::LoaderStats ls = s.train_stream->stats();
+    std::string mode = ls.transfer;
+    if (ls.transfer == "collective")
+      mode += ls.no_collective_cause.empty()
+                  ? fmt::format(" (HDF5 did: {})", ls.actual_io_mode)
+                  : fmt::format(" (HDF5 did: {}, because {})", ls.actual_io_mode, ls.no_collective_cause);
+    run.log(fmt::format("[summary] data (rank 0): read {:.1f} MB in {} requests ({} batches), {:.2f} s in reads, "
+                        "{} transfer",
+                        double(ls.bytes) / 1e6, ls.requests, ls.batches, ls.read_s, mode));
+  }
+  if (mpi.rank() == 0 && staging.stager()) run.log(staging.summary());
   if (comm && !comm::engine_priority_raised())
     run.log("[summary] note: the communication threads could not raise their priority (no "
             "CAP_SYS_NICE); when ranks fill every core, collectives may wait for the scheduler");

@@ -19,11 +19,11 @@ expect_error "unknown config key optim.learning_rate" "$SHARDTRAIN" train "$cfg"
 expect_error 'parallel.strategy = "fsdp" is not available yet' "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=fsdp --run-dir r-fsdp
 
 # --- data sets ------------------------------------------------------------------
-expect_error "$WORK/missing" "$SHARDTRAIN" train "$cfg" --set "data.train=$WORK/missing" --run-dir r1
+expect_error "$WORK/missing" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "data.train=$WORK/missing" --run-dir r1
 mkdir -p empty
-expect_error "$WORK/empty" "$SHARDTRAIN" train "$cfg" --set "data.train=$WORK/empty" --run-dir r2
+expect_error "$WORK/empty" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "data.train=$WORK/empty" --run-dir r2
 mkdir -p garbage && head -c 4096 /dev/urandom > garbage/part-00000.h5
-expect_error "garbage/part-00000.h5" "$SHARDTRAIN" train "$cfg" --set "data.train=$WORK/garbage" --run-dir r3
+expect_error "garbage/part-00000.h5" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "data.train=$WORK/garbage" --run-dir r3
 # A real shard whose format_version was bumped.
 mkdir -p v2 && cp "$data/test/part-00000.h5" v2/
 "$PY" -c "import h5py; f = h5py.File('v2/part-00000.h5', 'r+'); f.attrs['format_version'] = 2; f.close()"
@@ -43,6 +43,32 @@ f["y"] = np.zeros(300, np.int32)
 f.close()
 PYEOF
 expect_error 'model.kind = "cnn" needs image samples' "$SHARDTRAIN" train "$SOURCE_DIR/examples/fmnist_cnn.toml" --set data.train=flat.h5 --set data.test=flat.h5 --run-dir r6
+
+# --- a split that disagrees with its manifest.json ---------------------------------
+# Each is one line naming the shard; the manifest is what prep wrote.
+[ -f "$data/test/manifest.json" ] || fail "prep fashion-mnist wrote no manifest"
+cp -r "$data/test" mtrunc && truncate -s -1000 mtrunc/part-00000.h5
+expect_error "mtrunc/part-00000.h5: truncated" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "data.test=$WORK/mtrunc" --run-dir r7
+cp -r "$data/test" mcount
+"$PY" -c "import json; p='mcount/manifest.json'; j=json.load(open(p)); j['shards'][0]['num_samples']=9999; j['num_samples']=9999; json.dump(j, open(p,'w'))"
+expect_error "mcount/part-00000.h5: the number of samples is 10000 but" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "data.test=$WORK/mcount" --run-dir r8
+cp -r "$data/test" mjson && printf '{"format": ' > mjson/manifest.json
+expect_error "mjson/manifest.json: not valid JSON" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "data.test=$WORK/mjson" --run-dir r9
+# Synthetic data of Fashion-MNIST's shape, 3 shards, one removed / one added.
+"$SHARDTRAIN" prep synthetic --out syn --samples 300 --sample-bytes 784 --shards 3 >/dev/null
+cp -r syn syn-missing && rm syn-missing/part-00001.h5
+expect_error "syn-missing/part-00001.h5: missing" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "data.test=$WORK/syn-missing" --run-dir r10
+cp -r syn syn-extra && cp syn/part-00002.h5 syn-extra/part-00003.h5
+expect_error "syn-extra/part-00003.h5: shard file not listed in" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "data.test=$WORK/syn-extra" --run-dir r11
+# prep manifest rewrites it for the directory as it is now (h5py, an edit on purpose).
+expect_error "both have shard_index 2" "$SHARDTRAIN" prep manifest syn-extra
+rm syn-extra/part-00003.h5 && "$SHARDTRAIN" prep manifest syn-extra >/dev/null
+cmp -s syn/manifest.json syn-extra/manifest.json || fail "prep manifest of the same files differs from prep synthetic's"
+pass "prep manifest rewrites the manifest prep synthetic wrote, byte for byte"
+expect_error "samples is 0" "$SHARDTRAIN" prep synthetic --out syn0 --samples 0 --sample-bytes 4K
+expect_error "shards is 4 but there are only 3 samples" "$SHARDTRAIN" prep synthetic --out syn1 --samples 3 --sample-bytes 1 --shards 4
+expect_error "syn: already holds a data set" "$SHARDTRAIN" prep synthetic --out syn --samples 3 --sample-bytes 1
+expect_error "$WORK/empty: no shard files" "$SHARDTRAIN" prep manifest "$WORK/empty"
 
 # --- the converter ----------------------------------------------------------------
 mkdir -p src-missing

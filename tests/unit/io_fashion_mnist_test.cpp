@@ -5,6 +5,7 @@
 #include "io/fashion_mnist.h"
 #include "io/format_v1.h"
 #include "io/idx_reader.h"
+#include "io/manifest.h"
 #include "io_test_util.h"
 
 #include <gtest/gtest.h>
@@ -101,7 +102,7 @@ TEST_P(FashionMnistRoundTrip, LoadsBackExactly) {
   EXPECT_EQ(summary.train_samples, 50);
   EXPECT_EQ(summary.test_samples, 20);
   EXPECT_EQ(summary.shards, shards);
-  EXPECT_EQ(lines.size(), size_t(2 * shards));
+  EXPECT_EQ(lines.size(), size_t(2 * (shards + 1)));  // a line per shard and per manifest
 
   struct Expect {
     const char* split;
@@ -113,7 +114,15 @@ TEST_P(FashionMnistRoundTrip, LoadsBackExactly) {
     const std::string dir = out / e.split;
     std::vector<std::string> want_files;
     for (int s = 0; s < shards; ++s) want_files.push_back(format_v1::shard_file_name(s));
-    EXPECT_EQ(files_in(dir), want_files);
+    std::vector<std::string> with_manifest{kManifestFile};
+    with_manifest.insert(with_manifest.end(), want_files.begin(), want_files.end());
+    EXPECT_EQ(files_in(dir), with_manifest);
+    // The manifest describes the files just written.
+    const std::optional<Manifest> manifest = read_manifest(dir);
+    ASSERT_TRUE(manifest.has_value());
+    EXPECT_EQ(manifest->num_samples, e.n);
+    EXPECT_EQ(manifest->shards.size(), size_t(shards));
+    check_manifest_against_files(dir, *manifest);
 
     InMemoryDataset ds = InMemoryDataset::load(dir);
     const DatasetInfo& info = ds.info();
@@ -164,8 +173,9 @@ TEST(FashionMnistPrep, RerunWithFewerShardsRemovesStaleFiles) {
   testing::write_bytes(out / "train/notes.txt", {1});                // not ours: kept
   prep_fashion_mnist(options(src, out, 2));
   EXPECT_EQ(files_in(out / "train"),
-            (std::vector<std::string>{"notes.txt", "part-00000.h5", "part-00001.h5"}));
-  EXPECT_EQ(files_in(out / "test"), (std::vector<std::string>{"part-00000.h5", "part-00001.h5"}));
+            (std::vector<std::string>{"manifest.json", "notes.txt", "part-00000.h5", "part-00001.h5"}));
+  EXPECT_EQ(files_in(out / "test"), (std::vector<std::string>{"manifest.json", "part-00000.h5", "part-00001.h5"}));
+  EXPECT_EQ(read_manifest(out / "train")->shards.size(), 2u);
   EXPECT_EQ(InMemoryDataset::load(out / "train").size(), 50);
 }
 

@@ -5,6 +5,7 @@
 // (tests/data/check_shard_with_h5py.py).
 #include "io/dataset.h"
 #include "io/dataset_writer.h"
+#include "io/manifest.h"
 #include "io_test_util.h"
 
 #include <gtest/gtest.h>
@@ -80,6 +81,17 @@ TEST_F(H5pyCompat, LoadsTheDocumentedH5pyRecipe) {
       EXPECT_FLOAT_EQ(x[k * 5 + size_t(j)], (stored - 1.5f) / 2.5f) << "sample " << i << " feature " << j;
     }
   }
+
+  // `shardtrain prep manifest` for data written by another tool: a float32
+  // split of two shards gets a manifest that it then passes.
+  const Manifest m = write_split_manifest(out);
+  EXPECT_EQ(m.dtype, SampleDType::f32);
+  EXPECT_EQ(m.sample_shape, (Shape{5}));
+  ASSERT_EQ(m.shards.size(), 2u);
+  EXPECT_EQ(m.shards[0].num_samples + m.shards[1].num_samples, 11);
+  check_manifest_against_files(out, *read_manifest(out));
+  for (const ManifestShard& shard : m.shards) verify_shard(out + "/" + shard.file, shard);
+  EXPECT_EQ(InMemoryDataset::load(out).size(), 11);
 }
 
 TEST_F(H5pyCompat, H5pyReadsWhatShardWriterWrites) {

@@ -1,0 +1,344 @@
+#include "io/bench_io.h"
+
+#include "io/cache.h"
+#include "io/format_v1.h"
+#include "io/page_cache.h"
+#include "io/stream_loader.h"
+#include "runtime/core/clock.h"
+#include "runtime/core/error.h"
+
+#include <fcntl.h>
+#include <mpi.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+namespace shardtrain::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Aggregate {
+  double bytes = 0, seconds = 0;  // sum of bytes, slowest rank's time
+  double mb_s() const { return seconds > 0 ? bytes / seconds / 1e6 : 0; }
+};
+
+Aggregate aggregate(double bytes, double seconds) {
+  Aggregate a;
+  MPI_Allreduce(&bytes, &a.bytes, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(&seconds, &a.seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return a;
+}
+
+struct AlignedBuffer {
+  void* p = nullptr;
+  explicit AlignedBuffer(size_t bytes) {
+    ST_CHECK(posix_memalign(&p, 4096, bytes) == 0, "cannot allocate {} aligned bytes", bytes);
+  }
+  ~AlignedBuffer() { std::free(p); }
+};
+
+// This rank's contiguous share of the files' bytes, read with O_DIRECT in
+// `block` requests (4 KiB aligned), `depth` of them in flight (a thread
+// each, taking every depth-th block): the storage's sequential ceiling. One
+// request at a time would understate it: the page cache's readahead keeps
+// several in flight, and so does any real reader of fast storage.
+double raw_read(const std::vector<std::string>& files, int rank, int world, int64_t block, int depth,
+                double* seconds) {
+  std::vector<int64_t> sizes;
+  int64_t total = 0;
+  for (const auto& f : files) {
+    sizes.push_back(int64_t(fs::file_size(f)));
+    total += sizes.back();
+  }
+  constexpr int64_t kAlign = 4096;
+  auto cut = [&](int r) { return (total * r / world) / kAlign * kAlign; };
+  const int64_t begin = cut(rank), end = rank + 1 == world ? total : cut(rank + 1);
+  // The requests: (file, offset, length counted) in order.
+  struct Request {
+    size_t file;
+    int64_t offset, want, counted;
+  };
+  std::vector<Request> requests;
+  int64_t file_start = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const int64_t fb = std::max(begin, file_start), fe = std::min(end, file_start + sizes[i]);
+    for (int64_t off = (fb - file_start) / kAlign * kAlign; fb < fe && off < fe - file_start; off += block) {
+      const int64_t stop = fe - file_start;
+      const int64_t want = std::min(block, (stop - off + kAlign - 1) / kAlign * kAlign);
+      requests.push_back({i, off, want, std::min(want, stop - off)});
+    }
+    file_start += sizes[i];
+  }
+  std::vector<int> fds;
+  for (const auto& f : files) {
+    fds.push_back(::open(f.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
+    ST_CHECK(fds.back() >= 0, "{}: cannot open with O_DIRECT: {}", f, std::strerror(errno));
+  }
+  std::atomic<int64_t> read_bytes{0};
+  std::vector<std::string> errors(static_cast<size_t>(depth));
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = now_seconds();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < depth; ++t)
+    threads.emplace_back([&, t] {
+      AlignedBuffer buf(static_cast<size_t>(block));
+      for (size_t r = size_t(t); r < requests.size(); r += size_t(depth)) {
+        const Request& q = requests[r];
+        ssize_t n;
+        do n = ::pread(fds[q.file], buf.p, size_t(q.want), q.offset);
+        while (n < 0 && errno == EINTR);
+        if (n < 0) {
+          errors[size_t(t)] = fmt::format("{}: O_DIRECT read failed: {}", files[q.file], std::strerror(errno));
+          return;
+        }
+        read_bytes += std::min<int64_t>(n, q.counted);
+      }
+    });
+  for (auto& th : threads) th.join();
+  *seconds = now_seconds() - t0;
+  for (int fd : fds) ::close(fd);
+  for (const auto& e : errors) ST_CHECK(e.empty(), "{}", e);
+  return double(read_bytes.load());
+}
+
+// The same share read through the page cache after dropping its pages:
+// sequential 8 MiB reads, with the kernel's readahead. On a virtual disk
+// this can exceed O_DIRECT (docs/BENCHMARKS.md), so both are reported.
+double buffered_read(const std::vector<std::string>& files, int rank, int world, double* seconds) {
+  for (const auto& f : files) drop_cached_pages(f);
+  int64_t total = 0;
+  std::vector<int64_t> sizes;
+  for (const auto& f : files) total += sizes.emplace_back(int64_t(fs::file_size(f)));
+  const int64_t begin = total * rank / world, end = total * (rank + 1) / world;
+  std::vector<char> buf(static_cast<size_t>(8 << 20));
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = now_seconds();
+  int64_t done = 0, file_start = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const int64_t fb = std::max(begin, file_start), fe = std::min(end, file_start + sizes[i]);
+    if (fb < fe) {
+      const int fd = ::open(files[i].c_str(), O_RDONLY | O_CLOEXEC);
+      ST_CHECK(fd >= 0, "{}: cannot open: {}", files[i], std::strerror(errno));
+      for (int64_t off = fb - file_start; off < fe - file_start;) {
+        const ssize_t n = ::pread(fd, buf.data(), size_t(std::min<int64_t>(int64_t(buf.size()), fe - file_start - off)), off);
+        if (n < 0 && errno == EINTR) continue;
+        ST_CHECK(n > 0, "{}: read failed: {}", files[i], std::strerror(errno));
+        off += n;
+        done += n;
+      }
+      ::close(fd);
+    }
+    file_start += sizes[i];
+  }
+  *seconds = now_seconds() - t0;
+  for (const auto& f : files) drop_cached_pages(f);
+  return double(done);
+}
+
+// The concurrent ingest: writes generated data into `dir` in `block` writes
+// through a rate limiter until stopped, syncing every 64 MiB so that the
+// writes reach the storage while the loader reads (as a real ingest's would).
+class IngestWriter {
+ public:
+  IngestWriter(std::string dir, int64_t block, double rate_bytes_s, int64_t cap)
+      : dir_(std::move(dir)), block_(block), limiter_(rate_bytes_s), cap_(cap) {
+    fs::create_directories(dir_);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~IngestWriter() { finish(); }
+  double finish() {  // bytes written
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    fs::remove_all(dir_);
+    if (error_) std::rethrow_exception(error_);
+    return double(written_);
+  }
+  double seconds() const { return seconds_; }
+
+ private:
+  void run() {
+    try {
+      std::vector<char> data(static_cast<size_t>(block_));
+      uint64_t x = 0x9e3779b97f4a7c15ull;
+      for (char& c : data) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        c = char(x);
+      }
+      const double t0 = now_seconds();
+      constexpr int64_t kFileBytes = int64_t(256) << 20, kSyncBytes = int64_t(64) << 20;
+      for (int file = 0; !stop_ && (cap_ == 0 || written_ < cap_); ++file) {
+        const std::string path = fmt::format("{}/ingest-{:04d}.bin", dir_, file);
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ST_CHECK(fd >= 0, "{}: cannot create: {}", path, std::strerror(errno));
+        int64_t in_file = 0, since_sync = 0;
+        while (!stop_ && in_file < kFileBytes && (cap_ == 0 || written_ < cap_)) {
+          limiter_.acquire(block_);
+          const ssize_t n = ::write(fd, data.data(), size_t(block_));
+          if (n < 0 && errno == EINTR) continue;
+          ST_CHECK(n > 0, "{}: write failed: {}", path, std::strerror(errno));
+          in_file += n;
+          since_sync += n;
+          written_ += n;
+          if (since_sync >= kSyncBytes) {
+            ::fdatasync(fd);
+            since_sync = 0;
+          }
+        }
+        ::fdatasync(fd);
+        ::close(fd);
+      }
+      seconds_ = now_seconds() - t0;
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  }
+
+  std::string dir_;
+  int64_t block_;
+  RateLimiter limiter_;
+  int64_t cap_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> written_{0};
+  double seconds_ = 0;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+struct LoaderTrial {
+  Aggregate agg;
+  double samples_per_s = 0;
+};
+
+// Reads `batches` batches through the streaming loader, as training would.
+LoaderTrial loader_trial(const BenchIoOptions& o, int64_t batches, int64_t* samples_per_batch) {
+  StreamLoader loader(o.data, o.loader, o.global_batch, o.seed);
+  if (o.loader.cold_cache)
+    for (const auto& f : loader.info().shard_files) drop_cached_pages(f);
+  const int64_t n = batches > 0 ? batches : loader.sampler().batches_per_epoch();
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = now_seconds();
+  loader.start({0, 0}, n);
+  int64_t bytes = 0;
+  for (int64_t i = 0; i < n; ++i) bytes += loader.next().bytes;
+  const double seconds = now_seconds() - t0;
+  *samples_per_batch = loader.sampler().global_batch();
+  LoaderTrial t;
+  t.agg = aggregate(double(bytes), seconds);
+  t.samples_per_s = t.agg.seconds > 0 ? double(n * loader.sampler().global_batch()) / t.agg.seconds : 0;
+  return t;
+}
+
+std::string size_name(int64_t b) {
+  return b >= (1 << 20) ? fmt::format("{} MiB", b >> 20) : fmt::format("{} KiB", b >> 10);
+}
+
+}  // namespace
+
+int bench_io(const BenchIoOptions& o) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int local_rank = 0;
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_free(&node);
+  auto say = [&](const std::string& line) {
+    if (rank == 0) fmt::print("{}\n", line), std::fflush(stdout);
+  };
+
+  const std::vector<std::string> files = format_v1::list_shard_files(o.data);
+  double data_bytes = 0;
+  for (const auto& f : files) data_bytes += double(fs::file_size(f));
+  say(fmt::format("bench io: {} ({} shard(s), {:.2f} GB) on {} rank(s); loader: {} transfer, {} order, global "
+                  "batch {}, {} prefetched, {}",
+                  o.data, files.size(), data_bytes / 1e9, world, o.loader.transfer, o.loader.order, o.global_batch,
+                  o.loader.prefetch_batches, o.loader.cold_cache ? "cold (pages dropped after reading)" : "warm"));
+
+  // Raw O_DIRECT first (it needs no cache state), then the loader.
+  double raw_s = 0;
+  const double raw_bytes = raw_read(files, rank, world, o.raw_block_bytes, o.raw_depth, &raw_s);
+  const Aggregate raw = aggregate(raw_bytes, raw_s);
+  say(fmt::format("  raw O_DIRECT sequential read ({} requests, {} in flight per rank): {:8.1f} MB/s",
+                  size_name(o.raw_block_bytes), o.raw_depth, raw.mb_s()));
+  double buf_s = 0;
+  const double buf_bytes = buffered_read(files, rank, world, &buf_s);
+  const Aggregate buffered = aggregate(buf_bytes, buf_s);
+  say(fmt::format("  buffered sequential read after dropping the pages (readahead): {:8.1f} MB/s", buffered.mb_s()));
+  int64_t per_batch = 0;
+  if (!o.loader.cold_cache) loader_trial(o, o.batches, &per_batch);  // warm: fill the page cache first
+  const LoaderTrial base = loader_trial(o, o.batches, &per_batch);
+  const double ratio = raw.mb_s() > 0 ? base.agg.mb_s() / raw.mb_s() : 0;
+  const double ratio_buffered = buffered.mb_s() > 0 ? base.agg.mb_s() / buffered.mb_s() : 0;
+  say(fmt::format("  loader: {:8.1f} MB/s, {:.0f} samples/s = {:.1f}% of the O_DIRECT read, {:.1f}% of the buffered read",
+                  base.agg.mb_s(), base.samples_per_s, 100 * ratio, 100 * ratio_buffered));
+
+  nlohmann::json ingest = nlohmann::json::array();
+  if (o.ingest) {
+    const double limited = o.ingest_rate_mb_s > 0 ? o.ingest_rate_mb_s : raw.mb_s() / 4;
+    const std::string dir = !o.ingest_dir.empty()
+                                ? o.ingest_dir
+                                : (fs::path(o.data).parent_path() / fmt::format(".ingest-{}", getpid())).string();
+    say(fmt::format("  ingest: a writer per node into {} while the loader reads (limited rate: {:.0f} MB/s)", dir,
+                    limited));
+    say(fmt::format("  {:>8} {:>12} {:>14} {:>14} {:>10}", "block", "rate MB/s", "written MB/s", "loader MB/s",
+                    "slowdown"));
+    for (const int64_t block : o.ingest_blocks)
+      for (const double rate : {0.0, limited}) {
+        std::unique_ptr<IngestWriter> writer;
+        if (local_rank == 0)
+          writer = std::make_unique<IngestWriter>(fmt::format("{}-{}", dir, rank), block, rate * 1e6, o.ingest_bytes);
+        const LoaderTrial t = loader_trial(o, o.batches, &per_batch);
+        double written = 0, wsec = 0;
+        if (writer) {
+          written = writer->finish();
+          wsec = t.agg.seconds;
+        }
+        const Aggregate w = aggregate(written, wsec);
+        const double slowdown = t.agg.mb_s() > 0 ? base.agg.mb_s() / t.agg.mb_s() : 0;
+        say(fmt::format("  {:>8} {:>12} {:>14.1f} {:>14.1f} {:>9.2f}x", size_name(block),
+                        rate > 0 ? fmt::format("{:.0f}", rate) : std::string("unlimited"), w.mb_s(), t.agg.mb_s(),
+                        slowdown));
+        ingest.push_back({{"block_bytes", block},
+                          {"rate_mb_s", rate},
+                          {"written_mb_s", w.mb_s()},
+                          {"loader_mb_s", t.agg.mb_s()},
+                          {"slowdown", slowdown}});
+      }
+  }
+
+  if (rank == 0 && !o.json_path.empty()) {
+    const nlohmann::json j = {{"data", o.data},
+                              {"ranks", world},
+                              {"cold", o.loader.cold_cache},
+                              {"transfer", o.loader.transfer},
+                              {"order", o.loader.order},
+                              {"global_batch", o.global_batch},
+                              {"data_bytes", data_bytes},
+                              {"raw_mb_s", raw.mb_s()},
+                              {"raw_block_bytes", o.raw_block_bytes},
+                              {"raw_depth", o.raw_depth},
+                              {"loader_mb_s", base.agg.mb_s()},
+                              {"loader_samples_s", base.samples_per_s},
+                              {"ratio", ratio},
+                              {"buffered_mb_s", buffered.mb_s()},
+                              {"ratio_buffered", ratio_buffered},
+                              {"ingest", ingest}};
+    std::ofstream(o.json_path) << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace shardtrain::io

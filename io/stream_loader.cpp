@@ -1,0 +1,401 @@
+#include "io/stream_loader.h"
+
+#include "io/format_v1.h"
+#include "io/manifest.h"
+#include "io/mpio.h"
+#include "io/normalize.h"
+#include "io/page_cache.h"
+#include "io/shard_reader.h"
+#include "io/shard_set.h"
+#include "runtime/core/clock.h"
+#include "runtime/core/error.h"
+
+#include <mpi.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+
+namespace shardtrain::io {
+namespace {
+
+// The I/O threads agree before each batch on a vector, reduced with MAX: its
+// first element says whether to go on (kGo), or that some rank stops or
+// failed; then, per shard, the largest number of runs any rank reads there
+// (a collective read takes that many calls on every rank).
+constexpr int64_t kGo = 0, kStop = 1, kFailed = 2;
+
+// Every rank learns whether any rank failed, and if so the first failing
+// rank's message: the same outcome everywhere (bad input must not leave one
+// rank failing while the others wait in a collective).
+void agree_or_throw(MPI_Comm comm, const std::string& my_error) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  const int mine = my_error.empty() ? INT32_MAX : rank;
+  int first = INT32_MAX;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
+  if (first == INT32_MAX) return;
+  int len = first == rank ? int(my_error.size()) : 0;
+  MPI_Bcast(&len, 1, MPI_INT, first, comm);
+  std::string message = first == rank ? my_error : std::string(size_t(len), '\0');
+  MPI_Bcast(message.data(), len, MPI_CHAR, first, comm);
+  if (first == rank) throw Error(message);
+  throw Error(fmt::format("{} (on rank {})", message, first));
+}
+
+
+}  // namespace
+
+struct StreamLoader::Impl {
+  std::string split_dir;
+  LoaderOptions options;
+  ShardLocator locator;
+  MPI_Comm comm = MPI_COMM_NULL;
+  h5::PropList fapl, dxpl;
+  std::vector<std::string> source_files, open_paths;
+  std::vector<std::unique_ptr<ShardReader>> shards;
+  std::vector<std::vector<int32_t>> labels;
+  std::vector<int64_t> shard_begin;  // first global sample index of each shard
+  size_t sample_bytes = 0;
+
+  // The queue: slots of reused buffers; the consumer holds one.
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::vector<LoadedBatch> slots;
+  std::deque<size_t> ready, free_slots;
+  long held = -1;  // slot the consumer has
+  bool stop = false, finished = false;
+  std::exception_ptr error;
+  LoaderStats stats;
+
+  int shard_of(int64_t index) const {
+    return int(std::upper_bound(shard_begin.begin(), shard_begin.end(), index) - shard_begin.begin()) - 1;
+  }
+  void open_shard(int s, const std::string& path) {
+    shards[size_t(s)] = std::make_unique<ShardReader>(path, fapl.get());
+    open_paths[size_t(s)] = path;
+  }
+  // One batch's reads on this rank: its samples sorted (with their place in
+  // the batch) and, per shard, the runs of consecutive samples.
+  struct Plan {
+    std::vector<std::pair<int64_t, int64_t>> order;  // (sample, position in the batch)
+    std::vector<std::vector<ShardReader::Run>> runs;  // per shard
+    std::vector<size_t> first;                       // per shard: its first entry in order
+  };
+  void plan_batch(const std::vector<int64_t>& indices, Plan& plan) const;
+  void reopen_cached_shards();
+  // Cold cache: drop the pages of the shards read since the last drop, at
+  // the end of each epoch and whenever kColdBudget bytes were read, so that
+  // every epoch reads from storage and the cache never holds more than about
+  // the budget of the data set, as if it were larger than memory; readahead
+  // within the budget still works, as it would on a large data set.
+  static constexpr int64_t kColdBudget = int64_t(256) << 20;
+  std::vector<bool> cold_touched;
+  int64_t cold_bytes = 0;
+  void drop_cold_pages();
+  void read_batch(const DatasetInfo& info, const Plan& plan, const std::vector<int64_t>& calls, LoadedBatch& out);
+};
+
+StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, int64_t global_batch,
+                           uint64_t seed, ShardLocator locator)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.split_dir = std::move(split_dir);
+  m.options = options;
+  m.locator = std::move(locator);
+  MPI_Comm_dup(MPI_COMM_WORLD, &m.comm);
+  int rank = 0, world = 1;
+  MPI_Comm_rank(m.comm, &rank);
+  MPI_Comm_size(m.comm, &world);
+
+  // 1. Every rank checks the split on its own (POSIX HDF5, no collective):
+  // files, manifest, headers, labels. Then all agree.
+  std::string problem;
+  try {
+    h5::silence_errors();
+    m.source_files = format_v1::list_shard_files(m.split_dir);
+    std::optional<Manifest> manifest;
+    if (std::filesystem::is_directory(m.split_dir)) manifest = read_manifest(m.split_dir);
+    if (manifest) check_manifest_against_files(m.split_dir, *manifest);
+    if (options.verify_checksums) {
+      ST_CHECK(manifest.has_value(), "{}: data.verify_checksums needs a manifest.json (shardtrain prep manifest {})",
+               m.split_dir, m.split_dir);
+      // Each rank reads its share of the files: shard s on rank s % world.
+      for (size_t s = size_t(rank); s < manifest->shards.size(); s += size_t(world))
+        verify_shard(m.source_files[s], manifest->shards[s]);
+    }
+    std::vector<ShardReader> serial;
+    for (const std::string& f : m.source_files) serial.emplace_back(f);
+    check_shard_set(m.split_dir, serial);
+    int64_t total = 0;
+    for (const ShardReader& r : serial) {
+      m.shard_begin.push_back(total);
+      shard_sizes_.push_back(r.header().num_samples);
+      m.labels.push_back(r.read_labels());
+      total += r.header().num_samples;
+    }
+    ST_CHECK(total > 0, "{}: the split has no samples", m.split_dir);
+    const format_v1::ShardHeader& h0 = serial.front().header();
+    info_.path = m.split_dir;
+    info_.shard_files = m.source_files;
+    info_.split = h0.split;
+    info_.num_samples = total;
+    info_.sample_shape = h0.sample_shape;
+    info_.dtype = h0.dtype;
+    info_.num_classes = h0.num_classes;
+    info_.normalize_mean = h0.normalize_mean;
+    info_.normalize_std = h0.normalize_std;
+    m.sample_bytes = size_t(info_.sample_numel()) * format_v1::dtype_size(info_.dtype);
+    sampler_ = std::make_unique<Sampler>(total, global_batch, rank, world, seed,
+                                         sampler_options(options, shard_sizes_));
+  } catch (const std::exception& e) {
+    problem = e.what();
+  }
+  try {
+    agree_or_throw(m.comm, problem);
+    // 2. Collective opens through MPI-IO, from the source or the cache.
+    m.fapl = mpio::file_access(m.comm);
+    m.dxpl = mpio::transfer(options.transfer);
+    m.shards.resize(m.source_files.size());
+    m.cold_touched.assign(m.source_files.size(), false);
+    m.open_paths.resize(m.source_files.size());
+    problem.clear();
+    try {
+      for (size_t s = 0; s < m.source_files.size(); ++s) m.open_shard(int(s), m.source_files[s]);
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+    agree_or_throw(m.comm, problem);
+  } catch (...) {
+    m.shards.clear();
+    MPI_Comm_free(&m.comm);
+    throw;
+  }
+  m.stats.transfer = options.transfer;
+
+  const int64_t depth = options.prefetch_batches;
+  m.slots.resize(size_t(depth + 1));
+  for (LoadedBatch& b : m.slots) {
+    b.x.resize(size_t(sampler_->local_batch() * info_.sample_numel()));
+    b.y.resize(size_t(sampler_->local_batch()));
+  }
+  for (size_t i = 0; i < m.slots.size(); ++i) m.free_slots.push_back(i);
+}
+
+StreamLoader::~StreamLoader() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(impl_->mu);
+      impl_->stop = true;
+    }
+    impl_->cv.notify_all();
+    thread_.join();
+  }
+  impl_->shards.clear();  // collective closes, on every rank in the same order
+  MPI_Comm_free(&impl_->comm);
+}
+
+void StreamLoader::start(SamplerPosition from, int64_t count) {
+  ST_CHECK(!thread_.joinable(), "StreamLoader::start called twice");
+  thread_ = std::thread([this, from, count] { io_main(from, count); });
+}
+
+void StreamLoader::io_main(SamplerPosition from, int64_t count) {
+  Impl& m = *impl_;
+  h5::silence_errors();
+  // SCHED_BATCH: when the training thread hands back a buffer and wakes this
+  // thread, the scheduler must not let it preempt the training thread at
+  // once (as it favours a thread that slept): on a node whose cores are all
+  // busy, that preemption showed up as 3-5 ms "data wait" with 16 batches
+  // ready (docs/BENCHMARKS.md). It still gets its fair share of the CPU.
+  const sched_param batch_param{};
+  sched_setscheduler(0, SCHED_BATCH, &batch_param);  // on failure it works the same, less politely
+  const int64_t per_epoch = sampler_->batches_per_epoch();
+  const size_t n = 1 + m.shards.size();
+  std::vector<int64_t> local(n), agreed(n);
+  std::vector<int64_t> indices;
+  Impl::Plan plan;
+  const bool collective = m.options.transfer == "collective";
+  bool failed = false;
+  int64_t epoch = from.epoch, batch = from.batch;
+  for (int64_t k = 0; k < count; ++k) {
+    // Wait for a free slot (or a stop), then agree with the other ranks.
+    size_t slot = 0;
+    bool stopping = false;
+    {
+      std::unique_lock<std::mutex> lock(m.mu);
+      m.cv.wait(lock, [&] { return m.stop || !m.free_slots.empty(); });
+      stopping = m.stop;
+      if (!stopping) {
+        slot = m.free_slots.front();
+        m.free_slots.pop_front();
+      }
+    }
+    std::fill(local.begin(), local.end(), 0);
+    local[0] = failed ? kFailed : stopping ? kStop : kGo;
+    if (local[0] == kGo) {
+      try {
+        sampler_->batch_indices(epoch, batch, indices);
+        m.plan_batch(indices, plan);
+        for (size_t s = 0; s < m.shards.size(); ++s) local[1 + s] = int64_t(plan.runs[s].size());
+      } catch (...) {
+        failed = true;
+        local[0] = kFailed;
+        std::lock_guard<std::mutex> lock(m.mu);
+        m.error = std::current_exception();
+      }
+    }
+    // Independent reads need no agreement, except where a collective call
+    // follows: the collective reads themselves, and reopening staged shards
+    // at an epoch's start. Skipping it elsewhere matters on busy cores: a
+    // rank waiting in the all-reduce for another's I/O thread spins.
+    if (collective || (batch == 0 && m.locator.cached))
+      MPI_Allreduce(local.data(), agreed.data(), int(n), MPI_INT64_T, MPI_MAX, m.comm);
+    else
+      agreed = local;
+    if (agreed[0] != kGo) {
+      if (agreed[0] == kFailed && !failed) {
+        std::lock_guard<std::mutex> lock(m.mu);
+        m.error = std::make_exception_ptr(Error("the data loader stopped: another rank's loader failed"));
+      }
+      break;
+    }
+    try {
+      if (batch == 0 && m.locator.cached) m.reopen_cached_shards();
+      LoadedBatch& out = m.slots[slot];
+      out.epoch = epoch;
+      out.batch = batch;
+      m.read_batch(info_, plan, agreed, out);
+      if (m.options.cold_cache && (batch + 1 == per_epoch || k + 1 == count || m.cold_bytes >= Impl::kColdBudget))
+        m.drop_cold_pages();
+      std::lock_guard<std::mutex> lock(m.mu);
+      m.ready.push_back(slot);
+      m.stats.batches += 1;
+      m.stats.bytes += out.bytes;
+      m.stats.requests += out.requests;
+      m.stats.read_s += out.read_s;
+    } catch (...) {
+      failed = true;  // the next agreement tells the other ranks
+      std::lock_guard<std::mutex> lock(m.mu);
+      m.error = std::current_exception();
+      m.free_slots.push_back(slot);
+    }
+    m.cv.notify_all();
+    if (++batch == per_epoch) {
+      batch = 0;
+      ++epoch;
+    }
+  }
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.finished = true;
+  m.cv.notify_all();
+}
+
+void StreamLoader::Impl::reopen_cached_shards() {
+  // A shard is read from the cache only once every rank (every node) has it,
+  // so that all ranks open the same content through the same collective call.
+  std::vector<int> have(shards.size()), all(shards.size());
+  for (size_t s = 0; s < shards.size(); ++s) have[s] = locator.cached(int(s)) ? 1 : 0;
+  MPI_Allreduce(have.data(), all.data(), int(have.size()), MPI_INT, MPI_MIN, comm);
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const std::string want = all[s] ? locator.path_for(int(s)) : source_files[s];
+    if (want == open_paths[s]) continue;
+    shards[s].reset();  // collective close
+    open_shard(int(s), want);
+  }
+}
+
+void StreamLoader::Impl::drop_cold_pages() {
+  for (size_t s = 0; s < shards.size(); ++s)
+    if (cold_touched[s]) drop_cached_pages(open_paths[s]);
+  cold_touched.assign(shards.size(), false);
+  cold_bytes = 0;
+}
+
+void StreamLoader::Impl::plan_batch(const std::vector<int64_t>& indices, Plan& plan) const {
+  plan.order.resize(indices.size());
+  for (size_t i = 0; i < indices.size(); ++i) plan.order[i] = {indices[i], int64_t(i)};
+  std::sort(plan.order.begin(), plan.order.end());
+  plan.runs.assign(shards.size(), {});
+  plan.first.assign(shards.size() + 1, plan.order.size());
+  size_t at = 0;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    plan.first[s] = at;
+    const int64_t begin = shard_begin[s], end = begin + shards[s]->header().num_samples;
+    for (; at < plan.order.size() && plan.order[at].first < end; ++at) {
+      const int64_t local = plan.order[at].first - begin;
+      auto& runs = plan.runs[s];
+      if (!runs.empty() && runs.back().first + runs.back().count == local)
+        ++runs.back().count;
+      else
+        runs.push_back({local, 1});
+    }
+  }
+  ST_ASSERT(at == plan.order.size());
+}
+
+void StreamLoader::Impl::read_batch(const DatasetInfo& info, const Plan& plan, const std::vector<int64_t>& calls,
+                                    LoadedBatch& out) {
+  out.bytes = out.requests = out.read_calls = 0;
+  out.read_s = 0;
+  thread_local std::vector<uint8_t> raw;
+  raw.resize(std::max<size_t>(1, plan.order.size() * sample_bytes));
+  const bool collective = options.transfer == "collective";
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const auto& runs = plan.runs[s];
+    // Collective: as many calls as the rank with the most runs here.
+    const int64_t n_calls = collective ? calls[1 + s] : int64_t(runs.size());
+    if (n_calls == 0) continue;
+    const double t0 = now_seconds();
+    shards[s]->read_x_runs(runs, raw.data() + plan.first[s] * sample_bytes, dxpl.get(), n_calls);
+    out.read_s += now_seconds() - t0;
+    out.read_calls += n_calls;
+    out.requests += int64_t(runs.size());
+    out.bytes += int64_t((plan.first[s + 1] - plan.first[s]) * sample_bytes);
+    if (collective && stats.actual_io_mode.empty()) {
+      std::lock_guard<std::mutex> lock(mu);
+      stats.actual_io_mode = mpio::actual_io_mode(dxpl.get());
+      stats.no_collective_cause = mpio::no_collective_cause(dxpl.get());
+    }
+    if (options.cold_cache) {
+      cold_touched[s] = true;
+      cold_bytes += int64_t((plan.first[s + 1] - plan.first[s]) * sample_bytes);
+    }
+    for (size_t i = plan.first[s]; i < plan.first[s + 1]; ++i) {
+      const int64_t pos = plan.order[i].second;
+      normalize_sample(info, raw.data() + i * sample_bytes, out.x.data() + pos * info.sample_numel());
+      out.y[size_t(pos)] = labels[s][size_t(plan.order[i].first - shard_begin[s])];
+    }
+  }
+}
+
+const LoadedBatch& StreamLoader::next() {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> lock(m.mu);
+  if (m.held >= 0) {
+    m.free_slots.push_back(size_t(m.held));
+    m.held = -1;
+    m.cv.notify_all();
+  }
+  m.cv.wait(lock, [&] { return !m.ready.empty() || m.error || m.finished; });
+  if (m.ready.empty()) {
+    if (m.error) std::rethrow_exception(m.error);
+    throw Error("the data loader has no more batches (start() was given fewer than were asked for)");
+  }
+  m.held = long(m.ready.front());
+  m.ready.pop_front();
+  return m.slots[size_t(m.held)];
+}
+
+int64_t StreamLoader::queued() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return int64_t(impl_->ready.size());
+}
+
+LoaderStats StreamLoader::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stats;
+}
+
+}  // namespace shardtrain::io

@@ -1,0 +1,107 @@
+// The streaming loader: a training split read from its shard files while
+// training runs, for data sets larger than memory (data.loader = "stream").
+//
+// Design (docs/io.md):
+// - Parallel HDF5: every rank opens every shard through MPI-IO on its own
+//   duplicate of MPI_COMM_WORLD, and reads its slice of each global batch with
+//   one H5Dread per shard: its sample indices sorted and merged into runs, a
+//   union of hyperslabs, in collective or independent transfer mode. In
+//   collective mode every rank joins the read of every shard the global batch
+//   touches, with an empty selection when it has nothing there.
+// - One I/O thread per rank owns every HDF5 call (this HDF5 is built without
+//   thread safety): opening, validation, reads, closing. The training thread
+//   only takes ready batches from a bounded queue (data.prefetch_batches
+//   deep); batch buffers are allocated once and reused.
+// - The I/O threads of all ranks read the same sequence of batches and, before
+//   each collective step (a collective read, reopening staged shards), agree
+//   in a small all-reduce whether to go on, so that a rank stopping (end of
+//   training, an error) never leaves another waiting in a collective call.
+// - cold_cache: after each batch, the shards it touched are dropped from the
+//   page cache, so every read goes to storage.
+// - Staging (io/cache.h): at each epoch start the ranks agree which shards
+//   every node has in its cache and reopen those from there.
+#pragma once
+
+#include "io/dataset.h"
+#include "io/loader_options.h"
+#include "io/sampler.h"
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace shardtrain::io {
+
+// One global batch's slice for this rank, ready for training.
+struct LoadedBatch {
+  int64_t epoch = 0, batch = 0;
+  std::vector<float> x;        // local_batch * sample_numel, normalized
+  std::vector<int32_t> y;      // local_batch
+  // What reading it cost (this rank).
+  int64_t bytes = 0;           // sample bytes read
+  int64_t requests = 0;        // runs of consecutive samples (hyperslabs) read
+  int64_t read_calls = 0;      // H5Dread calls (one per shard touched)
+  double read_s = 0;           // time in H5Dread
+};
+
+// Cumulative figures of the loader (a snapshot; thread-safe).
+struct LoaderStats {
+  int64_t batches = 0, bytes = 0, requests = 0;
+  double read_s = 0;
+  std::string transfer;            // requested: "collective" | "independent"
+  std::string actual_io_mode;      // what HDF5 did on the last collective read
+  std::string no_collective_cause; // why not collective, when it was not
+};
+
+// Which file to read a shard from: (shard index) -> path, and whether this
+// node has it cached (io/cache.h's ShardCache; absent: always the source).
+struct ShardLocator {
+  std::function<bool(int)> cached;
+  std::function<std::string(int)> path_for;
+};
+
+class StreamLoader {
+ public:
+  // Collective over MPI_COMM_WORLD: every rank constructs it with the same
+  // arguments. Validates the split (files, manifest, headers, labels) on every
+  // rank and agrees on the outcome: either every rank returns, or every rank
+  // throws (with the failing rank's message).
+  StreamLoader(std::string split_dir, const LoaderOptions& options, int64_t global_batch, uint64_t seed,
+               ShardLocator locator = {});
+  ~StreamLoader();  // stops the I/O thread (after agreeing with the other ranks)
+  StreamLoader(const StreamLoader&) = delete;
+  StreamLoader& operator=(const StreamLoader&) = delete;
+
+  const DatasetInfo& info() const { return info_; }
+  int64_t size() const { return info_.num_samples; }
+  Sampler& sampler() { return *sampler_; }
+  std::vector<int64_t> shard_sizes() const { return shard_sizes_; }
+
+  // Starts reading `count` batches from `from` (epoch, batch) on, in order.
+  void start(SamplerPosition from, int64_t count);
+  // The next batch, waiting for it if it is not ready (that wait is the
+  // storage stall). Valid until the following call. Rethrows an I/O error.
+  const LoadedBatch& next();
+  // Ready batches in the queue now (before next() takes one).
+  int64_t queued() const;
+  LoaderStats stats() const;
+
+ private:
+  struct Impl;
+  void io_main(SamplerPosition from, int64_t count);
+
+  DatasetInfo info_;
+  std::vector<int64_t> shard_sizes_;
+  std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<Impl> impl_;
+  std::thread thread_;
+};
+
+}  // namespace shardtrain::io

@@ -1,0 +1,10 @@
+# Sourced by scripts/bench-*.sh: the repository root as working directory,
+# OUT_DIR (the script's first argument, default bench-out/) created, the
+# binaries, and Fashion-MNIST converted once.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+out=${1:-bench-out}
+mkdir -p "$out"
+st=build/bin/shardtrain
+run=build/bin/shardrun
+[ -f data/fashion-mnist/test/part-00000.h5 ] || $st prep fashion-mnist

@@ -1,0 +1,174 @@
+// The streaming loader under mpirun with 1-4 ranks: every batch equals what
+// the in-memory data set gives for the same indices, in collective and in
+// independent transfer mode; reads are merged into runs; the cold-cache mode
+// leaves the shards out of the page cache; bad input fails on every rank with
+// the same message; stopping early (before all batches were read) ends
+// cleanly on every rank.
+#include "io/dataset.h"
+#include "io/dataset_writer.h"
+#include "io/page_cache.h"
+#include "io/stream_loader.h"
+#include "runtime/core/error.h"
+#include "runtime/core/rng.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <stdlib.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+using namespace shardtrain;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kShardSizes[] = {37, 50, 13};  // 100 samples, uneven shards
+constexpr int64_t kGlobalBatch = 12;             // 8 batches per epoch, 4 dropped
+const Shape kSample{3, 5, 5};
+
+int rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// A split of three shards written by rank 0 into a directory all ranks share.
+std::string make_split(const std::string& name) {
+  char path[256] = {};
+  if (rank() == 0) {
+    std::string dir = (fs::temp_directory_path() / ("stream-loader-" + name + "-XXXXXX")).string();
+    ST_CHECK(mkdtemp(dir.data()) != nullptr, "mkdtemp");
+    Rng r(stream_key(5, 0, 0));
+    for (int s = 0; s < 3; ++s) {
+      io::format_v1::ShardHeader h;
+      h.split = "train";
+      h.num_classes = 7;
+      h.shard_index = s;
+      h.num_shards = 3;
+      h.num_samples = kShardSizes[s];
+      h.sample_shape = kSample;
+      h.dtype = io::SampleDType::u8;
+      h.normalize_mean = 0.25f;
+      h.normalize_std = 0.5f;
+      std::vector<uint8_t> x(size_t(h.num_samples * kSample.numel()));
+      std::vector<int32_t> y(size_t(h.num_samples));
+      for (auto& v : x) v = uint8_t(r.below(256));
+      for (auto& v : y) v = int32_t(r.below(7));
+      io::write_shard(dir + "/" + io::format_v1::shard_file_name(s), h, x.data(), y.data());
+    }
+    std::strncpy(path, dir.c_str(), sizeof path - 1);
+  }
+  MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return path;
+}
+
+void remove_split(const std::string& dir) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank() == 0) fs::remove_all(dir);
+}
+
+// Reads two epochs and checks every batch against the in-memory data set.
+void expect_batches_match_memory(const std::string& dir, const std::string& transfer) {
+  io::LoaderOptions o;
+  o.mode = "stream";
+  o.transfer = transfer;
+  o.prefetch_batches = 2;
+  io::StreamLoader loader(dir, o, kGlobalBatch, 9);
+  const io::InMemoryDataset memory = io::InMemoryDataset::load(dir);
+  ASSERT_EQ(loader.size(), 100);
+  io::Sampler& sampler = loader.sampler();
+  const int64_t per_epoch = sampler.batches_per_epoch();
+  loader.start({0, 0}, 2 * per_epoch);
+  std::vector<int64_t> idx;
+  std::vector<float> x(size_t(sampler.local_batch() * kSample.numel()));
+  std::vector<int32_t> y(size_t(sampler.local_batch()));
+  int64_t requests = 0, samples = 0;
+  for (int64_t e = 0; e < 2; ++e)
+    for (int64_t b = 0; b < per_epoch; ++b) {
+      const io::LoadedBatch& got = loader.next();
+      ASSERT_EQ(got.epoch, e);
+      ASSERT_EQ(got.batch, b);
+      sampler.batch_indices(e, b, idx);
+      memory.gather(idx.data(), int64_t(idx.size()), x.data(), y.data());
+      ASSERT_EQ(got.x, x) << transfer << " epoch " << e << " batch " << b;
+      ASSERT_EQ(got.y, y);
+      EXPECT_EQ(got.bytes, int64_t(idx.size()) * kSample.numel());
+      requests += got.requests;
+      samples += int64_t(idx.size());
+    }
+  EXPECT_LE(requests, samples);  // runs: never more requests than samples
+  const io::LoaderStats s = loader.stats();
+  EXPECT_EQ(s.batches, 2 * per_epoch);
+  if (transfer == "collective") EXPECT_FALSE(s.actual_io_mode.empty());
+}
+
+TEST(StreamLoader, CollectiveBatchesEqualTheInMemoryOnes) {
+  const std::string dir = make_split("coll");
+  expect_batches_match_memory(dir, "collective");
+  remove_split(dir);
+}
+
+TEST(StreamLoader, IndependentBatchesEqualTheInMemoryOnes) {
+  const std::string dir = make_split("indep");
+  expect_batches_match_memory(dir, "independent");
+  remove_split(dir);
+}
+
+TEST(StreamLoader, StoppingBeforeTheLastBatchEndsOnEveryRank) {
+  const std::string dir = make_split("stop");
+  {
+    io::LoaderOptions o;
+    o.prefetch_batches = 1;
+    io::StreamLoader loader(dir, o, kGlobalBatch, 3);
+    loader.start({0, 0}, 100);
+    for (int i = 0; i < 3; ++i) loader.next();
+  }  // the destructor agrees with the other ranks to stop: no hang
+  remove_split(dir);
+}
+
+TEST(StreamLoader, ColdCacheDropsTheShardsPages) {
+  const std::string dir = make_split("cold");
+  io::LoaderOptions o;
+  o.cold_cache = true;
+  {
+    io::StreamLoader loader(dir, o, kGlobalBatch, 3);
+    loader.start({0, 0}, loader.sampler().batches_per_epoch());
+    for (int64_t b = 0; b < loader.sampler().batches_per_epoch(); ++b) loader.next();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (const auto& f : io::format_v1::list_shard_files(dir))
+    EXPECT_LT(io::resident_fraction(f), 0.05) << f;
+  MPI_Barrier(MPI_COMM_WORLD);  // every rank has looked before rank 0 reads one back
+  // Control: reading the files puts them in the page cache.
+  if (rank() == 0) {
+    const auto files = io::format_v1::list_shard_files(dir);
+    std::ifstream in(files[1], std::ios::binary);
+    std::vector<char> all((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_GT(io::resident_fraction(files[1]), 0.9);
+  }
+  remove_split(dir);
+}
+
+TEST(StreamLoader, BadInputFailsOnEveryRankWithTheSameMessage) {
+  const std::string dir = make_split("bad");
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank() == 0) {  // truncate the middle shard: not an HDF5 file any more
+    const std::string f = dir + "/" + io::format_v1::shard_file_name(1);
+    fs::resize_file(f, 100);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  try {
+    io::StreamLoader loader(dir, {}, kGlobalBatch, 3);
+    ADD_FAILURE() << "a truncated shard was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("part-00001.h5"));
+  }
+  remove_split(dir);
+}
+
+}  // namespace
