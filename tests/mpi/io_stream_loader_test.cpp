@@ -154,6 +154,40 @@ TEST(StreamLoader, ColdCacheDropsTheShardsPages) {
   remove_split(dir);
 }
 
+// Staging: once every rank's locator says a shard is cached, the loader reads
+// it from the cached copy. The source files are truncated after the loader
+// opened them, so a batch read from the source could not match.
+TEST(StreamLoader, ReadsStagedShardsFromTheCache) {
+  const std::string dir = make_split("staged");
+  const std::string cache = dir + "-cache";
+  if (rank() == 0) fs::copy(dir, cache, fs::copy_options::recursive);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const io::InMemoryDataset memory = io::InMemoryDataset::load(dir);
+  io::ShardLocator locator{[](int) { return true; },
+                           [&](int s) { return cache + "/" + io::format_v1::shard_file_name(s); }};
+  {
+    io::StreamLoader loader(dir, {}, kGlobalBatch, 4, locator);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank() == 0)
+      for (const auto& f : io::format_v1::list_shard_files(dir)) fs::resize_file(f, 0);
+    MPI_Barrier(MPI_COMM_WORLD);
+    io::Sampler& sampler = loader.sampler();
+    loader.start({0, 0}, sampler.batches_per_epoch());
+    std::vector<int64_t> idx;
+    std::vector<float> x(size_t(sampler.local_batch() * kSample.numel()));
+    std::vector<int32_t> y(size_t(sampler.local_batch()));
+    for (int64_t b = 0; b < sampler.batches_per_epoch(); ++b) {
+      const io::LoadedBatch& got = loader.next();
+      sampler.batch_indices(0, b, idx);
+      memory.gather(idx.data(), int64_t(idx.size()), x.data(), y.data());
+      ASSERT_EQ(got.x, x) << "batch " << b;
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank() == 0) fs::remove_all(cache);
+  remove_split(dir);
+}
+
 TEST(StreamLoader, BadInputFailsOnEveryRankWithTheSameMessage) {
   const std::string dir = make_split("bad");
   MPI_Barrier(MPI_COMM_WORLD);
