@@ -143,6 +143,7 @@ double buffered_read(const std::vector<std::string>& files, int rank, int world,
     file_start += sizes[i];
   }
   *seconds = now_seconds() - t0;
+  MPI_Barrier(MPI_COMM_WORLD);  // no rank drops pages another is still reading
   for (const auto& f : files) drop_cached_pages(f);
   return double(done);
 }
@@ -157,15 +158,22 @@ class IngestWriter {
     fs::create_directories(dir_);
     thread_ = std::thread([this] { run(); });
   }
-  ~IngestWriter() { finish(); }
-  double finish() {  // bytes written
+  ~IngestWriter() {
+    try {
+      finish();
+    } catch (...) {  // already reported, or unwinding from another error
+    }
+  }
+  // Stops the writer; returns the bytes it wrote (over seconds()).
+  double finish() {
     stop_ = true;
     if (thread_.joinable()) thread_.join();
-    fs::remove_all(dir_);
-    if (error_) std::rethrow_exception(error_);
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    if (auto e = std::exchange(error_, nullptr)) std::rethrow_exception(e);
     return double(written_);
   }
-  double seconds() const { return seconds_; }
+  double seconds() const { return seconds_; }  // from its first write to its stop
 
  private:
   void run() {
@@ -282,7 +290,8 @@ int bench_io(const BenchIoOptions& o) {
   const LoaderTrial base = loader_trial(o, o.batches, &per_batch);
   const double ratio = raw.mb_s() > 0 ? base.agg.mb_s() / raw.mb_s() : 0;
   const double ratio_buffered = buffered.mb_s() > 0 ? base.agg.mb_s() / buffered.mb_s() : 0;
-  say(fmt::format("  loader: {:8.1f} MB/s, {:.0f} samples/s = {:.1f}% of the O_DIRECT read, {:.1f}% of the buffered read",
+  say(fmt::format("  loader{}: {:8.1f} MB/s, {:.0f} samples/s = {:.1f}% of the O_DIRECT read, {:.1f}% of the buffered read",
+                  o.loader.cold_cache ? "" : " (warm: from the page cache, not comparable to the reads above)",
                   base.agg.mb_s(), base.samples_per_s, 100 * ratio, 100 * ratio_buffered));
 
   nlohmann::json ingest = nlohmann::json::array();
@@ -304,7 +313,7 @@ int bench_io(const BenchIoOptions& o) {
         double written = 0, wsec = 0;
         if (writer) {
           written = writer->finish();
-          wsec = t.agg.seconds;
+          wsec = writer->seconds();
         }
         const Aggregate w = aggregate(written, wsec);
         const double slowdown = t.agg.mb_s() > 0 ? base.agg.mb_s() / t.agg.mb_s() : 0;

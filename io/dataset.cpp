@@ -42,6 +42,10 @@ InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit) {
   for (const ShardReader& shard : shards) info.shard_files.push_back(shard.path());
   info.split = h0.split;
   info.num_samples = limit > 0 ? std::min(limit, total) : total;
+  for (int64_t left = info.num_samples; const ShardReader& shard : shards) {  // the limit cuts the last shards
+    info.shard_sizes.push_back(std::min(left, shard.header().num_samples));
+    left -= info.shard_sizes.back();
+  }
   info.sample_shape = h0.sample_shape;
   info.dtype = h0.dtype;
   info.num_classes = h0.num_classes;

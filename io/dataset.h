@@ -16,6 +16,7 @@ enum class SampleDType { u8, f32 };
 struct DatasetInfo {
   std::string path;                      // the directory or file given by the user
   std::vector<std::string> shard_files;  // in shard order
+  std::vector<int64_t> shard_sizes;      // samples per shard used (after any limit), for the sampler
   std::string split;                     // the files' "split" attribute
   int64_t num_samples = 0;               // across all shards (after any limit)
   Shape sample_shape;                    // e.g. [1, 28, 28]; no batch dimension

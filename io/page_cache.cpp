@@ -26,8 +26,12 @@ struct Fd {
 
 void drop_cached_pages(const std::string& path) {
   Fd f(path);
-  const int rc = posix_fadvise(f.fd, 0, 0, POSIX_FADV_DONTNEED);
-  ST_CHECK(rc == 0, "{}: cannot drop cached pages: {}", path, std::strerror(rc));
+  drop_cached_pages(f.fd, path);
+}
+
+void drop_cached_pages(int fd, const std::string& path_for_errors) {
+  const int rc = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ST_CHECK(rc == 0, "{}: cannot drop cached pages: {}", path_for_errors, std::strerror(rc));
 }
 
 double resident_fraction(const std::string& path) {

@@ -11,6 +11,9 @@ namespace shardtrain::io {
 // Asks the kernel to drop the file's clean cached pages
 // (posix_fadvise(POSIX_FADV_DONTNEED)). Errors name the file.
 void drop_cached_pages(const std::string& path);
+// The same on an open descriptor: works after the file was unlinked (a
+// staged copy evicted while the loader reads it).
+void drop_cached_pages(int fd, const std::string& path_for_errors);
 // Fraction of the file's pages resident in the page cache (mmap + mincore);
 // 0 for an empty file.
 double resident_fraction(const std::string& path);

@@ -10,6 +10,7 @@
 #include "runtime/core/error.h"
 
 #include <array>
+#include <exception>
 
 namespace shardtrain::io {
 
@@ -23,25 +24,42 @@ void ShardReader::read_x_runs(const std::vector<Run>& runs, void* out, hid_t dxp
     const size_t sample_bytes = size_t(header_.sample_shape.numel()) * format_v1::dtype_size(header_.dtype);
     h5::Dataspace file_space(h5::check(H5Dget_space(x_.get()), "cannot read the shape"));
     char* dst = static_cast<char*>(out);
+    // A failure must not break the sequence of calls: in a collective read
+    // the other ranks wait for this rank's remaining calls. The first error
+    // is thrown once every call was made, the failed ones as empty reads.
+    std::exception_ptr first_error;
     for (int64_t c = 0; c < calls; ++c) {
-      // Past this rank's runs: an empty selection, joining the others' collective call.
-      const bool empty = c >= int64_t(runs.size());
+      // Past this rank's runs (or after an error): an empty selection, joining the others' call.
+      bool empty = c >= int64_t(runs.size()) || first_error;
       const Run r = empty ? Run{0, 1} : runs[size_t(c)];
-      ST_ASSERT(r.first >= 0 && r.count > 0 && r.first + r.count <= header_.num_samples);
-      start[0] = hsize_t(r.first);
-      count[0] = hsize_t(r.count);
-      h5::check_status(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
-                                           nullptr),
-                       "cannot select samples");
-      h5::Dataspace mem_space(h5::check(H5Screate_simple(rank, count.data(), nullptr), "cannot create dataspace"));
-      if (empty) {
-        h5::check_status(H5Sselect_none(file_space.get()), "cannot select nothing");
-        h5::check_status(H5Sselect_none(mem_space.get()), "cannot select nothing");
+      h5::Dataspace mem_space;
+      try {
+        ST_ASSERT(r.first >= 0 && r.count > 0 && r.first + r.count <= header_.num_samples);
+        start[0] = hsize_t(r.first);
+        count[0] = hsize_t(r.count);
+        h5::check_status(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
+                                             count.data(), nullptr),
+                         "cannot select samples");
+        mem_space = h5::Dataspace(h5::check(H5Screate_simple(rank, count.data(), nullptr), "cannot create dataspace"));
+      } catch (...) {
+        if (!first_error) first_error = std::current_exception();
+        empty = true;
+        count[0] = 1;
+        mem_space = h5::Dataspace(H5Screate_simple(rank, count.data(), nullptr));
       }
-      h5::check_status(H5Dread(x_.get(), mem_type, mem_space.get(), file_space.get(), dxpl, dst),
-                       fmt::format("cannot read samples [{}, {})", r.first, r.first + r.count));
+      if (empty) {
+        H5Sselect_none(file_space.get());
+        H5Sselect_none(mem_space.get());
+      }
+      try {
+        h5::check_status(H5Dread(x_.get(), mem_type, mem_space.get(), file_space.get(), dxpl, dst),
+                         fmt::format("cannot read samples [{}, {})", r.first, r.first + r.count));
+      } catch (...) {
+        if (!first_error) first_error = std::current_exception();
+      }
       if (!empty) dst += size_t(r.count) * sample_bytes;
     }
+    if (first_error) std::rethrow_exception(first_error);
   });
 }
 

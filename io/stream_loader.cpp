@@ -10,10 +10,13 @@
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
 
+#include <fcntl.h>
 #include <mpi.h>
+#include <unistd.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <exception>
 #include <filesystem>
 #include <optional>
 
@@ -50,11 +53,16 @@ void agree_or_throw(MPI_Comm comm, const std::string& my_error) {
 struct StreamLoader::Impl {
   std::string split_dir;
   LoaderOptions options;
+  DatasetInfo info;                  // a copy of the loader's, for the thread
+  std::unique_ptr<Sampler> sampler;  // drawn from by the I/O thread only
   ShardLocator locator;
   MPI_Comm comm = MPI_COMM_NULL;
   h5::PropList fapl, dxpl;
   std::vector<std::string> source_files, open_paths;
   std::vector<std::unique_ptr<ShardReader>> shards;
+  // A plain descriptor per open shard, for dropping its pages in cold-cache
+  // mode (by descriptor: a staged copy may be unlinked while it is open).
+  std::vector<int> page_fds;
   std::vector<std::vector<int32_t>> labels;
   std::vector<int64_t> shard_begin;  // first global sample index of each shard
   size_t sample_bytes = 0;
@@ -75,6 +83,12 @@ struct StreamLoader::Impl {
   void open_shard(int s, const std::string& path) {
     shards[size_t(s)] = std::make_unique<ShardReader>(path, fapl.get());
     open_paths[size_t(s)] = path;
+    if (page_fds[size_t(s)] >= 0) ::close(page_fds[size_t(s)]);
+    page_fds[size_t(s)] = options.cold_cache ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+  }
+  ~Impl() {
+    for (int fd : page_fds)
+      if (fd >= 0) ::close(fd);
   }
   // One batch's reads on this rank: its samples sorted (with their place in
   // the batch) and, per shard, the runs of consecutive samples.
@@ -94,7 +108,7 @@ struct StreamLoader::Impl {
   std::vector<bool> cold_touched;
   int64_t cold_bytes = 0;
   void drop_cold_pages();
-  void read_batch(const DatasetInfo& info, const Plan& plan, const std::vector<int64_t>& calls, LoadedBatch& out);
+  void read_batch(const Plan& plan, const std::vector<int64_t>& calls, LoadedBatch& out);
 };
 
 StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, int64_t global_batch,
@@ -104,6 +118,12 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
   m.split_dir = std::move(split_dir);
   m.options = options;
   m.locator = std::move(locator);
+  int thread_level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&thread_level);
+  ST_CHECK(thread_level == MPI_THREAD_MULTIPLE,
+           "the streaming loader calls MPI from its own thread: MPI must be initialized with MPI_THREAD_MULTIPLE");
+  ST_CHECK(options.prefetch_batches >= 1, "data.prefetch_batches must be at least 1, got {}",
+           options.prefetch_batches);
   MPI_Comm_dup(MPI_COMM_WORLD, &m.comm);
   int rank = 0, world = 1;
   MPI_Comm_rank(m.comm, &rank);
@@ -139,6 +159,7 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     const format_v1::ShardHeader& h0 = serial.front().header();
     info_.path = m.split_dir;
     info_.shard_files = m.source_files;
+    info_.shard_sizes = shard_sizes_;
     info_.split = h0.split;
     info_.num_samples = total;
     info_.sample_shape = h0.sample_shape;
@@ -147,8 +168,9 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     info_.normalize_mean = h0.normalize_mean;
     info_.normalize_std = h0.normalize_std;
     m.sample_bytes = size_t(info_.sample_numel()) * format_v1::dtype_size(info_.dtype);
-    sampler_ = std::make_unique<Sampler>(total, global_batch, rank, world, seed,
-                                         sampler_options(options, shard_sizes_));
+    m.sampler = std::make_unique<Sampler>(total, global_batch, rank, world, seed,
+                                          sampler_options(options, shard_sizes_));
+    m.info = info_;
   } catch (const std::exception& e) {
     problem = e.what();
   }
@@ -160,6 +182,7 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     m.shards.resize(m.source_files.size());
     m.cold_touched.assign(m.source_files.size(), false);
     m.open_paths.resize(m.source_files.size());
+    m.page_fds.assign(m.source_files.size(), -1);
     problem.clear();
     try {
       for (size_t s = 0; s < m.source_files.size(); ++s) m.open_shard(int(s), m.source_files[s]);
@@ -177,13 +200,31 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
   const int64_t depth = options.prefetch_batches;
   m.slots.resize(size_t(depth + 1));
   for (LoadedBatch& b : m.slots) {
-    b.x.resize(size_t(sampler_->local_batch() * info_.sample_numel()));
-    b.y.resize(size_t(sampler_->local_batch()));
+    b.x.resize(size_t(m.sampler->local_batch() * info_.sample_numel()));
+    b.y.resize(size_t(m.sampler->local_batch()));
   }
   for (size_t i = 0; i < m.slots.size(); ++i) m.free_slots.push_back(i);
 }
 
 StreamLoader::~StreamLoader() {
+  int world = 1;
+  MPI_Comm_size(impl_->comm, &world);
+  if (std::uncaught_exceptions() > 0 && world > 1) {
+    // An error on this rank is unwinding towards main, which prints it and
+    // ends the job (MPI_Abort). Stopping the thread and closing the files
+    // would need the other ranks (collective calls), which are busy
+    // elsewhere: that would hang this rank before the error is reported.
+    // So the thread is told to stop and left running, with everything it
+    // uses (Impl) leaked; the abort ends it.
+    {
+      std::lock_guard<std::mutex> lock(impl_->mu);
+      impl_->stop = true;
+    }
+    impl_->cv.notify_all();
+    if (thread_.joinable()) thread_.detach();
+    (void)impl_.release();
+    return;
+  }
   if (thread_.joinable()) {
     {
       std::lock_guard<std::mutex> lock(impl_->mu);
@@ -198,11 +239,12 @@ StreamLoader::~StreamLoader() {
 
 void StreamLoader::start(SamplerPosition from, int64_t count) {
   ST_CHECK(!thread_.joinable(), "StreamLoader::start called twice");
-  thread_ = std::thread([this, from, count] { io_main(from, count); });
+  thread_ = std::thread([m = impl_.get(), from, count] { io_main(*m, from, count); });
 }
 
-void StreamLoader::io_main(SamplerPosition from, int64_t count) {
-  Impl& m = *impl_;
+const Sampler& StreamLoader::sampler() const { return *impl_->sampler; }
+
+void StreamLoader::io_main(Impl& m, SamplerPosition from, int64_t count) {
   h5::silence_errors();
   // SCHED_BATCH: when the training thread hands back a buffer and wakes this
   // thread, the scheduler must not let it preempt the training thread at
@@ -211,7 +253,7 @@ void StreamLoader::io_main(SamplerPosition from, int64_t count) {
   // ready (docs/BENCHMARKS.md). It still gets its fair share of the CPU.
   const sched_param batch_param{};
   sched_setscheduler(0, SCHED_BATCH, &batch_param);  // on failure it works the same, less politely
-  const int64_t per_epoch = sampler_->batches_per_epoch();
+  const int64_t per_epoch = m.sampler->batches_per_epoch();
   const size_t n = 1 + m.shards.size();
   std::vector<int64_t> local(n), agreed(n);
   std::vector<int64_t> indices;
@@ -236,7 +278,7 @@ void StreamLoader::io_main(SamplerPosition from, int64_t count) {
     local[0] = failed ? kFailed : stopping ? kStop : kGo;
     if (local[0] == kGo) {
       try {
-        sampler_->batch_indices(epoch, batch, indices);
+        m.sampler->batch_indices(epoch, batch, indices);
         m.plan_batch(indices, plan);
         for (size_t s = 0; s < m.shards.size(); ++s) local[1 + s] = int64_t(plan.runs[s].size());
       } catch (...) {
@@ -246,18 +288,22 @@ void StreamLoader::io_main(SamplerPosition from, int64_t count) {
         m.error = std::current_exception();
       }
     }
-    // Independent reads need no agreement, except where a collective call
-    // follows: the collective reads themselves, and reopening staged shards
+    // Independent reads need no agreement, except where collective calls may
+    // follow: the collective reads themselves, and reopening staged shards
     // at an epoch's start. Skipping it elsewhere matters on busy cores: a
     // rank waiting in the all-reduce for another's I/O thread spins.
-    if (collective || (batch == 0 && m.locator.cached))
+    // With staging, every batch: a rank that stops mid-epoch must not leave
+    // another alone in the reopening's collectives at the next epoch.
+    if (collective || m.locator.cached)
       MPI_Allreduce(local.data(), agreed.data(), int(n), MPI_INT64_T, MPI_MAX, m.comm);
     else
       agreed = local;
     if (agreed[0] != kGo) {
-      if (agreed[0] == kFailed && !failed) {
+      if (!failed && !stopping) {
         std::lock_guard<std::mutex> lock(m.mu);
-        m.error = std::make_exception_ptr(Error("the data loader stopped: another rank's loader failed"));
+        m.error = std::make_exception_ptr(Error(agreed[0] == kFailed
+                                                    ? "the data loader stopped: another rank's loader failed"
+                                                    : "the data loader stopped: another rank stopped reading"));
       }
       break;
     }
@@ -266,7 +312,7 @@ void StreamLoader::io_main(SamplerPosition from, int64_t count) {
       LoadedBatch& out = m.slots[slot];
       out.epoch = epoch;
       out.batch = batch;
-      m.read_batch(info_, plan, agreed, out);
+      m.read_batch(plan, agreed, out);
       if (m.options.cold_cache && (batch + 1 == per_epoch || k + 1 == count || m.cold_bytes >= Impl::kColdBudget))
         m.drop_cold_pages();
       std::lock_guard<std::mutex> lock(m.mu);
@@ -295,20 +341,29 @@ void StreamLoader::io_main(SamplerPosition from, int64_t count) {
 void StreamLoader::Impl::reopen_cached_shards() {
   // A shard is read from the cache only once every rank (every node) has it,
   // so that all ranks open the same content through the same collective call.
-  std::vector<int> have(shards.size()), all(shards.size());
-  for (size_t s = 0; s < shards.size(); ++s) have[s] = locator.cached(int(s)) ? 1 : 0;
-  MPI_Allreduce(have.data(), all.data(), int(have.size()), MPI_INT, MPI_MIN, comm);
-  for (size_t s = 0; s < shards.size(); ++s) {
-    const std::string want = all[s] ? locator.path_for(int(s)) : source_files[s];
-    if (want == open_paths[s]) continue;
+  // Two rounds: which shards every node's stager has, then whether the file
+  // is really there on every rank (a stager may have evicted it meanwhile);
+  // only then the collective close and open.
+  const size_t n = shards.size();
+  std::vector<int> have(n), all(n);
+  for (size_t s = 0; s < n; ++s) have[s] = open_paths[s] == source_files[s] && locator.cached(int(s)) ? 1 : 0;
+  MPI_Allreduce(have.data(), all.data(), int(n), MPI_INT, MPI_MIN, comm);
+  std::vector<std::string> want(n);
+  for (size_t s = 0; s < n; ++s) {
+    if (all[s]) want[s] = locator.path_for(int(s));
+    have[s] = all[s] && ::access(want[s].c_str(), R_OK) == 0 ? 1 : 0;
+  }
+  MPI_Allreduce(have.data(), all.data(), int(n), MPI_INT, MPI_MIN, comm);
+  for (size_t s = 0; s < n; ++s) {
+    if (!all[s]) continue;
     shards[s].reset();  // collective close
-    open_shard(int(s), want);
+    open_shard(int(s), want[s]);
   }
 }
 
 void StreamLoader::Impl::drop_cold_pages() {
   for (size_t s = 0; s < shards.size(); ++s)
-    if (cold_touched[s]) drop_cached_pages(open_paths[s]);
+    if (cold_touched[s] && page_fds[s] >= 0) drop_cached_pages(page_fds[s], open_paths[s]);
   cold_touched.assign(shards.size(), false);
   cold_bytes = 0;
 }
@@ -335,25 +390,33 @@ void StreamLoader::Impl::plan_batch(const std::vector<int64_t>& indices, Plan& p
   ST_ASSERT(at == plan.order.size());
 }
 
-void StreamLoader::Impl::read_batch(const DatasetInfo& info, const Plan& plan, const std::vector<int64_t>& calls,
+void StreamLoader::Impl::read_batch(const Plan& plan, const std::vector<int64_t>& calls,
                                     LoadedBatch& out) {
   out.bytes = out.requests = out.read_calls = 0;
   out.read_s = 0;
   thread_local std::vector<uint8_t> raw;
   raw.resize(std::max<size_t>(1, plan.order.size() * sample_bytes));
   const bool collective = options.transfer == "collective";
+  std::exception_ptr first_error;
   for (size_t s = 0; s < shards.size(); ++s) {
     const auto& runs = plan.runs[s];
     // Collective: as many calls as the rank with the most runs here.
     const int64_t n_calls = collective ? calls[1 + s] : int64_t(runs.size());
     if (n_calls == 0) continue;
     const double t0 = now_seconds();
-    shards[s]->read_x_runs(runs, raw.data() + plan.first[s] * sample_bytes, dxpl.get(), n_calls);
+    try {
+      shards[s]->read_x_runs(runs, raw.data() + plan.first[s] * sample_bytes, dxpl.get(), n_calls);
+    } catch (...) {
+      // Go on with the other shards' calls (the other ranks make them too);
+      // the batch fails once they are done.
+      if (!first_error) first_error = std::current_exception();
+      continue;
+    }
     out.read_s += now_seconds() - t0;
     out.read_calls += n_calls;
     out.requests += int64_t(runs.size());
     out.bytes += int64_t((plan.first[s + 1] - plan.first[s]) * sample_bytes);
-    if (collective && stats.actual_io_mode.empty()) {
+    if (collective && !runs.empty()) {  // what HDF5 did with this rank's last real read
       std::lock_guard<std::mutex> lock(mu);
       stats.actual_io_mode = mpio::actual_io_mode(dxpl.get());
       stats.no_collective_cause = mpio::no_collective_cause(dxpl.get());
@@ -368,6 +431,7 @@ void StreamLoader::Impl::read_batch(const DatasetInfo& info, const Plan& plan, c
       out.y[size_t(pos)] = labels[s][size_t(plan.order[i].first - shard_begin[s])];
     }
   }
+  if (first_error) std::rethrow_exception(first_error);
 }
 
 const LoadedBatch& StreamLoader::next() {

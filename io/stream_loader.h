@@ -56,12 +56,15 @@ struct LoaderStats {
   int64_t batches = 0, bytes = 0, requests = 0;
   double read_s = 0;
   std::string transfer;            // requested: "collective" | "independent"
-  std::string actual_io_mode;      // what HDF5 did on the last collective read
+  std::string actual_io_mode;      // what HDF5 did on this rank's last collective read of samples
   std::string no_collective_cause; // why not collective, when it was not
 };
 
-// Which file to read a shard from: (shard index) -> path, and whether this
-// node has it cached (io/cache.h's ShardCache; absent: always the source).
+// Which file to read a shard from: whether this node has it cached, and the
+// cached copy's path (io/cache.h's ShardCache; absent: always the source).
+// `cached` may mark the shard as used (LRU); `path_for` must return the same
+// path on every node (the loader checks that the file is there before the
+// collective open).
 struct ShardLocator {
   std::function<bool(int)> cached;
   std::function<std::string(int)> path_for;
@@ -81,7 +84,9 @@ class StreamLoader {
 
   const DatasetInfo& info() const { return info_; }
   int64_t size() const { return info_.num_samples; }
-  Sampler& sampler() { return *sampler_; }
+  // The I/O thread draws batches from it: callers may only read its figures
+  // (local_batch, batches_per_epoch...); for indices, build an equal Sampler.
+  const Sampler& sampler() const;
   std::vector<int64_t> shard_sizes() const { return shard_sizes_; }
 
   // Starts reading `count` batches from `from` (epoch, batch) on, in order.
@@ -95,11 +100,12 @@ class StreamLoader {
 
  private:
   struct Impl;
-  void io_main(SamplerPosition from, int64_t count);
+  // The I/O thread's body: it touches only Impl (which the destructor leaks
+  // when an exception unwinds a multi-rank job, see there).
+  static void io_main(Impl& m, SamplerPosition from, int64_t count);
 
   DatasetInfo info_;
   std::vector<int64_t> shard_sizes_;
-  std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<Impl> impl_;
   std::thread thread_;
 };

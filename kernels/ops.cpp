@@ -1,8 +1,11 @@
 #include "kernels/ops.h"
 
 #include "kernels/cpu/activation.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/linear.h"
 #include "runtime/core/error.h"
 
@@ -146,6 +149,90 @@ void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, cons
   require_numel("adamw_update", m, param.numel(), "first moment");
   require_numel("adamw_update", v, param.numel(), "second moment");
   cpu::adamw_update(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), hp, step);
+}
+
+void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& in,
+                       const Tensor& weight, const Tensor& bias, float eps) {
+  require_cpu("layernorm_forward", {&out, &mean, &rstd, &in, &weight, &bias});
+  const int64_t C = weight.numel(), N = in.numel() / C;
+  require_numel("layernorm_forward", in, N * C, "input");
+  require_numel("layernorm_forward", out, N * C, "output");
+  require_numel("layernorm_forward", bias, C, "bias");
+  ST_CHECK(mean.numel() >= N && rstd.numel() >= N,
+           "layernorm_forward: mean/rstd hold fewer than {} rows", N);
+  cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), in.f32(), weight.f32(), bias.f32(), N,
+                         C, eps);
+}
+
+void layernorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias,
+                        const Tensor& dout, const Tensor& in, const Tensor& weight,
+                        const Tensor& mean, const Tensor& rstd, bool accumulate) {
+  require_cpu("layernorm_backward", {&din, &dweight, &dbias, &dout, &in, &weight, &mean, &rstd});
+  ST_CHECK(din.defined(), "layernorm_backward: the input gradient is required");
+  const int64_t C = weight.numel(), N = in.numel() / C;
+  require_numel("layernorm_backward", din, N * C, "input gradient");
+  require_numel("layernorm_backward", dout, N * C, "output gradient");
+  require_numel("layernorm_backward", dweight, C, "weight gradient");
+  require_numel("layernorm_backward", dbias, C, "bias gradient");
+  ST_CHECK(mean.numel() >= N && rstd.numel() >= N,
+           "layernorm_backward: mean/rstd hold fewer than {} rows", N);
+  cpu::layernorm_backward(din.f32(), dweight.f32(), dbias.f32(), dout.f32(), in.f32(), weight.f32(),
+                          mean.f32(), rstd.f32(), N, C, accumulate);
+}
+
+void token_position_embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& wte,
+                                      const Tensor& wpe) {
+  require_cpu("embedding_forward", {&out, &ids, &wte, &wpe});
+  const int64_t B = ids.dim(0), T = ids.numel() / B, V = wte.dim(0), C = wte.dim(1);
+  ST_CHECK(wpe.dim(1) == C && wpe.dim(0) >= T,
+           "embedding_forward: position table {} does not cover {} positions of width {}",
+           wpe.shape().str(), T, C);
+  require_numel("embedding_forward", out, B * T * C, "output");
+  cpu::embedding_forward(out.f32(), ids.i32(), wte.f32(), B * T, V, C);
+  cpu::position_embedding_add(out.f32(), wpe.f32(), B, T, C);
+}
+
+void token_position_embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,
+                                       const Tensor& ids, bool accumulate) {
+  require_cpu("embedding_backward", {&dwte, &dwpe, &dout, &ids});
+  const int64_t B = ids.dim(0), T = ids.numel() / B, V = dwte.dim(0), C = dwte.dim(1);
+  ST_CHECK(dwpe.dim(1) == C && dwpe.dim(0) >= T,
+           "embedding_backward: position table {} does not cover {} positions of width {}",
+           dwpe.shape().str(), T, C);
+  require_numel("embedding_backward", dout, B * T * C, "output gradient");
+  cpu::embedding_backward(dwte.f32(), dout.f32(), ids.i32(), B * T, V, C, accumulate);
+  cpu::position_embedding_backward(dwpe.f32(), dout.f32(), B, T, C, dwpe.dim(0), accumulate);
+}
+
+void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int64_t n_head) {
+  require_cpu("attention_forward", {&out, &att, &qkv});
+  ST_CHECK(qkv.shape().ndim() == 3 && qkv.dim(2) % 3 == 0,
+           "attention_forward: qkv must be [B, T, 3C], got {}", qkv.shape().str());
+  const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
+  require_numel("attention_forward", out, B * T * C, "output");
+  ST_CHECK(att.numel() >= B * n_head * T * T, "attention_forward: probability buffer too small");
+  cpu::attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head);
+}
+
+void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout,
+                        const Tensor& qkv, const Tensor& att, int64_t n_head) {
+  require_cpu("attention_backward", {&dqkv, &scratch, &dout, &qkv, &att});
+  ST_CHECK(qkv.shape().ndim() == 3 && qkv.dim(2) % 3 == 0,
+           "attention_backward: qkv must be [B, T, 3C], got {}", qkv.shape().str());
+  const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
+  require_numel("attention_backward", dqkv, B * T * 3 * C, "qkv gradient");
+  require_numel("attention_backward", dout, B * T * C, "output gradient");
+  ST_CHECK(att.numel() >= B * n_head * T * T, "attention_backward: probability buffer too small");
+  ST_CHECK(scratch.numel() >= T * T, "attention_backward: scratch holds fewer than T*T floats");
+  cpu::attention_backward(dqkv.f32(), scratch.f32(), dout.f32(), qkv.f32(), att.f32(), B, T, C,
+                          n_head);
+}
+
+void add(const Tensor& out, const Tensor& a, const Tensor& b) {
+  require_cpu("add", {&out, &a, &b});
+  require_numel("add", b, a.numel(), "second operand");
+  require_numel("add", out, a.numel(), "output");
+  cpu::add(out.f32(), a.f32(), b.f32(), a.numel());
 }
 
 double sum_squares(const Tensor& x) {

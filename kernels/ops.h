@@ -54,6 +54,32 @@ void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_
 void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const cpu::AdamWParams& hp, int64_t step);
 
+// LayerNorm over the last dimension: in/out [..., C] viewed as [rows, C];
+// weight, bias [C]; mean, rstd [rows] saved for backward. din (required) is
+// overwritten; dweight/dbias overwritten or added to when accumulate.
+void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& in,
+                       const Tensor& weight, const Tensor& bias, float eps);
+void layernorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias,
+                        const Tensor& dout, const Tensor& in, const Tensor& weight,
+                        const Tensor& mean, const Tensor& rstd, bool accumulate);
+
+// Token + learned position embedding: ids i32 [B, T]; wte [V, C]; wpe [P, C]
+// with P >= T; out [B, T, C] = wte[ids] + wpe[t].
+void token_position_embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& wte,
+                                      const Tensor& wpe);
+void token_position_embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,
+                                       const Tensor& ids, bool accumulate);
+
+// Causal multi-head self-attention (kernels/cpu/attention.h): qkv [B, T, 3C];
+// out [B, T, C]; att [B, n_head, T, T] probabilities kept for backward;
+// scratch at least T*T floats. dqkv is overwritten.
+void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int64_t n_head);
+void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout,
+                        const Tensor& qkv, const Tensor& att, int64_t n_head);
+
+// out = a + b, elementwise (out may alias a or b): residual connections.
+void add(const Tensor& out, const Tensor& a, const Tensor& b);
+
 double sum_squares(const Tensor& x);
 void scale_inplace(const Tensor& x, float s);
 

@@ -39,4 +39,24 @@ void embedding_backward(float* dtable, const float* dout, const int32_t* ids, in
   }
 }
 
+void position_embedding_add(float* out, const float* table, int64_t B, int64_t T, int64_t C) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      float* dst = out + (b * T + t) * C;
+      const float* src = table + t * C;
+      for (int64_t c = 0; c < C; ++c) dst[c] += src[c];
+    }
+}
+
+void position_embedding_backward(float* dtable, const float* dout, int64_t B, int64_t T, int64_t C,
+                                 int64_t rows, bool accumulate) {
+  if (!accumulate) std::fill(dtable, dtable + rows * C, 0.0f);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      float* dst = dtable + t * C;
+      const float* src = dout + (b * T + t) * C;
+      for (int64_t c = 0; c < C; ++c) dst[c] += src[c];
+    }
+}
+
 }  // namespace shardtrain::cpu

@@ -2,8 +2,11 @@
 
 #include "runtime/nn/activation.h"
 #include "runtime/nn/conv2d.h"
+#include "runtime/nn/embedding.h"
+#include "runtime/nn/layernorm.h"
 #include "runtime/nn/linear.h"
 #include "runtime/nn/maxpool2d.h"
+#include "runtime/nn/transformer.h"
 
 namespace shardtrain::nn {
 namespace {
@@ -62,6 +65,33 @@ std::vector<std::unique_ptr<Block>> cnn(const ModelSpec& spec, Shape shape, int6
   return blocks;
 }
 
+std::vector<std::unique_ptr<Block>> gpt(const ModelSpec& spec, Shape shape, int64_t classes) {
+  ST_CHECK(shape.ndim() == 1,
+           "model.kind = \"gpt\" needs samples of T token ids [T], the data has {}", shape.str());
+  const int64_t T = shape[0], C = spec.n_embd;
+  const int64_t V = spec.vocab_size > 0 ? spec.vocab_size : classes;
+  const int64_t positions = spec.block_size > 0 ? spec.block_size : T;
+  ST_CHECK(spec.vocab_size <= 0 || spec.vocab_size == classes,
+           "model.vocab_size = {} but the data has {} classes (next-token labels)", spec.vocab_size,
+           classes);
+  ST_CHECK(T <= positions, "sequences of {} tokens exceed model.block_size = {}", T, positions);
+  ST_CHECK(spec.n_layer > 0 && spec.n_head > 0 && C > 0 && C % spec.n_head == 0,
+           "gpt needs n_layer > 0 and n_embd ({}) divisible by n_head ({}), n_layer {}", C,
+           spec.n_head, spec.n_layer);
+  std::vector<std::unique_ptr<Block>> blocks;
+  Layers embed;
+  embed.push_back(std::make_unique<Embedding>(V, positions, C));
+  shape = add_block(blocks, "embed", std::move(embed), shape);
+  for (int64_t i = 0; i < spec.n_layer; ++i)
+    blocks.push_back(std::make_unique<TransformerBlock>(fmt::format("h{}", i), T, C, spec.n_head,
+                                                        spec.n_layer));
+  Layers head;
+  head.push_back(std::make_unique<LayerNorm>(C));
+  head.push_back(std::make_unique<Linear>(C, V, /*bias=*/false));
+  add_block(blocks, "head", std::move(head), shape);
+  return blocks;
+}
+
 }  // namespace
 
 std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sample,
@@ -75,8 +105,11 @@ std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sam
     blocks = mlp(spec, input_sample, num_classes);
   else if (spec.kind == "cnn")
     blocks = cnn(spec, input_sample, num_classes);
+  else if (spec.kind == "gpt")
+    blocks = gpt(spec, input_sample, num_classes);
   else
-    throw Error(fmt::format("model.kind \"{}\" is not a model (choose \"mlp\" or \"cnn\")", spec.kind));
+    throw Error(fmt::format("model.kind \"{}\" is not a model (choose \"mlp\", \"cnn\" or \"gpt\")",
+                            spec.kind));
   return std::make_unique<Model>(std::move(blocks), input_sample);
 }
 

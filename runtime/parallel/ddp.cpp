@@ -2,6 +2,7 @@
 
 #include "kernels/cpu/elementwise.h"
 #include "runtime/core/clock.h"
+#include "runtime/parallel/collective_record.h"
 #include "runtime/telemetry/recorder.h"
 
 #include <algorithm>
@@ -125,16 +126,7 @@ void Ddp::wait_bucket(size_t b) {
     telemetry::Span span("wait bucket", "comm", int64_t(b));
     w.wait();
   }
-  telemetry::CollectiveRecord rec;
-  rec.op = w.op();
-  rec.algorithm = w.algorithm();
-  rec.seq = w.seq();
-  rec.bytes = w.bytes();
-  rec.duration_s = w.finished_at() - w.arrived_at();
-  rec.peer_wait_s = w.arrived_at() - w.started_at();
-  rec.busbw_gbs = rec.duration_s > 0 ? double(rec.bytes) * telemetry::busbw_factor(rec.op, comm_.size()) /
-                                           rec.duration_s * 1e-9
-                                     : 0.0;
+  const telemetry::CollectiveRecord rec = collective_record(w, comm_.size());
   stats_.records.push_back(rec);
   telemetry::Recorder& recorder = telemetry::Recorder::instance();
   if (recorder.enabled()) {

@@ -70,7 +70,7 @@ int bench_telemetry(const Config& config, const BenchTelemetryOptions& opt, cons
     RunTelemetry tel(c, scratch, rank, world, comm.get(), t0);
     for (int i = 0; i < steps; ++i, ++step)
       timed_step(c, s, sampler, buffers, tel, {step / per_epoch, step % per_epoch, step, per_epoch},
-                 config.optim.lr, ddp.get(), rank);
+                 config.optim.lr, ddp.get(), nullptr, rank);
     tel.flush();  // the round's last records and spans: per-step work, timed with the steps
     const double t1 = now_seconds();
     if (c.telemetry.enabled) own_on.push_back(tel.own_seconds() / steps);

@@ -189,7 +189,9 @@ const std::vector<Field>& schema() {
       KEY("target.metric", "`\"test_accuracy\"` (reached when >= value) or `\"test_loss\"` (reached when <= value).", target.metric),
       KEY("target.value", "Stop as soon as an evaluation reaches it (0 = no target). Accuracy is a fraction: 0.88 means 88%.", target.value),
 
-      KEY("parallel.strategy", "`\"none\"` (one rank) or `\"ddp\"` (data parallel over all ranks). `\"fsdp\"` comes with its issue.", parallel.strategy),
+      KEY("parallel.strategy", "`\"none\"` (one rank), `\"ddp\"` (data parallel over all ranks) or `\"fsdp\"` (parameters, gradients and optimizer state sharded over all ranks per Block, ZeRO-3).", parallel.strategy),
+      KEY("parallel.fsdp.sharding", "FSDP: `\"full\"` (FULL_SHARD: gather a Block for forward, free it, gather again for backward) or `\"grad_op\"` (SHARD_GRAD_OP: keep gathered Blocks from forward to backward).", parallel.fsdp.sharding),
+      KEY("parallel.fsdp.prefetch", "FSDP: all-gathers in flight ahead of the Block being computed (bounds the gathered Blocks held).", parallel.fsdp.prefetch),
       KEY("parallel.ddp.bucket_mb", "DDP: gradient bucket size in MiB (whole Blocks, in reverse order).", parallel.ddp.bucket_mb),
       KEY("parallel.ddp.first_bucket_mb", "DDP: size of the first bucket (the last Blocks), small so that communication starts early.", parallel.ddp.first_bucket_mb),
       KEY("parallel.ddp.grad_dtype", "DDP: dtype gradients travel in, `\"f32\"` or `\"bf16\"` (half the bytes; accumulated in f32 per hop).", parallel.ddp.grad_dtype),
@@ -333,6 +335,11 @@ void validate(const Config& c) {
   require(c.parallel.strategy == "none" || c.parallel.strategy == "ddp" || c.parallel.strategy == "fsdp",
           fmt::format("parallel.strategy \"{}\" is not a strategy (choose \"none\", \"ddp\" or \"fsdp\")",
                       c.parallel.strategy));
+  require(c.parallel.fsdp.sharding == "full" || c.parallel.fsdp.sharding == "grad_op",
+          fmt::format("parallel.fsdp.sharding \"{}\" is not available (choose \"full\" or \"grad_op\"; \"hybrid\" "
+                      "is not implemented yet)",
+                      c.parallel.fsdp.sharding));
+  require(c.parallel.fsdp.prefetch >= 0, "parallel.fsdp.prefetch must not be negative");
   require(c.telemetry.straggler_threshold > 0,
           fmt::format("telemetry.straggler_threshold must be positive, got {}", c.telemetry.straggler_threshold));
   require(c.telemetry.flight_spans >= 1, "telemetry.flight_spans must be at least 1");

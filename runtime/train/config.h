@@ -50,8 +50,12 @@ struct Config {
     bool enabled() const { return value > 0.0; }
   } target;
   struct Parallel {
-    std::string strategy = "none";  // "none" | "ddp"; "fsdp" comes with its issue
+    std::string strategy = "none";  // "none" | "ddp" | "fsdp"
     parallel::DdpOptions ddp;
+    struct Fsdp {
+      std::string sharding = "full";  // "full" | "grad_op" ("hybrid" comes later)
+      int64_t prefetch = 2;           // all-gathers in flight ahead of the Block computed
+    } fsdp;
   } parallel;
   comm::CommOptions comm;
   struct Runtime {

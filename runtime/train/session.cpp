@@ -67,12 +67,15 @@ StepBuffers::StepBuffers(const Shape& sample, int64_t classes, int64_t batch)
       labels(size_t(batch)),
       indices(size_t(batch)) {}
 
-StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& b, float lr,
-                      double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
-                      parallel::Ddp* ddp) {
+namespace {
+
+// The micro-batches' forward and backward through `hooks`; `set_sync(last)`
+// before each backward (DDP and FSDP reduce only after the last: no_sync).
+template <typename SetSync>
+void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, int64_t micro_batches,
+                      nn::BlockHooks* hooks, SetSync set_sync, StepPhases& phases) {
   const int64_t local = b.x.dim(0);
   const Shape& sample = model.input_sample();
-  StepPhases phases;
   for (int64_t m = 0; m < micro_batches; ++m) {
     const int64_t begin = local * m / micro_batches, end = local * (m + 1) / micro_batches;
     Tensor x = b.x.view(begin * sample.numel(), batched(end - begin, sample));
@@ -80,19 +83,32 @@ StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers
     double t0 = now_seconds();
     {
       telemetry::Span span("forward", "compute", m);
-      Tensor logits = model.forward(x, ddp);
+      Tensor logits = model.forward(x, hooks);
       phases.loss_sum += ops::softmax_xent_fused(dlogits, logits, b.labels.data() + begin,
                                                  1.0f / float(global_batch));
     }
     const double t1 = now_seconds();
     phases.forward_s += t1 - t0;
-    if (ddp) ddp->set_sync(m == micro_batches - 1);
+    set_sync(m == micro_batches - 1);
     {
       telemetry::Span span("backward", "compute", m);
-      model.backward(dlogits, /*accumulate=*/m > 0, ddp);
+      model.backward(dlogits, /*accumulate=*/m > 0, hooks);
     }
     phases.backward_s += now_seconds() - t1;
   }
+}
+
+}  // namespace
+
+StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& b, float lr,
+                      double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
+                      parallel::Ddp* ddp) {
+  StepPhases phases;
+  forward_backward(model, b, global_batch, micro_batches, ddp,
+                   [&](bool last) {
+                     if (ddp) ddp->set_sync(last);
+                   },
+                   phases);
   const nn::FlatParameters& flat = model.flat();
   if (ddp && clip_grad_norm <= 0) {
     // Each bucket's parameters are updated as soon as its all-reduce is done,
@@ -115,6 +131,34 @@ StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers
   if (clip_grad_norm > 0) optim::clip_grad_norm(flat.grads(), clip_grad_norm);
   optimizer.step(flat.params(), flat.grads(), lr);
   phases.optimizer_s += now_seconds() - t0;
+  return phases;
+}
+
+StepPhases fsdp_train_step(nn::Model& model, optim::Optimizer& shard_optimizer, StepBuffers& b, float lr,
+                           double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
+                           parallel::Fsdp& fsdp) {
+  StepPhases phases;
+  forward_backward(model, b, global_batch, micro_batches, &fsdp, [&](bool last) { fsdp.set_sync(last); },
+                   phases);
+  if (clip_grad_norm > 0) {
+    fsdp.clip_grad_norm(clip_grad_norm);  // waits for every gradient shard
+    const double t0 = now_seconds();
+    telemetry::Span span("optimizer", "compute");
+    shard_optimizer.step(fsdp.shard_params(), fsdp.shard_grads(), lr);
+    phases.optimizer_s += now_seconds() - t0;
+    return phases;
+  }
+  // Each Block's shard is updated as soon as its reduce-scatter is done, last
+  // Block first (the order backward produced them).
+  for (int blk = model.num_blocks() - 1; blk >= 0; --blk) {
+    fsdp.wait_gradients(blk);
+    const parallel::BlockShard& sh = fsdp.layout().block(blk);
+    const double t0 = now_seconds();
+    telemetry::Span span("optimizer", "compute", blk);
+    shard_optimizer.update(fsdp.shard_params(), fsdp.shard_grads(), lr, sh.local_offset, sh.local_offset + sh.chunk);
+    phases.optimizer_s += now_seconds() - t0;
+  }
+  shard_optimizer.finish_step();
   return phases;
 }
 

@@ -8,6 +8,7 @@
 #include "runtime/nn/model.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/parallel/ddp.h"
+#include "runtime/parallel/fsdp.h"
 #include "runtime/train/config.h"
 
 #include <memory>
@@ -59,6 +60,12 @@ struct StepPhases {
 StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& buffers, float lr,
                   double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
                   parallel::Ddp* ddp);
+// The same step under FSDP: forward and backward through its hooks, then the
+// optimizer over this rank's shard (built with fsdp.shard_optimizer_ranges),
+// Block by Block as each reduce-scatter completes.
+StepPhases fsdp_train_step(nn::Model& model, optim::Optimizer& shard_optimizer, StepBuffers& b, float lr,
+                           double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
+                           parallel::Fsdp& fsdp);
 
 struct EvalResult {
   double loss = 0.0;      // mean over samples

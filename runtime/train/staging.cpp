@@ -14,7 +14,11 @@ Staging::Staging(const Config& config, int local_rank) {
 io::ShardLocator Staging::locator() {
   if (!cache_) return {};
   io::ShardCache* cache = cache_.get();
-  if (stager_) return {[cache](int i) { return cache->cached(i); }, [cache](int i) { return cache->path_for(i); }};
+  // path_for marks a shard used (LRU) and returns the copy only while it is
+  // cached; the loader asks `cached` first and wants the copy's path.
+  if (stager_)
+    return {[cache](int i) { return cache->cached(i) && !cache->path_for(i).empty(); },
+            [cache](int i) { return cache->cache_path(i); }};
   return {[](int) { return true; }, [cache](int i) { return cache->cache_path(i); }};
 }
 

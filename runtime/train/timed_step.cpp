@@ -22,7 +22,7 @@ double inject(const Config& c, int rank, double ms, const char* what) {
 
 StepPhases timed_step(const Config& config, Session& s, io::Sampler& sampler, StepBuffers& buffers,
                       RunTelemetry& telemetry, const StepPosition& at, float lr, parallel::Ddp* ddp,
-                      int rank, const std::function<int64_t()>& stage_bytes) {
+                      parallel::Fsdp* fsdp, int rank, const std::function<int64_t()>& stage_bytes) {
   telemetry.begin_step(at.step, double(at.step) / double(at.steps_per_epoch));
   telemetry::Span step_span("step", "step", at.step);
   double injected = 0;
@@ -46,11 +46,14 @@ StepPhases timed_step(const Config& config, Session& s, io::Sampler& sampler, St
   telemetry.data_ready(sampler.local_batch());
   injected += inject(config, rank, config.debug.slow_compute_ms, "debug slow_compute");
   const StepPhases phases =
-      train_step(*s.model, *s.optimizer, buffers, lr, config.clip_grad_norm,
-                 config.train.global_batch_size, config.train.accumulation_steps, ddp);
+      fsdp ? fsdp_train_step(*s.model, *s.optimizer, buffers, lr, config.clip_grad_norm,
+                             config.train.global_batch_size, config.train.accumulation_steps, *fsdp)
+           : train_step(*s.model, *s.optimizer, buffers, lr, config.clip_grad_norm,
+                        config.train.global_batch_size, config.train.accumulation_steps, ddp);
   // slow_comm_ms is injected inside this rank's collectives (comm.debug_delay_s).
-  if (ddp && config.debug.slow_rank == rank) injected += config.debug.slow_comm_ms * 1e-3;
-  telemetry.end_step(phases, ddp ? ddp->take_stats() : parallel::CommStats{}, injected);
+  if ((ddp || fsdp) && config.debug.slow_rank == rank) injected += config.debug.slow_comm_ms * 1e-3;
+  telemetry.end_step(phases,
+                     ddp ? ddp->take_stats() : fsdp ? fsdp->take_stats().comm : parallel::CommStats{}, injected);
   return phases;
 }
 

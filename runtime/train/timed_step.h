@@ -19,11 +19,12 @@ struct StepPosition {
   int64_t steps_per_epoch = 1;
 };
 
+// At most one of `ddp` and `fsdp` is set (parallel.strategy).
 // `stage_bytes` (optional): bytes the cache stager copied since it was last
 // asked, for the step record.
 StepPhases timed_step(const Config& config, Session& session, io::Sampler& sampler,
                       StepBuffers& buffers, RunTelemetry& telemetry, const StepPosition& at,
-                      float lr, parallel::Ddp* ddp, int rank,
+                      float lr, parallel::Ddp* ddp, parallel::Fsdp* fsdp, int rank,
                       const std::function<int64_t()>& stage_bytes = {});
 
 }  // namespace shardtrain::train

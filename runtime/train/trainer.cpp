@@ -42,11 +42,9 @@ std::string describe_target(const Config::Target& t) {
 
 int run_training(const Config& config, const TrainOptions& options, const comm::MpiEnv& mpi) {
   const std::string& strategy = config.parallel.strategy;
-  ST_CHECK(strategy == "none" || strategy == "ddp",
-           "parallel.strategy = \"{}\" is not available yet (choose \"none\" or \"ddp\")", strategy);
   ST_CHECK(strategy != "none" || mpi.world_size() == 1,
            "parallel.strategy = \"none\" trains on one rank, but the job has {} ranks (use "
-           "parallel.strategy = \"ddp\")",
+           "parallel.strategy = \"ddp\" or \"fsdp\")",
            mpi.world_size());
   const double init_start = now_seconds();
   telemetry::Recorder& recorder = telemetry::Recorder::instance();
@@ -86,20 +84,34 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   Session s = make_session(config, staging.locator());
   nn::Model& model = *s.model;
   std::unique_ptr<comm::Communicator> comm;
-  if (strategy == "ddp") {
+  if (strategy == "ddp" || strategy == "fsdp") {
     comm::CommOptions comm_options = config.comm;
     if (config.debug.slow_rank == mpi.rank() && config.debug.slow_comm_ms > 0) {
-      // Spread the per-step delay over the step's collectives (one per bucket).
-      const auto buckets = parallel::Ddp::plan_buckets(model.flat(), config.parallel.ddp).size();
-      comm_options.debug_delay_s = config.debug.slow_comm_ms * 1e-3 / double(buckets);
+      // Spread the per-step delay over the step's collectives: one per DDP
+      // bucket; FSDP gathers each Block twice and reduce-scatters it once.
+      const auto collectives = strategy == "ddp"
+                                   ? parallel::Ddp::plan_buckets(model.flat(), config.parallel.ddp).size()
+                                   : size_t(3 * model.num_blocks());
+      comm_options.debug_delay_s = config.debug.slow_comm_ms * 1e-3 / double(collectives);
     }
     comm = comm::make_mpi_world_communicator(comm_options);
   }
 
   std::unique_ptr<parallel::Ddp> ddp;
-  if (comm) {
+  std::unique_ptr<parallel::Fsdp> fsdp;
+  if (strategy == "ddp") {
     ddp = std::make_unique<parallel::Ddp>(model, *comm, config.parallel.ddp);
     ddp->broadcast_parameters();
+  } else if (strategy == "fsdp") {
+    parallel::FsdpOptions fo;
+    fo.mode = config.parallel.fsdp.sharding == "grad_op" ? parallel::ShardingMode::shard_grad_op
+                                                         : parallel::ShardingMode::full_shard;
+    fo.prefetch = int(config.parallel.fsdp.prefetch);
+    fsdp = std::make_unique<parallel::Fsdp>(model, *comm, fo);
+    fsdp->broadcast_parameters();
+    // The optimizer steps on this rank's shard only.
+    s.optimizer = optim::make_optimizer(config.optim, fsdp->shard_numel(),
+                                        fsdp->shard_optimizer_ranges(optimizer_ranges(model.flat())));
   }
   const io::DatasetInfo& info = s.train_info();
   mllog.event("train_samples", s.train_size());
@@ -122,13 +134,21 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     run.log(fmt::format("[init] ddp: {} gradient bucket(s){}, gradients travel as {}",
                         ddp->buckets().size(), buckets, config.parallel.ddp.grad_dtype));
   }
+  if (fsdp) {
+    const int state = config.optim.kind == "adamw" ? 2 : config.optim.momentum > 0 ? 1 : 0;
+    const parallel::FsdpMemory mem = parallel::fsdp_memory(model.flat(), mpi.world_size(), state, fsdp->options());
+    run.log(fmt::format("[init] fsdp: {} over {} ranks, {} all-gather(s) prefetched; per rank: parameter + "
+                        "gradient + optimizer shards {:.2f} MiB (DDP: {:.2f} MiB); this build also keeps the full "
+                        "flat buffers: {:.2f} MiB in all",
+                        config.parallel.fsdp.sharding == "grad_op" ? "SHARD_GRAD_OP" : "FULL_SHARD",
+                        mpi.world_size(), config.parallel.fsdp.prefetch, double(mem.persistent_bytes) / (1 << 20),
+                        double(mem.ddp_persistent_bytes) / (1 << 20), double(mem.implementation_bytes) / (1 << 20)));
+  }
 
-  // The streaming loader owns its sampler (its thread reads ahead with it).
-  std::unique_ptr<io::Sampler> own_sampler;
-  if (!s.train_stream)
-    own_sampler = std::make_unique<io::Sampler>(s.train_size(), config.train.global_batch_size, mpi.rank(),
-                                                mpi.world_size(), uint64_t(config.train.seed));
-  io::Sampler& sampler = s.train_stream ? s.train_stream->sampler() : *own_sampler;
+  // The same sampler as the streaming loader's (whose thread draws from its
+  // own copy), with data.order and data.last_batch.
+  io::Sampler sampler(s.train_size(), config.train.global_batch_size, mpi.rank(), mpi.world_size(),
+                      uint64_t(config.train.seed), io::sampler_options(config.data.loader, info.shard_sizes));
   const int64_t micro_batches = config.train.accumulation_steps;
   ST_CHECK(sampler.local_batch() >= micro_batches,
            "train.accumulation_steps = {} exceeds this rank's {} samples per step (global batch "
@@ -170,6 +190,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     mllog.start("eval_start", nullptr, {{"epoch_num", epoch_num}});
     {
       telemetry::Span span("eval", "eval", step);
+      if (fsdp) fsdp->gather_full_parameters();  // evaluation runs the whole model without hooks
       last_eval = evaluate(model, s.test_data, config.train.eval_batch_size, comm.get());
     }
     mllog.end("eval_stop", nullptr, {{"epoch_num", epoch_num}});
@@ -208,7 +229,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
       live_step = step;
       const float lr = schedule.at(step);
       const StepPhases phases = timed_step(config, s, sampler, buffers, run_telemetry,
-                                           {epoch, b, step, steps_per_epoch}, lr, ddp.get(), rank,
+                                           {epoch, b, step, steps_per_epoch}, lr, ddp.get(), fsdp.get(), rank,
                                            stage_bytes);
       ++step;
       trained_samples += config.train.global_batch_size;

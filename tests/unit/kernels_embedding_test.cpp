@@ -61,6 +61,37 @@ TEST(Embedding, AccumulateAdds) {
   }
 }
 
+TEST(Embedding, PositionEmbeddingAddsRowsAndBackwardSumsOverBatch) {
+  const int64_t B = 3, T = 4, rows = 6;
+  auto table = uniform_vector(rows * C, 20);
+  const auto base = uniform_vector(B * T * C, 21), R = uniform_vector(B * T * C, 22);
+  std::vector<float> out(base.size());
+  auto loss = [&] {
+    out = base;
+    position_embedding_add(out.data(), table.data(), B, T, C);
+    return dot(out, R);
+  };
+  loss();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < C; ++c)
+        EXPECT_EQ(out[(b * T + t) * C + c], base[(b * T + t) * C + c] + table[t * C + c]);
+  std::vector<float> dtable(rows * C, std::numeric_limits<float>::quiet_NaN());
+  position_embedding_backward(dtable.data(), R.data(), B, T, C, rows, false);
+  for (int64_t i = T * C; i < rows * C; ++i) EXPECT_EQ(dtable[i], 0.0f) << i;  // unused rows
+  // Only rows < T have a nonzero gradient; check the whole table (zeros included).
+  std::vector<float> used(table.begin(), table.begin() + T * C);
+  std::vector<float> dused(dtable.begin(), dtable.begin() + T * C);
+  auto loss_used = [&] {
+    std::copy(used.begin(), used.end(), table.begin());
+    return loss();
+  };
+  expect_gradient(used, dused, loss_used, 1e-2f, 1e-3, "dwpe");
+  auto acc = dtable;
+  position_embedding_backward(acc.data(), R.data(), B, T, C, rows, true);
+  for (size_t i = 0; i < acc.size(); ++i) EXPECT_FLOAT_EQ(acc[i], 2 * dtable[i]) << i;
+}
+
 TEST(Embedding, OutOfRangeIdIsAnErrorNamingPositionAndId) {
   const auto table = uniform_vector(V * C, 6);
   std::vector<float> out(3 * C), dtable(V * C, 1.0f);

@@ -1,0 +1,29 @@
+// LayerNorm over the last dimension: [..., C] -> [..., C], with a learned
+// gain (init 1) and bias (init 0), neither decayed.
+#pragma once
+
+#include "runtime/nn/layer.h"
+
+namespace shardtrain::nn {
+
+class LayerNorm final : public Layer {
+ public:
+  explicit LayerNorm(int64_t channels, float eps = 1e-5f);
+
+  std::string kind() const override { return "layernorm"; }
+  std::vector<ParamSpec> param_specs() const override;
+  void bind(std::span<const Tensor> params, std::span<const Tensor> grads) override;
+  Shape output_shape(const Shape& in) const override;
+  void forward(const Tensor& in, const Tensor& out) override;
+  // din is required (a LayerNorm is never a model's first layer on data).
+  void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
+
+ private:
+  int64_t channels_;
+  float eps_;
+  Tensor weight_, bias_, dweight_, dbias_;
+  Tensor in_;            // forward input, kept for backward
+  Tensor mean_, rstd_;   // per row, grown to the largest batch seen
+};
+
+}  // namespace shardtrain::nn

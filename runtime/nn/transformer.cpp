@@ -1,0 +1,135 @@
+#include "runtime/nn/transformer.h"
+
+#include "kernels/ops.h"
+
+#include <cmath>
+
+namespace shardtrain::nn {
+
+TransformerBlock::TransformerBlock(std::string name, int64_t seq_len, int64_t channels,
+                                   int64_t n_head, int64_t n_layer)
+    : Block(std::move(name)),
+      T_(seq_len),
+      C_(channels),
+      n_head_(n_head),
+      n_layer_(n_layer),
+      ln1_(channels),
+      ln2_(channels),
+      qkv_(channels, 3 * channels),
+      proj_(channels, channels),
+      fc_(channels, 4 * channels),
+      fc_proj_(4 * channels, channels) {
+  ST_CHECK(seq_len > 0, "transformer block {}: sequence length must be positive, got {}",
+           this->name(), seq_len);
+  ST_CHECK(n_head > 0 && channels % n_head == 0,
+           "transformer block {}: {} channels do not split into {} heads", this->name(), channels,
+           n_head);
+  ST_CHECK(n_layer > 0, "transformer block {}: n_layer must be positive", this->name());
+}
+
+std::vector<ParamSpec> TransformerBlock::param_specs() const {
+  const float proj_std = 0.02f / std::sqrt(2.0f * float(n_layer_));
+  std::vector<ParamSpec> all;
+  auto add = [&](const char* name, const Layer& layer, float weight_std) {
+    for (ParamSpec p : layer.param_specs()) {
+      if (layer.kind() == "linear") {
+        const bool weight = p.name == "weight";
+        p.init = weight ? Init::normal : Init::zeros;
+        p.std = weight ? weight_std : 0.0f;
+      }
+      p.name = fmt::format("{}.{}.{}", name, layer.kind(), p.name);
+      all.push_back(std::move(p));
+    }
+  };
+  add("ln1", ln1_, 0.0f);
+  add("qkv", qkv_, 0.02f);
+  add("proj", proj_, proj_std);
+  add("ln2", ln2_, 0.0f);
+  add("fc", fc_, 0.02f);
+  add("fc_proj", fc_proj_, proj_std);
+  return all;
+}
+
+void TransformerBlock::bind(std::span<const Tensor> params, std::span<const Tensor> grads) {
+  ST_CHECK(params.size() == 12 && grads.size() == 12,
+           "transformer block {}: expected 12 parameter views, got {}", name(), params.size());
+  Layer* layers[] = {&ln1_, &qkv_, &proj_, &ln2_, &fc_, &fc_proj_};
+  for (size_t i = 0; i < 6; ++i) layers[i]->bind(params.subspan(2 * i, 2), grads.subspan(2 * i, 2));
+}
+
+Shape TransformerBlock::output_shape(const Shape& in) const {
+  ST_CHECK(in == (Shape{T_, C_}), "transformer block {} was built for samples [{}, {}], got {}",
+           name(), T_, C_, in.str());
+  return in;
+}
+
+void TransformerBlock::ensure_capacity(int64_t batch) {
+  if (batch <= capacity_) return;
+  capacity_ = batch;
+  const int64_t N = batch * T_;
+  ln1_out_ = Tensor::empty({N * C_});
+  qkv_out_ = Tensor::empty({N * 3 * C_});
+  att_ = Tensor::empty({batch * n_head_ * T_ * T_});
+  attn_out_ = Tensor::empty({N * C_});
+  res1_ = Tensor::empty({N * C_});
+  ln2_out_ = Tensor::empty({N * C_});
+  fc_out_ = Tensor::empty({N * 4 * C_});
+  gelu_out_ = Tensor::empty({N * 4 * C_});
+  out_ = Tensor::empty({N * C_});
+  g_a_ = Tensor::empty({N * C_});
+  g_b_ = Tensor::empty({N * C_});
+  g_3c_ = Tensor::empty({N * 3 * C_});
+  g_4c_ = Tensor::empty({N * 4 * C_});
+  scratch_ = Tensor::empty({T_ * T_});
+}
+
+Tensor TransformerBlock::forward(const Tensor& in) {
+  batch_ = in.dim(0);
+  ensure_capacity(batch_);
+  const int64_t B = batch_, T = T_, C = C_;
+  in_ = in.reshape({B, T, C});
+  const Tensor ln1 = ln1_out_.view(0, {B, T, C}), qkv = qkv_out_.view(0, {B, T, 3 * C});
+  const Tensor attn = attn_out_.view(0, {B, T, C}), res1 = res1_.view(0, {B, T, C});
+  const Tensor ln2 = ln2_out_.view(0, {B, T, C}), fc = fc_out_.view(0, {B, T, 4 * C});
+  const Tensor gelu = gelu_out_.view(0, {B, T, 4 * C}), out = out_.view(0, {B, T, C});
+  ln1_.forward(in_, ln1);
+  qkv_.forward(ln1, qkv);
+  ops::attention_forward(attn, att_, qkv, n_head_);
+  proj_.forward(attn, res1);
+  ops::add(res1, res1, in_);  // residual 1
+  ln2_.forward(res1, ln2);
+  fc_.forward(ln2, fc);
+  gelu_.forward(fc, gelu);
+  fc_proj_.forward(gelu, out);
+  ops::add(out, out, res1);  // residual 2
+  return out;
+}
+
+void TransformerBlock::backward(const Tensor& dout_in, const Tensor& din, bool accumulate) {
+  const int64_t B = batch_, T = T_, C = C_;
+  const Tensor dout = dout_in.reshape({B, T, C});
+  const Tensor ga = g_a_.view(0, {B, T, C}), gb = g_b_.view(0, {B, T, C});
+  const Tensor g3 = g_3c_.view(0, {B, T, 3 * C}), g4 = g_4c_.view(0, {B, T, 4 * C});
+  // MLP branch: dout flows into fc_proj and, unchanged, along the residual.
+  fc_proj_.backward(dout, g4, accumulate);
+  gelu_.backward(g4, g4, accumulate);
+  fc_.backward(g4, ga, accumulate);
+  ln2_.backward(ga, gb, accumulate);
+  ops::add(gb, gb, dout);  // gb = d res1
+  // Attention branch.
+  proj_.backward(gb, ga, accumulate);
+  ops::attention_backward(g3, scratch_, ga, qkv_out_.view(0, {B, T, 3 * C}), att_, n_head_);
+  qkv_.backward(g3, ga, accumulate);
+  // ln1's input gradient goes to din, or to a free workspace when the caller
+  // needs none (its parameter gradients are still wanted).
+  const Tensor dx = din.defined() ? din.reshape({B, T, C}) : g_4c_.view(0, {B, T, C});
+  ln1_.backward(ga, dx, accumulate);
+  if (din.defined()) ops::add(dx, dx, gb);
+}
+
+std::string TransformerBlock::describe() const {
+  return fmt::format("transformer [{}, {}] {} heads: ln, causal attention, ln, mlp {}->{}->{}", T_,
+                     C_, n_head_, C_, 4 * C_, C_);
+}
+
+}  // namespace shardtrain::nn

@@ -1,0 +1,230 @@
+#include "runtime/parallel/fsdp.h"
+
+#include "runtime/parallel/collective_record.h"
+#include "kernels/ops.h"
+#include "runtime/optim/clip.h"
+#include "runtime/telemetry/recorder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace shardtrain::parallel {
+
+FsdpMemory fsdp_memory(const nn::FlatParameters& flat, int world, int state_floats_per_param,
+                       const FsdpOptions& options) {
+  constexpr int64_t f32 = sizeof(float);
+  const ShardLayout layout(flat.blocks(), world);
+  const int64_t slots = int64_t(options.prefetch) + 1;
+  FsdpMemory m;
+  m.param_shard_bytes = layout.shard_numel() * f32;
+  m.grad_shard_bytes = layout.shard_numel() * f32;
+  m.optimizer_shard_bytes = layout.shard_numel() * state_floats_per_param * f32;
+  m.persistent_bytes = m.param_shard_bytes + m.grad_shard_bytes + m.optimizer_shard_bytes;
+  if (options.mode == ShardingMode::full_shard) {
+    m.gather_buffer_bytes = std::min<int64_t>(slots, int64_t(layout.blocks().size())) * layout.max_padded_numel() * f32;
+  } else {
+    for (int b = 0; b < int(layout.blocks().size()); ++b) m.gather_buffer_bytes += layout.padded_numel(b) * f32;
+  }
+  m.grad_buffer_bytes = slots * layout.max_padded_numel() * f32;
+  m.ddp_persistent_bytes = flat.numel() * f32 * (2 + state_floats_per_param);
+  m.implementation_bytes = 2 * flat.numel() * f32 + m.persistent_bytes +
+                           2 * slots * layout.max_padded_numel() * f32;
+  return m;
+}
+
+Fsdp::Fsdp(nn::Model& model, comm::Communicator& comm, const FsdpOptions& options)
+    : model_(model), comm_(comm), options_(options), layout_(model.flat().blocks(), comm.size()) {
+  ST_CHECK(options.prefetch >= 0, "FSDP: prefetch must be >= 0, got {}", options.prefetch);
+  const int n = model.num_blocks();
+  shard_params_ = Tensor::zeros({std::max<int64_t>(1, layout_.shard_numel())});
+  shard_grads_ = Tensor::zeros({std::max<int64_t>(1, layout_.shard_numel())});
+  for (int s = 0; s <= options.prefetch; ++s) {
+    gather_slots_.push_back(Tensor::zeros({layout_.max_padded_numel()}));
+    grad_slots_.push_back(Tensor::zeros({layout_.max_padded_numel()}));
+    free_gather_slots_.push_back(options.prefetch - s);
+    free_grad_slots_.push_back(options.prefetch - s);
+  }
+  state_.assign(size_t(n), State::freed);
+  slot_of_block_.assign(size_t(n), -1);
+  gather_work_.resize(size_t(n));
+  load_shards();
+}
+
+void Fsdp::load_shards() {
+  const float* flat = model_.flat().params().f32();
+  shard_params_.fill_zero();
+  for (int b = 0; b < model_.num_blocks(); ++b) {
+    const ShardLayout::Owned o = layout_.owned(b, comm_.rank());
+    std::memcpy(shard_params_.f32() + layout_.block(b).local_offset, flat + o.begin,
+                size_t(o.end - o.begin) * sizeof(float));
+  }
+}
+
+void Fsdp::broadcast_parameters() {
+  comm_.broadcast(model_.flat().params(), 0)->wait();
+  load_shards();
+}
+
+void Fsdp::issue_gather(int b) {
+  ST_ASSERT(state_[size_t(b)] == State::freed && !free_gather_slots_.empty());
+  const int slot = free_gather_slots_.back();
+  free_gather_slots_.pop_back();
+  const BlockShard& s = layout_.block(b);
+  const int64_t padded = layout_.padded_numel(b);
+  gather_work_[size_t(b)] =
+      comm_.allgather(shard_params_.view(s.local_offset, {s.chunk}), gather_slots_[size_t(slot)].view(0, {padded}));
+  slot_of_block_[size_t(b)] = slot;
+  state_[size_t(b)] = State::in_flight;
+  ++stats_.allgathers;
+  stats_.allgather_payload_bytes += padded * int64_t(sizeof(float));
+  stats_.wire_bytes += padded / comm_.size() * (comm_.size() - 1) * int64_t(sizeof(float));
+}
+
+void Fsdp::ensure_gathered(int b) {
+  if (state_[size_t(b)] == State::gathered) return;
+  if (state_[size_t(b)] == State::freed) issue_gather(b);
+  comm::Work& w = *gather_work_[size_t(b)];
+  {
+    telemetry::Span span("wait gather", "comm", b);
+    w.wait();
+  }
+  record(w);
+  gather_work_[size_t(b)].reset();
+  const int slot = slot_of_block_[size_t(b)];
+  const BlockShard& s = layout_.block(b);
+  std::memcpy(model_.flat().params().f32() + s.flat_offset, gather_slots_[size_t(slot)].f32(),
+              size_t(s.numel) * sizeof(float));
+  free_gather_slots_.push_back(slot);
+  slot_of_block_[size_t(b)] = -1;
+  state_[size_t(b)] = State::gathered;
+}
+
+void Fsdp::free_block(int b) {
+  ST_ASSERT(state_[size_t(b)] == State::gathered);
+  state_[size_t(b)] = State::freed;
+  if (options_.poison_freed) poison(model_.flat().params(), b);
+}
+
+void Fsdp::poison(const Tensor& flat, int b) {
+  // Parameters only: alignment padding between them stays zero, as
+  // everything that sums over the flat buffers (norms) expects.
+  for (const nn::ParamEntry& e : model_.flat().entries())
+    if (e.block == b)
+      std::fill_n(flat.f32() + e.offset, e.spec.shape.numel(), std::numeric_limits<float>::quiet_NaN());
+}
+
+void Fsdp::before_forward(int b) {
+  const int n = model_.num_blocks();
+  if (b == 0) {
+    // A new forward: parameters may have changed (optimizer step) since any
+    // Block was last gathered.
+    for (int i = 0; i < n; ++i) {
+      ST_ASSERT(state_[size_t(i)] != State::in_flight);
+      if (state_[size_t(i)] == State::gathered) free_block(i);
+    }
+  }
+  if (state_[size_t(b)] == State::freed) issue_gather(b);
+  for (int j = b + 1; j <= std::min(n - 1, b + options_.prefetch) && !free_gather_slots_.empty(); ++j)
+    if (state_[size_t(j)] == State::freed) issue_gather(j);
+  ensure_gathered(b);
+}
+
+void Fsdp::after_forward(int b) {
+  // The last Block's backward follows at once: keep it.
+  if (options_.mode == ShardingMode::full_shard && b != model_.num_blocks() - 1) free_block(b);
+}
+
+void Fsdp::before_backward(int b) {
+  if (state_[size_t(b)] == State::freed) issue_gather(b);
+  for (int j = b - 1; j >= std::max(0, b - options_.prefetch) && !free_gather_slots_.empty(); --j)
+    if (state_[size_t(j)] == State::freed) issue_gather(j);
+  ensure_gathered(b);
+}
+
+void Fsdp::after_backward(int b) {
+  if (sync_) reduce_scatter(b);
+  free_block(b);
+}
+
+void Fsdp::reduce_scatter(int b) {
+  if (free_grad_slots_.empty()) complete_oldest_reduce_scatter();
+  const int slot = free_grad_slots_.back();
+  free_grad_slots_.pop_back();
+  const BlockShard& s = layout_.block(b);
+  const int64_t padded = layout_.padded_numel(b);
+  const Tensor& in = grad_slots_[size_t(slot)];
+  float* grads = model_.flat().grads().f32() + s.flat_offset;
+  std::memcpy(in.f32(), grads, size_t(s.numel) * sizeof(float));
+  std::fill(in.f32() + s.numel, in.f32() + padded, 0.0f);
+  if (options_.poison_freed) poison(model_.flat().grads(), b);
+  PendingReduce p;
+  p.block = b;
+  p.slot = slot;
+  p.work = comm_.reduce_scatter(in.view(0, {padded}), shard_grads_.view(s.local_offset, {s.chunk}),
+                                comm::ReduceOp::sum);
+  reduces_.push_back(std::move(p));
+  ++stats_.reduce_scatters;
+  stats_.reduce_scatter_payload_bytes += padded * int64_t(sizeof(float));
+  stats_.wire_bytes += padded / comm_.size() * (comm_.size() - 1) * int64_t(sizeof(float));
+}
+
+void Fsdp::complete_oldest_reduce_scatter() {
+  ST_ASSERT(!reduces_.empty());
+  PendingReduce& p = reduces_.front();
+  {
+    telemetry::Span span("wait reduce-scatter", "comm", p.block);
+    p.work->wait();
+  }
+  record(*p.work);
+  free_grad_slots_.push_back(p.slot);
+  reduces_.pop_front();
+}
+
+void Fsdp::wait_gradients(int b) {
+  while (std::any_of(reduces_.begin(), reduces_.end(), [b](const PendingReduce& p) { return p.block == b; }))
+    complete_oldest_reduce_scatter();
+}
+
+void Fsdp::wait_gradients() {
+  while (!reduces_.empty()) complete_oldest_reduce_scatter();
+}
+
+double Fsdp::clip_grad_norm(double max_norm) {
+  wait_gradients();
+  Tensor sq = Tensor::empty({1});
+  sq.f32()[0] = float(ops::sum_squares(shard_grads_));  // padding holds zeros
+  comm_.allreduce(sq, comm::ReduceOp::sum)->wait();
+  const double norm = std::sqrt(double(sq.f32()[0]));
+  optim::clip_to_norm(shard_grads_, norm, max_norm);
+  return norm;
+}
+
+void Fsdp::gather_full_parameters() {
+  for (int b = 0; b < model_.num_blocks(); ++b) {
+    ST_ASSERT(state_[size_t(b)] != State::in_flight);
+    if (state_[size_t(b)] == State::gathered) state_[size_t(b)] = State::freed;  // may be stale
+  }
+  for (int b = 0; b < model_.num_blocks(); ++b) ensure_gathered(b);
+}
+
+void Fsdp::record(comm::Work& w) {
+  const telemetry::CollectiveRecord rec = collective_record(w, comm_.size());
+  CommStats& c = stats_.comm;
+  c.records.push_back(rec);
+  c.comm_s += rec.duration_s;
+  c.peer_wait_s += rec.peer_wait_s;
+  c.exposed_s += w.blocked_on_transfer();
+  c.blocked_peers_s += w.blocked_waiting_for_peers();
+  c.bytes += w.bytes();
+  ++c.collectives;
+}
+
+FsdpStats Fsdp::take_stats() {
+  FsdpStats s = stats_;
+  stats_ = {};
+  return s;
+}
+
+}  // namespace shardtrain::parallel

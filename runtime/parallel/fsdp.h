@@ -1,0 +1,160 @@
+// FSDP (ZeRO-3) at Block granularity over one shard group (a Communicator).
+//
+// Each rank owns 1/N of every Block's padded flat-parameter range
+// (ShardLayout) as its f32 master copy, plus the matching gradient shard; the
+// optimizer steps on that shard only (an Optimizer over shard_numel()
+// elements with shard_optimizer_ranges()). Around the model's step:
+//   forward   before_forward(b): all-gather Block b (issued earlier as a
+//             prefetch, else now) and up to `prefetch` Blocks after it, wait
+//             for b; after_forward(b): FULL_SHARD frees b (except the last
+//             Block, whose backward comes next); SHARD_GRAD_OP keeps it.
+//   backward  before_backward(b): b gathered (again, FULL_SHARD) with up to
+//             `prefetch` earlier Blocks in flight; after_backward(b): the
+//             Block's gradients are reduce-scattered (SUM: the loss is already
+//             divided by the global batch, as for DDP) into the rank's
+//             gradient shard, and b is freed.
+//   step      wait_gradients() (or per Block), then the optimizer on
+//             shard_params()/shard_grads(); the next forward's all-gathers
+//             bring the updated parameters to every rank.
+// Gradients travel and are reduced in f32.
+//
+// What is held. The model keeps its full flat parameter and gradient
+// buffers (nn::Model owns them and binds its layers to them): a gathered
+// Block is copied from the gather buffer into its region of the flat
+// parameter buffer, and "freed" means that region is not valid until the next
+// gather (options.poison_freed fills it with NaN, to prove it). A real ZeRO-3
+// would not hold those full buffers: fsdp_memory() gives both figures.
+#pragma once
+
+#include "runtime/comm/communicator.h"
+#include "runtime/nn/model.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/parallel/ddp.h"
+#include "runtime/parallel/shard_layout.h"
+
+#include <deque>
+#include <vector>
+
+namespace shardtrain::parallel {
+
+enum class ShardingMode {
+  full_shard,     // parameters gathered for forward, freed, gathered again for backward
+  shard_grad_op,  // parameters gathered for forward and kept until the Block's backward
+};
+
+struct FsdpOptions {
+  ShardingMode mode = ShardingMode::full_shard;
+  // K: all-gathers in flight ahead of the Block being computed (>= 0); the
+  // gather and gradient buffers are K + 1 padded Blocks each.
+  int prefetch = 2;
+  // Debug: fill a freed Block's parameters (and a reduce-scattered Block's
+  // gradients) in the model's flat buffers with NaN.
+  bool poison_freed = false;
+};
+
+// Communication since the last take_stats(). payload = the padded Block
+// bytes a collective covers (a gather's output, a reduce-scatter's input);
+// each rank sends and receives (N-1)/N of it.
+struct FsdpStats {
+  int64_t allgathers = 0, reduce_scatters = 0;
+  int64_t allgather_payload_bytes = 0, reduce_scatter_payload_bytes = 0;
+  int64_t wire_bytes = 0;  // sent by this rank: (N-1)/N of both payloads
+  CommStats comm;          // waits, exposed time, per-collective records (bytes: payload)
+};
+
+// Per-rank bytes, f32 (state_floats_per_param: 1 for SGD with momentum, 2 for
+// AdamW, 0 for plain SGD).
+struct FsdpMemory {
+  int64_t param_shard_bytes = 0, grad_shard_bytes = 0, optimizer_shard_bytes = 0;
+  int64_t persistent_bytes = 0;   // the three above: what a ZeRO-3 rank keeps between steps
+  int64_t gather_buffer_bytes = 0;  // transient gathered parameters: FULL_SHARD (K+1) padded
+                                    // Blocks; SHARD_GRAD_OP the whole padded model
+  int64_t grad_buffer_bytes = 0;    // transient gradient buffers: (K+1) padded Blocks
+  int64_t ddp_persistent_bytes = 0;  // DDP: full parameters + gradients + optimizer state
+  // What this implementation actually holds: the model's full flat parameters
+  // and gradients, the shards, the optimizer state of the shard and the
+  // (K+1)-Block gather and gradient buffers.
+  int64_t implementation_bytes = 0;
+};
+FsdpMemory fsdp_memory(const nn::FlatParameters& flat, int world, int state_floats_per_param,
+                       const FsdpOptions& options);
+
+class Fsdp final : public nn::BlockHooks {
+ public:
+  // Takes this rank's shard from the model's current parameters.
+  Fsdp(nn::Model& model, comm::Communicator& comm, const FsdpOptions& options = {});
+
+  // Rank 0's parameters to every rank (then each rank takes its shard).
+  void broadcast_parameters();
+
+  // sync = false: the coming backward only accumulates gradients into the
+  // model's full gradient buffer (no reduce-scatter); the next synced
+  // backward reduce-scatters the sum.
+  void set_sync(bool sync) { sync_ = sync; }
+
+  void before_forward(int block) override;
+  void after_forward(int block) override;
+  void before_backward(int block) override;
+  void after_backward(int block) override;
+
+  // Blocks until Block b's gradient reduce-scatter (if issued) completed;
+  // shard_grads() over layout().block(b)'s chunk is then the global sum.
+  void wait_gradients(int block);
+  // All Blocks: before the optimizer step (or clipping).
+  void wait_gradients();
+
+  // Global-norm clipping of the sharded gradients (waits for all of them):
+  // the per-rank squared norms are summed over the group (one f32
+  // all-reduce), then each rank scales its shard as optim::clip_grad_norm
+  // would the full gradient. Returns the norm before clipping (every rank).
+  double clip_grad_norm(double max_norm);
+
+  // This rank's master parameters and gradients: shard_numel() elements each.
+  const Tensor& shard_params() const { return shard_params_; }
+  const Tensor& shard_grads() const { return shard_grads_; }
+  int64_t shard_numel() const { return layout_.shard_numel(); }
+  // The optimizer's ranges over the shard buffers, from the full model's
+  // ranges (train::optimizer_ranges(model.flat())).
+  std::vector<optim::ParamRange> shard_optimizer_ranges(const std::vector<optim::ParamRange>& full) const {
+    return layout_.shard_ranges(full, comm_.rank());
+  }
+
+  // Collective: every Block gathered into model.flat().params() (evaluation
+  // without hooks, checkpoints, comparisons). Valid until the next step.
+  void gather_full_parameters();
+
+  FsdpStats take_stats();
+  const ShardLayout& layout() const { return layout_; }
+  const FsdpOptions& options() const { return options_; }
+
+ private:
+  enum class State { freed, in_flight, gathered };
+  void issue_gather(int block);
+  void ensure_gathered(int block);
+  void free_block(int block);
+  void poison(const Tensor& flat, int block);
+  void reduce_scatter(int block);
+  void complete_oldest_reduce_scatter();
+  void record(comm::Work& w);
+  void load_shards();
+
+  nn::Model& model_;
+  comm::Communicator& comm_;
+  FsdpOptions options_;
+  ShardLayout layout_;
+  Tensor shard_params_, shard_grads_;
+  std::vector<Tensor> gather_slots_, grad_slots_;
+  std::vector<int> free_gather_slots_, free_grad_slots_;
+  std::vector<State> state_;
+  std::vector<int> slot_of_block_;
+  std::vector<comm::WorkPtr> gather_work_;
+  struct PendingReduce {
+    int block = 0, slot = 0;
+    comm::WorkPtr work;
+  };
+  std::deque<PendingReduce> reduces_;  // issue order = completion order
+  bool sync_ = true;
+  FsdpStats stats_;
+};
+
+}  // namespace shardtrain::parallel

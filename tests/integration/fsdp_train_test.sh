@@ -1,0 +1,26 @@
+# FSDP in the trainer on 2 ranks: the reference MLP on a 10k-sample subset with
+# parallel.strategy = "fsdp" (FULL_SHARD and SHARD_GRAD_OP) trains to the same
+# test loss as DDP (the same gradients, summed in another order: equal to
+# f32 rounding; the MPI test train_fsdp_test checks the parameters to 1e-5),
+# and prints its per-rank shard sizes.
+source "$(dirname "$0")/lib.sh"
+data=$(prep_fmnist)
+cfg="$SOURCE_DIR/examples/fmnist_mlp.toml"
+shardrun="$SOURCE_DIR/launch/shardrun"
+common=(--set "data.train=$data/train" --set "data.test=$data/test" --set data.train_limit=10000
+        --set train.max_steps=60 --set target.value=0)
+
+"$shardrun" -n 2 -- "$SHARDTRAIN" train "$cfg" "${common[@]}" --set parallel.strategy=ddp --run-dir ddp >ddp.txt 2>&1 \
+  || { cat ddp.txt; fail "ddp run"; }
+ref=$(json_get ddp/result.json 'j["final"]["test_loss"]')
+for sharding in full grad_op; do
+  "$shardrun" -n 2 -- "$SHARDTRAIN" train "$cfg" "${common[@]}" --set parallel.strategy=fsdp \
+    --set parallel.fsdp.sharding=$sharding --run-dir "fsdp-$sharding" >"fsdp-$sharding.txt" 2>&1 \
+    || { cat "fsdp-$sharding.txt"; fail "fsdp $sharding run"; }
+  grep -q '^\[init\] fsdp: .* per rank: parameter + gradient + optimizer shards' "fsdp-$sharding.txt" \
+    || { cat "fsdp-$sharding.txt"; fail "no fsdp init line"; }
+  got=$(json_get "fsdp-$sharding/result.json" 'j["final"]["test_loss"]')
+  "$PY" -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-4 * abs(b) else 1)" \
+    "$got" "$ref" || fail "fsdp $sharding: test_loss $got, ddp $ref"
+  pass "fsdp $sharding on 2 ranks: test_loss $got (ddp $ref)"
+done

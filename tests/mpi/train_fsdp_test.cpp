@@ -1,0 +1,361 @@
+// FSDP under mpirun with 1-4 ranks: FULL_SHARD and SHARD_GRAD_OP give the
+// parameters DDP gives (same data, same initialization), with any prefetch
+// depth, with gradient accumulation, with SGD + weight decay and AdamW; the
+// communication it issues per step; the memory figures.
+#include "kernels/ops.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/core/rng.h"
+#include "runtime/nn/models.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/parallel/ddp.h"
+#include "runtime/parallel/fsdp.h"
+#include "runtime/train/session.h"
+#include "tests/mpi/comm_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <iostream>
+
+using namespace shardtrain;
+
+namespace {
+
+constexpr int64_t kGlobalBatch = 24;
+const Shape kSample{1, 6, 6};
+constexpr int64_t kClasses = 4;
+constexpr int64_t kSteps = 5;
+
+comm::Communicator& world() { return comm::testing::world("auto"); }
+
+nn::ModelSpec cnn_spec() {
+  nn::ModelSpec spec;
+  spec.kind = "cnn";
+  spec.channels = {3, 4};
+  spec.kernel_size = 3;
+  spec.fc_hidden = {8};
+  return spec;
+}
+
+nn::ModelSpec mlp_spec() {
+  nn::ModelSpec spec;
+  spec.hidden = {40, 24, 16};  // 4 Blocks: prefetch windows of 2 really slide
+  return spec;
+}
+
+optim::OptimizerConfig sgd() {
+  optim::OptimizerConfig oc;
+  oc.lr = 0.1f;
+  oc.momentum = 0.9f;
+  oc.weight_decay = 0.01f;  // decay differs per parameter: the shard ranges must keep it
+  return oc;
+}
+
+optim::OptimizerConfig adamw() {
+  optim::OptimizerConfig oc;
+  oc.kind = "adamw";
+  oc.lr = 0.01f;
+  oc.weight_decay = 0.1f;
+  return oc;
+}
+
+void global_batch(int64_t step, std::vector<float>& x, std::vector<int32_t>& y) {
+  Rng r(stream_key(77, 0, uint64_t(step)));
+  x.resize(size_t(kGlobalBatch * kSample.numel()));
+  y.resize(size_t(kGlobalBatch));
+  for (float& v : x) v = r.uniform(-1, 1);
+  for (int32_t& v : y) v = int32_t(r.below(kClasses));
+}
+
+struct Slice {
+  int64_t begin, end;
+};
+Slice my_slice() {
+  auto& c = world();
+  return {kGlobalBatch * c.rank() / c.size(), kGlobalBatch * (c.rank() + 1) / c.size()};
+}
+
+void load_batch(int64_t step, const Slice& s, train::StepBuffers& b) {
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  global_batch(step, x, y);
+  std::memcpy(b.x.f32(), x.data() + s.begin * kSample.numel(),
+              size_t((s.end - s.begin) * kSample.numel()) * sizeof(float));
+  std::copy(y.begin() + s.begin, y.begin() + s.end, b.labels.begin());
+}
+
+// DDP's parameters after `steps` steps (train::train_step).
+Tensor ddp_params(const nn::ModelSpec& spec, const optim::OptimizerConfig& oc, int64_t steps,
+                  parallel::CommStats* stats = nullptr, double clip = 0.0) {
+  auto model = nn::build_model(spec, kSample, kClasses);
+  model->initialize(5);
+  auto opt = optim::make_optimizer(oc, model->flat().numel(), train::optimizer_ranges(model->flat()));
+  parallel::Ddp ddp(*model, world(), {});
+  ddp.broadcast_parameters();
+  const Slice s = my_slice();
+  train::StepBuffers b(kSample, kClasses, s.end - s.begin);
+  for (int64_t step = 0; step < steps; ++step) {
+    load_batch(step, s, b);
+    train::train_step(*model, *opt, b, oc.lr, clip, kGlobalBatch, 1, &ddp);
+  }
+  if (stats) *stats = ddp.take_stats();
+  Tensor out = Tensor::empty({model->flat().numel()});
+  std::memcpy(out.f32(), model->flat().params().f32(), out.nbytes());
+  return out;
+}
+
+// The FSDP step as train_step would run it: forward/backward with the hooks,
+// then per Block (last first, the order the reduce-scatters complete) the
+// wait and the optimizer on that Block's chunk of the shard.
+void fsdp_step(nn::Model& model, optim::Optimizer& opt, parallel::Fsdp& fsdp, train::StepBuffers& b, float lr,
+               int64_t micro_batches, double clip = 0.0) {
+  const int64_t local = b.x.dim(0);
+  for (int64_t m = 0; m < micro_batches; ++m) {
+    const int64_t begin = local * m / micro_batches, end = local * (m + 1) / micro_batches;
+    Tensor x = b.x.view(begin * kSample.numel(), batched(end - begin, kSample));
+    Tensor dlogits = b.dlogits.view(begin * kClasses, {end - begin, kClasses});
+    Tensor logits = model.forward(x, &fsdp);
+    ops::softmax_xent_fused(dlogits, logits, b.labels.data() + begin, 1.0f / float(kGlobalBatch));
+    fsdp.set_sync(m == micro_batches - 1);
+    model.backward(dlogits, /*accumulate=*/m > 0, &fsdp);
+  }
+  if (clip > 0) {  // the norm needs every gradient: one step after all reduce-scatters
+    fsdp.clip_grad_norm(clip);
+    opt.step(fsdp.shard_params(), fsdp.shard_grads(), lr);
+    return;
+  }
+  for (int blk = model.num_blocks() - 1; blk >= 0; --blk) {
+    fsdp.wait_gradients(blk);
+    const parallel::BlockShard& s = fsdp.layout().block(blk);
+    opt.update(fsdp.shard_params(), fsdp.shard_grads(), lr, s.local_offset, s.local_offset + s.chunk);
+  }
+  opt.finish_step();
+}
+
+struct FsdpRun {
+  Tensor params;
+  parallel::FsdpStats stats;
+  int blocks = 0;
+  int64_t padded_numel = 0;  // sum over Blocks
+  int64_t last_padded = 0;
+};
+
+FsdpRun fsdp_params(const nn::ModelSpec& spec, const optim::OptimizerConfig& oc, int64_t steps,
+                    const parallel::FsdpOptions& fo, int64_t micro_batches = 1, double clip = 0.0) {
+  auto model = nn::build_model(spec, kSample, kClasses);
+  model->initialize(5);
+  parallel::Fsdp fsdp(*model, world(), fo);
+  fsdp.broadcast_parameters();
+  auto opt = optim::make_optimizer(oc, fsdp.shard_numel(),
+                                   fsdp.shard_optimizer_ranges(train::optimizer_ranges(model->flat())));
+  const Slice s = my_slice();
+  train::StepBuffers b(kSample, kClasses, s.end - s.begin);
+  for (int64_t step = 0; step < steps; ++step) {
+    load_batch(step, s, b);
+    fsdp_step(*model, *opt, fsdp, b, oc.lr, micro_batches, clip);
+  }
+  FsdpRun run;
+  run.stats = fsdp.take_stats();
+  fsdp.gather_full_parameters();
+  run.params = model->flat().params();
+  run.blocks = model->num_blocks();
+  for (int blk = 0; blk < run.blocks; ++blk) run.padded_numel += fsdp.layout().padded_numel(blk);
+  run.last_padded = fsdp.layout().padded_numel(run.blocks - 1);
+  return run;
+}
+
+// Largest |a - b| over parameters (padding is zero in both or NaN-free).
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  double d = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double e = std::fabs(double(a.f32()[i]) - double(b.f32()[i]));
+    if (!(e <= d)) d = std::isnan(e) ? INFINITY : e;
+  }
+  return d;
+}
+
+void expect_identical_across_ranks(const Tensor& params) {
+  auto& c = world();
+  Tensor all = Tensor::empty({params.numel() * c.size()});
+  c.allgather(params, all)->wait();
+  for (int r = 1; r < c.size(); ++r)
+    ASSERT_EQ(std::memcmp(all.f32(), all.f32() + r * params.numel(), params.nbytes()), 0)
+        << "rank " << r << " differs from rank 0";
+}
+
+parallel::FsdpOptions opts(parallel::ShardingMode mode, int prefetch = 2) {
+  parallel::FsdpOptions o;
+  o.mode = mode;
+  o.prefetch = prefetch;
+  o.poison_freed = true;  // a Block used while freed would turn everything into NaN
+  return o;
+}
+
+}  // namespace
+
+// f32, 5 steps: DDP all-reduces each bucket, FSDP reduce-scatters each Block;
+// both sum the same per-rank partial gradients, but the algorithms may add
+// them in another order (and pair them differently across chunks), so the
+// gradients agree to f32 rounding (~1e-7 relative), not to the bit, and 5
+// steps of lr 0.1 momentum 0.9 (AdamW lr 0.01, which divides by sqrt(v) and so
+// can amplify a rounding difference of a tiny gradient) keep parameters of
+// O(0.1-1) within 1e-5 absolute. The DDP test's tolerance is 2e-5 for the same
+// reason.
+constexpr double kTolerance = 1e-5;
+
+TEST(Fsdp, FullShardMatchesDdp) {
+  for (const nn::ModelSpec& spec : {mlp_spec(), cnn_spec()}) {
+    const Tensor ddp = ddp_params(spec, sgd(), kSteps);
+    const FsdpRun f = fsdp_params(spec, sgd(), kSteps, opts(parallel::ShardingMode::full_shard));
+    EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << spec.kind;
+    if (world().rank() == 0)
+      std::cout << fmt::format("[diff] {} ranks, {}: FULL_SHARD vs DDP max |diff| {:.3g}\n", world().size(), spec.kind,
+                               max_abs_diff(f.params, ddp));
+    expect_identical_across_ranks(f.params);
+    // Forward gathers every Block, backward every Block but the last (kept).
+    EXPECT_EQ(f.stats.allgathers, kSteps * (2 * f.blocks - 1)) << spec.kind;
+    EXPECT_EQ(f.stats.reduce_scatters, kSteps * f.blocks) << spec.kind;
+    EXPECT_EQ(f.stats.allgather_payload_bytes, kSteps * 4 * (2 * f.padded_numel - f.last_padded));
+    EXPECT_EQ(f.stats.reduce_scatter_payload_bytes, kSteps * 4 * f.padded_numel);
+  }
+}
+
+TEST(Fsdp, ShardGradOpMatchesDdp) {
+  for (const nn::ModelSpec& spec : {mlp_spec(), cnn_spec()}) {
+    const Tensor ddp = ddp_params(spec, sgd(), kSteps);
+    const FsdpRun f = fsdp_params(spec, sgd(), kSteps, opts(parallel::ShardingMode::shard_grad_op));
+    EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << spec.kind;
+    expect_identical_across_ranks(f.params);
+    EXPECT_EQ(f.stats.allgathers, kSteps * f.blocks) << spec.kind;  // kept from forward to backward
+    EXPECT_EQ(f.stats.reduce_scatters, kSteps * f.blocks) << spec.kind;
+  }
+}
+
+// The equality tests run with poison_freed: prove that freed Blocks really
+// are NaN between steps, so a Block computed without its gather would show.
+TEST(Fsdp, FreedBlocksArePoisonedUntilGathered) {
+  auto model = nn::build_model(cnn_spec(), kSample, kClasses);
+  model->initialize(5);
+  parallel::Fsdp fsdp(*model, world(), opts(parallel::ShardingMode::full_shard));
+  auto opt = optim::make_optimizer(sgd(), fsdp.shard_numel(),
+                                   fsdp.shard_optimizer_ranges(train::optimizer_ranges(model->flat())));
+  const Slice s = my_slice();
+  train::StepBuffers b(kSample, kClasses, s.end - s.begin);
+  load_batch(0, s, b);
+  fsdp_step(*model, *opt, fsdp, b, 0.1f, 1);
+  for (int blk = 0; blk < model->num_blocks(); ++blk) {
+    const parallel::BlockShard& bs = fsdp.layout().block(blk);
+    EXPECT_TRUE(std::isnan(model->flat().params().f32()[bs.flat_offset])) << "block " << blk;
+  }
+  EXPECT_TRUE(std::isnan(model->forward(b.x).f32()[0]));  // no hooks: nothing gathered
+  fsdp.gather_full_parameters();
+  const Tensor logits = model->forward(b.x);
+  for (int64_t i = 0; i < logits.numel(); ++i) ASSERT_TRUE(std::isfinite(logits.f32()[i]));
+}
+
+TEST(Fsdp, AnyPrefetchDepthGivesTheSameParameters) {
+  const Tensor ddp = ddp_params(mlp_spec(), sgd(), kSteps);
+  for (int k : {0, 1, 3, 8}) {
+    const FsdpRun f = fsdp_params(mlp_spec(), sgd(), kSteps, opts(parallel::ShardingMode::full_shard, k));
+    EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << "prefetch " << k;
+  }
+}
+
+TEST(Fsdp, AdamWWithWeightDecayMatchesDdp) {
+  for (const nn::ModelSpec& spec : {mlp_spec(), cnn_spec()}) {
+    const Tensor ddp = ddp_params(spec, adamw(), kSteps);
+    const FsdpRun f = fsdp_params(spec, adamw(), kSteps, opts(parallel::ShardingMode::full_shard));
+    EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << spec.kind;
+  }
+}
+
+TEST(Fsdp, GradientAccumulationReduceScattersOncePerStep) {
+  const Tensor ddp = ddp_params(cnn_spec(), sgd(), kSteps);
+  const FsdpRun f = fsdp_params(cnn_spec(), sgd(), kSteps, opts(parallel::ShardingMode::full_shard), 2);
+  EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance);
+  EXPECT_EQ(f.stats.reduce_scatters, kSteps * f.blocks);
+}
+
+TEST(Fsdp, GradientClippingMatchesDdp) {
+  // 0.05 is below the gradient norm of these steps: clipping really scales.
+  const Tensor ddp = ddp_params(cnn_spec(), sgd(), kSteps, nullptr, 0.05);
+  const Tensor unclipped = ddp_params(cnn_spec(), sgd(), kSteps);
+  EXPECT_GT(max_abs_diff(ddp, unclipped), 1e-3);
+  const FsdpRun f = fsdp_params(cnn_spec(), sgd(), kSteps, opts(parallel::ShardingMode::full_shard), 1, 0.05);
+  EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance);
+  expect_identical_across_ranks(f.params);
+}
+
+// Bytes per step (printed; checked against the analytic count): DDP
+// all-reduces Psi (wire 2(N-1)/N Psi per rank with a ring), FSDP FULL_SHARD
+// gathers twice and reduce-scatters once (wire 3(N-1)/N Psi, less the last
+// Block's second gather), both in f32.
+TEST(Fsdp, BytesPerStepAgainstTheory) {
+  const int n = world().size();
+  parallel::CommStats ds;
+  (void)ddp_params(cnn_spec(), sgd(), 1, &ds);
+  auto model = nn::build_model(cnn_spec(), kSample, kClasses);
+  const double psi = double(model->flat().numel()) * 4;  // bytes of the flat buffer (DDP's payload)
+  for (auto mode : {parallel::ShardingMode::full_shard, parallel::ShardingMode::shard_grad_op}) {
+    const FsdpRun f = fsdp_params(cnn_spec(), sgd(), 1, opts(mode));
+    const double fsdp_wire = double(f.stats.wire_bytes);
+    const double ddp_wire = double(ds.bytes) * 2 * (n - 1) / n;
+    const double factor = mode == parallel::ShardingMode::full_shard ? 3.0 : 2.0;
+    if (world().rank() == 0)
+      std::cout << fmt::format(
+                       "[bytes] {} ranks, CNN (Psi = {} B f32, {} Blocks, padded {} B): DDP payload {} B, wire "
+                       "{:.0f} B (theory 2(N-1)/N Psi = {:.0f}); FSDP {} gathers {} B + reduce-scatters {} B "
+                       "payload, wire {:.0f} B (theory {:.0f}(N-1)/N Psi = {:.0f})\n",
+                       n, psi, f.blocks, f.padded_numel * 4, ds.bytes, ddp_wire, 2 * (n - 1) / double(n) * psi,
+                       mode == parallel::ShardingMode::full_shard ? "FULL_SHARD" : "SHARD_GRAD_OP",
+                       f.stats.allgather_payload_bytes, f.stats.reduce_scatter_payload_bytes, fsdp_wire, factor,
+                       factor * (n - 1) / n * psi);
+    // Exact for what we issue: (N-1)/N of every padded Block gathered or reduce-scattered.
+    const int64_t gathers = mode == parallel::ShardingMode::full_shard ? 2 * f.padded_numel - f.last_padded
+                                                                       : f.padded_numel;
+    EXPECT_EQ(f.stats.wire_bytes, (gathers + f.padded_numel) / n * (n - 1) * 4);
+    EXPECT_EQ(ds.bytes, int64_t(psi));
+  }
+}
+
+TEST(Fsdp, MemoryFiguresShrinkWithTheGroup) {
+  const int n = world().size();
+  auto model = nn::build_model(cnn_spec(), kSample, kClasses);
+  const parallel::FsdpMemory m = parallel::fsdp_memory(model->flat(), n, 1, {});
+  const parallel::ShardLayout layout(model->flat().blocks(), n);
+  EXPECT_EQ(m.param_shard_bytes, layout.shard_numel() * 4);
+  EXPECT_EQ(m.persistent_bytes, 3 * layout.shard_numel() * 4);
+  EXPECT_EQ(m.ddp_persistent_bytes, 3 * model->flat().numel() * 4);
+  // Padding costs at most 16 elements per rank per Block.
+  EXPECT_LE(m.param_shard_bytes * n, model->flat().numel() * 4 + int64_t(layout.blocks().size()) * n * 16 * 4);
+  if (world().rank() == 0) {
+    // The default Fashion-MNIST CNN and MLP, for the report.
+    for (const char* kind : {"cnn", "mlp"}) {
+      nn::ModelSpec spec;
+      spec.kind = kind;
+      auto big = nn::build_model(spec, Shape{1, 28, 28}, 10);
+      {
+        // Bytes per step as issued (exact: the counting is checked above).
+        const parallel::ShardLayout l(big->flat().blocks(), 2);
+        int64_t padded = 0;
+        for (int blk = 0; blk < big->num_blocks(); ++blk) padded += l.padded_numel(blk);
+        const int64_t last = l.padded_numel(big->num_blocks() - 1);
+        const double psi = double(big->flat().numel()) * 4;
+        std::cout << fmt::format(
+            "[bytes] default {}, 2 ranks: Psi {} B; DDP wire {:.0f} B (2(N-1)/N Psi); FSDP FULL_SHARD wire {} B "
+            "(theory 3(N-1)/N Psi = {:.0f}), SHARD_GRAD_OP {} B (theory 2(N-1)/N Psi = {:.0f})\n",
+            kind, int64_t(psi), psi, (3 * padded - last) / 2 * 4, 1.5 * psi, padded * 4, psi);
+      }
+      for (int w : {2, 4, 8}) {
+        const parallel::FsdpMemory b = parallel::fsdp_memory(big->flat(), w, 1, {});
+        std::cout << fmt::format(
+            "[memory] default {} ({} params), {} ranks, SGD momentum: FSDP persistent {} B (shard {} + grads {} + "
+            "opt {}), transient gather {} B + grad buffers {} B; DDP persistent {} B; this implementation holds {} B\n",
+            kind, big->flat().parameter_count(), w, b.persistent_bytes, b.param_shard_bytes, b.grad_shard_bytes,
+            b.optimizer_shard_bytes, b.gather_buffer_bytes, b.grad_buffer_bytes, b.ddp_persistent_bytes,
+            b.implementation_bytes);
+      }
+    }
+  }
+}

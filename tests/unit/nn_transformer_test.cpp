@@ -1,0 +1,261 @@
+#include "kernels/ops.h"
+#include "runtime/core/rng.h"
+#include "runtime/nn/models.h"
+#include "runtime/nn/transformer.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+using namespace shardtrain;
+using namespace shardtrain::nn;
+
+namespace {
+
+void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) {
+  Rng r(seed);
+  for (float& v : t.f32_span()) v = r.uniform(lo, hi);
+}
+
+Tensor random_tokens(int64_t batch, int64_t T, int64_t vocab, uint64_t seed) {
+  Tensor x = Tensor::empty({batch, T}, DType::i32);
+  Rng r(seed);
+  for (int64_t i = 0; i < x.numel(); ++i) x.i32()[i] = int32_t(r.below(uint64_t(vocab)));
+  return x;
+}
+
+// A TransformerBlock with its own flat buffers, bound as the Model would.
+struct StandaloneBlock {
+  TransformerBlock block;
+  FlatParameters flat;
+  StandaloneBlock(int64_t T, int64_t C, int64_t heads)
+      : block("h0", T, C, heads, 2), flat({"h0"}, {block.param_specs()}) {
+    block.bind(flat.param_views(0), flat.grad_views(0));
+    // Random parameters of order 1, not the 0.02 init: every path (attention
+    // included) then contributes a gradient large enough to check.
+    fill_uniform(flat.params(), 7, -0.5f, 0.5f);
+  }
+};
+
+double dot(const Tensor& a, const Tensor& b) {
+  double s = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) s += double(a.f32()[i]) * double(b.f32()[i]);
+  return s;
+}
+
+// Central differences of loss() with respect to every element of `values`,
+// against `analytic`. Same tolerance style as nn_model_test.
+void expect_gradient(float* values, const float* analytic, int64_t n,
+                     const std::function<double()>& loss, const std::string& what) {
+  const float eps = 1e-2f;
+  int failures = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const float saved = values[k];
+    values[k] = saved + eps;
+    const double up = loss();
+    values[k] = saved - eps;
+    const double down = loss();
+    values[k] = saved;
+    const double numeric = (up - down) / (2.0 * double(eps));
+    if (std::fabs(analytic[k] - numeric) > 3e-3 + 2e-2 * std::fabs(numeric) && ++failures <= 5)
+      ADD_FAILURE() << what << "[" << k << "]: analytic " << analytic[k] << ", numeric " << numeric;
+  }
+  EXPECT_EQ(failures, 0) << what << ": " << failures << " of " << n << " differ";
+}
+
+ModelSpec tiny_gpt(int64_t layers, int64_t heads, int64_t C) {
+  ModelSpec spec;
+  spec.kind = "gpt";
+  spec.n_layer = layers;
+  spec.n_head = heads;
+  spec.n_embd = C;
+  return spec;
+}
+
+// Mean next-token cross-entropy; logits [B, T, V] are B*T rows.
+double gpt_loss(Model& m, const Tensor& x, const std::vector<int32_t>& y, bool backward) {
+  Tensor logits = m.forward(x);
+  Tensor dlogits = Tensor::empty(logits.shape());
+  const int64_t rows = x.numel();
+  const double sum = ops::softmax_xent_fused(dlogits, logits, y.data(), 1.0f / float(rows));
+  if (backward) m.backward(dlogits);
+  return sum / double(rows);
+}
+
+// Labels: the next token of each sequence (the last position predicts token 0).
+std::vector<int32_t> next_tokens(const Tensor& x) {
+  const int64_t B = x.dim(0), T = x.dim(1);
+  std::vector<int32_t> y(size_t(B * T));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) y[size_t(b * T + t)] = t + 1 < T ? x.i32()[b * T + t + 1] : 0;
+  return y;
+}
+
+}  // namespace
+
+TEST(TransformerBlock, ParametersAreOneBlockWithGptInit) {
+  StandaloneBlock s(4, 8, 2);
+  const auto specs = s.block.param_specs();
+  ASSERT_EQ(specs.size(), 12u);
+  EXPECT_EQ(specs[0].name, "ln1.layernorm.weight");
+  EXPECT_EQ(specs[2].name, "qkv.linear.weight");
+  EXPECT_EQ(specs[2].shape, (Shape{24, 8}));
+  EXPECT_EQ(specs[11].name, "fc_proj.linear.bias");
+  EXPECT_EQ(specs[2].init, Init::normal);
+  EXPECT_FLOAT_EQ(specs[4].std, 0.02f / 2.0f);  // proj: 0.02 / sqrt(2 * n_layer)
+  EXPECT_EQ(specs[3].init, Init::zeros);
+  EXPECT_FALSE(specs[0].decay);
+  EXPECT_EQ(s.flat.blocks().size(), 1u);
+  EXPECT_EQ(s.flat.parameter_count(), 2 * 8 + 24 * 8 + 24 + 8 * 8 + 8 + 2 * 8 + 32 * 8 + 32 +
+                                          8 * 32 + 8);
+  EXPECT_EQ(s.block.output_shape(Shape{4, 8}), (Shape{4, 8}));
+  EXPECT_THROW(s.block.output_shape(Shape{5, 8}), Error);
+  EXPECT_THROW(TransformerBlock("bad", 4, 10, 3), Error);
+}
+
+TEST(TransformerBlock, GradientsMatchFiniteDifferences) {
+  const int64_t B = 2, T = 4, C = 8, heads = 2;
+  StandaloneBlock s(T, C, heads);
+  Tensor x = Tensor::empty({B, T, C});
+  fill_uniform(x, 8, -1.0f, 1.0f);
+  Tensor R = Tensor::empty({B, T, C});
+  fill_uniform(R, 9, -1.0f, 1.0f);
+  auto loss = [&] { return dot(s.block.forward(x), R); };
+  loss();
+  Tensor dx = Tensor::empty({B, T, C});
+  s.block.backward(R, dx, false);
+  std::vector<float> dx_analytic(dx.f32(), dx.f32() + dx.numel());
+  std::vector<float> dp(s.flat.grads().f32(), s.flat.grads().f32() + s.flat.numel());
+  expect_gradient(x.f32(), dx_analytic.data(), x.numel(), loss, "dx");
+  for (const ParamEntry& e : s.flat.entries())
+    expect_gradient(s.flat.params().f32() + e.offset, dp.data() + e.offset, e.spec.shape.numel(),
+                    loss, e.name);
+}
+
+TEST(TransformerBlock, AccumulateAddsParameterGradientsAndOverwritesInputGradient) {
+  const int64_t B = 3, T = 5, C = 8;
+  StandaloneBlock s(T, C, 4);
+  Tensor x = Tensor::empty({B, T, C}), R = Tensor::empty({B, T, C});
+  fill_uniform(x, 10, -1.0f, 1.0f);
+  fill_uniform(R, 11, -1.0f, 1.0f);
+  s.block.forward(x);
+  Tensor dx = Tensor::empty({B, T, C});
+  s.block.backward(R, dx, false);
+  const std::vector<float> once(s.flat.grads().f32(), s.flat.grads().f32() + s.flat.numel());
+  const std::vector<float> dx_once(dx.f32(), dx.f32() + dx.numel());
+  s.block.forward(x);
+  s.block.backward(R, dx, true);
+  for (int64_t i = 0; i < s.flat.numel(); ++i)
+    ASSERT_NEAR(s.flat.grads().f32()[i], 2 * once[size_t(i)],
+                1e-6 + 1e-5 * std::fabs(once[size_t(i)]))
+        << i;
+  for (int64_t i = 0; i < dx.numel(); ++i) ASSERT_EQ(dx.f32()[i], dx_once[size_t(i)]) << i;
+  // Without an input gradient the parameter gradients are the same.
+  s.block.forward(x);
+  s.block.backward(R, Tensor(), false);
+  for (int64_t i = 0; i < s.flat.numel(); ++i)
+    ASSERT_EQ(s.flat.grads().f32()[i], once[size_t(i)]) << i;
+}
+
+TEST(Gpt, ShapesBlocksAndParameterCount) {
+  const int64_t T = 8, V = 11, C = 16, L = 2;
+  auto m = build_model(tiny_gpt(L, 2, C), Shape{T}, V);
+  ASSERT_EQ(m->num_blocks(), 4);
+  EXPECT_EQ(m->block(0).name(), "embed");
+  EXPECT_EQ(m->block(1).name(), "h0");
+  EXPECT_EQ(m->block(3).name(), "head");
+  EXPECT_EQ(m->output_sample(), (Shape{T, V}));
+  const int64_t per_block = 12 * C * C + 13 * C;
+  EXPECT_EQ(m->flat().parameter_count(), V * C + T * C + L * per_block + 2 * C + C * V);
+  m->initialize(1);
+  Tensor logits = m->forward(random_tokens(3, T, V, 2));
+  EXPECT_EQ(logits.shape(), (Shape{3, T, V}));
+  for (float v : logits.f32_span()) ASSERT_TRUE(std::isfinite(v));
+}
+
+TEST(Gpt, BadSpecsAndInputsAreErrors) {
+  EXPECT_THROW(build_model(tiny_gpt(1, 3, 16), Shape{8}, 11), Error);  // 16 % 3
+  EXPECT_THROW(build_model(tiny_gpt(1, 2, 16), Shape{1, 8, 8}, 11), Error);  // not token ids
+  ModelSpec short_ctx = tiny_gpt(1, 2, 16);
+  short_ctx.block_size = 4;
+  EXPECT_THROW(build_model(short_ctx, Shape{8}, 11), Error);
+  ModelSpec vocab = tiny_gpt(1, 2, 16);
+  vocab.vocab_size = 12;
+  EXPECT_THROW(build_model(vocab, Shape{8}, 11), Error);
+  auto m = build_model(tiny_gpt(1, 2, 16), Shape{8}, 11);
+  m->initialize(1);
+  EXPECT_THROW(m->forward(Tensor::zeros({2, 8})), Error);  // f32, not i32 ids
+  Tensor bad = random_tokens(2, 8, 11, 3);
+  bad.i32()[5] = 11;
+  EXPECT_THROW(m->forward(bad), Error);
+}
+
+TEST(Gpt, LogitsAtTDoNotDependOnLaterTokens) {
+  const int64_t T = 6, V = 9;
+  auto m = build_model(tiny_gpt(2, 2, 8), Shape{T}, V);
+  m->initialize(4);
+  Tensor x = random_tokens(1, T, V, 5);
+  Tensor a = m->forward(x);
+  const std::vector<float> before(a.f32(), a.f32() + a.numel());
+  x.i32()[3] = (x.i32()[3] + 1) % int32_t(V);
+  Tensor b = m->forward(x);
+  for (int64_t t = 0; t < T; ++t) {
+    bool same = true;
+    for (int64_t v = 0; v < V; ++v) same = same && b.f32()[t * V + v] == before[size_t(t * V + v)];
+    EXPECT_EQ(same, t < 3) << "position " << t;
+  }
+}
+
+TEST(Gpt, GradientsMatchFiniteDifferences) {
+  const int64_t B = 2, T = 4, V = 7;
+  auto m = build_model(tiny_gpt(1, 2, 8), Shape{T}, V);
+  fill_uniform(m->flat().params(), 12, -0.5f, 0.5f);
+  Tensor x = random_tokens(B, T, V, 13);
+  const auto y = next_tokens(x);
+  gpt_loss(*m, x, y, true);
+  const FlatParameters& flat = m->flat();
+  std::vector<float> analytic(flat.grads().f32(), flat.grads().f32() + flat.numel());
+  auto loss = [&] { return gpt_loss(*m, x, y, false); };
+  for (const ParamEntry& e : flat.entries())
+    expect_gradient(flat.params().f32() + e.offset, analytic.data() + e.offset,
+                    e.spec.shape.numel(), loss, e.name);
+}
+
+TEST(Gpt, LossDecreasesOverSgdStepsOnAFixedBatch) {
+  const int64_t B = 4, T = 16, V = 32;
+  auto m = build_model(tiny_gpt(2, 4, 32), Shape{T}, V);
+  m->initialize(6);
+  Tensor x = random_tokens(B, T, V, 14);
+  const auto y = next_tokens(x);
+  cpu::SgdParams hp;
+  hp.lr = 0.5f;
+  const double first = gpt_loss(*m, x, y, true);
+  double last = first;
+  for (int step = 0; step < 20; ++step) {
+    ops::sgd_update(m->flat().params(), m->flat().grads(), Tensor(), hp, step == 0);
+    last = gpt_loss(*m, x, y, true);
+  }
+  // Near-uniform predictions at init (the head is fan-in uniform, so not exactly).
+  EXPECT_NEAR(first, std::log(double(V)), 0.5);
+  EXPECT_LT(last, 0.75 * first) << "first " << first << ", after 20 steps " << last;
+}
+
+TEST(Gpt, ForwardBackwardTiming) {
+  // B=8, T=64, C=128, 4 heads, 2 layers, vocab 256: printed, not asserted.
+  const int64_t B = 8, T = 64, V = 256;
+  auto m = build_model(tiny_gpt(2, 4, 128), Shape{T}, V);
+  m->initialize(1);
+  Tensor x = random_tokens(B, T, V, 15);
+  const auto y = next_tokens(x);
+  gpt_loss(*m, x, y, true);  // warm-up: buffers allocated
+  const int reps = 5;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i) gpt_loss(*m, x, y, true);
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  const double ms = std::chrono::duration<double, std::milli>(elapsed).count() / reps;
+  std::printf("gpt forward+backward B=%lld T=%lld C=128 heads=4 layers=2 V=%lld: %.2f ms\n",
+              (long long)B, (long long)T, (long long)V, ms);
+}
