@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# FSDP against DDP on the reference CNN (docs/BENCHMARKS.md, "FSDP (issue 6,
+# in progress)"): 2 and 4 ranks, 300 steps each, DDP, FULL_SHARD and
+# SHARD_GRAD_OP: step time, samples/s, bytes communicated per step per rank
+# (counted by the communicator) and the per-rank parameter + gradient +
+# optimizer bytes (fsdp_memory, printed at [init]). About 3 minutes.
+# OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are left as the machine sets them.
+# Usage: scripts/bench-fsdp.sh [OUT_DIR]   (default bench-out/)
+source "$(dirname "$0")/bench-common.sh"
+for n in 2 4; do
+  for st in ddp full grad_op; do
+    strategy=(--set parallel.strategy=ddp)
+    [ $st = ddp ] || strategy=(--set parallel.strategy=fsdp --set parallel.fsdp.sharding=$st)
+    $run -n $n -- build/bin/shardtrain train examples/fmnist_cnn.toml "${strategy[@]}" --set train.max_steps=300 \
+      --set target.value=0 --run-dir "$out/fsdp-cnn-$n-$st" --overwrite >"$out/fsdp-cnn-$n-$st.txt" 2>&1
+  done
+done
+/usr/bin/python3 - "$out" <<'PY'
+import json, re, sys
+out = sys.argv[1]
+print("| ranks | strategy | step ms (median) | samples/s | comm MB/step/rank | per-rank param+grad+opt MiB |")
+print("| --- | --- | --- | --- | --- | --- |")
+for n in (2, 4):
+    for st in ("ddp", "full", "grad_op"):
+        r = json.load(open(f"{out}/fsdp-cnn-{n}-{st}/result.json"))
+        s = json.load(open(f"{out}/fsdp-cnn-{n}-{st}/summary.json"))
+        log = open(f"{out}/fsdp-cnn-{n}-{st}.txt").read()
+        m = re.search(r"optimizer shards ([0-9.]+) MiB \(DDP: ([0-9.]+) MiB\)", log)
+        mem = f"{m.group(1)} (DDP {m.group(2)})" if m else "(full copy)"
+        step = sorted(p["step_time_median_s"] for p in s["per_rank"])[len(s["per_rank"]) // 2] * 1e3
+        print(f"| {n} | {st} | {step:.1f} | {r['samples_per_s']:.0f} | {r['timing']['comm_bytes'] / 1e6:.3f} | {mem} |")
+PY
