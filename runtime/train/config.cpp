@@ -220,6 +220,7 @@ const std::vector<Field>& schema() {
       KEY("debug.slow_compute_ms", "Extra compute time per step on debug.slow_rank.", debug.slow_compute_ms),
       KEY("debug.slow_data_ms", "Extra wait for each batch on debug.slow_rank (a storage stall).", debug.slow_data_ms),
       KEY("debug.slow_comm_ms", "Extra time in debug.slow_rank's gradient collectives per step.", debug.slow_comm_ms),
+      KEY("debug.fail_step", "Fault injection: debug.slow_rank fails with an error at this step (-1: never), to check that a job with one failing rank ends at once, with that rank's message and the flight records, instead of hanging.", debug.fail_step),
 
       KEY("runtime.blas_threads", "OpenBLAS threads per rank (one rank per core is the default layout).", runtime.blas_threads),
   };
@@ -344,6 +345,7 @@ void validate(const Config& c) {
           fmt::format("telemetry.straggler_threshold must be positive, got {}", c.telemetry.straggler_threshold));
   require(c.telemetry.flight_spans >= 1, "telemetry.flight_spans must be at least 1");
   require(c.debug.slow_rank >= -1, "debug.slow_rank must be a rank, or -1 for none");
+  require(c.debug.fail_step >= -1, "debug.fail_step must be a step, or -1 for never");
   require(c.debug.slow_compute_ms >= 0 && c.debug.slow_data_ms >= 0 && c.debug.slow_comm_ms >= 0,
           "debug.slow_compute_ms, slow_data_ms and slow_comm_ms must not be negative");
   require(c.runtime.blas_threads >= 1,

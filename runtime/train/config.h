@@ -70,6 +70,7 @@ struct Config {
   struct Debug {
     int64_t slow_rank = -1;  // -1: none
     double slow_compute_ms = 0, slow_data_ms = 0, slow_comm_ms = 0;
+    int64_t fail_step = -1;  // debug.slow_rank throws an error at this step (-1: never)
   } debug;
 
   std::string source;  // the file it was read from ("" for defaults)

@@ -8,10 +8,10 @@
 #include "runtime/comm/mpi_env.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
-#include "runtime/telemetry/flight_recorder.h"
 #include "runtime/train/bench_step.h"
 #include "runtime/train/bench_telemetry.h"
 #include "runtime/train/config.h"
+#include "runtime/train/fatal_error.h"
 #include "runtime/train/info.h"
 #include "runtime/train/stage_command.h"
 #include "runtime/train/trainer.h"
@@ -235,13 +235,7 @@ int main(int argc, char** argv) {
       return 0;
     }
   } catch (const std::exception& e) {
-    std::fflush(stdout);
-    const int rank = mpi ? mpi->rank() : 0;
-    fmt::print(stderr, "shardtrain: error{}: {}\n", mpi && mpi->world_size() > 1 ? fmt::format(" (rank {})", rank) : "", e.what());
-    std::fflush(stderr);
-    telemetry::FlightRecorder::dump(e.what());  // no-op unless a run armed it
-    // One failing rank must not leave the others waiting in a collective.
-    if (mpi && mpi->world_size() > 1) comm::MpiEnv::abort(1);
+    train::report_fatal_error(e, mpi ? mpi->rank() : 0, mpi ? mpi->world_size() : 1);
     return 1;
   }
   return 0;

@@ -1,5 +1,6 @@
 #include "runtime/train/timed_step.h"
 
+#include "runtime/core/error.h"
 #include "runtime/telemetry/recorder.h"
 
 #include <algorithm>
@@ -44,6 +45,8 @@ StepPhases timed_step(const Config& config, Session& s, io::Sampler& sampler, St
     injected += inject(config, rank, config.debug.slow_data_ms, "debug slow_data");
   }
   telemetry.data_ready(sampler.local_batch());
+  ST_CHECK(!(config.debug.slow_rank == rank && config.debug.fail_step == at.step),
+           "debug.fail_step: injected failure on rank {} at step {}", rank, at.step);
   injected += inject(config, rank, config.debug.slow_compute_ms, "debug slow_compute");
   const StepPhases phases =
       fsdp ? fsdp_train_step(*s.model, *s.optimizer, buffers, lr, config.clip_grad_norm,

@@ -5,6 +5,7 @@
 #include "kernels/cpu/gemm.h"
 #include "runtime/core/clock.h"
 #include "runtime/optim/schedule.h"
+#include "runtime/train/fatal_error.h"
 #include "runtime/train/progress.h"
 #include "runtime/train/run_dir.h"
 #include "runtime/train/session.h"
@@ -223,43 +224,50 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     run_telemetry.add_eval(now_seconds() - t_eval);
   };
 
-  for (; epoch < config.train.epochs && step < total_steps && !time_to_target; ++epoch) {
-    mllog.start("epoch_start", nullptr, {{"epoch_num", epoch + 1}});
-    for (int64_t b = 0; b < steps_per_epoch && step < total_steps; ++b) {
-      live_step = step;
-      const float lr = schedule.at(step);
-      const StepPhases phases = timed_step(config, s, sampler, buffers, run_telemetry,
-                                           {epoch, b, step, steps_per_epoch}, lr, ddp.get(), fsdp.get(), rank,
-                                           stage_bytes);
-      ++step;
-      trained_samples += config.train.global_batch_size;
-      const double loss = phases.loss_sum;
-      // Every rank holds the same parameters after the update, but each sees
-      // only its own loss: a rank whose loss is not finite stops the job.
-      if (!std::isfinite(loss)) {
-        status = "diverged";
-        run.log(fmt::format("[train] training diverged at step {} (loss {}): lower optim.lr or "
-                            "set optim.clip_grad_norm",
-                            step, loss));
-        if (mpi.world_size() > 1)
-          throw Error(fmt::format("training diverged at step {} (loss {})", step, loss));
-        break;
+  // Errors from here on are this rank's alone (the others are in a step or
+  // an evaluation): end the job before unwinding (runtime/train/fatal_error.h).
+  try {
+    for (; epoch < config.train.epochs && step < total_steps && !time_to_target; ++epoch) {
+      mllog.start("epoch_start", nullptr, {{"epoch_num", epoch + 1}});
+      for (int64_t b = 0; b < steps_per_epoch && step < total_steps; ++b) {
+        live_step = step;
+        const float lr = schedule.at(step);
+        const StepPhases phases = timed_step(config, s, sampler, buffers, run_telemetry,
+                                             {epoch, b, step, steps_per_epoch}, lr, ddp.get(), fsdp.get(), rank,
+                                             stage_bytes);
+        ++step;
+        trained_samples += config.train.global_batch_size;
+        const double loss = phases.loss_sum;
+        // Every rank holds the same parameters after the update, but each sees
+        // only its own loss: a rank whose loss is not finite stops the job.
+        if (!std::isfinite(loss)) {
+          status = "diverged";
+          run.log(fmt::format("[train] training diverged at step {} (loss {}): lower optim.lr or "
+                              "set optim.clip_grad_norm",
+                              step, loss));
+          if (mpi.world_size() > 1)
+            throw Error(fmt::format("training diverged at step {} (loss {})", step, loss));
+          break;
+        }
+        loss_sum += loss;
+        loss_samples += sampler.local_batch();
+        const double step_s = run_telemetry.step_seconds();
+        const std::string line =
+            progress.update(step, epoch, config.train.epochs, loss / double(sampler.local_batch()), lr,
+                            double(trained_samples) / step_s, step_s / double(step));
+        if (!line.empty()) run.log(line);
       }
-      loss_sum += loss;
-      loss_samples += sampler.local_batch();
-      const double step_s = run_telemetry.step_seconds();
-      const std::string line =
-          progress.update(step, epoch, config.train.epochs, loss / double(sampler.local_batch()), lr,
-                          double(trained_samples) / step_s, step_s / double(step));
-      if (!line.empty()) run.log(line);
+      live_step = -1;
+      if (status != "completed") break;
+      run_eval();
+      mllog.end("epoch_stop", nullptr, {{"epoch_num", epoch + 1}});
     }
-    live_step = -1;
-    if (status != "completed") break;
-    run_eval();
-    mllog.end("epoch_stop", nullptr, {{"epoch_num", epoch + 1}});
+    // `final` is evaluated at the end of every run, also one cut short by max_steps.
+    if (status == "completed" && last_eval_step != step) run_eval();
+  } catch (const std::exception& e) {
+    if (mpi.world_size() > 1) report_fatal_error(e, mpi.rank(), mpi.world_size());
+    throw;
   }
-  // `final` is evaluated at the end of every run, also one cut short by max_steps.
-  if (status == "completed" && last_eval_step != step) run_eval();
   const double train_time = now_seconds() - run_start;
 
   // ---- result -------------------------------------------------------------
