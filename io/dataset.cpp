@@ -88,4 +88,17 @@ void InMemoryDataset::gather(const int64_t* indices, int64_t n, float* x_out, in
   }
 }
 
+void InMemoryDataset::gather_bytes(const int64_t* indices, int64_t n, uint8_t* x_out, int32_t* y_out) const {
+  ST_CHECK(info_.dtype == SampleDType::u8, "{}: raw sample bytes need a uint8 split, this one is {}", info_.path,
+           format_v1::dtype_name(info_.dtype));
+  const auto numel = size_t(info_.sample_numel());
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t index = indices[i];
+    ST_CHECK(index >= 0 && index < size(), "{}: sample index {} is out of range [0, {})", info_.path, index,
+             size());
+    std::memcpy(x_out + size_t(i) * numel, x_.data() + size_t(index) * numel, numel);
+    y_out[i] = y_[size_t(index)];
+  }
+}
+
 }  // namespace shardtrain::io

@@ -40,6 +40,9 @@ class InMemoryDataset {
   // Gathers samples indices[0..n) into x_out[n, sample_numel] as normalized
   // f32 and their labels into y_out[n].
   void gather(const int64_t* indices, int64_t n, float* x_out, int32_t* y_out) const;
+  // The same, raw: the samples' stored bytes into x_out[n, sample_numel]
+  // (uint8 splits only; e.g. token ids of text data, docs/formats.md).
+  void gather_bytes(const int64_t* indices, int64_t n, uint8_t* x_out, int32_t* y_out) const;
 
  private:
   DatasetInfo info_;

@@ -117,6 +117,8 @@ void Ddp::launch(size_t b) {
     works_[b] = comm_.allreduce(wire_[b], comm::ReduceOp::sum);
   }
   stats_.bytes += works_[b]->bytes();
+  const int64_t n = comm_.size();
+  stats_.wire_bytes += 2 * (n - 1) * works_[b]->bytes() / n;
 }
 
 void Ddp::wait_bucket(size_t b) {

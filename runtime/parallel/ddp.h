@@ -42,6 +42,11 @@ struct CommStats {
   double exposed_s = 0;    // training thread blocked while data moved: exposed communication
   double blocked_peers_s = 0;  // training thread blocked waiting for other ranks (imbalance)
   int64_t bytes = 0;       // payload bytes all-reduced
+  // Bytes this rank sends with a bandwidth-optimal algorithm (ring: an
+  // all-reduce 2(N-1)/N of its buffer, an all-gather or reduce-scatter
+  // (N-1)/N of the full buffer): the figure the theory counts, whatever the
+  // algorithm that ran (a shared-memory one sends nothing over a network).
+  int64_t wire_bytes = 0;
   int64_t collectives = 0;
   std::vector<telemetry::CollectiveRecord> records;  // one per completed collective
 };

@@ -80,6 +80,7 @@ void Fsdp::issue_gather(int b) {
   ++stats_.allgathers;
   stats_.allgather_payload_bytes += padded * int64_t(sizeof(float));
   stats_.wire_bytes += padded / comm_.size() * (comm_.size() - 1) * int64_t(sizeof(float));
+  stats_.comm.wire_bytes += padded / comm_.size() * (comm_.size() - 1) * int64_t(sizeof(float));
 }
 
 void Fsdp::ensure_gathered(int b) {
@@ -168,6 +169,7 @@ void Fsdp::reduce_scatter(int b) {
   ++stats_.reduce_scatters;
   stats_.reduce_scatter_payload_bytes += padded * int64_t(sizeof(float));
   stats_.wire_bytes += padded / comm_.size() * (comm_.size() - 1) * int64_t(sizeof(float));
+  stats_.comm.wire_bytes += padded / comm_.size() * (comm_.size() - 1) * int64_t(sizeof(float));
 }
 
 void Fsdp::complete_oldest_reduce_scatter() {

@@ -68,6 +68,7 @@ json to_json(const StepRecord& r) {
           {"optimizer_s", r.optimizer_s},
           {"comm_s", r.comm_s},
           {"comm_bytes", r.comm_bytes},
+          {"comm_wire_bytes", r.comm_wire_bytes},
           {"collectives", std::move(collectives)},
           {"eval_s", r.eval_s},
           {"checkpoint_s", r.checkpoint_s},
@@ -101,6 +102,7 @@ StepRecord step_record_from_json(const json& j) {
   r.optimizer_s = get<double>(j, "optimizer_s", 0);
   r.comm_s = get<double>(j, "comm_s", 0);
   r.comm_bytes = get<int64_t>(j, "comm_bytes", 0);
+  r.comm_wire_bytes = get<int64_t>(j, "comm_wire_bytes", 0);
   if (auto it = j.find("collectives"); it != j.end() && !it->is_null()) {
     ST_CHECK(it->is_array(), "step record: key 'collectives': expected an array");
     for (const auto& c : *it) r.collectives.push_back(collective_from_json(c));

@@ -37,7 +37,8 @@ struct StepRecord {
   double forward_s = 0, backward_s = 0, optimizer_s = 0;
   // Communication proper (overlapped or not).
   double comm_s = 0;           // sum of the collectives' duration_s
-  int64_t comm_bytes = 0;
+  int64_t comm_bytes = 0;       // payload of the step's collectives, as the communicator counts it
+  int64_t comm_wire_bytes = 0;  // what a ring sends per rank: the theory's figure (parallel::CommStats)
   std::vector<CollectiveRecord> collectives;
   // Outside the step, attributed to it (after it): evaluation, checkpoint.
   double eval_s = 0, checkpoint_s = 0;

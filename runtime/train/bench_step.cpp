@@ -43,17 +43,15 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
   Config in_memory = config;  // the step is measured with its data in memory
   in_memory.data.loader.mode = "memory";
   Session s = make_session(in_memory);
-  const io::DatasetInfo& info = s.train_data.info();
   io::Sampler sampler(s.train_data.size(), config.train.global_batch_size, 0, 1,
                       uint64_t(config.train.seed));
-  StepBuffers buffers(info.sample_shape, info.num_classes, sampler.local_batch());
+  StepBuffers buffers = make_step_buffers(s, sampler.local_batch());
   int64_t next = 0;
   auto step = [&] {  // exactly the trainer's step: gather the batch, then train on it
     const int64_t i = next++;
     sampler.batch_indices(i / sampler.batches_per_epoch(), i % sampler.batches_per_epoch(),
                           buffers.indices);
-    s.train_data.gather(buffers.indices.data(), sampler.local_batch(), buffers.x.f32(),
-                        buffers.labels.data());
+    gather_batch(s, buffers, sampler.local_batch());
     train_step(*s.model, *s.optimizer, buffers, config.optim.lr, config.clip_grad_norm,
                config.train.global_batch_size, config.train.accumulation_steps, nullptr);
   };

@@ -41,10 +41,9 @@ int bench_telemetry(const Config& config, const BenchTelemetryOptions& opt, cons
     ddp = std::make_unique<parallel::Ddp>(*s.model, *comm, config.parallel.ddp);
     ddp->broadcast_parameters();
   }
-  const io::DatasetInfo& info = s.train_data.info();
   io::Sampler sampler(s.train_data.size(), config.train.global_batch_size, rank, world,
                       uint64_t(config.train.seed));
-  StepBuffers buffers(info.sample_shape, info.num_classes, sampler.local_batch());
+  StepBuffers buffers = make_step_buffers(s, sampler.local_batch());
   // One scratch run directory for all ranks (rank 0 merges their traces).
   const std::string scratch = mpi.broadcast_string(
       (std::filesystem::temp_directory_path() / fmt::format("shardtrain-bench-telemetry-{}", ::getpid()))

@@ -163,11 +163,16 @@ const std::vector<Field>& schema() {
       KEY("data.shuffle_window", "order = \"shard\": samples shuffled together (0: one shard's worth).", data.loader.shuffle_window),
       KEY("data.last_batch", "The last partial global batch of an epoch: `\"drop\"` it, or `\"pad\"` it with samples from the start of the epoch's order.", data.loader.last_batch),
 
-      KEY("model.kind", "`\"mlp\"` or `\"cnn\"`.", model.kind),
+      KEY("model.kind", "`\"mlp\"`, `\"cnn\"` or `\"gpt\"` (a byte-level language model on text data from `shardtrain prep text`; its test_loss and test_accuracy are per token: next-byte cross-entropy and accuracy).", model.kind),
       KEY("model.hidden", "mlp: widths of the hidden layers (one Block each).", model.hidden),
       KEY("model.channels", "cnn: output channels of each conv-relu-maxpool stage (one Block each).", model.channels),
       KEY("model.kernel_size", "cnn: square convolution kernel (odd; padded to keep height and width).", model.kernel_size),
       KEY("model.fc_hidden", "cnn: widths of hidden layers in the classifier head.", model.fc_hidden),
+      KEY("model.n_layer", "gpt: transformer Blocks.", model.n_layer),
+      KEY("model.n_head", "gpt: attention heads (must divide n_embd).", model.n_head),
+      KEY("model.n_embd", "gpt: embedding channels.", model.n_embd),
+      KEY("model.vocab_size", "gpt: vocabulary (0: the data's num_classes, 256 for byte-level text).", model.vocab_size),
+      KEY("model.block_size", "gpt: positions of the position embedding (0: the data's T, a sample's length less one).", model.block_size),
 
       KEY("optim.kind", "`\"sgd\"` or `\"adamw\"`.", optim.kind),
       KEY("optim.lr", "Peak learning rate.", optim.lr),
@@ -301,8 +306,16 @@ void validate(const Config& c) {
   require(st.rate_mb_s >= 0, "io.stage.rate_mb_s must not be negative (0 = unlimited)");
   require(st.block_kib >= 4, fmt::format("io.stage.block_kib must be at least 4, got {}", st.block_kib));
   require(st.capacity_gb >= 0, "io.stage.capacity_gb must not be negative (0 = no limit)");
-  require(c.model.kind == "mlp" || c.model.kind == "cnn",
-          fmt::format("model.kind \"{}\" is not a model (choose \"mlp\" or \"cnn\")", c.model.kind));
+  require(c.model.kind == "mlp" || c.model.kind == "cnn" || c.model.kind == "gpt",
+          fmt::format("model.kind \"{}\" is not a model (choose \"mlp\", \"cnn\" or \"gpt\")", c.model.kind));
+  require(c.model.kind != "gpt" || l.mode != "stream",
+          "data.loader = \"stream\" does not support model.kind = \"gpt\" yet");
+  require(c.model.n_layer >= 1 && c.model.n_head >= 1 && c.model.n_embd >= 1,
+          "model.n_layer, model.n_head and model.n_embd must be at least 1");
+  require(c.model.n_embd % c.model.n_head == 0,
+          fmt::format("model.n_embd ({}) must be divisible by model.n_head ({})", c.model.n_embd, c.model.n_head));
+  require(c.model.vocab_size >= 0 && c.model.block_size >= 0,
+          "model.vocab_size and model.block_size must not be negative (0: from the data)");
   require(c.optim.kind == "sgd" || c.optim.kind == "adamw",
           fmt::format("optim.kind \"{}\" is not an optimizer (choose \"sgd\" or \"adamw\")", c.optim.kind));
   require(c.optim.lr > 0, fmt::format("optim.lr must be positive, got {}", c.optim.lr));

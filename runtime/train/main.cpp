@@ -4,6 +4,7 @@
 #include "io/fashion_mnist.h"
 #include "io/manifest.h"
 #include "io/synthetic.h"
+#include "io/text_dataset.h"
 #include "runtime/comm/bench_comm.h"
 #include "runtime/comm/mpi_env.h"
 #include "runtime/core/clock.h"
@@ -61,6 +62,12 @@ int main(int argc, char** argv) {
   syn_cmd->add_option("--classes", syn.num_classes, "Number of classes (labels)")->capture_default_str();
   syn_cmd->add_option("--seed", syn.seed, "Seed of the samples and labels")->capture_default_str();
   syn_cmd->add_option("--split", syn.split, "The split attribute")->capture_default_str();
+  io::TextPrepOptions text;
+  auto* text_cmd = prep_cmd->add_subcommand("text", "Byte-level language-model data from text: windows of T+1 bytes (default corpus: the King James Bible, package bible-kjv)");
+  text_cmd->add_option("--out", text.out_dir, "Output directory (gets train/ and test/)")->required();
+  text_cmd->add_option("--input", text.input, "A text file (default: the output of `bible \"Gen1:1-Rev22:21\"`)");
+  text_cmd->add_option("--block-size", text.block_size, "T: tokens a model reads per sample (samples hold T+1 bytes)")->capture_default_str();
+  text_cmd->add_option("--test-fraction", text.test_fraction, "Fraction of the windows, from the end of the text, for the test split")->capture_default_str();
   std::string manifest_dir;
   auto* manifest_cmd = prep_cmd->add_subcommand("manifest", "Write manifest.json for a split directory (e.g. written with h5py)");
   manifest_cmd->add_option("dir", manifest_dir, "The split directory")->required();
@@ -176,6 +183,16 @@ int main(int argc, char** argv) {
       fmt::print("[prep] synthetic: {} samples x {} bytes in {} shard(s) under {} ({:.2f} GB, {:.1f} s, {:.0f} MB/s)\n",
                  syn.samples, syn.sample_bytes, m.shards.size(), syn.out_dir, double(bytes) / 1e9, seconds,
                  seconds > 0 ? double(bytes) / 1e6 / seconds : 0.0);
+      return 0;
+    }
+    if (*text_cmd) {
+      const double t0 = now_seconds();
+      const io::TextPrepSummary s = io::prep_text(text, [](const std::string& line) {
+        fmt::print("[prep] {}\n", line);
+        std::fflush(stdout);
+      });
+      fmt::print("[prep] text: {} bytes of text, {} train + {} test samples of {} tokens (+1) under {} ({:.1f} s)\n",
+                 s.corpus_bytes, s.train_samples, s.test_samples, text.block_size, text.out_dir, now_seconds() - t0);
       return 0;
     }
     if (*manifest_cmd) {

@@ -93,6 +93,7 @@ void RunTelemetry::end_step(const StepPhases& phases, const parallel::CommStats&
   current_.comm_exposed_s = comm.exposed_s;
   current_.blocked_on_peers_s = comm.blocked_peers_s;
   current_.comm_bytes = comm.bytes;
+  current_.comm_wire_bytes = comm.wire_bytes;
   current_.collectives = comm.records;
   current_.debug_delay_s = debug_delay_s;
   const MemoryStats mem = memory_stats(Device::cpu());
@@ -139,7 +140,7 @@ std::string RunTelemetry::finish(nlohmann::json& result) {
 
   // Means per step of this rank (result.json's "timing").
   const double n = double(std::max<size_t>(1, records_.size()));
-  double data = 0, compute = 0, comm = 0, exposed = 0, peers = 0, bytes = 0;
+  double data = 0, compute = 0, comm = 0, exposed = 0, peers = 0, bytes = 0, wire = 0;
   for (const auto& r : records_) {
     data += r.data_wait_s;
     compute += r.compute_s();
@@ -147,6 +148,7 @@ std::string RunTelemetry::finish(nlohmann::json& result) {
     exposed += r.comm_exposed_s;
     peers += r.blocked_on_peers_s;
     bytes += double(r.comm_bytes);
+    wire += double(r.comm_wire_bytes);
   }
   result["timing"] = {{"steps", int64_t(records_.size())},
                       {"step_s", step_s_total_ / n},
@@ -156,7 +158,8 @@ std::string RunTelemetry::finish(nlohmann::json& result) {
                       {"comm_exposed_s", exposed / n},
                       {"comm_exposed_frac", comm > 0 ? exposed / comm : 0.0},
                       {"blocked_on_peers_s", peers / n},
-                      {"comm_bytes", bytes / n}};
+                      {"comm_bytes", bytes / n},
+                      {"comm_wire_bytes", wire / n}};
 
   // Every rank's stats to every rank (one gather), the summary on rank 0.
   std::vector<telemetry::RankStats> all;

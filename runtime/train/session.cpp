@@ -1,5 +1,8 @@
 #include "runtime/train/session.h"
 
+#include "runtime/train/lm_batch.h"
+
+#include "io/format_v1.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/ops.h"
 #include "runtime/nn/models.h"
@@ -34,6 +37,7 @@ Session make_session(const Config& config, io::ShardLocator locator) {
     return io::InMemoryDataset::load(config.data.test, config.data.test_limit);
   });
   if (config.data.loader.mode == "stream") {
+    ST_CHECK(config.model.kind != "gpt", "data.loader = \"stream\" does not support model.kind = \"gpt\" yet");
     ST_CHECK(config.data.train_limit == 0,
              "data.train_limit works with data.loader = \"memory\" only (stream the whole split, or write a "
              "smaller one)");
@@ -54,7 +58,18 @@ Session make_session(const Config& config, io::ShardLocator locator) {
            "classes) do not match",
            tr.num_samples, tr.sample_shape.str(), tr.num_classes, te.num_samples,
            te.sample_shape.str(), te.num_classes);
-  s.model = nn::build_model(config.model, tr.sample_shape, tr.num_classes);
+  if (config.model.kind == "gpt") {
+    // Windows of T+1 byte tokens (docs/formats.md): the model reads T of them.
+    ST_CHECK(tr.sample_shape.ndim() == 1 && tr.sample_shape[0] >= 2 && tr.dtype == io::SampleDType::u8,
+             "model.kind = \"gpt\" needs text data: uint8 samples of T+1 token ids (shardtrain prep text), "
+             "the data has {} samples of shape {}",
+             io::format_v1::dtype_name(tr.dtype), tr.sample_shape.str());
+    s.language_model = true;
+    s.lm_tokens = tr.sample_shape[0] - 1;
+    s.model = nn::build_model(config.model, Shape{s.lm_tokens}, tr.num_classes);
+  } else {
+    s.model = nn::build_model(config.model, tr.sample_shape, tr.num_classes);
+  }
   s.model->initialize(uint64_t(config.train.seed));
   s.optimizer = optim::make_optimizer(config.optim, s.model->flat().numel(),
                                       optimizer_ranges(s.model->flat()));
@@ -67,6 +82,33 @@ StepBuffers::StepBuffers(const Shape& sample, int64_t classes, int64_t batch)
       labels(size_t(batch)),
       indices(size_t(batch)) {}
 
+StepBuffers StepBuffers::language_model(int64_t T, int64_t vocab, int64_t batch) {
+  StepBuffers b(Shape{T}, vocab, batch);
+  b.x = Tensor::empty({batch, T}, DType::i32);
+  b.dlogits = Tensor::empty({batch, T, vocab});
+  b.labels.resize(size_t(batch * T));
+  b.tokens = T;
+  b.windows.resize(size_t(batch * (T + 1)));
+  return b;
+}
+
+StepBuffers make_step_buffers(const Session& s, int64_t batch) {
+  const io::DatasetInfo& info = s.train_info();
+  return s.language_model ? StepBuffers::language_model(s.lm_tokens, info.num_classes, batch)
+                          : StepBuffers(info.sample_shape, info.num_classes, batch);
+}
+
+void gather_batch(const Session& s, StepBuffers& b, int64_t n) {
+  if (!s.language_model) {
+    s.train_data.gather(b.indices.data(), n, b.x.f32(), b.labels.data());
+    return;
+  }
+  // The split's /y (each window's last byte) lands in b.labels first, then
+  // the next-token labels replace it.
+  s.train_data.gather_bytes(b.indices.data(), n, b.windows.data(), b.labels.data());
+  lm_batch_from_windows(b.windows.data(), n, s.lm_tokens, b.x.i32(), b.labels.data());
+}
+
 namespace {
 
 // The micro-batches' forward and backward through `hooks`; `set_sync(last)`
@@ -76,16 +118,20 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
                       nn::BlockHooks* hooks, SetSync set_sync, StepPhases& phases) {
   const int64_t local = b.x.dim(0);
   const Shape& sample = model.input_sample();
+  // Per sample: b.tokens rows of logits (1, or T for a language model).
+  const int64_t classes = b.dlogits.shape().cols(), rows = b.tokens;
   for (int64_t m = 0; m < micro_batches; ++m) {
     const int64_t begin = local * m / micro_batches, end = local * (m + 1) / micro_batches;
     Tensor x = b.x.view(begin * sample.numel(), batched(end - begin, sample));
-    Tensor dlogits = b.dlogits.view(begin * b.dlogits.dim(1), {end - begin, b.dlogits.dim(1)});
+    Tensor dlogits = b.dlogits.view(begin * rows * classes, rows == 1 ? Shape{end - begin, classes}
+                                                                      : Shape{end - begin, rows, classes});
     double t0 = now_seconds();
     {
       telemetry::Span span("forward", "compute", m);
       Tensor logits = model.forward(x, hooks);
-      phases.loss_sum += ops::softmax_xent_fused(dlogits, logits, b.labels.data() + begin,
-                                                 1.0f / float(global_batch));
+      // The gradient of the mean loss over the global batch's labels.
+      phases.loss_sum += ops::softmax_xent_fused(dlogits, logits, b.labels.data() + begin * rows,
+                                                 1.0f / float(global_batch * rows));
     }
     const double t1 = now_seconds();
     phases.forward_s += t1 - t0;
@@ -183,20 +229,30 @@ std::vector<double> sum_over_ranks(comm::Communicator& comm, const std::vector<d
 }
 
 EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t batch,
-                    comm::Communicator* comm) {
+                    comm::Communicator* comm, bool language_model) {
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
   const int64_t first = data.size() * rank / world, last = data.size() * (rank + 1) / world;
   batch = std::max<int64_t>(1, std::min(batch, last - first));
-  Tensor x = Tensor::empty(batched(batch, data.info().sample_shape));
-  std::vector<int32_t> labels(static_cast<size_t>(batch));
+  // A language model reads T of a sample's T+1 tokens and predicts T labels.
+  const Shape sample = language_model ? model.input_sample() : data.info().sample_shape;
+  const int64_t rows = language_model ? sample.numel() : 1;
+  Tensor x = Tensor::empty(batched(batch, sample), language_model ? DType::i32 : DType::f32);
+  std::vector<int32_t> labels(static_cast<size_t>(batch * rows));
   std::vector<int64_t> indices(static_cast<size_t>(batch));
+  std::vector<uint8_t> windows(language_model ? size_t(batch * data.info().sample_numel()) : 0);
+  std::vector<int32_t> last_bytes(language_model ? size_t(batch) : 0);
   double loss = 0.0;
   int64_t correct = 0;
   for (int64_t start = first; start < last; start += batch) {
     const int64_t len = std::min(batch, last - start);
     std::iota(indices.begin(), indices.begin() + len, start);
-    Tensor xs = x.view(0, batched(len, data.info().sample_shape));
-    data.gather(indices.data(), len, xs.f32(), labels.data());
+    Tensor xs = x.view(0, batched(len, sample));
+    if (language_model) {
+      data.gather_bytes(indices.data(), len, windows.data(), last_bytes.data());
+      lm_batch_from_windows(windows.data(), len, rows, xs.i32(), labels.data());
+    } else {
+      data.gather(indices.data(), len, xs.f32(), labels.data());
+    }
     Tensor logits = model.forward(xs);
     loss += ops::softmax_xent_forward(logits, labels.data());
     correct += ops::count_correct(logits, labels.data());
@@ -206,7 +262,7 @@ EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t b
     loss = sums[0];
     correct = int64_t(sums[1] + 0.5);
   }
-  const auto n = double(data.size());
+  const auto n = double(data.size() * rows);
   return {loss / n, double(correct) / n, data.size()};
 }
 

@@ -23,6 +23,10 @@ struct Session {
   std::unique_ptr<io::StreamLoader> train_stream;
   std::unique_ptr<nn::Model> model;
   std::unique_ptr<optim::Optimizer> optimizer;
+  // model.kind = "gpt": samples are windows of T+1 byte tokens, the model
+  // reads T of them (lm_tokens) and is trained on all T next-token labels.
+  bool language_model = false;
+  int64_t lm_tokens = 0;
 
   const io::DatasetInfo& train_info() const { return train_stream ? train_stream->info() : train_data.info(); }
   int64_t train_size() const { return train_info().num_samples; }
@@ -39,12 +43,23 @@ std::vector<optim::ParamRange> optimizer_ranges(const nn::FlatParameters& flat);
 
 // Reusable buffers of one training step: no allocation per step.
 struct StepBuffers {
-  Tensor x;                       // [local batch, sample...]
-  Tensor dlogits;                 // [local batch, classes]
-  std::vector<int32_t> labels;
+  Tensor x;                       // [local batch, sample...]; language model: i32 [local batch, T]
+  Tensor dlogits;                 // [local batch, classes]; language model: [local batch, T, V]
+  std::vector<int32_t> labels;    // local batch; language model: local batch * T
   std::vector<int64_t> indices;
+  int64_t tokens = 1;             // labels (logit rows) per sample: 1, or T for a language model
+  std::vector<uint8_t> windows;   // language model: the raw samples [local batch, T+1]
   StepBuffers(const Shape& sample, int64_t classes, int64_t batch);
+  // A language model's: T tokens per sample, vocabulary V.
+  static StepBuffers language_model(int64_t T, int64_t vocab, int64_t batch);
 };
+
+// The buffers for `batch` samples of this session's training data and model.
+StepBuffers make_step_buffers(const Session& s, int64_t batch);
+// Reads samples b.indices[0..n) of the in-memory training split into b:
+// normalized f32 and labels, or for a language model x and next-token labels
+// (lm_batch_from_windows).
+void gather_batch(const Session& s, StepBuffers& b, int64_t n);
 
 // Where a train_step's time went (the phases overlap communication).
 struct StepPhases {
@@ -68,16 +83,18 @@ StepPhases fsdp_train_step(nn::Model& model, optim::Optimizer& shard_optimizer, 
                            parallel::Fsdp& fsdp);
 
 struct EvalResult {
-  double loss = 0.0;      // mean over samples
-  double accuracy = 0.0;  // fraction correct
+  double loss = 0.0;      // mean over samples (language model: over tokens)
+  double accuracy = 0.0;  // fraction correct (language model: of next-token predictions)
   int64_t samples = 0;
 };
 
 // Forward passes over the whole split, in order, `batch` samples at a time.
 // With a communicator, each rank evaluates a contiguous part of the split and
-// the sums are combined: every rank returns the same result.
+// the sums are combined: every rank returns the same result. With
+// language_model, samples are windows of T+1 tokens and every one of the T
+// next-token predictions counts.
 EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t batch,
-                    comm::Communicator* comm = nullptr);
+                    comm::Communicator* comm = nullptr, bool language_model = false);
 
 // Sums each value over all ranks (every rank gets the sums, added in rank
 // order). Values travel as f32: for loss sums and counts, not for parameters.

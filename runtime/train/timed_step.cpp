@@ -39,8 +39,7 @@ StepPhases timed_step(const Config& config, Session& s, io::Sampler& sampler, St
       telemetry.io_done(b.bytes, b.requests, b.read_s, queued, stage_bytes ? stage_bytes() : 0);
     } else {
       sampler.batch_indices(at.epoch, at.batch, buffers.indices);
-      s.train_data.gather(buffers.indices.data(), sampler.local_batch(), buffers.x.f32(),
-                          buffers.labels.data());
+      gather_batch(s, buffers, sampler.local_batch());
     }
     injected += inject(config, rank, config.debug.slow_data_ms, "debug slow_data");
   }

@@ -5,6 +5,7 @@
 #include "kernels/cpu/gemm.h"
 #include "runtime/core/clock.h"
 #include "runtime/optim/schedule.h"
+#include "runtime/train/comm_volume.h"
 #include "runtime/train/fatal_error.h"
 #include "runtime/train/progress.h"
 #include "runtime/train/run_dir.h"
@@ -159,7 +160,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   int64_t total_steps = steps_per_epoch * config.train.epochs;
   if (config.train.max_steps > 0) total_steps = std::min(total_steps, config.train.max_steps);
   const optim::LrSchedule schedule(config.schedule, config.optim.lr, total_steps);
-  StepBuffers buffers(info.sample_shape, info.num_classes, sampler.local_batch());
+  StepBuffers buffers = make_step_buffers(s, sampler.local_batch());
   Progress progress(total_steps, config.train.progress_every_s);
   run.log(fmt::format("[init] {} optimizer, global batch {} ({} per rank, {} micro-batch(es)), "
                       "{} steps/epoch, {} steps, target {}, {} BLAS thread(s); ready in {:.2f} s",
@@ -192,7 +193,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     {
       telemetry::Span span("eval", "eval", step);
       if (fsdp) fsdp->gather_full_parameters();  // evaluation runs the whole model without hooks
-      last_eval = evaluate(model, s.test_data, config.train.eval_batch_size, comm.get());
+      last_eval = evaluate(model, s.test_data, config.train.eval_batch_size, comm.get(), s.language_model);
     }
     mllog.end("eval_stop", nullptr, {{"epoch_num", epoch_num}});
     mllog.event("eval_accuracy", last_eval.accuracy, {{"epoch_num", epoch_num}});
@@ -250,10 +251,10 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
           break;
         }
         loss_sum += loss;
-        loss_samples += sampler.local_batch();
+        loss_samples += sampler.local_batch() * buffers.tokens;  // the loss is per label: per token for gpt
         const double step_s = run_telemetry.step_seconds();
         const std::string line =
-            progress.update(step, epoch, config.train.epochs, loss / double(sampler.local_batch()), lr,
+            progress.update(step, epoch, config.train.epochs, loss / double(sampler.local_batch() * buffers.tokens), lr,
                             double(trained_samples) / step_s, step_s / double(step));
         if (!line.empty()) run.log(line);
       }
@@ -323,6 +324,9 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
                         double(ls.bytes) / 1e6, ls.requests, ls.batches, ls.read_s, mode));
   }
   if (mpi.rank() == 0 && staging.stager()) run.log(staging.summary());
+  if (comm)
+    run.log(comm_volume_line(strategy, config.parallel.fsdp.sharding, model.flat().parameter_count(),
+                             mpi.world_size(), result["timing"]["comm_wire_bytes"].get<double>()));
   if (comm && !comm::engine_priority_raised())
     run.log("[summary] note: the communication threads could not raise their priority (no "
             "CAP_SYS_NICE); when ranks fill every core, collectives may wait for the scheduler");

@@ -1,0 +1,23 @@
+// Communication volume per step and rank, measured against theory: what a
+// bandwidth-optimal (ring) implementation of the strategy must send, with
+// Ψ the parameter bytes and N the ranks: DDP 2(N-1)/N Ψ (one all-reduce),
+// FSDP FULL_SHARD 3(N-1)/N Ψ (all-gather in forward and backward,
+// reduce-scatter), SHARD_GRAD_OP 2(N-1)/N Ψ (one all-gather, one
+// reduce-scatter). The measured figure counts the same way per collective
+// (parallel::CommStats::wire_bytes), so the two differ only by what the
+// implementation adds (padding of shards) or saves (FULL_SHARD does not
+// gather the last Block again for its backward).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace shardtrain::train {
+
+double theory_wire_bytes(const std::string& strategy, const std::string& fsdp_sharding, int64_t parameters,
+                         int world);
+// "[summary] communication volume: ..." for the log.
+std::string comm_volume_line(const std::string& strategy, const std::string& fsdp_sharding, int64_t parameters,
+                             int world, double measured_wire_bytes_per_step);
+
+}  // namespace shardtrain::train
