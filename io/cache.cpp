@@ -84,8 +84,23 @@ std::string ShardCache::source_path(int index) const {
   return (fs::path(source_dir_) / manifest_.shards[size_t(index)].file).string();
 }
 
+// Copies interrupted by a crash or a kill leave <shard>.tmp behind (a stop
+// removes its own); they are not counted against the capacity, so the one
+// copier of this cache directory removes them before it starts. (Only the
+// copier: other ranks construct a ShardCache for its paths and must not touch
+// files the copier may be writing.)
+void ShardCache::remove_stale_temp_files() {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(cache_dir_, ec)) {
+    if (entry.path().extension() != ".tmp") continue;
+    std::error_code rm;
+    fs::remove(entry.path(), rm);
+  }
+}
+
 void ShardCache::start(std::vector<int> order, Log log) {
   stop();
+  remove_stale_temp_files();
   const int n = int(manifest_.shards.size());
   if (order.empty()) {
     order.resize(size_t(n));
@@ -111,6 +126,7 @@ void ShardCache::wait() {
 
 StageStats ShardCache::run(const Log& progress) {
   stop();
+  remove_stale_temp_files();
   stop_.store(false);
   std::vector<int> order(manifest_.shards.size());
   std::iota(order.begin(), order.end(), 0);

@@ -117,6 +117,7 @@ class ShardCache {
   bool stage_one(int index, const Log& log);  // copy + verify (+ one retry); false if it failed
   bool adopt_existing(int index, const Log& log);  // a valid copy already in the cache
   bool evict_for(int index, int64_t incoming_bytes, const Log& log);  // false: cannot fit
+  void remove_stale_temp_files();  // left by a killed copier; the copier's own start only
   void mark_cached(int index, bool kept);
   void check_index(int index) const;
 

@@ -254,7 +254,13 @@ Manifest build_manifest(const std::string& split_dir) {
 void write_manifest(const std::string& split_dir, const Manifest& manifest) {
   const std::string path = manifest_path(split_dir);
   const std::string tmp = path + ".tmp";
-  write_file_synced(tmp, format_manifest(to_json(manifest)));
+  try {
+    write_file_synced(tmp, format_manifest(to_json(manifest)));
+  } catch (...) {
+    std::error_code rm;
+    fs::remove(tmp, rm);  // a failed write leaves no manifest.json.tmp behind
+    throw;
+  }
   std::error_code ec, remove_ec;
   fs::rename(tmp, path, ec);
   if (ec) fs::remove(tmp, remove_ec);  // best effort; the rename's error is the one to report

@@ -472,5 +472,17 @@ TEST(ShardCache, RestartKeepsValidCopiesAndRecopiesBadOnes) {
   EXPECT_EQ(read_bytes(dir / "cache/train/part-00001.h5"), read_bytes(dir / "train/part-00001.h5"));
 }
 
+TEST(ShardCache, AStartRemovesTempFilesAKilledCopierLeft) {
+  TempDir dir;
+  make_split(dir / "train", {3000});
+  fs::create_directories(dir / "cache/train");
+  std::ofstream(dir / "cache/train/part-00000.h5.tmp") << "half a copy";
+  ShardCache cache(dir / "train", options_for(dir / "cache"));
+  EXPECT_TRUE(fs::exists(dir / "cache/train/part-00000.h5.tmp"));  // constructing touches nothing
+  cache.run();
+  EXPECT_FALSE(fs::exists(dir / "cache/train/part-00000.h5.tmp"));
+  EXPECT_TRUE(cache.cached(0));
+}
+
 }  // namespace
 }  // namespace shardtrain::io
