@@ -3,7 +3,7 @@
 // mismatch detection, distributed evaluation.
 #include "io/dataset_writer.h"
 #include "runtime/comm/communicator.h"
-#include "tests/mpi/comm_test_util.h"
+#include "tests/mpi/train_test_util.h"
 #include "runtime/core/rng.h"
 #include "runtime/nn/models.h"
 #include "runtime/optim/optimizer.h"
@@ -24,30 +24,7 @@ using ::testing::HasSubstr;
 
 namespace {
 
-constexpr int64_t kGlobalBatch = 24;  // divisible by 1..4 ranks, and uneven for 5+
-const Shape kSample{1, 6, 6};
-constexpr int64_t kClasses = 4;
-
-// The default configuration, a hang failing the test within a minute.
-comm::Communicator& world() { return comm::testing::world("auto"); }
-
-nn::ModelSpec cnn_spec() {
-  nn::ModelSpec spec;
-  spec.kind = "cnn";
-  spec.channels = {3, 4};
-  spec.kernel_size = 3;
-  spec.fc_hidden = {8};
-  return spec;
-}
-
-// The whole global batch of step `step`, identical on every rank.
-void global_batch(int64_t step, std::vector<float>& x, std::vector<int32_t>& y) {
-  Rng r(stream_key(77, 0, uint64_t(step)));
-  x.resize(size_t(kGlobalBatch * kSample.numel()));
-  y.resize(size_t(kGlobalBatch));
-  for (float& v : x) v = r.uniform(-1, 1);
-  for (int32_t& v : y) v = int32_t(r.below(kClasses));
-}
+using namespace train::testing;
 
 struct Trainee {
   std::unique_ptr<nn::Model> model;
@@ -66,22 +43,10 @@ struct Trainee {
 void train_steps(Trainee& t, int64_t steps, int64_t begin, int64_t end, int64_t micro_batches,
            parallel::Ddp* ddp) {
   train::StepBuffers b(kSample, kClasses, end - begin);
-  std::vector<float> x;
-  std::vector<int32_t> y;
   for (int64_t s = 0; s < steps; ++s) {
-    global_batch(s, x, y);
-    std::memcpy(b.x.f32(), x.data() + begin * kSample.numel(),
-                size_t((end - begin) * kSample.numel()) * sizeof(float));
-    std::copy(y.begin() + begin, y.begin() + end, b.labels.begin());
+    load_batch(s, {begin, end}, b);
     train::train_step(*t.model, *t.opt, b, 0.1f, 0.0, kGlobalBatch, micro_batches, ddp);
   }
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  double d = 0;
-  for (int64_t i = 0; i < a.numel(); ++i)
-    d = std::max(d, double(std::fabs(a.f32()[i] - b.f32()[i])));
-  return d;
 }
 
 // Every rank holds bit-identical parameters.
@@ -92,14 +57,6 @@ void expect_identical_across_ranks(const Tensor& params) {
   for (int r = 1; r < c.size(); ++r)
     ASSERT_EQ(std::memcmp(all.f32(), all.f32() + r * params.numel(), params.nbytes()), 0)
         << "rank " << r << " differs from rank 0";
-}
-
-struct Slice {
-  int64_t begin, end;
-};
-Slice my_slice() {
-  auto& c = world();
-  return {kGlobalBatch * c.rank() / c.size(), kGlobalBatch * (c.rank() + 1) / c.size()};
 }
 
 }  // namespace

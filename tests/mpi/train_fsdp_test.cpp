@@ -10,7 +10,7 @@
 #include "runtime/parallel/ddp.h"
 #include "runtime/parallel/fsdp.h"
 #include "runtime/train/session.h"
-#include "tests/mpi/comm_test_util.h"
+#include "tests/mpi/train_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -22,21 +22,9 @@ using namespace shardtrain;
 
 namespace {
 
-constexpr int64_t kGlobalBatch = 24;
-const Shape kSample{1, 6, 6};
-constexpr int64_t kClasses = 4;
+using namespace train::testing;
+
 constexpr int64_t kSteps = 5;
-
-comm::Communicator& world() { return comm::testing::world("auto"); }
-
-nn::ModelSpec cnn_spec() {
-  nn::ModelSpec spec;
-  spec.kind = "cnn";
-  spec.channels = {3, 4};
-  spec.kernel_size = 3;
-  spec.fc_hidden = {8};
-  return spec;
-}
 
 nn::ModelSpec mlp_spec() {
   nn::ModelSpec spec;
@@ -60,31 +48,6 @@ optim::OptimizerConfig adamw() {
   return oc;
 }
 
-void global_batch(int64_t step, std::vector<float>& x, std::vector<int32_t>& y) {
-  Rng r(stream_key(77, 0, uint64_t(step)));
-  x.resize(size_t(kGlobalBatch * kSample.numel()));
-  y.resize(size_t(kGlobalBatch));
-  for (float& v : x) v = r.uniform(-1, 1);
-  for (int32_t& v : y) v = int32_t(r.below(kClasses));
-}
-
-struct Slice {
-  int64_t begin, end;
-};
-Slice my_slice() {
-  auto& c = world();
-  return {kGlobalBatch * c.rank() / c.size(), kGlobalBatch * (c.rank() + 1) / c.size()};
-}
-
-void load_batch(int64_t step, const Slice& s, train::StepBuffers& b) {
-  std::vector<float> x;
-  std::vector<int32_t> y;
-  global_batch(step, x, y);
-  std::memcpy(b.x.f32(), x.data() + s.begin * kSample.numel(),
-              size_t((s.end - s.begin) * kSample.numel()) * sizeof(float));
-  std::copy(y.begin() + s.begin, y.begin() + s.end, b.labels.begin());
-}
-
 // DDP's parameters after `steps` steps (train::train_step).
 Tensor ddp_params(const nn::ModelSpec& spec, const optim::OptimizerConfig& oc, int64_t steps,
                   parallel::CommStats* stats = nullptr, double clip = 0.0) {
@@ -103,34 +66,6 @@ Tensor ddp_params(const nn::ModelSpec& spec, const optim::OptimizerConfig& oc, i
   Tensor out = Tensor::empty({model->flat().numel()});
   std::memcpy(out.f32(), model->flat().params().f32(), out.nbytes());
   return out;
-}
-
-// The FSDP step as train_step would run it: forward/backward with the hooks,
-// then per Block (last first, the order the reduce-scatters complete) the
-// wait and the optimizer on that Block's chunk of the shard.
-void fsdp_step(nn::Model& model, optim::Optimizer& opt, parallel::Fsdp& fsdp, train::StepBuffers& b, float lr,
-               int64_t micro_batches, double clip = 0.0) {
-  const int64_t local = b.x.dim(0);
-  for (int64_t m = 0; m < micro_batches; ++m) {
-    const int64_t begin = local * m / micro_batches, end = local * (m + 1) / micro_batches;
-    Tensor x = b.x.view(begin * kSample.numel(), batched(end - begin, kSample));
-    Tensor dlogits = b.dlogits.view(begin * kClasses, {end - begin, kClasses});
-    Tensor logits = model.forward(x, &fsdp);
-    ops::softmax_xent_fused(dlogits, logits, b.labels.data() + begin, 1.0f / float(kGlobalBatch));
-    fsdp.set_sync(m == micro_batches - 1);
-    model.backward(dlogits, /*accumulate=*/m > 0, &fsdp);
-  }
-  if (clip > 0) {  // the norm needs every gradient: one step after all reduce-scatters
-    fsdp.clip_grad_norm(clip);
-    opt.step(fsdp.shard_params(), fsdp.shard_grads(), lr);
-    return;
-  }
-  for (int blk = model.num_blocks() - 1; blk >= 0; --blk) {
-    fsdp.wait_gradients(blk);
-    const parallel::BlockShard& s = fsdp.layout().block(blk);
-    opt.update(fsdp.shard_params(), fsdp.shard_grads(), lr, s.local_offset, s.local_offset + s.chunk);
-  }
-  opt.finish_step();
 }
 
 struct FsdpRun {
@@ -153,7 +88,7 @@ FsdpRun fsdp_params(const nn::ModelSpec& spec, const optim::OptimizerConfig& oc,
   train::StepBuffers b(kSample, kClasses, s.end - s.begin);
   for (int64_t step = 0; step < steps; ++step) {
     load_batch(step, s, b);
-    fsdp_step(*model, *opt, fsdp, b, oc.lr, micro_batches, clip);
+    train::fsdp_train_step(*model, *opt, b, oc.lr, clip, kGlobalBatch, micro_batches, fsdp);
   }
   FsdpRun run;
   run.stats = fsdp.take_stats();
@@ -163,16 +98,6 @@ FsdpRun fsdp_params(const nn::ModelSpec& spec, const optim::OptimizerConfig& oc,
   for (int blk = 0; blk < run.blocks; ++blk) run.padded_numel += fsdp.layout().padded_numel(blk);
   run.last_padded = fsdp.layout().padded_numel(run.blocks - 1);
   return run;
-}
-
-// Largest |a - b| over parameters (padding is zero in both or NaN-free).
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  double d = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    const double e = std::fabs(double(a.f32()[i]) - double(b.f32()[i]));
-    if (!(e <= d)) d = std::isnan(e) ? INFINITY : e;
-  }
-  return d;
 }
 
 void expect_identical_across_ranks(const Tensor& params) {
@@ -243,7 +168,7 @@ TEST(Fsdp, FreedBlocksArePoisonedUntilGathered) {
   const Slice s = my_slice();
   train::StepBuffers b(kSample, kClasses, s.end - s.begin);
   load_batch(0, s, b);
-  fsdp_step(*model, *opt, fsdp, b, 0.1f, 1);
+  train::fsdp_train_step(*model, *opt, b, 0.1f, 0.0, kGlobalBatch, 1, fsdp);
   for (int blk = 0; blk < model->num_blocks(); ++blk) {
     const parallel::BlockShard& bs = fsdp.layout().block(blk);
     EXPECT_TRUE(std::isnan(model->flat().params().f32()[bs.flat_offset])) << "block " << blk;

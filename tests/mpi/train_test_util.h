@@ -1,0 +1,73 @@
+// Helpers shared by the data-parallel training tests (train_ddp_test,
+// train_fsdp_test): a tiny data set generated per step, identical on every
+// rank; each rank's slice of a global batch; parameter comparison.
+#pragma once
+
+#include "runtime/core/rng.h"
+#include "runtime/core/tensor.h"
+#include "runtime/nn/models.h"
+#include "runtime/train/session.h"
+#include "tests/mpi/comm_test_util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace shardtrain::train::testing {
+
+inline constexpr int64_t kGlobalBatch = 24;  // divisible by 1..4 ranks, and uneven for 5+
+inline const Shape kSample{1, 6, 6};
+inline constexpr int64_t kClasses = 4;
+
+// The default configuration, a hang failing the test within a minute.
+inline comm::Communicator& world() { return comm::testing::world("auto"); }
+
+inline nn::ModelSpec cnn_spec() {
+  nn::ModelSpec spec;
+  spec.kind = "cnn";
+  spec.channels = {3, 4};
+  spec.kernel_size = 3;
+  spec.fc_hidden = {8};
+  return spec;
+}
+
+// The whole global batch of step `step`, identical on every rank.
+inline void global_batch(int64_t step, std::vector<float>& x, std::vector<int32_t>& y) {
+  Rng r(stream_key(77, 0, uint64_t(step)));
+  x.resize(size_t(kGlobalBatch * kSample.numel()));
+  y.resize(size_t(kGlobalBatch));
+  for (float& v : x) v = r.uniform(-1, 1);
+  for (int32_t& v : y) v = int32_t(r.below(kClasses));
+}
+
+// Rows [begin, end) of a global batch.
+struct Slice {
+  int64_t begin, end;
+};
+inline Slice my_slice() {
+  auto& c = world();
+  return {kGlobalBatch * c.rank() / c.size(), kGlobalBatch * (c.rank() + 1) / c.size()};
+}
+
+// Rows `s` of step `step`'s global batch into `b`.
+inline void load_batch(int64_t step, const Slice& s, StepBuffers& b) {
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  global_batch(step, x, y);
+  std::memcpy(b.x.f32(), x.data() + s.begin * kSample.numel(),
+              size_t((s.end - s.begin) * kSample.numel()) * sizeof(float));
+  std::copy(y.begin() + s.begin, y.begin() + s.end, b.labels.begin());
+}
+
+// Largest |a - b| over two parameter buffers; a NaN counts as infinitely far.
+inline double max_abs_diff(const Tensor& a, const Tensor& b) {
+  double d = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double e = std::fabs(double(a.f32()[i]) - double(b.f32()[i]));
+    if (!(e <= d)) d = std::isnan(e) ? INFINITY : e;
+  }
+  return d;
+}
+
+}  // namespace shardtrain::train::testing
