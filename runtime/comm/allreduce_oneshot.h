@@ -38,6 +38,8 @@
 #include "runtime/comm/scratch.h"
 #include "runtime/core/dtype.h"
 
+#include "runtime/comm/inplace_allreduce.h"
+
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -46,14 +48,7 @@ namespace shardtrain::comm {
 
 class AllreduceOneshot {
  public:
-  struct Op {
-    int64_t seq = 0;
-    DType dtype = DType::f32;
-    void* buf = nullptr;  // numel elements, reduced in place
-    int64_t numel = 0;
-    float scale = 1.0f;   // 1/p for an average
-    double arrived_at = 0;  // out: when every peer's header had arrived
-  };
+  using Op = InPlaceAllreduce;  // arrived_at: when every peer's header had arrived
 
   // Eager payload limit of Open MPI 4.1's shared-memory transport is ~4040
   // bytes; a multiple of 64 below it.

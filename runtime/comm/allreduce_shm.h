@@ -38,6 +38,8 @@
 #include "runtime/core/dtype.h"
 
 #include <array>
+#include "runtime/comm/inplace_allreduce.h"
+
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -47,14 +49,7 @@ namespace shardtrain::comm {
 
 class AllreduceShm {
  public:
-  struct Op {
-    int64_t seq = 0;
-    DType dtype = DType::f32;
-    void* buf = nullptr;  // numel elements, reduced in place
-    int64_t numel = 0;
-    float scale = 1.0f;     // 1/p for an average
-    double arrived_at = 0;  // out: when every rank had arrived at its first step
-  };
+  using Op = InPlaceAllreduce;  // arrived_at: when every rank had arrived at its first step
 
   static constexpr int64_t kHalfBytes = 256 << 10;
   // Steps up to this size skip the reduce-scatter: every rank adds up the

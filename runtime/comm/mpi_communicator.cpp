@@ -346,28 +346,31 @@ void MpiCommunicator::execute(std::span<Task> tasks) {
   }
 }
 
+void MpiCommunicator::fill_inplace_ops(std::span<Task> tasks) {
+  inplace_ops_.clear();
+  for (const Task& t : tasks)
+    inplace_ops_.push_back({t.record.seq, t.a.dtype(), t.a.raw(), t.a.numel(), t.scale, 0.0});
+}
+
 // A group of one-shot all-reduces, completed in issue order; `current` follows the one being completed (what the watchdog names).
 void MpiCommunicator::run_oneshot(std::span<Task> tasks, const Task*& current) {
-  oneshot_ops_.clear();
-  for (const Task& t : tasks)
-    oneshot_ops_.push_back({t.record.seq, t.a.dtype(), t.a.raw(), t.a.numel(), t.scale, 0.0});
-  AllreduceOneshot algorithm(*transport_, oneshot_ops_, scratch_, oneshot_workspace_);
+  fill_inplace_ops(tasks);
+  AllreduceOneshot algorithm(*transport_, inplace_ops_, scratch_, oneshot_workspace_);
   algorithm.post();
   for (size_t i = 0; i < tasks.size(); ++i) {
     current = &tasks[i];
     if (i > 0) monitor_->started(tasks[i].record, tasks[i].work->started_at());
     algorithm.finish(i);
-    tasks[i].work->mark_arrived(oneshot_ops_[i].arrived_at);
+    tasks[i].work->mark_arrived(inplace_ops_[i].arrived_at);
   }
 }
 
 // All-reduces through shared memory, small ones queued together packed into
 // common steps.
 void MpiCommunicator::run_shm(std::span<Task> tasks) {
-  shm_ops_.clear();
-  for (const Task& t : tasks) shm_ops_.push_back({t.record.seq, t.a.dtype(), t.a.raw(), t.a.numel(), t.scale, 0.0});
-  AllreduceShm(*shm_, shm_step_, shm_ops_, policy_).run();
-  for (size_t i = 0; i < tasks.size(); ++i) tasks[i].work->mark_arrived(shm_ops_[i].arrived_at);
+  fill_inplace_ops(tasks);
+  AllreduceShm(*shm_, shm_step_, inplace_ops_, policy_).run();
+  for (size_t i = 0; i < tasks.size(); ++i) tasks[i].work->mark_arrived(inplace_ops_[i].arrived_at);
 }
 
 // On the thread running tasks (the engine, or a waiting caller).

@@ -77,6 +77,7 @@ class MpiCommunicator final : public Communicator, private Executor {
   size_t group(std::span<const Task> queued) override;
   void execute(std::span<Task> tasks) override;
   void run(const Task& task);
+  void fill_inplace_ops(std::span<Task> tasks);
   void run_oneshot(std::span<Task> tasks, const Task*& current);
   void run_shm(std::span<Task> tasks);
   // Whether a task first waits for every rank to arrive and agree
@@ -111,10 +112,9 @@ class MpiCommunicator final : public Communicator, private Executor {
   std::unique_ptr<MpiNative> native_;
   Scratch scratch_;
   AllreduceOneshot::Workspace oneshot_workspace_;
-  std::vector<AllreduceOneshot::Op> oneshot_ops_;
+  std::vector<InPlaceAllreduce> inplace_ops_;  // the group being run by one-shot or shared memory
   std::unique_ptr<ShmWindow> shm_;  // null unless every rank is on this node (set up before any issue)
   int64_t shm_step_ = 0;
-  std::vector<AllreduceShm::Op> shm_ops_;
   std::deque<ArrivalBarrier> arrivals_;  // posted ahead, for the coming tasks
   MPI_Comm hier_node_ = MPI_COMM_NULL, hier_cross_ = MPI_COMM_NULL;
   std::unique_ptr<MpiTransport> hier_node_transport_, hier_cross_transport_;
