@@ -12,9 +12,16 @@ if(NOT SHARDTRAIN_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 80 90)
     endif()
     enable_language(CUDA)
-    # CMake 3.25 does not know nvcc 13's C++20 flag; CUDA sources use C++17.
-    set(CMAKE_CUDA_STANDARD 17)
+    # CUDA sources include the runtime's C++20 headers (Tensor uses std::span,
+    # Device a defaulted operator==). CMake 3.25 does not know nvcc 13's C++20
+    # dialect flag, so it is told here.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    # nvcc's front end rejects fmt's consteval format strings, so .cu files
+    # (kernels only) include no fmt-based header: kernels/cuda/context.h
+    # offers cuda::fail() for their errors; host-side code is in .cpp files.
     find_package(CUDAToolkit REQUIRED)
     set(SHARDTRAIN_HAVE_CUDA ON)
     message(STATUS "shardtrain: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, archs ${CMAKE_CUDA_ARCHITECTURES})")

@@ -58,6 +58,17 @@ Allocator& allocator_for(Device device) {
 
 void register_allocator(Device device, Allocator* allocator) { g_allocators[slot(device)] = allocator; }
 
+namespace {
+std::atomic<Allocator*> g_pinned{nullptr};
+}
+
+Allocator& pinned_host_allocator() {
+  Allocator* a = g_pinned.load();
+  return a != nullptr ? *a : allocator_for(Device::cpu());
+}
+
+void register_pinned_host_allocator(Allocator* allocator) { g_pinned = allocator; }
+
 void account_allocation(Device device, int64_t delta_bytes) {
   AtomicStats& s = g_stats[slot(device)];
   int64_t now = s.current.fetch_add(delta_bytes) + delta_bytes;

@@ -32,6 +32,10 @@ class Allocator {
 // registered by the CUDA backend when it is built and a device is present.
 Allocator& allocator_for(Device device);
 void register_allocator(Device device, Allocator* allocator);
+// Page-locked host memory for copies to and from a GPU (counted as CPU bytes);
+// the plain CPU allocator until the CUDA backend registers its own.
+Allocator& pinned_host_allocator();
+void register_pinned_host_allocator(Allocator* allocator);
 
 // Accounting, called by allocators: +bytes on allocate, -bytes on free.
 void account_allocation(Device device, int64_t delta_bytes);

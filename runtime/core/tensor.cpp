@@ -1,5 +1,6 @@
 #include "runtime/core/tensor.h"
 
+#include "runtime/core/device_memory.h"
 #include "runtime/core/error.h"
 
 #include <cstring>
@@ -7,9 +8,14 @@
 namespace shardtrain {
 
 Storage::Storage(size_t bytes, Device device)
-    : data_(allocator_for(device).allocate(bytes)), bytes_(bytes), device_(device) {}
+    : allocator_(&allocator_for(device)), data_(allocator_->allocate(bytes)), bytes_(bytes),
+      device_(device) {}
 
-Storage::~Storage() { allocator_for(device_).deallocate(data_, bytes_); }
+Storage::Storage(size_t bytes, Allocator& host_allocator)
+    : allocator_(&host_allocator), data_(allocator_->allocate(bytes)), bytes_(bytes),
+      device_(Device::cpu()) {}
+
+Storage::~Storage() { allocator_->deallocate(data_, bytes_); }
 
 Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
   Tensor t;
@@ -22,6 +28,15 @@ Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
 Tensor Tensor::zeros(Shape shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
   t.fill_zero();
+  return t;
+}
+
+Tensor Tensor::empty_pinned(Shape shape, DType dtype) {
+  Tensor t;
+  t.storage_ = std::make_shared<Storage>(size_t(shape.numel()) * dtype_size(dtype),
+                                         pinned_host_allocator());
+  t.shape_ = shape;
+  t.dtype_ = dtype;
   return t;
 }
 
@@ -67,7 +82,7 @@ int32_t* Tensor::i32() const {
 
 void Tensor::fill_zero() const {
   if (nbytes() == 0) return;
-  ST_CHECK(device().is_cpu(), "fill_zero on {} needs the CUDA backend", device().str());
+  if (!device().is_cpu()) return device_memory_ops().fill_zero(raw(), nbytes(), device());
   std::memset(raw(), 0, nbytes());
 }
 

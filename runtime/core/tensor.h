@@ -21,6 +21,8 @@ namespace shardtrain {
 class Storage {
  public:
   Storage(size_t bytes, Device device);
+  // Host memory from a given allocator (page-locked memory for copies to a GPU).
+  Storage(size_t bytes, Allocator& host_allocator);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -30,6 +32,7 @@ class Storage {
   Device device() const { return device_; }
 
  private:
+  Allocator* allocator_;
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_;
@@ -41,6 +44,9 @@ class Tensor {
 
   static Tensor empty(Shape shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor zeros(Shape shape, DType dtype = DType::f32, Device device = Device::cpu());
+  // Host memory that a GPU copies from without staging (page-locked, from
+  // pinned_host_allocator()); plain host memory where no GPU backend is up.
+  static Tensor empty_pinned(Shape shape, DType dtype = DType::f32);
 
   // A view of `shape` starting `offset` elements into this tensor's storage
   // region; it must fit inside this tensor.
