@@ -1,6 +1,10 @@
 #include "kernels/devices.h"
 
+#include "runtime/core/error.h"
+
 #ifdef SHARDTRAIN_HAVE_CUDA
+#include "kernels/cuda/caching_allocator.h"
+#include "kernels/cuda/context.h"
 #include "kernels/cuda/device_query.h"
 #endif
 
@@ -24,6 +28,37 @@ std::vector<AcceleratorInfo> cuda_devices(std::string* why_none) {
   if (why_none) *why_none = "this build has no CUDA backend (configure found no nvcc)";
 #endif
   return out;
+}
+
+void use_cuda_device(int index) {
+#ifdef SHARDTRAIN_HAVE_CUDA
+  cuda::init_device(index);
+#else
+  throw Error(fmt::format("CUDA device {} asked for, but this build has no CUDA backend "
+                          "(configure found no nvcc)", index));
+#endif
+}
+
+void set_gpu_gemm_precision(const std::string& name) {
+#ifdef SHARDTRAIN_HAVE_CUDA
+  cuda::set_gemm_precision(cuda::parse_gemm_precision(name));
+#else
+  ST_CHECK(name == "f32" || name == "tf32" || name == "bf16",
+           "GEMM precision \"{}\": expected f32, tf32 or bf16", name);
+#endif
+}
+
+void synchronize_gpu() {
+#ifdef SHARDTRAIN_HAVE_CUDA
+  if (cuda::device_initialized()) cuda::sync_compute();
+#endif
+}
+
+size_t gpu_reserved_bytes() {
+#ifdef SHARDTRAIN_HAVE_CUDA
+  if (cuda::device_initialized()) return cuda::reserved_bytes();
+#endif
+  return 0;
 }
 
 }  // namespace shardtrain

@@ -18,4 +18,16 @@ bool cuda_backend_built();
 // Visible CUDA devices; empty (with the reason in *why_none) when there are none.
 std::vector<AcceleratorInfo> cuda_devices(std::string* why_none = nullptr);
 
+// Brings up CUDA device `index` for this process: its streams, cuBLAS, the
+// caching allocator (Device::cuda(index) tensors) and pinned host memory. An
+// Error in a build without the CUDA backend or when the device is missing.
+void use_cuda_device(int index);
+// GEMM precision for f32 tensors on the GPU: "f32", "tf32" or "bf16"
+// (bf16 operands, f32 accumulation). An Error for other names.
+void set_gpu_gemm_precision(const std::string& name);
+// Waits for the GPU's compute stream (timing, tests); nothing without a GPU.
+void synchronize_gpu();
+// Bytes the caching allocator holds from the driver (reserved, >= in use).
+size_t gpu_reserved_bytes();
+
 }  // namespace shardtrain

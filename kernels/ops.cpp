@@ -9,17 +9,47 @@
 #include "kernels/cpu/linear.h"
 #include "runtime/core/error.h"
 
+#ifdef SHARDTRAIN_HAVE_CUDA
+#include "kernels/cuda/activation.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/conv2d.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/linear.h"
+#include "kernels/cuda/optimizer_update.h"
+#include "kernels/cuda/pool.h"
+#define ST_ON_GPU(op, ...) on_gpu(op, __VA_ARGS__)
+#define ST_GPU_ONLY(...) __VA_ARGS__
+#else
+// Without the CUDA backend no tensor can live on a GPU (no allocator is
+// registered), so the check is all there is to do.
+#define ST_ON_GPU(op, ...) (on_gpu(op, __VA_ARGS__), false)
+#define ST_GPU_ONLY(...) throw Error("unreachable: GPU kernel in a build without CUDA")
+#endif
+
 namespace shardtrain::ops {
 namespace {
 
-// Every op runs where its first tensor lives; all defined tensors must agree.
-// Only the CPU path exists until the CUDA backend registers its kernels.
-void require_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {
+// Every op runs where its tensors live: all defined tensors must share one
+// device. True when that device is a GPU (the CUDA kernel runs).
+bool on_gpu(const char* op, std::initializer_list<const Tensor*> tensors) {
+  const Tensor* first = nullptr;
   for (const Tensor* t : tensors) {
-    if (t->defined() && !t->device().is_cpu())
-      throw Error(fmt::format("{}: tensor on {} but this build runs {} on the CPU only", op,
-                              t->device().str(), op));
+    if (!t->defined()) continue;
+    if (first == nullptr) {
+      first = t;
+    } else if (!(t->device() == first->device())) {
+      throw Error(fmt::format("{}: tensors on {} and {}; all must be on one device", op,
+                              first->device().str(), t->device().str()));
+    }
   }
+  const bool gpu = first != nullptr && !first->device().is_cpu();
+#ifndef SHARDTRAIN_HAVE_CUDA
+  ST_CHECK(!gpu, "{}: tensor on {} but this build has no CUDA backend", op, first->device().str());
+#endif
+  return gpu;
 }
 
 void require_numel(const char* op, const Tensor& t, int64_t n, const char* what) {
@@ -32,134 +62,150 @@ float* opt(const Tensor& t) { return t.defined() ? t.f32() : nullptr; }
 }  // namespace
 
 void linear_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias) {
-  require_cpu("linear_forward", {&out, &in, &weight, &bias});
+  const bool gpu = ST_ON_GPU("linear_forward", {&out, &in, &weight, &bias});
   const int64_t OC = weight.dim(0), IC = weight.dim(1), N = in.numel() / IC;
   require_numel("linear_forward", in, N * IC, "input");
   require_numel("linear_forward", out, N * OC, "output");
   if (bias.defined()) require_numel("linear_forward", bias, OC, "bias");
+  if (gpu) { ST_GPU_ONLY(cuda::linear_forward(out.f32(), in.f32(), weight.f32(), opt(bias), N, IC, OC)); return; }
   cpu::linear_forward(out.f32(), in.f32(), weight.f32(), opt(bias), N, IC, OC);
 }
 
 void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias,
                      const Tensor& dout, const Tensor& in, const Tensor& weight, bool accumulate) {
-  require_cpu("linear_backward", {&din, &dweight, &dbias, &dout, &in, &weight});
+  const bool gpu = ST_ON_GPU("linear_backward", {&din, &dweight, &dbias, &dout, &in, &weight});
   const int64_t OC = weight.dim(0), IC = weight.dim(1), N = in.numel() / IC;
   require_numel("linear_backward", dout, N * OC, "output gradient");
   if (din.defined()) require_numel("linear_backward", din, N * IC, "input gradient");
   require_numel("linear_backward", dweight, OC * IC, "weight gradient");
+  if (gpu) { ST_GPU_ONLY(cuda::linear_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), N, IC, OC, accumulate)); return; }
   cpu::linear_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), N,
                        IC, OC, accumulate);
 }
 
 void relu_forward(const Tensor& out, const Tensor& in) {
-  require_cpu("relu_forward", {&out, &in});
+  const bool gpu = ST_ON_GPU("relu_forward", {&out, &in});
   require_numel("relu_forward", out, in.numel(), "output");
+  if (gpu) { ST_GPU_ONLY(cuda::relu_forward(out.f32(), in.f32(), in.numel())); return; }
   cpu::relu_forward(out.f32(), in.f32(), in.numel());
 }
 
 void relu_backward(const Tensor& din, const Tensor& dout, const Tensor& out) {
-  require_cpu("relu_backward", {&din, &dout, &out});
+  const bool gpu = ST_ON_GPU("relu_backward", {&din, &dout, &out});
   require_numel("relu_backward", din, out.numel(), "input gradient");
   require_numel("relu_backward", dout, out.numel(), "output gradient");
+  if (gpu) { ST_GPU_ONLY(cuda::relu_backward(din.f32(), dout.f32(), out.f32(), out.numel())); return; }
   cpu::relu_backward(din.f32(), dout.f32(), out.f32(), out.numel());
 }
 
 void gelu_forward(const Tensor& out, const Tensor& in) {
-  require_cpu("gelu_forward", {&out, &in});
+  const bool gpu = ST_ON_GPU("gelu_forward", {&out, &in});
   require_numel("gelu_forward", out, in.numel(), "output");
+  if (gpu) { ST_GPU_ONLY(cuda::gelu_forward(out.f32(), in.f32(), in.numel())); return; }
   cpu::gelu_forward(out.f32(), in.f32(), in.numel());
 }
 
 void gelu_backward(const Tensor& din, const Tensor& dout, const Tensor& in) {
-  require_cpu("gelu_backward", {&din, &dout, &in});
+  const bool gpu = ST_ON_GPU("gelu_backward", {&din, &dout, &in});
   require_numel("gelu_backward", din, in.numel(), "input gradient");
   require_numel("gelu_backward", dout, in.numel(), "output gradient");
+  if (gpu) { ST_GPU_ONLY(cuda::gelu_backward(din.f32(), dout.f32(), in.f32(), in.numel())); return; }
   cpu::gelu_backward(din.f32(), dout.f32(), in.f32(), in.numel());
 }
 
 void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
                     const Tensor& col, const cpu::Conv2dShape& s) {
-  require_cpu("conv2d_forward", {&out, &in, &weight, &bias, &col});
+  const bool gpu = ST_ON_GPU("conv2d_forward", {&out, &in, &weight, &bias, &col});
   require_numel("conv2d_forward", in, s.B * s.C * s.H * s.W, "input");
   require_numel("conv2d_forward", out, s.B * s.OC * s.OH() * s.OW(), "output");
   require_numel("conv2d_forward", weight, s.OC * s.C * s.K * s.K, "weight");
   ST_CHECK(col.numel() >= s.col_floats(), "conv2d_forward: column workspace too small");
+  if (gpu) { ST_GPU_ONLY(cuda::conv2d_forward(out.f32(), in.f32(), weight.f32(), opt(bias), col.f32(), s)); return; }
   cpu::conv2d_forward(out.f32(), in.f32(), weight.f32(), opt(bias), col.f32(), s);
 }
 
 void conv2d_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias,
                      const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& col,
                      const cpu::Conv2dShape& s, bool accumulate) {
-  require_cpu("conv2d_backward", {&din, &dweight, &dbias, &dout, &in, &weight, &col});
+  const bool gpu = ST_ON_GPU("conv2d_backward", {&din, &dweight, &dbias, &dout, &in, &weight, &col});
   require_numel("conv2d_backward", dout, s.B * s.OC * s.OH() * s.OW(), "output gradient");
   if (din.defined()) require_numel("conv2d_backward", din, s.B * s.C * s.H * s.W, "input gradient");
   ST_CHECK(col.numel() >= s.col_floats(), "conv2d_backward: column workspace too small");
+  if (gpu) { ST_GPU_ONLY(cuda::conv2d_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), col.f32(), s, accumulate)); return; }
   cpu::conv2d_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(),
                        col.f32(), s, accumulate);
 }
 
 void maxpool2d_forward(const Tensor& out, const Tensor& argmax, const Tensor& in,
                        const cpu::Pool2dShape& s) {
-  require_cpu("maxpool2d_forward", {&out, &argmax, &in});
+  const bool gpu = ST_ON_GPU("maxpool2d_forward", {&out, &argmax, &in});
   require_numel("maxpool2d_forward", in, s.B * s.C * s.H * s.W, "input");
   require_numel("maxpool2d_forward", out, s.B * s.C * s.OH() * s.OW(), "output");
   require_numel("maxpool2d_forward", argmax, out.numel(), "arg-max indices");
+  if (gpu) { ST_GPU_ONLY(cuda::maxpool2d_forward(out.f32(), argmax.i32(), in.f32(), s)); return; }
   cpu::maxpool2d_forward(out.f32(), argmax.i32(), in.f32(), s);
 }
 
 void maxpool2d_backward(const Tensor& din, const Tensor& dout, const Tensor& argmax,
                         const cpu::Pool2dShape& s) {
-  require_cpu("maxpool2d_backward", {&din, &dout, &argmax});
+  const bool gpu = ST_ON_GPU("maxpool2d_backward", {&din, &dout, &argmax});
   require_numel("maxpool2d_backward", din, s.B * s.C * s.H * s.W, "input gradient");
   require_numel("maxpool2d_backward", argmax, dout.numel(), "arg-max indices");
+  if (gpu) { ST_GPU_ONLY(cuda::maxpool2d_backward(din.f32(), dout.f32(), argmax.i32(), s)); return; }
   cpu::maxpool2d_backward(din.f32(), dout.f32(), argmax.i32(), s);
 }
 
 double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const int32_t* labels,
                           float scale) {
-  require_cpu("softmax_xent", {&dlogits, &logits});
+  const bool gpu = ST_ON_GPU("softmax_xent", {&dlogits, &logits});
   require_numel("softmax_xent", dlogits, logits.numel(), "logit gradient");
+  if (gpu) { ST_GPU_ONLY(return cuda::softmax_xent_fused(dlogits.f32(), logits.f32(), labels, logits.shape().rows(), logits.shape().cols(), scale)); }
   return cpu::softmax_xent_fused(dlogits.f32(), logits.f32(), labels, logits.shape().rows(),
                                  logits.shape().cols(), scale);
 }
 
 double softmax_xent_forward(const Tensor& logits, const int32_t* labels) {
-  require_cpu("softmax_xent", {&logits});
+  const bool gpu = ST_ON_GPU("softmax_xent", {&logits});
+  if (gpu) { ST_GPU_ONLY(return cuda::softmax_xent_forward(logits.f32(), labels, logits.shape().rows(), logits.shape().cols())); }
   return cpu::softmax_xent_forward(logits.f32(), labels, logits.shape().rows(),
                                    logits.shape().cols(), nullptr);
 }
 
 int64_t count_correct(const Tensor& logits, const int32_t* labels) {
-  require_cpu("count_correct", {&logits});
+  const bool gpu = ST_ON_GPU("count_correct", {&logits});
+  if (gpu) { ST_GPU_ONLY(return cuda::count_correct(logits.f32(), labels, logits.shape().rows(), logits.shape().cols())); }
   return cpu::count_correct(logits.f32(), labels, logits.shape().rows(), logits.shape().cols());
 }
 
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf,
                 const cpu::SgdParams& hp, bool first_step) {
-  require_cpu("sgd_update", {&param, &grad, &momentum_buf});
+  const bool gpu = ST_ON_GPU("sgd_update", {&param, &grad, &momentum_buf});
   require_numel("sgd_update", grad, param.numel(), "gradient");
   if (momentum_buf.defined()) require_numel("sgd_update", momentum_buf, param.numel(), "momentum");
+  if (gpu) { ST_GPU_ONLY(cuda::sgd_update(param.f32(), grad.f32(), opt(momentum_buf), param.numel(), hp, first_step)); return; }
   cpu::sgd_update(param.f32(), grad.f32(), opt(momentum_buf), param.numel(), hp, first_step);
 }
 
 void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const cpu::AdamWParams& hp, int64_t step) {
-  require_cpu("adamw_update", {&param, &grad, &m, &v});
+  const bool gpu = ST_ON_GPU("adamw_update", {&param, &grad, &m, &v});
   require_numel("adamw_update", grad, param.numel(), "gradient");
   require_numel("adamw_update", m, param.numel(), "first moment");
   require_numel("adamw_update", v, param.numel(), "second moment");
+  if (gpu) { ST_GPU_ONLY(cuda::adamw_update(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), hp, step)); return; }
   cpu::adamw_update(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), hp, step);
 }
 
 void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& in,
                        const Tensor& weight, const Tensor& bias, float eps) {
-  require_cpu("layernorm_forward", {&out, &mean, &rstd, &in, &weight, &bias});
+  const bool gpu = ST_ON_GPU("layernorm_forward", {&out, &mean, &rstd, &in, &weight, &bias});
   const int64_t C = weight.numel(), N = in.numel() / C;
   require_numel("layernorm_forward", in, N * C, "input");
   require_numel("layernorm_forward", out, N * C, "output");
   require_numel("layernorm_forward", bias, C, "bias");
   ST_CHECK(mean.numel() >= N && rstd.numel() >= N,
            "layernorm_forward: mean/rstd hold fewer than {} rows", N);
+  if (gpu) { ST_GPU_ONLY(cuda::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), in.f32(), weight.f32(), bias.f32(), N, C, eps)); return; }
   cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), in.f32(), weight.f32(), bias.f32(), N,
                          C, eps);
 }
@@ -167,7 +213,7 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
 void layernorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias,
                         const Tensor& dout, const Tensor& in, const Tensor& weight,
                         const Tensor& mean, const Tensor& rstd, bool accumulate) {
-  require_cpu("layernorm_backward", {&din, &dweight, &dbias, &dout, &in, &weight, &mean, &rstd});
+  const bool gpu = ST_ON_GPU("layernorm_backward", {&din, &dweight, &dbias, &dout, &in, &weight, &mean, &rstd});
   ST_CHECK(din.defined(), "layernorm_backward: the input gradient is required");
   const int64_t C = weight.numel(), N = in.numel() / C;
   require_numel("layernorm_backward", din, N * C, "input gradient");
@@ -176,47 +222,59 @@ void layernorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& 
   require_numel("layernorm_backward", dbias, C, "bias gradient");
   ST_CHECK(mean.numel() >= N && rstd.numel() >= N,
            "layernorm_backward: mean/rstd hold fewer than {} rows", N);
+  if (gpu) { ST_GPU_ONLY(cuda::layernorm_backward(din.f32(), dweight.f32(), dbias.f32(), dout.f32(), in.f32(), weight.f32(), mean.f32(), rstd.f32(), N, C, accumulate)); return; }
   cpu::layernorm_backward(din.f32(), dweight.f32(), dbias.f32(), dout.f32(), in.f32(), weight.f32(),
                           mean.f32(), rstd.f32(), N, C, accumulate);
 }
 
 void token_position_embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& wte,
                                       const Tensor& wpe) {
-  require_cpu("embedding_forward", {&out, &ids, &wte, &wpe});
+  const bool gpu = ST_ON_GPU("embedding_forward", {&out, &ids, &wte, &wpe});
   const int64_t B = ids.dim(0), T = ids.numel() / B, V = wte.dim(0), C = wte.dim(1);
   ST_CHECK(wpe.dim(1) == C && wpe.dim(0) >= T,
            "embedding_forward: position table {} does not cover {} positions of width {}",
            wpe.shape().str(), T, C);
   require_numel("embedding_forward", out, B * T * C, "output");
+  if (gpu) {
+    ST_GPU_ONLY(cuda::embedding_forward(out.f32(), ids.i32(), wte.f32(), B * T, V, C));
+    ST_GPU_ONLY(cuda::position_embedding_add(out.f32(), wpe.f32(), B, T, C));
+    return;
+  }
   cpu::embedding_forward(out.f32(), ids.i32(), wte.f32(), B * T, V, C);
   cpu::position_embedding_add(out.f32(), wpe.f32(), B, T, C);
 }
 
 void token_position_embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,
                                        const Tensor& ids, bool accumulate) {
-  require_cpu("embedding_backward", {&dwte, &dwpe, &dout, &ids});
+  const bool gpu = ST_ON_GPU("embedding_backward", {&dwte, &dwpe, &dout, &ids});
   const int64_t B = ids.dim(0), T = ids.numel() / B, V = dwte.dim(0), C = dwte.dim(1);
   ST_CHECK(dwpe.dim(1) == C && dwpe.dim(0) >= T,
            "embedding_backward: position table {} does not cover {} positions of width {}",
            dwpe.shape().str(), T, C);
   require_numel("embedding_backward", dout, B * T * C, "output gradient");
+  if (gpu) {
+    ST_GPU_ONLY(cuda::embedding_backward(dwte.f32(), dout.f32(), ids.i32(), B * T, V, C, accumulate));
+    ST_GPU_ONLY(cuda::position_embedding_backward(dwpe.f32(), dout.f32(), B, T, C, dwpe.dim(0), accumulate));
+    return;
+  }
   cpu::embedding_backward(dwte.f32(), dout.f32(), ids.i32(), B * T, V, C, accumulate);
   cpu::position_embedding_backward(dwpe.f32(), dout.f32(), B, T, C, dwpe.dim(0), accumulate);
 }
 
 void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int64_t n_head) {
-  require_cpu("attention_forward", {&out, &att, &qkv});
+  const bool gpu = ST_ON_GPU("attention_forward", {&out, &att, &qkv});
   ST_CHECK(qkv.shape().ndim() == 3 && qkv.dim(2) % 3 == 0,
            "attention_forward: qkv must be [B, T, 3C], got {}", qkv.shape().str());
   const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
   require_numel("attention_forward", out, B * T * C, "output");
   ST_CHECK(att.numel() >= B * n_head * T * T, "attention_forward: probability buffer too small");
+  if (gpu) { ST_GPU_ONLY(cuda::attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head)); return; }
   cpu::attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head);
 }
 
 void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout,
                         const Tensor& qkv, const Tensor& att, int64_t n_head) {
-  require_cpu("attention_backward", {&dqkv, &scratch, &dout, &qkv, &att});
+  const bool gpu = ST_ON_GPU("attention_backward", {&dqkv, &scratch, &dout, &qkv, &att});
   ST_CHECK(qkv.shape().ndim() == 3 && qkv.dim(2) % 3 == 0,
            "attention_backward: qkv must be [B, T, 3C], got {}", qkv.shape().str());
   const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
@@ -224,25 +282,44 @@ void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor&
   require_numel("attention_backward", dout, B * T * C, "output gradient");
   ST_CHECK(att.numel() >= B * n_head * T * T, "attention_backward: probability buffer too small");
   ST_CHECK(scratch.numel() >= T * T, "attention_backward: scratch holds fewer than T*T floats");
+  if (gpu) { ST_GPU_ONLY(cuda::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), att.f32(), B, T, C, n_head)); return; }
   cpu::attention_backward(dqkv.f32(), scratch.f32(), dout.f32(), qkv.f32(), att.f32(), B, T, C,
                           n_head);
 }
 
 void add(const Tensor& out, const Tensor& a, const Tensor& b) {
-  require_cpu("add", {&out, &a, &b});
+  const bool gpu = ST_ON_GPU("add", {&out, &a, &b});
   require_numel("add", b, a.numel(), "second operand");
   require_numel("add", out, a.numel(), "output");
+  if (gpu) { ST_GPU_ONLY(cuda::add(out.f32(), a.f32(), b.f32(), a.numel())); return; }
   cpu::add(out.f32(), a.f32(), b.f32(), a.numel());
 }
 
 double sum_squares(const Tensor& x) {
-  require_cpu("sum_squares", {&x});
+  const bool gpu = ST_ON_GPU("sum_squares", {&x});
+  if (gpu) { ST_GPU_ONLY(return cuda::sum_squares(x.f32(), x.numel())); }
   return cpu::sum_squares(x.f32(), x.numel());
 }
 
 void scale_inplace(const Tensor& x, float s) {
-  require_cpu("scale", {&x});
+  const bool gpu = ST_ON_GPU("scale", {&x});
+  if (gpu) { ST_GPU_ONLY(cuda::scale_inplace(x.f32(), x.numel(), s)); return; }
   cpu::scale_inplace(x.f32(), x.numel(), s);
+}
+
+void convert(const Tensor& out, const Tensor& in) {
+  const bool gpu = ST_ON_GPU("convert", {&out, &in});
+  require_numel("convert", out, in.numel(), "output");
+  if (in.dtype() == DType::f32 && out.dtype() == DType::bf16) {
+    if (gpu) { ST_GPU_ONLY(cuda::f32_to_bf16(out.bf16_data(), in.f32(), in.numel())); return; }
+    cpu::f32_to_bf16(out.bf16_data(), in.f32(), in.numel());
+  } else if (in.dtype() == DType::bf16 && out.dtype() == DType::f32) {
+    if (gpu) { ST_GPU_ONLY(cuda::bf16_to_f32(out.f32(), in.bf16_data(), in.numel())); return; }
+    cpu::bf16_to_f32(out.f32(), in.bf16_data(), in.numel());
+  } else {
+    throw Error(fmt::format("convert: {} to {} is not supported", dtype_name(in.dtype()),
+                            dtype_name(out.dtype())));
+  }
 }
 
 }  // namespace shardtrain::ops

@@ -81,6 +81,9 @@ void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor&
 void add(const Tensor& out, const Tensor& a, const Tensor& b);
 
 double sum_squares(const Tensor& x);
+// out := in converted between f32 and bf16 (round to nearest even), on
+// either device: DDP's bf16 wire format.
+void convert(const Tensor& out, const Tensor& in);
 void scale_inplace(const Tensor& x, float s);
 
 }  // namespace shardtrain::ops

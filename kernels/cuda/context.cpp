@@ -1,0 +1,201 @@
+#include "kernels/cuda/context.h"
+
+#include "kernels/cuda/caching_allocator.h"
+#include "runtime/core/allocator.h"
+#include "runtime/core/device_memory.h"
+#include "runtime/core/error.h"
+
+#include <array>
+#include <mutex>
+
+namespace shardtrain::cuda {
+namespace {
+
+struct Context {
+  int device = -1;
+  cudaStream_t compute = nullptr, comm = nullptr, copy = nullptr;
+  cublasHandle_t blas = nullptr;
+  GemmPrecision precision = GemmPrecision::f32;
+  std::array<void*, 4> scratch{};
+  std::array<size_t, 4> scratch_bytes{};
+};
+
+Context g;
+std::mutex g_init_mu;
+
+// CUDA's current device is per thread: every thread that touches the device
+// (progress engines, pollers, the I/O thread) selects it once.
+void bind_thread() {
+  thread_local int bound = -1;
+  if (bound != g.device) {
+    ST_CUDA_CHECK(cudaSetDevice(g.device));
+    bound = g.device;
+  }
+}
+
+class CudaMemoryOps final : public DeviceMemoryOps {
+ public:
+  void fill_zero(void* ptr, size_t bytes, Device device) override {
+    require(device);
+    bind_thread();
+    ST_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, g.compute));
+  }
+  void copy(void* dst, Device dst_device, const void* src, Device src_device,
+            size_t bytes) override {
+    if (!dst_device.is_cpu()) require(dst_device);
+    if (!src_device.is_cpu()) require(src_device);
+    bind_thread();
+    ST_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g.compute));
+    // Host memory on either side: wait, so the caller may read the result or
+    // reuse its source (a pinned source is read asynchronously otherwise).
+    if (dst_device.is_cpu() || src_device.is_cpu()) ST_CUDA_CHECK(cudaStreamSynchronize(g.compute));
+  }
+  void synchronize(Device device) override {
+    require(device);
+    sync_compute();
+  }
+  void copy_input_async(void* dst, const void* src, size_t bytes, Device device) override {
+    require(device);
+    bind_thread();
+    if (start_ == nullptr) {
+      ST_CUDA_CHECK(cudaEventCreate(&start_));
+      ST_CUDA_CHECK(cudaEventCreate(&stop_));
+    } else if (pending_) {
+      harvest();  // the previous copy: the compute stream has long passed it
+    }
+    ST_CUDA_CHECK(cudaEventRecord(start_, g.copy));
+    ST_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g.copy));
+    ST_CUDA_CHECK(cudaEventRecord(stop_, g.copy));
+    ST_CUDA_CHECK(cudaStreamWaitEvent(g.compute, stop_, 0));
+    pending_ = true;
+  }
+  double last_input_copy_seconds() override {
+    if (pending_ && cudaEventQuery(stop_) == cudaSuccess) harvest();
+    return last_s_;
+  }
+
+ private:
+  void harvest() {
+    float ms = 0;
+    ST_CUDA_CHECK(cudaEventSynchronize(stop_));
+    ST_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    last_s_ = double(ms) * 1e-3;
+    pending_ = false;
+  }
+
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  bool pending_ = false;
+  double last_s_ = 0;
+
+  static void require(Device d) {
+    ST_CHECK(d.kind == DeviceKind::cuda && d.index == g.device,
+             "tensor on {} but this process brought up cuda:{}", d.str(), g.device);
+  }
+};
+
+}  // namespace
+
+void fail(const std::string& message) { throw Error(message); }
+
+void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line) {
+  cudaGetLastError();
+  throw Error(fmt::format("CUDA error {} ({}) in {} at {}:{}", int(err), cudaGetErrorString(err),
+                          what, file, line));
+}
+
+void throw_cublas_error(cublasStatus_t status, const char* what, const char* file, int line) {
+  throw Error(fmt::format("cuBLAS error {} ({}) in {} at {}:{}", int(status),
+                          cublasGetStatusString(status), what, file, line));
+}
+
+GemmPrecision parse_gemm_precision(const std::string& name) {
+  if (name == "f32") return GemmPrecision::f32;
+  if (name == "tf32") return GemmPrecision::tf32;
+  if (name == "bf16") return GemmPrecision::bf16;
+  throw Error(fmt::format("GEMM precision \"{}\": expected f32, tf32 or bf16", name));
+}
+
+const char* gemm_precision_name(GemmPrecision p) {
+  switch (p) {
+    case GemmPrecision::f32: return "f32";
+    case GemmPrecision::tf32: return "tf32";
+    case GemmPrecision::bf16: return "bf16";
+  }
+  return "?";
+}
+
+void init_device(int index) {
+  std::lock_guard<std::mutex> lock(g_init_mu);
+  if (g.device >= 0) {
+    ST_CHECK(g.device == index, "cuda:{} asked for, but this process already uses cuda:{}", index,
+             g.device);
+    bind_thread();
+    return;
+  }
+  int count = 0;
+  ST_CUDA_CHECK(cudaGetDeviceCount(&count));
+  ST_CHECK(index >= 0 && index < count, "cuda:{} asked for, but {} CUDA device(s) are visible",
+           index, count);
+  ST_CUDA_CHECK(cudaSetDevice(index));
+  ST_CUDA_CHECK(cudaStreamCreateWithFlags(&g.compute, cudaStreamNonBlocking));
+  ST_CUDA_CHECK(cudaStreamCreateWithFlags(&g.comm, cudaStreamNonBlocking));
+  ST_CUDA_CHECK(cudaStreamCreateWithFlags(&g.copy, cudaStreamNonBlocking));
+  ST_CUBLAS_CHECK(cublasCreate(&g.blas));
+  ST_CUBLAS_CHECK(cublasSetStream(g.blas, g.compute));
+  g.device = index;
+  register_allocator(Device::cuda(index), &device_allocator());
+  register_pinned_host_allocator(&pinned_allocator());
+  static CudaMemoryOps ops;
+  register_device_memory_ops(&ops);
+}
+
+bool device_initialized() { return g.device >= 0; }
+
+int current_device() {
+  ST_CHECK(g.device >= 0, "no CUDA device brought up in this process");
+  return g.device;
+}
+
+cudaStream_t compute_stream() {
+  bind_thread();
+  return g.compute;
+}
+cudaStream_t comm_stream() {
+  bind_thread();
+  return g.comm;
+}
+cudaStream_t copy_stream() {
+  bind_thread();
+  return g.copy;
+}
+cublasHandle_t cublas() {
+  bind_thread();
+  return g.blas;
+}
+
+void set_gemm_precision(GemmPrecision p) { g.precision = p; }
+GemmPrecision gemm_precision() { return g.precision; }
+
+void sync_compute() {
+  bind_thread();
+  ST_CUDA_CHECK(cudaStreamSynchronize(g.compute));
+}
+
+void* scratch(ScratchSlot slot, size_t bytes) {
+  const size_t i = size_t(slot);
+  if (g.scratch_bytes[i] < bytes) {
+    bind_thread();
+    // Kernels queued on the compute stream may still read the old buffer.
+    if (g.scratch[i] != nullptr) {
+      ST_CUDA_CHECK(cudaStreamSynchronize(g.compute));
+      ST_CUDA_CHECK(cudaFree(g.scratch[i]));
+      g.scratch[i] = nullptr;
+    }
+    const size_t grown = std::max(bytes, g.scratch_bytes[i] * 2);
+    ST_CUDA_CHECK(cudaMalloc(&g.scratch[i], grown));
+    g.scratch_bytes[i] = grown;
+  }
+  return g.scratch[i];
+}
+
+}  // namespace shardtrain::cuda

@@ -1,0 +1,96 @@
+// The process's CUDA context: one device per rank, three streams, the cuBLAS
+// handle and the GEMM precision policy. Compiled only with the CUDA backend;
+// code above kernels/ reaches it through kernels/devices.h.
+//
+// .cu files include this header but no fmt-based runtime header (nvcc's front
+// end rejects fmt's compile-time format strings): they raise errors through
+// cuda::fail() / ST_CUDA_REQUIRE with messages built from std::string.
+//
+// Streams (created non-blocking, so nothing synchronizes with the legacy
+// default stream):
+//   compute  every kernel of kernels/cuda and every copy_tensor
+//   comm     NCCL collectives and device<->host staging of MPI collectives;
+//            ordered after compute by events, never by a device-wide sync
+//   copy     host-to-device input batches from pinned memory
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+namespace shardtrain::cuda {
+
+// Throws shardtrain::Error with this message.
+[[noreturn]] void fail(const std::string& message);
+
+#define ST_CUDA_REQUIRE(cond, message)                   \
+  do {                                                   \
+    if (!(cond)) ::shardtrain::cuda::fail(message);      \
+  } while (0)
+
+// Throws shardtrain::Error naming the call, the file and line and CUDA's reason.
+[[noreturn]] void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line);
+[[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* what, const char* file, int line);
+
+#define ST_CUDA_CHECK(expr)                                                              \
+  do {                                                                                   \
+    cudaError_t st_cuda_err_ = (expr);                                                   \
+    if (st_cuda_err_ != cudaSuccess)                                                     \
+      ::shardtrain::cuda::throw_cuda_error(st_cuda_err_, #expr, __FILE__, __LINE__);     \
+  } while (0)
+
+#define ST_CUBLAS_CHECK(expr)                                                            \
+  do {                                                                                   \
+    cublasStatus_t st_cublas_status_ = (expr);                                           \
+    if (st_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                      \
+      ::shardtrain::cuda::throw_cublas_error(st_cublas_status_, #expr, __FILE__, __LINE__); \
+  } while (0)
+
+// After a kernel launch: launch errors (bad configuration, no device) as an Error.
+#define ST_CUDA_CHECK_LAUNCH(kernel_name) ST_CUDA_CHECK(cudaGetLastError())
+
+// How GEMMs of f32 tensors run: plain f32, TF32 tensor cores (f32 in and out,
+// 10-bit mantissa products), or bf16 operands with f32 accumulation.
+enum class GemmPrecision { f32, tf32, bf16 };
+GemmPrecision parse_gemm_precision(const std::string& name);  // "f32" | "tf32" | "bf16"
+const char* gemm_precision_name(GemmPrecision p);
+
+// Selects `index` for this process (and thread), creates the streams and the
+// cuBLAS handle, registers the caching device allocator, the pinned host
+// allocator and the device memory ops (runtime/core). Idempotent for the same
+// index; an Error for another index once brought up.
+void init_device(int index);
+bool device_initialized();
+int current_device();
+
+cudaStream_t compute_stream();
+cudaStream_t comm_stream();
+cudaStream_t copy_stream();
+cublasHandle_t cublas();  // bound to the compute stream
+
+void set_gemm_precision(GemmPrecision p);
+GemmPrecision gemm_precision();
+
+// Blocks until the compute stream has drained (used where the host must read
+// a result: a loss, a norm). Never a device-wide synchronization.
+void sync_compute();
+
+// Blocks per grid for n elements at `threads` per block, capped at a grid that
+// a grid-stride loop covers.
+inline unsigned grid_for(int64_t n, int threads = 256) {
+  int64_t blocks = (n + threads - 1) / threads;
+  if (blocks < 1) blocks = 1;
+  if (blocks > 65535LL * 8) blocks = 65535LL * 8;
+  return unsigned(blocks);
+}
+
+// A device scratch buffer owned by the context, grown on demand (for small
+// per-call workspaces such as reduction partials and labels copied from the
+// host). Valid until the next call of the same slot; ordered on the compute
+// stream.
+enum class ScratchSlot { reduce, labels, gemm_a, gemm_b };
+void* scratch(ScratchSlot slot, size_t bytes);
+
+}  // namespace shardtrain::cuda

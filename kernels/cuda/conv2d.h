@@ -1,0 +1,33 @@
+// 2-D convolution on the GPU, NCHW, by im2col + GEMM: the contract of
+// cpu::conv2d_forward / cpu::conv2d_backward (kernels/cpu/conv2d.h, whose
+// Conv2dShape it shares). weight [OC, C*K*K], bias [OC]; device pointers,
+// work on compute_stream().
+#pragma once
+
+#include "kernels/cpu/conv2d.h"
+
+#include <cstdint>
+
+namespace shardtrain::cuda {
+
+// Conv2dShape is cpu::Conv2dShape, so an unqualified call with one finds the
+// cpu:: overloads too (argument-dependent lookup): call these qualified.
+using cpu::Conv2dShape;
+
+// col[C*K*K, OH*OW] from one sample's image[C, H, W]; zero where padding.
+void im2col(float* col, const float* image, const Conv2dShape& s);
+// image[C, H, W] = sum of the col entries that map to each pixel (overwrites
+// image). A gather, one thread per pixel: deterministic, no atomics.
+void col2im(float* image, const float* col, const Conv2dShape& s);
+
+// out[B, OC, OH, OW]; bias may be null; col is a device workspace of
+// s.col_floats() floats (one sample).
+void conv2d_forward(float* out, const float* in, const float* weight, const float* bias,
+                    float* col, const Conv2dShape& s);
+
+// din (may be null) is overwritten; dweight/dbias (dbias may be null)
+// overwritten, or added to when accumulate. col as in forward.
+void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
+                     const float* weight, float* col, const Conv2dShape& s, bool accumulate);
+
+}  // namespace shardtrain::cuda

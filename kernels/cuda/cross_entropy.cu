@@ -1,0 +1,230 @@
+#include "kernels/cuda/cross_entropy.h"
+
+#include "kernels/cuda/context.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardtrain::cuda {
+namespace {
+
+constexpr int kThreads = 256;  // per block; one block per row
+// Rows per grid: blocks loop over rows r, r + gridDim.x, ... beyond this.
+constexpr int64_t kMaxRowBlocks = 65535;
+
+// Tree reductions over one value per thread of a kThreads block; every thread
+// gets the result. The last barrier lets the buffer be reused by the next call.
+__device__ float block_max(float v, float* sh) {
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (int(threadIdx.x) < s) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const float r = sh[0];
+  __syncthreads();
+  return r;
+}
+
+__device__ float block_sum(float v, float* sh) {
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (int(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float r = sh[0];
+  __syncthreads();
+  return r;
+}
+
+// e^x for x <= 0: the CPU's detail::exp_nonpos (kernels/cpu/vec_math.h) for
+// the device, each operation rounded on its own (no FMA contraction), so an
+// exponential here has the same bits as on the CPU.
+__device__ float exp_nonpos(float x) {
+  const float t = __fadd_rn(__fmul_rn(x, 1.44269504f), 12582912.0f);
+  const float n = __fsub_rn(t, 12582912.0f);
+  const float r = __fsub_rn(__fsub_rn(x, __fmul_rn(n, 0.693359375f)), __fmul_rn(n, -2.12194440e-4f));
+  float p = 1.0f / 5040;
+  p = __fadd_rn(1.0f / 720, __fmul_rn(r, p));
+  p = __fadd_rn(1.0f / 120, __fmul_rn(r, p));
+  p = __fadd_rn(1.0f / 24, __fmul_rn(r, p));
+  p = __fadd_rn(1.0f / 6, __fmul_rn(r, p));
+  p = __fadd_rn(1.0f / 2, __fmul_rn(r, p));
+  p = __fadd_rn(1.0f, __fmul_rn(r, p));
+  p = __fadd_rn(1.0f, __fmul_rn(r, p));
+  const uint32_t n_bits = __float_as_uint(t) - 0x4B400000u;
+  const float y = __fmul_rn(p, __uint_as_float((n_bits + 127u) << 23));
+  return x < -87.3f ? 0.0f : y;
+}
+
+// The row's maximum; max is exact, so the order does not matter.
+__device__ float row_max(const float* x, int64_t C, float* sh) {
+  float m = x[0];
+  for (int64_t i = threadIdx.x; i < C; i += kThreads) m = fmaxf(m, x[i]);
+  return block_max(m, sh);
+}
+
+// -log softmax(x)[y] = log(sum) + (max - x_y), in double, as the CPU's row_loss.
+__device__ double row_loss(float max, float sum, float x_y) {
+  return log(double(sum)) + (double(max) - double(x_y));
+}
+
+__global__ void xent_forward_kernel(double* loss, const float* logits, const int32_t* labels,
+                                    int64_t N, int64_t C) {
+  __shared__ float sh[kThreads];
+  for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
+    const float* x = logits + row * C;
+    const float m = row_max(x, C, sh);
+    float s = 0.0f;
+    for (int64_t i = threadIdx.x; i < C; i += kThreads) s += exp_nonpos(x[i] - m);
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) loss[row] = row_loss(m, s, x[labels[row]]);
+  }
+}
+
+// Forward and backward in one pass over each row. In place (dlogits ==
+// logits) works: x_y is read before the barrier inside the max reduction,
+// and afterwards every thread reads and writes only its own elements i until
+// the final barrier, after which thread 0 adjusts d[y].
+__global__ void xent_fused_kernel(double* loss, float* dlogits, const float* logits,
+                                  const int32_t* labels, int64_t N, int64_t C, float scale) {
+  __shared__ float sh[kThreads];
+  for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
+    const float* x = logits + row * C;
+    float* d = dlogits + row * C;
+    const int32_t y = labels[row];
+    const float x_y = x[y];  // read by every thread before any write below
+    const float m = row_max(x, C, sh);
+    float s = 0.0f;
+    for (int64_t i = threadIdx.x; i < C; i += kThreads) {
+      const float e = exp_nonpos(x[i] - m);
+      d[i] = e;
+      s += e;
+    }
+    s = block_sum(s, sh);
+    const float k = scale / s;
+    for (int64_t i = threadIdx.x; i < C; i += kThreads) d[i] *= k;
+    __syncthreads();  // d[y] has been scaled (by whichever thread owns it)
+    if (threadIdx.x == 0) {
+      d[y] -= scale;
+      loss[row] = row_loss(m, s, x_y);
+    }
+    __syncthreads();  // the next row's reads come after this row's d[y]
+  }
+}
+
+// First arg-max of each row (strict '>' within a thread's ascending indices,
+// the smaller index on equal values across threads), compared with the label.
+__global__ void count_correct_kernel(int32_t* correct, const float* logits, const int32_t* labels,
+                                     int64_t N, int64_t C) {
+  __shared__ float sh_v[kThreads];
+  __shared__ int64_t sh_i[kThreads];
+  for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
+    const float* x = logits + row * C;
+    float best_v = -INFINITY;
+    int64_t best_i = C;  // no element yet: loses to any real one
+    for (int64_t i = threadIdx.x; i < C; i += kThreads) {
+      const float v = x[i];
+      if (best_i == C || v > best_v) {
+        best_v = v;
+        best_i = i;
+      }
+    }
+    sh_v[threadIdx.x] = best_v;
+    sh_i[threadIdx.x] = best_i;
+    __syncthreads();
+    for (int s = kThreads / 2; s > 0; s >>= 1) {
+      if (int(threadIdx.x) < s) {
+        const float ov = sh_v[threadIdx.x + s];
+        const int64_t oi = sh_i[threadIdx.x + s];
+        const float mv = sh_v[threadIdx.x];
+        const int64_t mi = sh_i[threadIdx.x];
+        const bool take = oi != C && (mi == C || ov > mv || (ov == mv && oi < mi));
+        if (take) {
+          sh_v[threadIdx.x] = ov;
+          sh_i[threadIdx.x] = oi;
+        }
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) correct[row] = sh_i[0] == int64_t(labels[row]) ? 1 : 0;
+    __syncthreads();  // sh_* are rewritten for the next row
+  }
+}
+
+unsigned row_blocks(int64_t N) { return unsigned(N < kMaxRowBlocks ? N : kMaxRowBlocks); }
+
+// Checks the host labels as the CPU does (first bad row) and copies them to
+// the labels scratch slot on the compute stream.
+const int32_t* upload_labels(const int32_t* host_labels, int64_t N, int64_t C) {
+  for (int64_t n = 0; n < N; ++n) {
+    const int32_t y = host_labels[n];
+    ST_CUDA_REQUIRE(y >= 0 && y < C, "softmax cross-entropy: row " + std::to_string(n) +
+                                         " has label " + std::to_string(y) + ", outside [0, " +
+                                         std::to_string(C) + ")");
+  }
+  auto* labels = static_cast<int32_t*>(scratch(ScratchSlot::labels, size_t(N) * sizeof(int32_t)));
+  ST_CUDA_CHECK(cudaMemcpyAsync(labels, host_labels, size_t(N) * sizeof(int32_t),
+                                cudaMemcpyHostToDevice, compute_stream()));
+  return labels;
+}
+
+// Copies the N per-row values back (waiting for the compute stream).
+template <class T>
+std::vector<T> download(const T* device_values, int64_t N) {
+  std::vector<T> host(static_cast<size_t>(N));
+  ST_CUDA_CHECK(cudaMemcpyAsync(host.data(), device_values, size_t(N) * sizeof(T),
+                                cudaMemcpyDeviceToHost, compute_stream()));
+  ST_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+  return host;
+}
+
+// Rows added in order, in double: deterministic.
+double sum_in_order(const std::vector<double>& row_losses) {
+  double loss = 0.0;
+  for (double l : row_losses) loss += l;
+  return loss;
+}
+
+}  // namespace
+
+double softmax_xent_forward(const float* logits, const int32_t* host_labels, int64_t N,
+                            int64_t C) {
+  if (N <= 0) return 0.0;
+  const int32_t* labels = upload_labels(host_labels, N, C);
+  auto* row_losses = static_cast<double*>(scratch(ScratchSlot::reduce, size_t(N) * sizeof(double)));
+  xent_forward_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(row_losses, logits, labels,
+                                                                        N, C);
+  ST_CUDA_CHECK_LAUNCH("xent_forward_kernel");
+  return sum_in_order(download(row_losses, N));
+}
+
+double softmax_xent_fused(float* dlogits, const float* logits, const int32_t* host_labels,
+                          int64_t N, int64_t C, float scale) {
+  if (N <= 0) return 0.0;
+  const int32_t* labels = upload_labels(host_labels, N, C);
+  auto* row_losses = static_cast<double*>(scratch(ScratchSlot::reduce, size_t(N) * sizeof(double)));
+  xent_fused_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(row_losses, dlogits, logits,
+                                                                      labels, N, C, scale);
+  ST_CUDA_CHECK_LAUNCH("xent_fused_kernel");
+  return sum_in_order(download(row_losses, N));
+}
+
+int64_t count_correct(const float* logits, const int32_t* host_labels, int64_t N, int64_t C) {
+  if (N <= 0) return 0;
+  const int32_t* labels = upload_labels(host_labels, N, C);
+  auto* correct = static_cast<int32_t*>(scratch(ScratchSlot::reduce, size_t(N) * sizeof(int32_t)));
+  count_correct_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(correct, logits, labels,
+                                                                         N, C);
+  ST_CUDA_CHECK_LAUNCH("count_correct_kernel");
+  int64_t total = 0;
+  for (int32_t c : download(correct, N)) total += c;
+  return total;
+}
+
+}  // namespace shardtrain::cuda

@@ -1,0 +1,145 @@
+#include "kernels/cuda/embedding.h"
+
+#include "kernels/cuda/context.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+namespace shardtrain::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr unsigned long long kNoBadId = ~0ull;
+
+// *first_bad = the smallest position n with ids[n] outside [0, V) (an integer
+// minimum: the same answer whatever the order of the atomics).
+__global__ void check_ids_kernel(unsigned long long* first_bad, const int32_t* ids, int64_t N,
+                                 int64_t V) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < N; n += stride) {
+    const int32_t id = ids[n];
+    if (id < 0 || id >= V) atomicMin(first_bad, static_cast<unsigned long long>(n));
+  }
+}
+
+// Checks every id before anything is written (so a bad id leaves the outputs,
+// accumulated gradients in particular, untouched); an Error as on the CPU.
+void check_ids(const int32_t* ids, int64_t N, int64_t V) {
+  if (N <= 0) return;
+  cudaStream_t stream = compute_stream();
+  auto* first_bad =
+      static_cast<unsigned long long*>(scratch(ScratchSlot::reduce, sizeof(unsigned long long)));
+  ST_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xFF, sizeof(unsigned long long), stream));
+  check_ids_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(first_bad, ids, N, V);
+  ST_CUDA_CHECK_LAUNCH("check_ids_kernel");
+  unsigned long long bad = 0;
+  ST_CUDA_CHECK(cudaMemcpyAsync(&bad, first_bad, sizeof bad, cudaMemcpyDeviceToHost, stream));
+  ST_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (bad == kNoBadId) return;
+  int32_t id = 0;
+  ST_CUDA_CHECK(cudaMemcpyAsync(&id, ids + bad, sizeof id, cudaMemcpyDeviceToHost, stream));
+  ST_CUDA_CHECK(cudaStreamSynchronize(stream));
+  fail("embedding: id " + std::to_string(id) + " at position " + std::to_string(bad) +
+       " is outside [0, " + std::to_string(V) + ")");
+}
+
+__global__ void embedding_forward_kernel(float* out, const int32_t* ids, const float* table,
+                                         int64_t N, int64_t C) {
+  const int64_t total = N * C;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t n = i / C, c = i - n * C;
+    out[i] = table[int64_t(ids[n]) * C + c];
+  }
+}
+
+// One thread per table element e = (v, c): starts from dtable[e] (accumulate)
+// or 0 and adds dout[n, c] for every n with ids[n] == v, n ascending (the
+// CPU's order). The block stages the ids through shared memory in tiles.
+__global__ void embedding_backward_kernel(float* dtable, const float* dout, const int32_t* ids,
+                                          int64_t N, int64_t V, int64_t C, bool accumulate) {
+  __shared__ int32_t tile[kThreads];
+  const int64_t e = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  const bool active = e < V * C;
+  const int64_t v = active ? e / C : -1;
+  const int64_t c = active ? e - v * C : 0;
+  float acc = (active && accumulate) ? dtable[e] : 0.0f;
+  for (int64_t n0 = 0; n0 < N; n0 += kThreads) {
+    const int64_t len = N - n0 < kThreads ? N - n0 : kThreads;
+    if (int64_t(threadIdx.x) < len) tile[threadIdx.x] = ids[n0 + threadIdx.x];
+    __syncthreads();
+    if (active)
+      for (int64_t k = 0; k < len; ++k)
+        if (tile[k] == v) acc = __fadd_rn(acc, dout[(n0 + k) * C + c]);
+    __syncthreads();  // the tile is refilled next
+  }
+  if (active) dtable[e] = acc;
+}
+
+__global__ void position_add_kernel(float* out, const float* table, int64_t B, int64_t T,
+                                    int64_t C) {
+  const int64_t total = B * T * C, plane = T * C;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride)
+    out[i] += table[i % plane];  // element (t, c) of the table
+}
+
+// One thread per (t, c): b = 0..B-1 in order, as the CPU.
+__global__ void position_backward_kernel(float* dtable, const float* dout, int64_t B, int64_t T,
+                                         int64_t C, bool accumulate) {
+  const int64_t plane = T * C;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < plane; i += stride) {
+    float acc = accumulate ? dtable[i] : 0.0f;
+    for (int64_t b = 0; b < B; ++b) acc = __fadd_rn(acc, dout[b * plane + i]);
+    dtable[i] = acc;
+  }
+}
+
+}  // namespace
+
+void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t V,
+                       int64_t C) {
+  check_ids(ids, N, V);
+  if (N <= 0 || C <= 0) return;
+  embedding_forward_kernel<<<grid_for(N * C, kThreads), kThreads, 0, compute_stream()>>>(
+      out, ids, table, N, C);
+  ST_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
+}
+
+void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t V,
+                        int64_t C, bool accumulate) {
+  check_ids(ids, N, V);
+  if (V <= 0 || C <= 0) return;
+  const int64_t blocks = (V * C + kThreads - 1) / kThreads;
+  ST_CUDA_REQUIRE(blocks <= 0x7fffffffLL, "embedding_backward: table of " + std::to_string(V) +
+                                              " x " + std::to_string(C) + " is too large");
+  embedding_backward_kernel<<<unsigned(blocks), kThreads, 0, compute_stream()>>>(
+      dtable, dout, ids, N, V, C, accumulate);
+  ST_CUDA_CHECK_LAUNCH("embedding_backward_kernel");
+}
+
+void position_embedding_add(float* out, const float* table, int64_t B, int64_t T, int64_t C) {
+  if (B <= 0 || T <= 0 || C <= 0) return;
+  position_add_kernel<<<grid_for(B * T * C, kThreads), kThreads, 0, compute_stream()>>>(out, table,
+                                                                                     B, T, C);
+  ST_CUDA_CHECK_LAUNCH("position_add_kernel");
+}
+
+void position_embedding_backward(float* dtable, const float* dout, int64_t B, int64_t T, int64_t C,
+                                 int64_t rows, bool accumulate) {
+  if (C <= 0) return;
+  // Rows [T, rows) are zeroed (rows [0, T) are written below).
+  if (!accumulate && rows > T)
+    ST_CUDA_CHECK(cudaMemsetAsync(dtable + (T > 0 ? T : 0) * C, 0,
+                                  size_t(rows - (T > 0 ? T : 0)) * size_t(C) * sizeof(float),
+                                  compute_stream()));
+  if (T <= 0) return;
+  position_backward_kernel<<<grid_for(T * C, kThreads), kThreads, 0, compute_stream()>>>(
+      dtable, dout, B, T, C, accumulate);
+  ST_CUDA_CHECK_LAUNCH("position_backward_kernel");
+}
+
+}  // namespace shardtrain::cuda

@@ -1,0 +1,30 @@
+// Token and position embeddings on the GPU (device pointers, ids device int32,
+// compute stream), with the semantics of kernels/cpu/embedding.h. All ids are
+// checked on the device before anything is written; an id outside [0, V) is
+// an Error naming the first bad position and its id (this waits for the
+// compute stream). The backward sums run in order n = 0..N-1 (b = 0..B-1)
+// per output element, so they are deterministic and match the CPU.
+#pragma once
+
+#include <cstdint>
+
+namespace shardtrain::cuda {
+
+// out[N, C] = table[ids[n], :].
+void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t V,
+                       int64_t C);
+
+// dtable[V, C] (+)= scatter of dout rows by ids; overwritten first unless accumulate.
+// One thread per table element scans all ids: meant for small vocabularies.
+void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t V,
+                        int64_t C, bool accumulate);
+
+// out[B, T, C] += table[t, :].
+void position_embedding_add(float* out, const float* table, int64_t B, int64_t T, int64_t C);
+
+// dtable[T, C] (+)= sum over b of dout[b, t, :]; when !accumulate the whole
+// table of `rows` rows is zeroed first (rows beyond T stay zero).
+void position_embedding_backward(float* dtable, const float* dout, int64_t B, int64_t T, int64_t C,
+                                 int64_t rows, bool accumulate);
+
+}  // namespace shardtrain::cuda

@@ -1,0 +1,135 @@
+#include "kernels/cuda/layernorm.h"
+
+#include "kernels/cuda/context.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace shardtrain::cuda {
+namespace {
+
+constexpr int kThreads = 256;        // row kernels: one block per row
+constexpr int kColumnThreads = 64;   // column sums: one thread per column
+constexpr int64_t kMaxRowBlocks = 65535;
+
+// Tree sum over one value per thread of a kThreads block; every thread gets
+// the result. The last barrier lets the buffer be reused by the next call.
+__device__ float block_sum(float v, float* sh) {
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (int(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float r = sh[0];
+  __syncthreads();
+  return r;
+}
+
+__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* in,
+                                         const float* weight, const float* bias, int64_t N,
+                                         int64_t C, float eps) {
+  __shared__ float sh[kThreads];
+  const float inv_c = 1.0f / float(C);
+  for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
+    const float* x = in + row * C;
+    float* o = out + row * C;
+    float acc = 0.0f;
+    for (int64_t i = threadIdx.x; i < C; i += kThreads) acc += x[i];
+    const float m = __fmul_rn(block_sum(acc, sh), inv_c);
+    // Variance from the centered values (E[x^2] - m^2 would cancel).
+    acc = 0.0f;
+    for (int64_t i = threadIdx.x; i < C; i += kThreads) {
+      const float d = __fsub_rn(x[i], m);
+      acc = __fadd_rn(acc, __fmul_rn(d, d));
+    }
+    const float var = __fmul_rn(block_sum(acc, sh), inv_c);
+    const float s = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(var, eps)));
+    // ((x - m) * s) * w + b, each operation rounded as on the CPU.
+    for (int64_t i = threadIdx.x; i < C; i += kThreads)
+      o[i] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(x[i], m), s), weight[i]), bias[i]);
+    if (threadIdx.x == 0) {
+      mean[row] = m;
+      rstd[row] = s;
+    }
+  }
+}
+
+// din = s * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = w * dy.
+__global__ void layernorm_din_kernel(float* din, const float* dout, const float* in,
+                                     const float* weight, const float* mean, const float* rstd,
+                                     int64_t N, int64_t C) {
+  __shared__ float sh[kThreads];
+  const float inv_c = 1.0f / float(C);
+  for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
+    const float* x = in + row * C;
+    const float* g = dout + row * C;
+    float* dx = din + row * C;
+    const float m = mean[row];
+    const float s = rstd[row];
+    float acc_a = 0.0f, acc_b = 0.0f;
+    for (int64_t i = threadIdx.x; i < C; i += kThreads) {
+      const float wg = __fmul_rn(weight[i], g[i]);
+      acc_a = __fadd_rn(acc_a, wg);
+      acc_b = __fadd_rn(acc_b, __fmul_rn(wg, __fmul_rn(__fsub_rn(x[i], m), s)));
+    }
+    const float dnorm_mean = __fmul_rn(block_sum(acc_a, sh), inv_c);
+    const float dnorm_norm_mean = __fmul_rn(block_sum(acc_b, sh), inv_c);
+    for (int64_t i = threadIdx.x; i < C; i += kThreads) {
+      const float norm = __fmul_rn(__fsub_rn(x[i], m), s);
+      const float t = __fsub_rn(__fsub_rn(__fmul_rn(weight[i], g[i]), dnorm_mean),
+                                __fmul_rn(norm, dnorm_norm_mean));
+      dx[i] = __fmul_rn(t, s);
+    }
+  }
+}
+
+// dbias[c] (+)= sum_n dy[n, c]; dweight[c] (+)= sum_n norm[n, c] * dy[n, c],
+// rows added in order n = 0..N-1 by the one thread that owns column c.
+__global__ void layernorm_dparams_kernel(float* dweight, float* dbias, const float* dout,
+                                         const float* in, const float* mean, const float* rstd,
+                                         int64_t N, int64_t C, bool accumulate) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < C; c += stride) {
+    float dw = accumulate ? dweight[c] : 0.0f;
+    float db = accumulate ? dbias[c] : 0.0f;
+    for (int64_t n = 0; n < N; ++n) {
+      const float dy = dout[n * C + c];
+      const float norm = __fmul_rn(__fsub_rn(in[n * C + c], mean[n]), rstd[n]);
+      db = __fadd_rn(db, dy);
+      dw = __fadd_rn(dw, __fmul_rn(norm, dy));
+    }
+    dweight[c] = dw;
+    dbias[c] = db;
+  }
+}
+
+unsigned row_blocks(int64_t N) { return unsigned(N < kMaxRowBlocks ? N : kMaxRowBlocks); }
+
+}  // namespace
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* in, const float* weight,
+                       const float* bias, int64_t N, int64_t C, float eps) {
+  if (N <= 0 || C <= 0) return;
+  layernorm_forward_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(
+      out, mean, rstd, in, weight, bias, N, C, eps);
+  ST_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
+}
+
+void layernorm_backward(float* din, float* dweight, float* dbias, const float* dout,
+                        const float* in, const float* weight, const float* mean, const float* rstd,
+                        int64_t N, int64_t C, bool accumulate) {
+  if (C <= 0) return;
+  if (N > 0) {
+    layernorm_din_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(din, dout, in, weight,
+                                                                           mean, rstd, N, C);
+    ST_CUDA_CHECK_LAUNCH("layernorm_din_kernel");
+  }
+  // With N == 0 this still zeroes dweight/dbias when !accumulate, as the CPU.
+  layernorm_dparams_kernel<<<grid_for(C, kColumnThreads), kColumnThreads, 0, compute_stream()>>>(
+      dweight, dbias, dout, in, mean, rstd, N, C, accumulate);
+  ST_CUDA_CHECK_LAUNCH("layernorm_dparams_kernel");
+}
+
+}  // namespace shardtrain::cuda

@@ -1,0 +1,21 @@
+// Fully connected layer on the GPU, the contract of cpu::linear_forward and
+// cpu::linear_backward (kernels/cpu/linear.h): weight [OC, IC] (PyTorch
+// layout), bias [OC], device pointers, work on compute_stream().
+//   out[N,OC] = in[N,IC] * weight^T + bias
+#pragma once
+
+#include <cstdint>
+
+namespace shardtrain::cuda {
+
+// bias may be null.
+void linear_forward(float* out, const float* in, const float* weight, const float* bias,
+                    int64_t N, int64_t IC, int64_t OC);
+
+// din (may be null) is overwritten. dweight and dbias (dbias may be null) are
+// overwritten, or added to when `accumulate`. dbias is a deterministic column
+// sum (rows added in order).
+void linear_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
+                     const float* weight, int64_t N, int64_t IC, int64_t OC, bool accumulate);
+
+}  // namespace shardtrain::cuda

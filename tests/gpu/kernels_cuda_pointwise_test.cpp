@@ -1,0 +1,588 @@
+// GPU kernels of kernels/cuda (elementwise, activation, optimizer_update,
+// cross_entropy, layernorm, embedding, pool) against the CPU kernels of
+// kernels/cpu on the same random inputs. Outputs are poisoned (NaN) before
+// each call, so an element a kernel fails to write shows up as an infinite
+// error. Every comparison prints one GPUCHECK line.
+//
+// Limits: kLimitF32 (1e-5 relative norm) throughout. Most of these kernels
+// round every operation exactly as the CPU does (same order, no FMA
+// contraction, the CPU's exp polynomial), so they agree bit for bit; the
+// reductions (sum_squares, the row sums of softmax and layernorm) add in a
+// different but fixed order, which moves a result by a few f32 ulps (relative
+// ~1e-7), far below the limit.
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/optimizer_update.h"
+#include "kernels/cpu/pool.h"
+#include "runtime/core/error.h"
+#include "tests/gpu/gpu_test_util.h"
+
+#if defined(SHARDTRAIN_HAVE_CUDA)
+#include "kernels/cuda/activation.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/optimizer_update.h"
+#include "kernels/cuda/pool.h"
+#endif
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace shardtrain {
+namespace {
+
+#if defined(SHARDTRAIN_HAVE_CUDA)
+
+using gpu_test::gpu;
+using gpu_test::kLimitF32;
+using gpu_test::poisoned;
+using gpu_test::random_host;
+using gpu_test::rel_error;
+using gpu_test::rel_error_scalar;
+using gpu_test::report;
+using gpu_test::to_host;
+
+Tensor dev(const Tensor& host) { return to_device(host, gpu()); }
+
+// A host copy (the CPU reference is computed in place on it).
+Tensor clone_host(const Tensor& host) {
+  Tensor t = Tensor::empty(host.shape(), host.dtype());
+  std::memcpy(t.raw(), host.raw(), host.nbytes());
+  return t;
+}
+
+Tensor random_ids(int64_t n, int64_t V, uint64_t seed) {
+  Tensor t = Tensor::empty({n}, DType::i32);
+  Rng rng(seed);
+  for (int64_t i = 0; i < n; ++i) t.i32()[i] = int32_t(rng.below(uint64_t(V)));
+  return t;
+}
+
+std::vector<int32_t> random_labels(int64_t N, int64_t C, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int32_t> y(static_cast<size_t>(N));
+  for (auto& v : y) v = int32_t(rng.below(uint64_t(C)));
+  return y;
+}
+
+// Elements of two i32 tensors (the first may live on the GPU) that differ.
+int64_t i32_mismatches(const Tensor& got_any, const Tensor& want) {
+  const Tensor got = to_host(got_any);
+  EXPECT_EQ(got.numel(), want.numel());
+  int64_t bad = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) bad += got.i32()[i] != want.i32()[i] ? 1 : 0;
+  return bad;
+}
+
+// ---- elementwise ------------------------------------------------------------
+
+TEST(CudaElementwise, SumSquaresMatchesCpuAndRepeats) {
+  ST_REQUIRE_GPU();
+  const int64_t n = (int64_t(1) << 20) + 5;  // not a multiple of any block size
+  const Tensor x = random_host({n}, 101, -2.0f, 2.0f);
+  const Tensor d = dev(x);
+  const double got = cuda::sum_squares(d.f32(), n);
+  const double want = cpu::sum_squares(x.f32(), n);
+  report("sum_squares", "f32", rel_error_scalar(got, want), kLimitF32);
+  // Deterministic: the same bits on a second call.
+  const double again = cuda::sum_squares(d.f32(), n);
+  EXPECT_EQ(std::memcmp(&got, &again, sizeof got), 0);
+  // A short vector (one partial block).
+  const double small = cuda::sum_squares(d.f32(), 37);
+  report("sum_squares", "f32", rel_error_scalar(small, cpu::sum_squares(x.f32(), 37)), kLimitF32);
+}
+
+TEST(CudaElementwise, ScaleInplaceMatchesCpu) {
+  ST_REQUIRE_GPU();
+  const int64_t n = 1000003;
+  const Tensor x = random_host({n}, 102);
+  const Tensor d = dev(x);
+  cuda::scale_inplace(d.f32(), n, 0.3712f);
+  const Tensor want = clone_host(x);
+  cpu::scale_inplace(want.f32(), n, 0.3712f);
+  report("scale_inplace", "f32", rel_error(d, want), kLimitF32);
+}
+
+TEST(CudaElementwise, AddMatchesCpuAlsoInPlace) {
+  ST_REQUIRE_GPU();
+  const int64_t n = 1000003;
+  const Tensor a = random_host({n}, 103), b = random_host({n}, 104);
+  const Tensor da = dev(a), db = dev(b);
+  const Tensor out = poisoned({n});
+  cuda::add(out.f32(), da.f32(), db.f32(), n);
+  const Tensor want = Tensor::empty({n});
+  cpu::add(want.f32(), a.f32(), b.f32(), n);
+  report("add", "f32", rel_error(out, want), kLimitF32);
+  // out aliasing a (a residual connection in place).
+  cuda::add(da.f32(), da.f32(), db.f32(), n);
+  report("add", "f32", rel_error(da, want), kLimitF32);
+}
+
+TEST(CudaElementwise, AccumulateMatchesCpu) {
+  ST_REQUIRE_GPU();
+  const int64_t n = 1000003;
+  const Tensor y = random_host({n}, 105), x = random_host({n}, 106);
+  const Tensor dy = dev(y), dx = dev(x);
+  cuda::accumulate(dy.f32(), dx.f32(), n);
+  const Tensor want = clone_host(y);
+  cpu::accumulate(want.f32(), x.f32(), n);
+  report("accumulate", "f32", rel_error(dy, want), kLimitF32);
+}
+
+TEST(CudaElementwise, F32ToBf16IsBitIdenticalToCpu) {
+  ST_REQUIRE_GPU();
+  const int64_t n = 1 << 20;
+  // Wide magnitudes: uniform mantissas times 2^[-20, 20).
+  Tensor x = random_host({n}, 107);
+  Rng rng(1107);
+  for (float& v : x.f32_span()) v = std::ldexp(v, int(rng.below(40)) - 20);
+  // Specials and rounding ties at the front: NaN, infinities, signed zeros,
+  // exact ties to even (0x3F808000 rounds down, 0x3F818000 rounds up), the
+  // largest finite float (rounds to infinity), a denormal.
+  const uint32_t specials[] = {0x7FC00000u, 0x7F800001u, 0x7F800000u, 0xFF800000u, 0x00000000u,
+                               0x80000000u, 0x3F808000u, 0x3F818000u, 0x7F7FFFFFu, 0x00000001u};
+  for (size_t i = 0; i < std::size(specials); ++i) std::memcpy(&x.f32()[i], &specials[i], 4);
+  const Tensor dx = dev(x);
+  const Tensor out = poisoned({n}, DType::bf16);
+  cuda::f32_to_bf16(out.bf16_data(), dx.f32(), n);
+  std::vector<bf16> want(static_cast<size_t>(n));
+  cpu::f32_to_bf16(want.data(), x.f32(), n);
+  const Tensor got = to_host(out);
+  int64_t mismatched = 0;
+  for (int64_t i = 0; i < n; ++i) mismatched += got.bf16_data()[i].bits != want[size_t(i)].bits;
+  EXPECT_EQ(mismatched, 0) << "bf16 bit patterns that differ from the CPU's";
+  // The relative error of the finite part, widened back to f32.
+  const int64_t skip = int64_t(std::size(specials));
+  const Tensor got_f = Tensor::empty({n - skip}), want_f = Tensor::empty({n - skip});
+  for (int64_t i = skip; i < n; ++i) {
+    got_f.f32()[i - skip] = to_f32(got.bf16_data()[i]);
+    want_f.f32()[i - skip] = to_f32(want[size_t(i)]);
+  }
+  report("f32_to_bf16", "f32", rel_error(got_f, want_f), kLimitF32);
+}
+
+TEST(CudaElementwise, Bf16ToF32IsExact) {
+  ST_REQUIRE_GPU();
+  const int64_t n = 1 << 20;
+  Tensor h = Tensor::empty({n}, DType::bf16);
+  Rng rng(108);
+  for (int64_t i = 0; i < n; ++i) {
+    // Random finite bf16 patterns (exponent field below all-ones).
+    uint16_t bits = uint16_t(rng.below(1u << 16));
+    if ((bits & 0x7F80u) == 0x7F80u) bits = uint16_t(bits & 0xBFFFu);
+    h.bf16_data()[i] = bf16{bits};
+  }
+  const Tensor dh = dev(h);
+  const Tensor out = poisoned({n});
+  cuda::bf16_to_f32(out.f32(), dh.bf16_data(), n);
+  const Tensor want = Tensor::empty({n});
+  cpu::bf16_to_f32(want.f32(), h.bf16_data(), n);
+  report("bf16_to_f32", "f32", rel_error(out, want), kLimitF32);
+  const Tensor got = to_host(out);
+  EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0);
+}
+
+TEST(CudaElementwise, U8ToF32NormalizedMatchesCpu) {
+  ST_REQUIRE_GPU();
+  const int64_t n = 1 << 20;
+  // Bytes carried in an i32 tensor (there is no u8 dtype).
+  Tensor bytes = Tensor::empty({n / 4}, DType::i32);
+  auto* b = static_cast<uint8_t*>(bytes.raw());
+  Rng rng(109);
+  for (int64_t i = 0; i < n; ++i) b[i] = uint8_t(rng.below(256));
+  const Tensor db = dev(bytes);
+  const Tensor out = poisoned({n});
+  cuda::u8_to_f32_normalized(out.f32(), static_cast<const uint8_t*>(db.raw()), n, 0.2860f, 0.3530f);
+  const Tensor want = Tensor::empty({n});
+  cpu::u8_to_f32_normalized(want.f32(), b, n, 0.2860f, 0.3530f);
+  report("u8_to_f32_normalized", "f32", rel_error(out, want), kLimitF32);
+}
+
+// ---- activation -------------------------------------------------------------
+
+TEST(CudaActivation, ReluForwardBackwardMatchCpu) {
+  ST_REQUIRE_GPU();
+  const int64_t n = 1000003;
+  const Tensor x = random_host({n}, 201), g = random_host({n}, 202);
+  const Tensor dx = dev(x), dg = dev(g);
+  const Tensor out = poisoned({n});
+  cuda::relu_forward(out.f32(), dx.f32(), n);
+  const Tensor want = Tensor::empty({n});
+  cpu::relu_forward(want.f32(), x.f32(), n);
+  report("relu_forward", "f32", rel_error(out, want), kLimitF32);
+
+  const Tensor din = poisoned({n});
+  cuda::relu_backward(din.f32(), dg.f32(), out.f32(), n);
+  const Tensor want_din = Tensor::empty({n});
+  cpu::relu_backward(want_din.f32(), g.f32(), want.f32(), n);
+  report("relu_backward", "f32", rel_error(din, want_din), kLimitF32);
+
+  // In place: forward on its input, backward on dout.
+  cuda::relu_forward(dx.f32(), dx.f32(), n);
+  report("relu_forward", "f32", rel_error(dx, want), kLimitF32);
+  cuda::relu_backward(dg.f32(), dg.f32(), out.f32(), n);
+  report("relu_backward", "f32", rel_error(dg, want_din), kLimitF32);
+}
+
+TEST(CudaActivation, GeluForwardBackwardMatchCpu) {
+  ST_REQUIRE_GPU();
+  const int64_t n = 1000003;
+  // [-12, 12): both tails of the sigmoid form (tiny outputs for x << 0).
+  const Tensor x = random_host({n}, 203, -12.0f, 12.0f), g = random_host({n}, 204);
+  const Tensor dx = dev(x), dg = dev(g);
+  const Tensor out = poisoned({n});
+  cuda::gelu_forward(out.f32(), dx.f32(), n);
+  const Tensor want = Tensor::empty({n});
+  cpu::gelu_forward(want.f32(), x.f32(), n);
+  report("gelu_forward", "f32", rel_error(out, want), kLimitF32);
+
+  const Tensor din = poisoned({n});
+  cuda::gelu_backward(din.f32(), dg.f32(), dx.f32(), n);
+  const Tensor want_din = Tensor::empty({n});
+  cpu::gelu_backward(want_din.f32(), g.f32(), x.f32(), n);
+  report("gelu_backward", "f32", rel_error(din, want_din), kLimitF32);
+
+  // In place (din == dout, then out == in).
+  cuda::gelu_backward(dg.f32(), dg.f32(), dx.f32(), n);
+  report("gelu_backward", "f32", rel_error(dg, want_din), kLimitF32);
+  cuda::gelu_forward(dx.f32(), dx.f32(), n);
+  report("gelu_forward", "f32", rel_error(dx, want), kLimitF32);
+}
+
+// ---- optimizer_update -------------------------------------------------------
+
+void check_sgd(const cpu::SgdParams& hp, bool first_step, uint64_t seed) {
+  const int64_t n = 1000003;
+  const Tensor p = random_host({n}, seed), g = random_host({n}, seed + 1),
+               buf = random_host({n}, seed + 2);
+  const Tensor dp = dev(p), dg = dev(g), dbuf = dev(buf);
+  const bool with_buf = hp.momentum != 0.0f;
+  cuda::sgd_update(dp.f32(), dg.f32(), with_buf ? dbuf.f32() : nullptr, n, hp, first_step);
+  const Tensor wp = clone_host(p), wbuf = clone_host(buf);
+  cpu::sgd_update(wp.f32(), g.f32(), with_buf ? wbuf.f32() : nullptr, n, hp, first_step);
+  report("sgd_update", "f32", rel_error(dp, wp), kLimitF32);
+  if (with_buf) report("sgd_update.momentum_buf", "f32", rel_error(dbuf, wbuf), kLimitF32);
+}
+
+TEST(CudaOptimizer, SgdMatchesCpuInEveryMode) {
+  ST_REQUIRE_GPU();
+  check_sgd({.lr = 0.05f, .momentum = 0.0f, .dampening = 0.0f, .weight_decay = 1e-2f}, false, 301);
+  check_sgd({.lr = 0.05f, .momentum = 0.9f, .dampening = 0.0f, .weight_decay = 1e-2f}, true, 311);
+  check_sgd({.lr = 0.05f, .momentum = 0.9f, .dampening = 0.1f, .weight_decay = 1e-4f}, false, 321);
+  check_sgd({.lr = 0.05f, .momentum = 0.9f, .dampening = 0.0f, .weight_decay = 1e-2f,
+             .nesterov = true},
+            false, 331);
+  check_sgd({.lr = 0.05f, .momentum = 0.8f, .dampening = 0.0f, .weight_decay = 0.0f,
+             .nesterov = true},
+            true, 341);
+}
+
+TEST(CudaOptimizer, SgdWithoutBufferIsAnErrorAsOnCpu) {
+  ST_REQUIRE_GPU();
+  const Tensor p = dev(random_host({16}, 351)), g = dev(random_host({16}, 352));
+  cpu::SgdParams hp;
+  hp.momentum = 0.9f;
+  std::string cpu_message, gpu_message;
+  try {
+    std::vector<float> hp_host(16, 1.0f);
+    cpu::sgd_update(hp_host.data(), hp_host.data(), nullptr, 16, hp, false);
+  } catch (const Error& e) {
+    cpu_message = e.what();
+  }
+  try {
+    cuda::sgd_update(p.f32(), g.f32(), nullptr, 16, hp, false);
+  } catch (const Error& e) {
+    gpu_message = e.what();
+  }
+  EXPECT_FALSE(cpu_message.empty());
+  EXPECT_EQ(gpu_message, cpu_message);
+}
+
+TEST(CudaOptimizer, AdamWMatchesCpu) {
+  ST_REQUIRE_GPU();
+  const int64_t n = 1000003;
+  const cpu::AdamWParams hp{.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                            .weight_decay = 0.1f};
+  for (const int64_t step : {int64_t(1), int64_t(7), int64_t(1000)}) {
+    const uint64_t seed = 400 + uint64_t(step);
+    const Tensor p = random_host({n}, seed), g = random_host({n}, seed + 1, -0.1f, 0.1f),
+                 m = random_host({n}, seed + 2, -0.01f, 0.01f),
+                 v = random_host({n}, seed + 3, 0.0f, 1e-3f);
+    const Tensor dp = dev(p), dg = dev(g), dm = dev(m), dv = dev(v);
+    cuda::adamw_update(dp.f32(), dg.f32(), dm.f32(), dv.f32(), n, hp, step);
+    const Tensor wp = clone_host(p), wm = clone_host(m), wv = clone_host(v);
+    cpu::adamw_update(wp.f32(), g.f32(), wm.f32(), wv.f32(), n, hp, step);
+    report("adamw_update", "f32", rel_error(dp, wp), kLimitF32);
+    report("adamw_update.m", "f32", rel_error(dm, wm), kLimitF32);
+    report("adamw_update.v", "f32", rel_error(dv, wv), kLimitF32);
+  }
+}
+
+// ---- cross_entropy ----------------------------------------------------------
+
+TEST(CudaCrossEntropy, ForwardMatchesCpu) {
+  ST_REQUIRE_GPU();
+  for (const int64_t C : {int64_t(768), int64_t(10), int64_t(50257)}) {
+    const int64_t N = C > 1000 ? 64 : 512;
+    const uint64_t seed = 500 + uint64_t(C);
+    const Tensor x = random_host({N, C}, seed, -6.0f, 6.0f);
+    const auto y = random_labels(N, C, seed + 1);
+    const Tensor dx = dev(x);
+    const double got = cuda::softmax_xent_forward(dx.f32(), y.data(), N, C);
+    const double want = cpu::softmax_xent_forward(x.f32(), y.data(), N, C, nullptr);
+    report("softmax_xent_forward", "f32", rel_error_scalar(got, want), kLimitF32);
+  }
+}
+
+TEST(CudaCrossEntropy, FusedMatchesCpuAlsoInPlace) {
+  ST_REQUIRE_GPU();
+  const int64_t N = 512, C = 768;
+  const float scale = 1.0f / float(N);
+  const Tensor x = random_host({N, C}, 601, -6.0f, 6.0f);
+  const auto y = random_labels(N, C, 602);
+  const Tensor dx = dev(x);
+  const Tensor dlogits = poisoned({N, C});
+  const double got = cuda::softmax_xent_fused(dlogits.f32(), dx.f32(), y.data(), N, C, scale);
+  const Tensor want = Tensor::empty({N, C});
+  const double want_loss = cpu::softmax_xent_fused(want.f32(), x.f32(), y.data(), N, C, scale);
+  report("softmax_xent_fused.loss", "f32", rel_error_scalar(got, want_loss), kLimitF32);
+  report("softmax_xent_fused", "f32", rel_error(dlogits, want), kLimitF32);
+  // In place: the gradient overwrites the logits.
+  const double got_in_place =
+      cuda::softmax_xent_fused(dx.f32(), dx.f32(), y.data(), N, C, scale);
+  report("softmax_xent_fused.loss", "f32", rel_error_scalar(got_in_place, want_loss), kLimitF32);
+  report("softmax_xent_fused", "f32", rel_error(dx, want), kLimitF32);
+}
+
+TEST(CudaCrossEntropy, CountCorrectIsExactWithTies) {
+  ST_REQUIRE_GPU();
+  const int64_t N = 512, C = 256;
+  // Integer logits in [-3, 3]: many rows have several equal maxima.
+  Tensor x = random_host({N, C}, 701, -3.0f, 3.0f);
+  for (float& v : x.f32_span()) v = std::round(v);
+  auto y = random_labels(N, C, 702);
+  for (int64_t n = 0; n < N; ++n) {
+    const float* row = x.f32() + n * C;
+    int64_t first = 0, last = 0;
+    for (int64_t i = 1; i < C; ++i) {
+      if (row[i] > row[first]) first = i;
+      if (row[i] >= row[last]) last = i;
+    }
+    // A third of the rows labelled with the first maximum (correct), a third
+    // with the last one (wrong when tied), the rest at random.
+    if (n % 3 == 0) y[size_t(n)] = int32_t(first);
+    if (n % 3 == 1) y[size_t(n)] = int32_t(last);
+  }
+  const Tensor dx = dev(x);
+  const int64_t got = cuda::count_correct(dx.f32(), y.data(), N, C);
+  const int64_t want = cpu::count_correct(x.f32(), y.data(), N, C);
+  EXPECT_EQ(got, want);
+  EXPECT_GT(want, N / 3 - 1);
+  report("count_correct", "f32", rel_error_scalar(double(got), double(want)), kLimitF32);
+}
+
+TEST(CudaCrossEntropy, BadLabelIsTheCpuError) {
+  ST_REQUIRE_GPU();
+  const int64_t N = 8, C = 5;
+  const Tensor x = random_host({N, C}, 801);
+  const Tensor dx = dev(x);
+  std::vector<int32_t> y = {0, 1, 2, 3, 4, 5, 0, -1};
+  std::string cpu_message, gpu_message;
+  try {
+    cpu::softmax_xent_forward(x.f32(), y.data(), N, C, nullptr);
+  } catch (const Error& e) {
+    cpu_message = e.what();
+  }
+  try {
+    cuda::softmax_xent_forward(dx.f32(), y.data(), N, C);
+  } catch (const Error& e) {
+    gpu_message = e.what();
+  }
+  EXPECT_FALSE(cpu_message.empty());
+  EXPECT_EQ(gpu_message, cpu_message);
+  EXPECT_THROW(cuda::count_correct(dx.f32(), y.data(), N, C), Error);
+}
+
+// ---- layernorm --------------------------------------------------------------
+
+TEST(CudaLayerNorm, ForwardMatchesCpu) {
+  ST_REQUIRE_GPU();
+  const int64_t N = 512, C = 768;
+  // An offset mean, so that centering matters.
+  const Tensor x = random_host({N, C}, 901, 2.0f, 4.0f);
+  const Tensor w = random_host({C}, 902, 0.5f, 1.5f), b = random_host({C}, 903);
+  const Tensor dx = dev(x), dw = dev(w), db = dev(b);
+  const Tensor out = poisoned({N, C}), mean = poisoned({N}), rstd = poisoned({N});
+  cuda::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), dx.f32(), dw.f32(), db.f32(), N, C,
+                          1e-5f);
+  const Tensor wout = Tensor::empty({N, C}), wmean = Tensor::empty({N}), wrstd = Tensor::empty({N});
+  cpu::layernorm_forward(wout.f32(), wmean.f32(), wrstd.f32(), x.f32(), w.f32(), b.f32(), N, C,
+                         1e-5f);
+  report("layernorm_forward", "f32", rel_error(out, wout), kLimitF32);
+  report("layernorm_forward.mean", "f32", rel_error(mean, wmean), kLimitF32);
+  report("layernorm_forward.rstd", "f32", rel_error(rstd, wrstd), kLimitF32);
+}
+
+TEST(CudaLayerNorm, BackwardMatchesCpuOverwritingAndAccumulating) {
+  ST_REQUIRE_GPU();
+  const int64_t N = 512, C = 768;
+  const Tensor x = random_host({N, C}, 1001, -2.0f, 3.0f);
+  const Tensor w = random_host({C}, 1002, 0.5f, 1.5f), b = random_host({C}, 1003);
+  const Tensor g = random_host({N, C}, 1004);
+  // Mean and rstd from the CPU forward, used by both backward passes.
+  const Tensor out = Tensor::empty({N, C}), mean = Tensor::empty({N}), rstd = Tensor::empty({N});
+  cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), x.f32(), w.f32(), b.f32(), N, C,
+                         1e-5f);
+  const Tensor dx = dev(x), dw_in = dev(w), dg = dev(g), dmean = dev(mean), drstd = dev(rstd);
+  for (const bool accumulate : {false, true}) {
+    const uint64_t seed = accumulate ? 1010 : 1020;
+    const Tensor dw0 = random_host({C}, seed), db0 = random_host({C}, seed + 1);
+    const Tensor din = poisoned({N, C});
+    const Tensor dweight = accumulate ? dev(dw0) : poisoned({C});
+    const Tensor dbias = accumulate ? dev(db0) : poisoned({C});
+    cuda::layernorm_backward(din.f32(), dweight.f32(), dbias.f32(), dg.f32(), dx.f32(),
+                             dw_in.f32(), dmean.f32(), drstd.f32(), N, C, accumulate);
+    const Tensor wdin = Tensor::empty({N, C}), wdw = clone_host(dw0), wdb = clone_host(db0);
+    cpu::layernorm_backward(wdin.f32(), wdw.f32(), wdb.f32(), g.f32(), x.f32(), w.f32(),
+                            mean.f32(), rstd.f32(), N, C, accumulate);
+    report("layernorm_backward.din", "f32", rel_error(din, wdin), kLimitF32);
+    report("layernorm_backward.dweight", "f32", rel_error(dweight, wdw), kLimitF32);
+    report("layernorm_backward.dbias", "f32", rel_error(dbias, wdb), kLimitF32);
+  }
+}
+
+// ---- embedding --------------------------------------------------------------
+
+TEST(CudaEmbedding, ForwardMatchesCpu) {
+  ST_REQUIRE_GPU();
+  const int64_t N = 4096, V = 256, C = 768;
+  const Tensor table = random_host({V, C}, 1101);
+  const Tensor ids = random_ids(N, V, 1102);
+  const Tensor dtable = dev(table), dids = dev(ids);
+  const Tensor out = poisoned({N, C});
+  cuda::embedding_forward(out.f32(), dids.i32(), dtable.f32(), N, V, C);
+  const Tensor want = Tensor::empty({N, C});
+  cpu::embedding_forward(want.f32(), ids.i32(), table.f32(), N, V, C);
+  report("embedding_forward", "f32", rel_error(out, want), kLimitF32);
+}
+
+TEST(CudaEmbedding, BadIdIsTheCpuErrorAndWritesNothing) {
+  ST_REQUIRE_GPU();
+  const int64_t N = 1000, V = 256, C = 64;
+  const Tensor table = random_host({V, C}, 1201);
+  Tensor ids = random_ids(N, V, 1202);
+  ids.i32()[700] = 256;  // the first bad position
+  ids.i32()[900] = -3;
+  const Tensor dtable = dev(table), dids = dev(ids);
+  const Tensor out = dev(random_host({N, C}, 1203));
+  const Tensor before = to_host(out);
+  std::string cpu_message, gpu_message;
+  try {
+    std::vector<float> host_out(size_t(N * C));
+    cpu::embedding_forward(host_out.data(), ids.i32(), table.f32(), N, V, C);
+  } catch (const Error& e) {
+    cpu_message = e.what();
+  }
+  try {
+    cuda::embedding_forward(out.f32(), dids.i32(), dtable.f32(), N, V, C);
+  } catch (const Error& e) {
+    gpu_message = e.what();
+  }
+  EXPECT_FALSE(cpu_message.empty());
+  EXPECT_EQ(gpu_message, cpu_message);
+  EXPECT_THROW(cuda::embedding_backward(dtable.f32(), out.f32(), dids.i32(), N, V, C, true), Error);
+  report("embedding_forward", "f32", rel_error(out, before), kLimitF32);  // untouched
+  report("embedding_backward", "f32", rel_error(dtable, table), kLimitF32);  // untouched
+}
+
+TEST(CudaEmbedding, BackwardMatchesCpuOverwritingAndAccumulating) {
+  ST_REQUIRE_GPU();
+  const int64_t N = 4096, V = 256, C = 768;
+  const Tensor dout = random_host({N, C}, 1301);
+  const Tensor ids = random_ids(N, V - 6, 1302);  // the last rows get no ids
+  const Tensor ddout = dev(dout), dids = dev(ids);
+  for (const bool accumulate : {false, true}) {
+    const Tensor t0 = random_host({V, C}, accumulate ? 1310 : 1320);
+    const Tensor dtable = accumulate ? dev(t0) : poisoned({V, C});
+    cuda::embedding_backward(dtable.f32(), ddout.f32(), dids.i32(), N, V, C, accumulate);
+    const Tensor want = clone_host(t0);
+    cpu::embedding_backward(want.f32(), dout.f32(), ids.i32(), N, V, C, accumulate);
+    report("embedding_backward", "f32", rel_error(dtable, want), kLimitF32);
+  }
+}
+
+TEST(CudaEmbedding, PositionAddAndBackwardMatchCpu) {
+  ST_REQUIRE_GPU();
+  const int64_t B = 8, T = 256, C = 768, rows = 300;
+  const Tensor out0 = random_host({B, T, C}, 1401), table = random_host({rows, C}, 1402);
+  const Tensor dout = random_host({B, T, C}, 1403);
+  const Tensor dout0 = dev(out0), dtable = dev(table), ddout = dev(dout);
+  cuda::position_embedding_add(dout0.f32(), dtable.f32(), B, T, C);
+  const Tensor want = clone_host(out0);
+  cpu::position_embedding_add(want.f32(), table.f32(), B, T, C);
+  report("position_embedding_add", "f32", rel_error(dout0, want), kLimitF32);
+
+  for (const bool accumulate : {false, true}) {
+    const Tensor t0 = random_host({rows, C}, accumulate ? 1410 : 1420);
+    const Tensor dt = accumulate ? dev(t0) : poisoned({rows, C});
+    cuda::position_embedding_backward(dt.f32(), ddout.f32(), B, T, C, rows, accumulate);
+    const Tensor wt = clone_host(t0);
+    cpu::position_embedding_backward(wt.f32(), dout.f32(), B, T, C, rows, accumulate);
+    report("position_embedding_backward", "f32", rel_error(dt, wt), kLimitF32);
+  }
+}
+
+// ---- pool -------------------------------------------------------------------
+
+void check_maxpool(const cpu::Pool2dShape& s, uint64_t seed) {
+  const int64_t OH = s.OH(), OW = s.OW();
+  // Values rounded to a coarse grid: windows with tied maxima.
+  Tensor x = random_host({s.B, s.C, s.H, s.W}, seed, -4.0f, 4.0f);
+  for (float& v : x.f32_span()) v = std::round(v * 2.0f) / 2.0f;
+  const Tensor g = random_host({s.B, s.C, OH, OW}, seed + 1);
+  const Tensor dx = dev(x), dg = dev(g);
+  const Tensor out = poisoned({s.B, s.C, OH, OW});
+  const Tensor argmax = poisoned({s.B, s.C, OH, OW}, DType::i32);
+  cuda::maxpool2d_forward(out.f32(), argmax.i32(), dx.f32(), s);
+  const Tensor wout = Tensor::empty({s.B, s.C, OH, OW});
+  const Tensor wargmax = Tensor::empty({s.B, s.C, OH, OW}, DType::i32);
+  cpu::maxpool2d_forward(wout.f32(), wargmax.i32(), x.f32(), s);
+  report("maxpool2d_forward", "f32", rel_error(out, wout), kLimitF32);
+  EXPECT_EQ(i32_mismatches(argmax, wargmax), 0) << "arg-max indices differ from the CPU's";
+
+  const Tensor din = poisoned({s.B, s.C, s.H, s.W});
+  const Tensor dargmax = dev(wargmax);
+  cuda::maxpool2d_backward(din.f32(), dg.f32(), dargmax.i32(), s);
+  const Tensor wdin = Tensor::empty({s.B, s.C, s.H, s.W});
+  cpu::maxpool2d_backward(wdin.f32(), g.f32(), wargmax.i32(), s);
+  report("maxpool2d_backward", "f32", rel_error(din, wdin), kLimitF32);
+}
+
+TEST(CudaPool, MaxPoolMatchesCpu) {
+  ST_REQUIRE_GPU();
+  check_maxpool({.B = 32, .C = 16, .H = 28, .W = 28, .K = 2, .stride = 2}, 1501);
+  check_maxpool({.B = 16, .C = 8, .H = 27, .W = 29, .K = 2, .stride = 2}, 1511);  // odd edges
+  check_maxpool({.B = 16, .C = 8, .H = 28, .W = 28, .K = 3, .stride = 2}, 1521);  // overlapping
+  check_maxpool({.B = 8, .C = 4, .H = 15, .W = 17, .K = 3, .stride = 1}, 1531);
+}
+
+#else
+
+TEST(CudaKernels, NotBuilt) { GTEST_SKIP() << "skipped: no CUDA device (CUDA backend not built)"; }
+
+#endif
+
+}  // namespace
+}  // namespace shardtrain
