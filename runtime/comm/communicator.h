@@ -79,6 +79,9 @@ struct CommOptions {
   // naming the operation, its sequence number, its size and the ranks that
   // never arrived.
   double timeout_s = 300.0;
+  // Which backend moves GPU tensors (config comm.backend): "auto", "nccl" or
+  // "mpi". Host tensors always go through the MPI backend.
+  std::string backend = "auto";
   // Before each of the MPI library's collectives, wait for every rank without
   // spinning and check that all issued the same collective (op, size, dtype,
   // root): comm/arrival_barrier.h. Off, a late rank makes the others'

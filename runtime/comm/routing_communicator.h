@@ -1,0 +1,44 @@
+// A communicator that sends each collective where its tensors live: GPU
+// tensors to a device backend (NCCL), host tensors to the MPI backend. DDP's
+// and FSDP's own host collectives (the model check before training, small
+// sums) then work unchanged over NCCL. Both backends keep their own issue
+// order; a host collective issued while device collectives are in flight
+// does not wait for them (callers wait for their host collectives at once).
+#pragma once
+
+#include "runtime/comm/communicator.h"
+
+#include <memory>
+
+namespace shardtrain::comm {
+
+class RoutingCommunicator final : public Communicator {
+ public:
+  // `host` is borrowed (the job's MPI world communicator), `device` owned.
+  RoutingCommunicator(Communicator& host, std::unique_ptr<Communicator> device)
+      : host_(host), device_(std::move(device)) {}
+
+  int rank() const override { return device_->rank(); }
+  int size() const override { return device_->size(); }
+  const std::string& name() const override { return device_->name(); }
+
+  WorkPtr allreduce(const Tensor& t, ReduceOp op) override { return pick(t).allreduce(t, op); }
+  WorkPtr reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) override {
+    return pick(in).reduce_scatter(in, out, op);
+  }
+  WorkPtr allgather(const Tensor& in, const Tensor& out) override { return pick(in).allgather(in, out); }
+  WorkPtr broadcast(const Tensor& t, int root) override { return pick(t).broadcast(t, root); }
+  WorkPtr barrier() override { return device_->barrier(); }
+  Communicator& node() override { return device_->node(); }
+  Communicator& cross_node() override { return device_->cross_node(); }
+
+  Communicator& device_backend() { return *device_; }
+
+ private:
+  Communicator& pick(const Tensor& t) { return t.device().is_cpu() ? host_ : *device_; }
+
+  Communicator& host_;
+  std::unique_ptr<Communicator> device_;
+};
+
+}  // namespace shardtrain::comm
