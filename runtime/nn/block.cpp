@@ -43,22 +43,23 @@ Shape SequentialBlock::output_shape(const Shape& in) const {
 
 // Activation and gradient buffers grow to the largest batch seen (training or
 // evaluation) and are then reused: no allocation in the steady state.
-void SequentialBlock::ensure_capacity(int64_t batch) {
-  if (batch <= capacity_) return;
+void SequentialBlock::ensure_capacity(int64_t batch, Device device) {
+  if (batch <= capacity_ && device == device_) return;
   capacity_ = batch;
+  device_ = device;
   outputs_.clear();
   int64_t widest = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    outputs_.push_back(Tensor::empty(batched(batch, shapes_[i + 1])));
+    outputs_.push_back(Tensor::empty(batched(batch, shapes_[i + 1]), DType::f32, device));
     widest = std::max(widest, shapes_[i].numel());
   }
-  grad_a_ = Tensor::empty({batch * widest});
-  grad_b_ = Tensor::empty({batch * widest});
+  grad_a_ = Tensor::empty({batch * widest}, DType::f32, device);
+  grad_b_ = Tensor::empty({batch * widest}, DType::f32, device);
 }
 
 Tensor SequentialBlock::forward(const Tensor& in) {
   batch_ = in.dim(0);
-  ensure_capacity(batch_);
+  ensure_capacity(batch_, in.device());
   Tensor x = in;
   for (size_t i = 0; i < layers_.size(); ++i) {
     Tensor y = outputs_[i].view(0, batched(batch_, shapes_[i + 1]));

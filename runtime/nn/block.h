@@ -52,7 +52,7 @@ class SequentialBlock final : public Block {
   std::string describe() const override;
 
  private:
-  void ensure_capacity(int64_t batch);
+  void ensure_capacity(int64_t batch, Device device);
 
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Shape> shapes_;          // sample shape entering layer i; shapes_[n] = block output
@@ -60,6 +60,7 @@ class SequentialBlock final : public Block {
   std::vector<Tensor> outputs_;        // each layer's output, capacity_ samples
   Tensor grad_a_, grad_b_;             // ping-pong gradient buffers between layers
   int64_t capacity_ = 0, batch_ = 0;
+  Device device_;  // where the buffers live: the device of the input
 };
 
 }  // namespace shardtrain::nn

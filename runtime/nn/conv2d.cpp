@@ -40,7 +40,8 @@ cpu::Conv2dShape Conv2d::shape_for(const Tensor& in) const {
 void Conv2d::forward(const Tensor& in, const Tensor& out) {
   in_ = in;
   const cpu::Conv2dShape s = shape_for(in);
-  if (!col_.defined() || col_.numel() < s.col_floats()) col_ = Tensor::empty({s.col_floats()});
+  if (!col_.defined() || col_.numel() < s.col_floats() || !(col_.device() == in.device()))
+    col_ = Tensor::empty({s.col_floats()}, DType::f32, in.device());
   ops::conv2d_forward(out, in, weight_, bias_, col_, s);
 }
 

@@ -1,5 +1,6 @@
 #include "runtime/nn/flat_parameters.h"
 
+#include "runtime/core/device_memory.h"
 #include "runtime/core/rng.h"
 
 #include <cmath>
@@ -53,10 +54,18 @@ FlatParameters::FlatParameters(const std::vector<std::string>& block_names,
 }
 
 void FlatParameters::initialize(uint64_t seed) {
+  // Drawn on the host (the same values on every device), then copied.
+  Tensor host = params_.device().is_cpu() ? params_ : to_device(params_, Device::cpu());
   for (size_t i = 0; i < entries_.size(); ++i) {
     Rng rng(stream_key(seed, kInitStream, i));
-    init_param(params_.f32() + entries_[i].offset, entries_[i].spec, rng);
+    init_param(host.f32() + entries_[i].offset, entries_[i].spec, rng);
   }
+  if (!params_.device().is_cpu()) copy_tensor(params_, host);
+}
+
+void FlatParameters::to(Device device) {
+  params_ = to_device(params_, device);
+  grads_ = to_device(grads_, device);
 }
 
 int64_t FlatParameters::parameter_count() const {

@@ -38,6 +38,8 @@ class FlatParameters {
   // Deterministic initialization: parameter i draws from the stream
   // (seed, "init", i), independent of every other parameter.
   void initialize(uint64_t seed);
+  // Moves both buffers to `device`, values kept (views taken before are stale).
+  void to(Device device);
 
   const Tensor& params() const { return params_; }
   const Tensor& grads() const { return grads_; }

@@ -29,9 +29,9 @@ Shape LayerNorm::output_shape(const Shape& in) const {
 void LayerNorm::forward(const Tensor& in, const Tensor& out) {
   in_ = in;
   const int64_t rows = in.numel() / channels_;
-  if (!mean_.defined() || mean_.numel() < rows) {
-    mean_ = Tensor::empty({rows});
-    rstd_ = Tensor::empty({rows});
+  if (!mean_.defined() || mean_.numel() < rows || !(mean_.device() == in.device())) {
+    mean_ = Tensor::empty({rows}, DType::f32, in.device());
+    rstd_ = Tensor::empty({rows}, DType::f32, in.device());
   }
   ops::layernorm_forward(out, mean_, rstd_, in, weight_, bias_, eps_);
 }

@@ -19,8 +19,8 @@ Shape MaxPool2d::output_shape(const Shape& in) const {
 
 void MaxPool2d::forward(const Tensor& in, const Tensor& out) {
   shape_ = {in.dim(0), in.dim(1), in.dim(2), in.dim(3), K_, stride_};
-  if (!argmax_.defined() || argmax_.numel() < out.numel())
-    argmax_ = Tensor::empty({out.numel()}, DType::i32);
+  if (!argmax_.defined() || argmax_.numel() < out.numel() || !(argmax_.device() == in.device()))
+    argmax_ = Tensor::empty({out.numel()}, DType::i32, in.device());
   ops::maxpool2d_forward(out, argmax_.view(0, {out.numel()}), in, shape_);
 }
 

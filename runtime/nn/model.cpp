@@ -21,6 +21,13 @@ Model::Model(std::vector<std::unique_ptr<Block>> blocks, Shape input_sample)
     blocks_[size_t(i)]->bind(flat_.param_views(i), flat_.grad_views(i));
 }
 
+void Model::to(Device device) {
+  if (flat_.params().device() == device) return;
+  flat_.to(device);
+  for (int i = 0; i < num_blocks(); ++i)
+    blocks_[size_t(i)]->bind(flat_.param_views(i), flat_.grad_views(i));
+}
+
 Tensor Model::forward(const Tensor& x, BlockHooks* hooks) {
   ST_CHECK(x.shape().ndim() >= 1 && x.numel() == x.dim(0) * input_sample().numel(),
            "model input of shape {} does not hold samples of shape {}", x.shape().str(),
@@ -40,12 +47,12 @@ void Model::backward(const Tensor& dout, bool accumulate, BlockHooks* hooks) {
   ST_CHECK(dout.numel() == batch_ * output_sample().numel(),
            "output gradient of shape {} does not match the last forward (batch {})",
            dout.shape().str(), batch_);
-  if (batch_ > capacity_) {
+  if (batch_ > capacity_ || !(grad_a_.device() == dout.device())) {
     int64_t widest = 0;
     for (size_t i = 1; i + 1 < shapes_.size(); ++i) widest = std::max(widest, shapes_[i].numel());
     capacity_ = batch_;
-    grad_a_ = Tensor::empty({std::max<int64_t>(1, batch_ * widest)});
-    grad_b_ = Tensor::empty({std::max<int64_t>(1, batch_ * widest)});
+    grad_a_ = Tensor::empty({std::max<int64_t>(1, batch_ * widest)}, DType::f32, dout.device());
+    grad_b_ = Tensor::empty({std::max<int64_t>(1, batch_ * widest)}, DType::f32, dout.device());
   }
   Tensor g = dout;
   for (int i = num_blocks() - 1; i >= 0; --i) {

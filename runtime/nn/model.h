@@ -24,6 +24,10 @@ class Model {
   void backward(const Tensor& dout, bool accumulate = false, BlockHooks* hooks = nullptr);
 
   void initialize(uint64_t seed) { flat_.initialize(seed); }
+  // Moves parameters and gradients (values kept) to `device` and rebinds the
+  // layers; activations follow the input's device at the next forward.
+  void to(Device device);
+  Device device() const { return flat_.params().device(); }
   FlatParameters& flat() { return flat_; }
   const FlatParameters& flat() const { return flat_; }
   int num_blocks() const { return int(blocks_.size()); }

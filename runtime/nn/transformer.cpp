@@ -63,29 +63,30 @@ Shape TransformerBlock::output_shape(const Shape& in) const {
   return in;
 }
 
-void TransformerBlock::ensure_capacity(int64_t batch) {
-  if (batch <= capacity_) return;
+void TransformerBlock::ensure_capacity(int64_t batch, Device device) {
+  if (batch <= capacity_ && device == device_) return;
   capacity_ = batch;
+  device_ = device;
   const int64_t N = batch * T_;
-  ln1_out_ = Tensor::empty({N * C_});
-  qkv_out_ = Tensor::empty({N * 3 * C_});
-  att_ = Tensor::empty({batch * n_head_ * T_ * T_});
-  attn_out_ = Tensor::empty({N * C_});
-  res1_ = Tensor::empty({N * C_});
-  ln2_out_ = Tensor::empty({N * C_});
-  fc_out_ = Tensor::empty({N * 4 * C_});
-  gelu_out_ = Tensor::empty({N * 4 * C_});
-  out_ = Tensor::empty({N * C_});
-  g_a_ = Tensor::empty({N * C_});
-  g_b_ = Tensor::empty({N * C_});
-  g_3c_ = Tensor::empty({N * 3 * C_});
-  g_4c_ = Tensor::empty({N * 4 * C_});
-  scratch_ = Tensor::empty({T_ * T_});
+  ln1_out_ = Tensor::empty({N * C_}, DType::f32, device);
+  qkv_out_ = Tensor::empty({N * 3 * C_}, DType::f32, device);
+  att_ = Tensor::empty({batch * n_head_ * T_ * T_}, DType::f32, device);
+  attn_out_ = Tensor::empty({N * C_}, DType::f32, device);
+  res1_ = Tensor::empty({N * C_}, DType::f32, device);
+  ln2_out_ = Tensor::empty({N * C_}, DType::f32, device);
+  fc_out_ = Tensor::empty({N * 4 * C_}, DType::f32, device);
+  gelu_out_ = Tensor::empty({N * 4 * C_}, DType::f32, device);
+  out_ = Tensor::empty({N * C_}, DType::f32, device);
+  g_a_ = Tensor::empty({N * C_}, DType::f32, device);
+  g_b_ = Tensor::empty({N * C_}, DType::f32, device);
+  g_3c_ = Tensor::empty({N * 3 * C_}, DType::f32, device);
+  g_4c_ = Tensor::empty({N * 4 * C_}, DType::f32, device);
+  scratch_ = Tensor::empty({T_ * T_}, DType::f32, device);
 }
 
 Tensor TransformerBlock::forward(const Tensor& in) {
   batch_ = in.dim(0);
-  ensure_capacity(batch_);
+  ensure_capacity(batch_, in.device());
   const int64_t B = batch_, T = T_, C = C_;
   in_ = in.reshape({B, T, C});
   const Tensor ln1 = ln1_out_.view(0, {B, T, C}), qkv = qkv_out_.view(0, {B, T, 3 * C});

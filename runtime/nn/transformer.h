@@ -27,7 +27,7 @@ class TransformerBlock final : public Block {
   std::string describe() const override;
 
  private:
-  void ensure_capacity(int64_t batch);
+  void ensure_capacity(int64_t batch, Device device);
 
   int64_t T_, C_, n_head_, n_layer_;
   LayerNorm ln1_, ln2_;
@@ -38,6 +38,7 @@ class TransformerBlock final : public Block {
   // Gradient workspaces.
   Tensor g_a_, g_b_, g_3c_, g_4c_, scratch_;
   int64_t capacity_ = 0, batch_ = 0;
+  Device device_;  // where the buffers live: the device of the input
   Tensor in_;
 };
 

@@ -4,8 +4,11 @@
 
 namespace shardtrain::optim {
 
-AdamW::AdamW(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges)
-    : Optimizer(std::move(ranges)), m_(Tensor::zeros({numel})), v_(Tensor::zeros({numel})) {
+AdamW::AdamW(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges,
+             Device device)
+    : Optimizer(std::move(ranges)),
+      m_(Tensor::zeros({numel}, DType::f32, device)),
+      v_(Tensor::zeros({numel}, DType::f32, device)) {
   hp_.beta1 = config.beta1;
   hp_.beta2 = config.beta2;
   hp_.eps = config.eps;

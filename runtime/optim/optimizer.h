@@ -68,8 +68,10 @@ class Optimizer {
   int64_t steps_ = 0;
 };
 
-// Builds the optimizer the config names; its state covers `numel` elements.
+// Builds the optimizer the config names; its state covers `numel` elements
+// and lives on `device` (where the parameters it steps live).
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, int64_t numel,
-                                          std::vector<ParamRange> ranges);
+                                          std::vector<ParamRange> ranges,
+                                          Device device = Device::cpu());
 
 }  // namespace shardtrain::optim

@@ -4,7 +4,8 @@
 
 namespace shardtrain::optim {
 
-Sgd::Sgd(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges)
+Sgd::Sgd(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges,
+         Device device)
     : Optimizer(std::move(ranges)) {
   hp_.momentum = config.momentum;
   hp_.dampening = config.dampening;
@@ -12,7 +13,7 @@ Sgd::Sgd(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> r
   hp_.nesterov = config.nesterov;
   ST_CHECK(!hp_.nesterov || (hp_.momentum > 0 && hp_.dampening == 0),
            "optim.nesterov needs optim.momentum > 0 and optim.dampening = 0");
-  if (hp_.momentum != 0.0f) momentum_ = Tensor::zeros({numel});
+  if (hp_.momentum != 0.0f) momentum_ = Tensor::zeros({numel}, DType::f32, device);
 }
 
 void Sgd::update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset,

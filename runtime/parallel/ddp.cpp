@@ -1,6 +1,6 @@
 #include "runtime/parallel/ddp.h"
 
-#include "kernels/cpu/elementwise.h"
+#include "kernels/ops.h"
 #include "runtime/core/clock.h"
 #include "runtime/parallel/collective_record.h"
 #include "runtime/telemetry/recorder.h"
@@ -51,7 +51,8 @@ Ddp::Ddp(nn::Model& model, comm::Communicator& comm, const DdpOptions& options)
   pending_.assign(buckets_.size(), 0);
   works_.resize(buckets_.size());
   if (options.grad_dtype == "bf16")
-    for (const Bucket& bucket : buckets_) wire_.push_back(Tensor::empty({bucket.numel}, DType::bf16));
+    for (const Bucket& bucket : buckets_)
+      wire_.push_back(Tensor::empty({bucket.numel}, DType::bf16, model.device()));
 }
 
 std::vector<Bucket> Ddp::plan_buckets(const nn::FlatParameters& flat, const DdpOptions& options) {
@@ -113,7 +114,7 @@ void Ddp::launch(size_t b) {
   if (wire_.empty()) {
     works_[b] = comm_.allreduce(grads, comm::ReduceOp::sum);
   } else {
-    cpu::f32_to_bf16(wire_[b].bf16_data(), grads.f32(), bucket.numel);
+    ops::convert(wire_[b], grads);
     works_[b] = comm_.allreduce(wire_[b], comm::ReduceOp::sum);
   }
   stats_.bytes += works_[b]->bytes();
@@ -150,8 +151,7 @@ void Ddp::wait_bucket(size_t b) {
   stats_.blocked_peers_s += w.blocked_waiting_for_peers();
   ++stats_.collectives;
   if (!wire_.empty())
-    cpu::bf16_to_f32(model_.flat().grads().f32() + buckets_[b].offset, wire_[b].bf16_data(),
-                     buckets_[b].numel);
+    ops::convert(model_.flat().grads().view(buckets_[b].offset, {buckets_[b].numel}), wire_[b]);
   works_[b].reset();
 }
 

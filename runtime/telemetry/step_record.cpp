@@ -79,6 +79,8 @@ json to_json(const StepRecord& r) {
           {"stage_bytes", r.stage_bytes},
           {"mem_cpu_current_bytes", r.mem_cpu_current_bytes},
           {"mem_cpu_peak_bytes", r.mem_cpu_peak_bytes},
+          {"mem_gpu_current_bytes", r.mem_gpu_current_bytes},
+          {"mem_gpu_peak_bytes", r.mem_gpu_peak_bytes},
           {"cpu_train_thread_s", r.cpu_train_thread_s},
           {"cpu_process_s", r.cpu_process_s},
           {"samples", r.samples}};
@@ -116,6 +118,8 @@ StepRecord step_record_from_json(const json& j) {
   r.stage_bytes = get<int64_t>(j, "stage_bytes", 0);
   r.mem_cpu_current_bytes = get<int64_t>(j, "mem_cpu_current_bytes", 0);
   r.mem_cpu_peak_bytes = get<int64_t>(j, "mem_cpu_peak_bytes", 0);
+  r.mem_gpu_current_bytes = get<int64_t>(j, "mem_gpu_current_bytes", 0);
+  r.mem_gpu_peak_bytes = get<int64_t>(j, "mem_gpu_peak_bytes", 0);
   r.cpu_train_thread_s = get<double>(j, "cpu_train_thread_s", 0);
   r.cpu_process_s = get<double>(j, "cpu_process_s", 0);
   r.samples = get<int64_t>(j, "samples", 0);

@@ -49,6 +49,7 @@ struct StepRecord {
   int64_t stage_bytes = 0;         // bytes the stager copied into the cache during the step
   // Memory (allocator accounting) and CPU time during the step.
   int64_t mem_cpu_current_bytes = 0, mem_cpu_peak_bytes = 0;
+  int64_t mem_gpu_current_bytes = 0, mem_gpu_peak_bytes = 0;  // the rank's GPU (tensors' bytes), 0 on CPU
   double cpu_train_thread_s = 0;  // CPU time of the training thread
   double cpu_process_s = 0;       // CPU time of all the rank's threads
   int64_t samples = 0;            // this rank's samples in the step

@@ -207,6 +207,7 @@ const std::vector<Field>& schema() {
       KEY("comm.shared_memory", "All-reduce through a shared-memory window when all ranks of a communicator share a node (the fastest path at every size here); false falls back to point-to-point algorithms.", comm.shared_memory),
       KEY("comm.oneshot_bytes", "Without shared memory: all-reduces with (ranks - 1) x bytes up to this use the one-shot exchange.", comm.oneshot_bytes),
       KEY("comm.ranks_per_node", "0: nodes are the ranks sharing memory (the MPI library's view). k > 0: treat every k consecutive ranks as a node, to try hierarchical algorithms on one machine.", comm.ranks_per_node),
+      KEY("comm.backend", "Gradient collectives with runtime.device = \"cuda\": `\"auto\"` (NCCL when libnccl.so.2 loads, else MPI with device buffers), `\"nccl\"` or `\"mpi\"` (CUDA-aware when the MPI library is, else staged through pinned host memory). CPU training always uses MPI.", comm.backend),
       KEY("comm.timeout_s", "A collective not complete after this many seconds ends the job with a message naming the operation and the ranks that never arrived.", comm.timeout_s),
 
       KEY("io.stage.enabled", "Copy the training shards to io.stage.cache_dir in the background while training; read each shard from the cache once it is there and verified (docs/io.md).", io.stage.enabled),
@@ -228,6 +229,8 @@ const std::vector<Field>& schema() {
       KEY("debug.fail_step", "Fault injection: debug.slow_rank fails with an error at this step (-1: never), to check that a job with one failing rank ends at once, with that rank's message and the flight records, instead of hanging.", debug.fail_step),
 
       KEY("runtime.blas_threads", "OpenBLAS threads per rank (one rank per core is the default layout).", runtime.blas_threads),
+      KEY("runtime.device", "`\"cpu\"`, or `\"cuda\"`: each rank trains on the GPU of its node-local rank (modulo the GPUs it sees); needs a build with the CUDA backend. Gradients then travel over NCCL (comm.backend).", runtime.device),
+      KEY("runtime.gpu_gemm", "GEMM precision on the GPU: `\"f32\"`, `\"tf32\"` (tensor cores, 10-bit mantissa products) or `\"bf16\"` (bf16 operands, f32 accumulation).", runtime.gpu_gemm),
   };
   return fields;
 }
@@ -361,6 +364,15 @@ void validate(const Config& c) {
   require(c.debug.fail_step >= -1, "debug.fail_step must be a step, or -1 for never");
   require(c.debug.slow_compute_ms >= 0 && c.debug.slow_data_ms >= 0 && c.debug.slow_comm_ms >= 0,
           "debug.slow_compute_ms, slow_data_ms and slow_comm_ms must not be negative");
+  require(c.runtime.device == "cpu" || c.runtime.device == "cuda",
+          fmt::format("runtime.device must be \"cpu\" or \"cuda\", got \"{}\"", c.runtime.device));
+  require(c.runtime.gpu_gemm == "f32" || c.runtime.gpu_gemm == "tf32" || c.runtime.gpu_gemm == "bf16",
+          fmt::format("runtime.gpu_gemm must be \"f32\", \"tf32\" or \"bf16\", got \"{}\"", c.runtime.gpu_gemm));
+  require(c.comm.backend == "auto" || c.comm.backend == "nccl" || c.comm.backend == "mpi",
+          fmt::format("comm.backend must be \"auto\", \"nccl\" or \"mpi\", got \"{}\"", c.comm.backend));
+  require(!(c.runtime.device == "cuda" && c.parallel.strategy == "fsdp"),
+          "parallel.strategy = \"fsdp\" runs on the CPU only in this version (runtime.device = \"cuda\" "
+          "supports \"none\" and \"ddp\"): FSDP's shard copies are host memcpy's still");
   require(c.runtime.blas_threads >= 1,
           fmt::format("runtime.blas_threads must be at least 1, got {}", c.runtime.blas_threads));
 }

@@ -60,6 +60,8 @@ struct Config {
   comm::CommOptions comm;
   struct Runtime {
     int64_t blas_threads = 1;
+    std::string device = "cpu";     // "cpu" | "cuda"
+    std::string gpu_gemm = "tf32";  // "f32" | "tf32" | "bf16"
   } runtime;
   struct Telemetry {
     bool enabled = true;

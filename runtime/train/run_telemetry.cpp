@@ -89,6 +89,7 @@ void RunTelemetry::end_step(const StepPhases& phases, const parallel::CommStats&
   current_.forward_s = phases.forward_s;
   current_.backward_s = phases.backward_s;
   current_.optimizer_s = phases.optimizer_s;
+  current_.h2d_s = phases.h2d_s;
   current_.comm_s = comm.comm_s;
   current_.comm_exposed_s = comm.exposed_s;
   current_.blocked_on_peers_s = comm.blocked_peers_s;
@@ -99,6 +100,11 @@ void RunTelemetry::end_step(const StepPhases& phases, const parallel::CommStats&
   const MemoryStats mem = memory_stats(Device::cpu());
   current_.mem_cpu_current_bytes = mem.current_bytes;
   current_.mem_cpu_peak_bytes = mem.peak_bytes;
+  if (!device_.is_cpu()) {
+    const MemoryStats gpu = memory_stats(device_);
+    current_.mem_gpu_current_bytes = gpu.current_bytes;
+    current_.mem_gpu_peak_bytes = gpu.peak_bytes;
+  }
   current_.cpu_train_thread_s = cpu_seconds(RUSAGE_THREAD) - cpu_thread_;
   current_.cpu_process_s = cpu_seconds(RUSAGE_SELF) - cpu_process_;
   pending_ = true;

@@ -38,6 +38,8 @@ class RunTelemetry {
   void end_step(const StepPhases& phases, const parallel::CommStats& comm, double debug_delay_s);
   // Work after the last step and before the next (its record carries it).
   void add_eval(double seconds);
+  // The rank's GPU, whose memory the records report (runtime.device = "cuda").
+  void set_device(Device device) { device_ = device; }
 
   // Seconds in training steps so far (evaluation excluded).
   double step_seconds() const { return step_s_total_; }
@@ -67,6 +69,7 @@ class RunTelemetry {
   const Config& config_;
   std::string dir_;
   int rank_, world_;
+  Device device_ = Device::cpu();
   comm::Communicator* comm_;
   double run_start_;
   bool files_;

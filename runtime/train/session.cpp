@@ -4,7 +4,9 @@
 
 #include "io/format_v1.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/devices.h"
 #include "kernels/ops.h"
+#include "runtime/core/device_memory.h"
 #include "runtime/nn/models.h"
 #include "runtime/core/clock.h"
 #include "runtime/optim/clip.h"
@@ -29,7 +31,17 @@ std::vector<optim::ParamRange> optimizer_ranges(const nn::FlatParameters& flat) 
   return ranges;
 }
 
-Session make_session(const Config& config, io::ShardLocator locator) {
+Device bring_up_gpu(const Config& config, int local_rank) {
+  std::string why;
+  const auto gpus = cuda_devices(&why);
+  ST_CHECK(!gpus.empty(), "runtime.device = \"cuda\", but no GPU is usable here: {}", why);
+  const int index = local_rank % int(gpus.size());
+  use_cuda_device(index);
+  set_gpu_gemm_precision(config.runtime.gpu_gemm);
+  return Device::cuda(index);
+}
+
+Session make_session(const Config& config, io::ShardLocator locator, int local_rank) {
   cpu::set_blas_threads(int(config.runtime.blas_threads));
   Session s;
   // The test split first: once the streaming loader exists, its thread owns HDF5.
@@ -70,22 +82,42 @@ Session make_session(const Config& config, io::ShardLocator locator) {
   } else {
     s.model = nn::build_model(config.model, tr.sample_shape, tr.num_classes);
   }
+  if (config.runtime.device == "cuda") {
+    s.device = bring_up_gpu(config, local_rank);
+    s.model->to(s.device);
+  }
   s.model->initialize(uint64_t(config.train.seed));
   s.optimizer = optim::make_optimizer(config.optim, s.model->flat().numel(),
-                                      optimizer_ranges(s.model->flat()));
+                                      optimizer_ranges(s.model->flat()), s.device);
   return s;
 }
 
-StepBuffers::StepBuffers(const Shape& sample, int64_t classes, int64_t batch)
-    : x(Tensor::empty(batched(batch, sample))),
-      dlogits(Tensor::empty({batch, classes})),
-      labels(size_t(batch)),
-      indices(size_t(batch)) {}
+namespace {
 
-StepBuffers StepBuffers::language_model(int64_t T, int64_t vocab, int64_t batch) {
-  StepBuffers b(Shape{T}, vocab, batch);
-  b.x = Tensor::empty({batch, T}, DType::i32);
-  b.dlogits = Tensor::empty({batch, T, vocab});
+// The step's input on `device`, and where the host gathers it: the same
+// tensor on the CPU, page-locked memory copied on the copy stream for a GPU.
+void make_input(StepBuffers& b, Shape shape, DType dtype, Device device) {
+  if (device.is_cpu()) {
+    b.x = b.x_host = Tensor::empty(shape, dtype);
+  } else {
+    b.x_host = Tensor::empty_pinned(shape, dtype);
+    b.x = Tensor::empty(shape, dtype, device);
+  }
+}
+
+}  // namespace
+
+StepBuffers::StepBuffers(const Shape& sample, int64_t classes, int64_t batch, Device device)
+    : dlogits(Tensor::empty({batch, classes}, DType::f32, device)),
+      labels(size_t(batch)),
+      indices(size_t(batch)) {
+  make_input(*this, batched(batch, sample), DType::f32, device);
+}
+
+StepBuffers StepBuffers::language_model(int64_t T, int64_t vocab, int64_t batch, Device device) {
+  StepBuffers b(Shape{T}, vocab, batch, device);
+  make_input(b, {batch, T}, DType::i32, device);
+  b.dlogits = Tensor::empty({batch, T, vocab}, DType::f32, device);
   b.labels.resize(size_t(batch * T));
   b.tokens = T;
   b.windows.resize(size_t(batch * (T + 1)));
@@ -94,19 +126,19 @@ StepBuffers StepBuffers::language_model(int64_t T, int64_t vocab, int64_t batch)
 
 StepBuffers make_step_buffers(const Session& s, int64_t batch) {
   const io::DatasetInfo& info = s.train_info();
-  return s.language_model ? StepBuffers::language_model(s.lm_tokens, info.num_classes, batch)
-                          : StepBuffers(info.sample_shape, info.num_classes, batch);
+  return s.language_model ? StepBuffers::language_model(s.lm_tokens, info.num_classes, batch, s.device)
+                          : StepBuffers(info.sample_shape, info.num_classes, batch, s.device);
 }
 
 void gather_batch(const Session& s, StepBuffers& b, int64_t n) {
   if (!s.language_model) {
-    s.train_data.gather(b.indices.data(), n, b.x.f32(), b.labels.data());
+    s.train_data.gather(b.indices.data(), n, b.x_host.f32(), b.labels.data());
     return;
   }
   // The split's /y (each window's last byte) lands in b.labels first, then
   // the next-token labels replace it.
   s.train_data.gather_bytes(b.indices.data(), n, b.windows.data(), b.labels.data());
-  lm_batch_from_windows(b.windows.data(), n, s.lm_tokens, b.x.i32(), b.labels.data());
+  lm_batch_from_windows(b.windows.data(), n, s.lm_tokens, b.x_host.i32(), b.labels.data());
 }
 
 namespace {
@@ -120,6 +152,11 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
   const Shape& sample = model.input_sample();
   // Per sample: b.tokens rows of logits (1, or T for a language model).
   const int64_t classes = b.dlogits.shape().cols(), rows = b.tokens;
+  if (b.x.raw() != b.x_host.raw()) {
+    // The batch to the GPU on the copy stream; the first kernel waits for it.
+    telemetry::Span span("h2d", "data");
+    copy_input_async(b.x, b.x_host);
+  }
   for (int64_t m = 0; m < micro_batches; ++m) {
     const int64_t begin = local * m / micro_batches, end = local * (m + 1) / micro_batches;
     Tensor x = b.x.view(begin * sample.numel(), batched(end - begin, sample));
@@ -142,6 +179,16 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
     }
     phases.backward_s += now_seconds() - t1;
   }
+  // The loss read above waited for the compute stream, which waited for the
+  // copy: its event-timed duration is ready.
+  if (b.x.raw() != b.x_host.raw()) phases.h2d_s = device_memory_ops().last_input_copy_seconds();
+}
+
+// xs (a host view) copied into the front of dev; returns that part of dev.
+Tensor to_device_into(const Tensor& dev, const Tensor& xs) {
+  Tensor part = dev.view(0, xs.shape());
+  copy_tensor(part, xs);
+  return part;
 }
 
 }  // namespace
@@ -236,7 +283,12 @@ EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t b
   // A language model reads T of a sample's T+1 tokens and predicts T labels.
   const Shape sample = language_model ? model.input_sample() : data.info().sample_shape;
   const int64_t rows = language_model ? sample.numel() : 1;
-  Tensor x = Tensor::empty(batched(batch, sample), language_model ? DType::i32 : DType::f32);
+  const DType x_dtype = language_model ? DType::i32 : DType::f32;
+  // Gathered on the host; on a GPU, copied there batch by batch.
+  const bool gpu = !model.device().is_cpu();
+  Tensor x_host = gpu ? Tensor::empty_pinned(batched(batch, sample), x_dtype)
+                      : Tensor::empty(batched(batch, sample), x_dtype);
+  Tensor x_dev = gpu ? Tensor::empty(batched(batch, sample), x_dtype, model.device()) : x_host;
   std::vector<int32_t> labels(static_cast<size_t>(batch * rows));
   std::vector<int64_t> indices(static_cast<size_t>(batch));
   std::vector<uint8_t> windows(language_model ? size_t(batch * data.info().sample_numel()) : 0);
@@ -246,14 +298,14 @@ EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t b
   for (int64_t start = first; start < last; start += batch) {
     const int64_t len = std::min(batch, last - start);
     std::iota(indices.begin(), indices.begin() + len, start);
-    Tensor xs = x.view(0, batched(len, sample));
+    Tensor xs = x_host.view(0, batched(len, sample));
     if (language_model) {
       data.gather_bytes(indices.data(), len, windows.data(), last_bytes.data());
       lm_batch_from_windows(windows.data(), len, rows, xs.i32(), labels.data());
     } else {
       data.gather(indices.data(), len, xs.f32(), labels.data());
     }
-    Tensor logits = model.forward(xs);
+    Tensor logits = model.forward(gpu ? to_device_into(x_dev, xs) : xs);
     loss += ops::softmax_xent_forward(logits, labels.data());
     correct += ops::count_correct(logits, labels.data());
   }

@@ -27,6 +27,9 @@ struct Session {
   // reads T of them (lm_tokens) and is trained on all T next-token labels.
   bool language_model = false;
   int64_t lm_tokens = 0;
+  // Where the model, its optimizer state and the step's tensors live
+  // (runtime.device); batches are gathered on the host and copied there.
+  Device device = Device::cpu();
 
   const io::DatasetInfo& train_info() const { return train_stream ? train_stream->info() : train_data.info(); }
   int64_t train_size() const { return train_info().num_samples; }
@@ -35,7 +38,13 @@ struct Session {
 // With data.loader = "stream", collective over MPI_COMM_WORLD (every rank
 // calls it) and MPI must be initialized; `locator` says where staged shards
 // are (io/cache.h). After it returns, only the loader's thread calls HDF5.
-Session make_session(const Config& config, io::ShardLocator locator = {});
+// runtime.device = "cuda" brings up the GPU of `local_rank` (modulo the GPUs
+// this process sees) and moves the model there.
+Session make_session(const Config& config, io::ShardLocator locator = {}, int local_rank = 0);
+
+// Brings up the GPU for this rank (runtime.device = "cuda"): an Error naming
+// the reason when the build or the machine has none.
+Device bring_up_gpu(const Config& config, int local_rank);
 
 // The optimizer's ranges: runs of contiguous parameters with one weight-decay
 // setting (alignment padding between Blocks belongs to none).
@@ -44,14 +53,16 @@ std::vector<optim::ParamRange> optimizer_ranges(const nn::FlatParameters& flat);
 // Reusable buffers of one training step: no allocation per step.
 struct StepBuffers {
   Tensor x;                       // [local batch, sample...]; language model: i32 [local batch, T]
+  Tensor x_host;                  // x on the host (pinned), where batches are gathered; x itself on the CPU
   Tensor dlogits;                 // [local batch, classes]; language model: [local batch, T, V]
   std::vector<int32_t> labels;    // local batch; language model: local batch * T
   std::vector<int64_t> indices;
   int64_t tokens = 1;             // labels (logit rows) per sample: 1, or T for a language model
   std::vector<uint8_t> windows;   // language model: the raw samples [local batch, T+1]
-  StepBuffers(const Shape& sample, int64_t classes, int64_t batch);
+  StepBuffers(const Shape& sample, int64_t classes, int64_t batch, Device device = Device::cpu());
   // A language model's: T tokens per sample, vocabulary V.
-  static StepBuffers language_model(int64_t T, int64_t vocab, int64_t batch);
+  static StepBuffers language_model(int64_t T, int64_t vocab, int64_t batch,
+                                    Device device = Device::cpu());
 };
 
 // The buffers for `batch` samples of this session's training data and model.
@@ -65,6 +76,7 @@ void gather_batch(const Session& s, StepBuffers& b, int64_t n);
 struct StepPhases {
   double loss_sum = 0;  // summed loss of this rank's samples
   double forward_s = 0, backward_s = 0, optimizer_s = 0;
+  double h2d_s = 0;     // device time of the batch's host-to-device copy (GPU)
 };
 
 // One optimizer step on this rank's slice of the global batch (in buffers):

@@ -34,7 +34,7 @@ StepPhases timed_step(const Config& config, Session& s, io::Sampler& sampler, St
       const io::LoadedBatch& b = s.train_stream->next();
       ST_CHECK(b.epoch == at.epoch && b.batch == at.batch, "the loader delivered batch {}.{} for step {}.{}",
                b.epoch, b.batch, at.epoch, at.batch);
-      std::copy(b.x.begin(), b.x.end(), buffers.x.f32());
+      std::copy(b.x.begin(), b.x.end(), buffers.x_host.f32());
       std::copy(b.y.begin(), b.y.end(), buffers.labels.begin());
       telemetry.io_done(b.bytes, b.requests, b.read_s, queued, stage_bytes ? stage_bytes() : 0);
     } else {

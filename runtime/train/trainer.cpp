@@ -3,10 +3,12 @@
 #include "io/sampler.h"
 #include "runtime/comm/progress_engine.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/devices.h"
 #include "runtime/core/clock.h"
 #include "runtime/optim/schedule.h"
 #include "runtime/train/comm_volume.h"
 #include "runtime/train/fatal_error.h"
+#include "runtime/train/gradient_comm.h"
 #include "runtime/train/progress.h"
 #include "runtime/train/run_dir.h"
 #include "runtime/train/session.h"
@@ -83,9 +85,14 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     });
 
   Staging staging(config, mpi.local_rank());
-  Session s = make_session(config, staging.locator());
+  Session s = make_session(config, staging.locator(), mpi.local_rank());
   nn::Model& model = *s.model;
-  std::unique_ptr<comm::Communicator> comm;
+  if (!s.device.is_cpu())
+    run.log(fmt::format("[init] device: rank 0 on {} ({}), GEMMs in {}; batches copied from pinned host memory",
+                        s.device.str(), cuda_devices()[size_t(s.device.index)].name, config.runtime.gpu_gemm));
+  std::unique_ptr<comm::Communicator> comm;         // MPI: host tensors (evaluation sums, telemetry)
+  std::unique_ptr<comm::Communicator> device_comm;  // GPU tensors (runtime.device = "cuda")
+  comm::Communicator* grad_comm = nullptr;          // where gradients travel
   if (strategy == "ddp" || strategy == "fsdp") {
     comm::CommOptions comm_options = config.comm;
     if (config.debug.slow_rank == mpi.rank() && config.debug.slow_comm_ms > 0) {
@@ -97,12 +104,16 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
       comm_options.debug_delay_s = config.debug.slow_comm_ms * 1e-3 / double(collectives);
     }
     comm = comm::make_mpi_world_communicator(comm_options);
+    if (!s.device.is_cpu()) {
+      device_comm = make_gradient_communicator(*comm, comm_options, s.device, run);
+      grad_comm = device_comm.get();
+    }
   }
 
   std::unique_ptr<parallel::Ddp> ddp;
   std::unique_ptr<parallel::Fsdp> fsdp;
   if (strategy == "ddp") {
-    ddp = std::make_unique<parallel::Ddp>(model, *comm, config.parallel.ddp);
+    ddp = std::make_unique<parallel::Ddp>(model, grad_comm ? *grad_comm : *comm, config.parallel.ddp);
     ddp->broadcast_parameters();
   } else if (strategy == "fsdp") {
     parallel::FsdpOptions fo;
@@ -173,6 +184,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   mllog.start("run_start");
   const double run_start = now_seconds();
   RunTelemetry run_telemetry(config, dir, mpi.rank(), mpi.world_size(), comm.get(), run_start);
+  run_telemetry.set_device(s.device);
   if (s.train_stream) s.train_stream->start({0, 0}, total_steps);
   const std::function<int64_t()> stage_bytes =
       staging.enabled() ? std::function<int64_t()>([&] { return staging.take_bytes(); }) : nullptr;
