@@ -1,0 +1,146 @@
+# shellcheck shell=bash
+# Sourced by scripts/gpu-check.sh (section f): training on the GPU against the
+# CPU. Kept apart so that the device key and CLI can be fixed here alone once
+# they are final. Uses gpu-check.sh's helpers: run NAME SECONDS CMD...,
+# say, show, body, json_get FILE EXPR, check_row, train_row, $W, $REPO,
+# $ST_BUNDLE (the unpacked bundle, from env.sh).
+#
+#   GPU_TRAIN_STEPS      K, optimizer steps per run (default 50)
+#   GPU_TRAIN_DEVICE_KEY the config key of the device (default runtime.device;
+#                        values "cpu" and "cuda")
+#   GPU_TRAIN_MODELS     which of mlp cnn gpt (default all three)
+#   GPU_TRAIN_LOSS_LIMIT rel. difference of loss@K allowed, CPU vs GPU (default 2e-2)
+#   GPU_BENCH_BATCH      global batch of the extra MLP throughput run (default 8192)
+
+GPU_TRAIN_STEPS=${GPU_TRAIN_STEPS:-50}
+GPU_TRAIN_DEVICE_KEY=${GPU_TRAIN_DEVICE_KEY:-runtime.device}
+GPU_TRAIN_MODELS=${GPU_TRAIN_MODELS:-mlp cnn gpt}
+GPU_TRAIN_LOSS_LIMIT=${GPU_TRAIN_LOSS_LIMIT:-2e-2}
+GPU_BENCH_BATCH=${GPU_BENCH_BATCH:-8192}
+
+# The data: the bundle's (Fashion-MNIST's test split doubles as training data,
+# KJV as prepared), else the repo's data/, else synthetic 28x28 images.
+gpu_train_data() {  # MODEL -> "TRAIN TEST" or nothing
+  local b=${ST_BUNDLE:-/tmp/stb}
+  case $1 in
+    mlp|cnn)
+      for d in "$b/data/fashion-mnist" "$REPO/data/fashion-mnist"; do
+        [ -f "$d/test/part-00000.h5" ] && { echo "$d/test $d/test"; return; }
+      done
+      if [ ! -f "$W/synthetic/train/part-00000.h5" ]; then
+        run prep-synthetic 60 shardtrain prep synthetic --out "$W/synthetic/train" --samples 10000 --sample-bytes 784 --classes 10 >/dev/null
+      fi
+      [ -f "$W/synthetic/train/part-00000.h5" ] && echo "$W/synthetic/train $W/synthetic/train" ;;
+    gpt)
+      for d in "$b/data/kjv" "$REPO/data/kjv"; do
+        [ -f "$d/train/part-00000.h5" ] && { echo "$d/train $d/test"; return; }
+      done ;;
+  esac
+}
+
+gpu_train_config() {  # MODEL -> config file
+  case $1 in mlp) echo "$REPO/examples/fmnist_mlp.toml" ;; cnn) echo "$REPO/examples/fmnist_cnn.toml" ;; gpt) echo "$REPO/examples/gpt_kjv.toml" ;; esac
+}
+
+gpu_training_checks() {
+  local K=$GPU_TRAIN_STEPS key=$GPU_TRAIN_DEVICE_KEY
+  mkdir -p "$W/runs"
+  local probe_cfg; probe_cfg=$(gpu_train_config mlp)
+  local has_key=0
+  if run probe-device-key 30 shardtrain config "$probe_cfg" --set "$key=cuda"; then has_key=1; fi
+  if [ $has_key = 1 ]; then
+    say "config key $key: accepted"
+  else
+    say "config key $key: not accepted by this build ($(body "$W/logs/probe-device-key.log" | grep -m1 -i error)); CPU runs only"
+    check_row train "config key $key" - - - "SKIP(unknown key)"
+  fi
+
+  local m
+  for m in $GPU_TRAIN_MODELS; do
+    local cfg data tr te
+    cfg=$(gpu_train_config "$m"); data=$(gpu_train_data "$m")
+    if [ -z "$data" ]; then say "$m: no data"; train_row "$m" - "$K" - - - - - "SKIP(no data)"; continue; fi
+    read -r tr te <<<"$data"
+    local common=(--set "data.train=$tr" --set "data.test=$te" --set data.test_limit=1000
+                  --set "train.max_steps=$K" --set train.progress_every_s=0)
+    local loss_cpu="" loss_gpu="" dev
+    for dev in cpu cuda; do
+      if [ $has_key = 0 ] && [ $dev = cuda ]; then train_row "$m" cuda "$K" - - - - - "SKIP(no $key)"; continue; fi
+      local devset=(); [ $has_key = 1 ] && devset=(--set "$key=$dev")
+      local rd=$W/runs/$m-$dev
+      run "train-$m-$dev" 90 shardtrain train "$cfg" "${common[@]}" "${devset[@]}" --run-dir "$rd" --overwrite
+      local rc=$? f=$W/logs/train-$m-$dev.log
+      # loss@K: the progress line of step K (the loss of that batch).
+      local loss; loss=$(grep -oE "step $K/$K +loss [0-9.eE+-]+|step $K/[0-9]+ +loss [0-9.eE+-]+" "$f" | tail -1 | awk '{print $NF}')
+      local tl ms sps
+      tl=$(json_get "$rd/result.json" '"%.4f" % j["final"]["test_loss"]')
+      ms=$(json_get "$rd/result.json" '"%.2f" % (1000*j["per_rank"][0]["step_time_median_s"])')
+      sps=$(json_get "$rd/result.json" '"%.0f" % j["samples_per_s"]')
+      say "$m $dev: exit $rc, loss@$K ${loss:--}, test_loss $tl, step ${ms} ms, ${sps} samples/s"
+      [ $rc -eq 0 ] || body "$f" | grep -v '^\[train\]' | tail -8 | sed 's/^/  ! /'
+      train_row "$m" "$dev" "$K" "${loss:--}" "$tl" "$ms" "$sps" - "$(rc_word $rc)"
+      [ $dev = cpu ] && loss_cpu=$loss || loss_gpu=$loss
+    done
+    if [ -n "$loss_cpu" ] && [ -n "$loss_gpu" ]; then
+      local rel ok
+      rel=$(awk -v a="$loss_cpu" -v b="$loss_gpu" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%.3e", (a == 0 ? d : d / (a < 0 ? -a : a)) }')
+      ok=$(awk -v r="$rel" -v l="$GPU_TRAIN_LOSS_LIMIT" 'BEGIN { print (r < l) ? "PASS" : "FAIL" }')
+      check_row train "$m loss@$K cpu vs cuda" - "$rel" "$GPU_TRAIN_LOSS_LIMIT" "$ok"
+    elif [ $has_key = 1 ]; then
+      check_row train "$m loss@$K cpu vs cuda" - - "$GPU_TRAIN_LOSS_LIMIT" "FAIL(missing run)"
+    fi
+
+    # DDP on 2 ranks sharing the GPU: gradients over MPI with device buffers
+    # (NCCL refuses two ranks on one GPU); the loss must track the 1-rank run.
+    if [ $has_key = 1 ] && [ "$m" = mlp ]; then
+      local rd2=$W/runs/$m-cuda-ddp2 f2=$W/logs/train-$m-cuda-ddp2.log
+      run "train-$m-cuda-ddp2" 90 mpirun -n 2 shardtrain train "$cfg" "${common[@]}" --set "$key=cuda" \
+        --set parallel.strategy=ddp --set comm.backend=mpi --run-dir "$rd2" --overwrite
+      local rc2=$? loss2
+      loss2=$(grep -oE "step $K/[0-9]+ +loss [0-9.eE+-]+" "$f2" | tail -1 | awk '{print $NF}')
+      local ms2 sps2 tl2
+      tl2=$(json_get "$rd2/result.json" '"%.4f" % j["final"]["test_loss"]')
+      ms2=$(json_get "$rd2/result.json" '"%.2f" % (1000*j["per_rank"][0]["step_time_median_s"])')
+      sps2=$(json_get "$rd2/result.json" '"%.0f" % j["samples_per_s"]')
+      say "$m cuda ddp x2 (device MPI): exit $rc2, loss@$K ${loss2:--}, test_loss $tl2"
+      [ $rc2 -eq 0 ] || body "$f2" | grep -v '^\[train\]' | tail -8 | sed 's/^/  ! /'
+      train_row "$m" "cuda-ddp2" "$K" "${loss2:--}" "$tl2" "$ms2" "$sps2" - "$(rc_word $rc2)"
+      # The progress line's loss is rank 0's half of the batch, so the runs
+      # are compared by their test loss (same global batches, same model).
+      local tl1; tl1=$(json_get "$W/runs/$m-cuda/result.json" '"%.6f" % j["final"]["test_loss"]')
+      tl2=$(json_get "$rd2/result.json" '"%.6f" % j["final"]["test_loss"]')
+      if [ -n "$tl1" ] && [ -n "$tl2" ] && [ "$tl1" != "-" ] && [ "$tl2" != "-" ]; then
+        local rel2 ok2
+        rel2=$(awk -v a="$tl1" -v b="$tl2" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%.3e", d / (a < 0 ? -a : a) }')
+        ok2=$(awk -v r="$rel2" -v l="$GPU_TRAIN_LOSS_LIMIT" 'BEGIN { print (r < l) ? "PASS" : "FAIL" }')
+        check_row train "$m test_loss cuda 1 vs 2 ranks (ddp)" - "$rel2" "$GPU_TRAIN_LOSS_LIMIT" "$ok2"
+      fi
+    fi
+
+    # Throughput: `bench step` times the training step against its GEMMs alone.
+    local benches=("cpu:") ; [ $has_key = 1 ] && benches+=("cuda:")
+    [ $has_key = 1 ] && [ "$m" = mlp ] && benches+=("cuda:$GPU_BENCH_BATCH")
+    local bspec
+    for bspec in "${benches[@]}"; do
+      local dev=${bspec%%:*} batch=${bspec#*:}
+      local extra=(); [ $has_key = 1 ] && extra=(--set "$key=$dev")
+      [ -n "$batch" ] && extra+=(--set "train.global_batch_size=$batch")
+      local steps=20 rounds=3; [ $dev = cpu ] && { steps=5; rounds=1; }
+      local name=bench-$m-$dev${batch:+-b$batch} js=$W/runs/bench-$m-$dev${batch:+-b$batch}.json
+      run "$name" 90 shardtrain bench step "$cfg" --set "data.train=$tr" --set "data.test=$te" "${extra[@]}" \
+        --steps $steps --rounds $rounds --warmup 2 --json "$js"
+      local rc=$?
+      local ms tf gb sps
+      ms=$(json_get "$js" '"%.2f" % (1000*j["step_time_s"])')
+      tf=$(json_get "$js" '"%.3f" % (j["step_gflops"]/1000)')
+      # bench step counts GEMM FLOPs on the CPU only; the GPU's TFLOP/s come
+      # from gpu_train_gpu_step_test (GPUTRAIN lines).
+      [ $dev = cuda ] && tf=-
+      gb=$(json_get "$js" 'j["global_batch_size"]')
+      sps=$(json_get "$js" '"%.0f" % (j["global_batch_size"]/j["step_time_s"])')
+      say "bench $m $dev batch ${gb}: exit $rc, step $ms ms, $tf TFLOP/s"
+      [ $rc -eq 0 ] || body "$W/logs/$name.log" | tail -5 | sed 's/^/  ! /'
+      train_row "$m" "$dev-bench" "b=$gb" - - "$ms" "$sps" "$tf" "$(rc_word $rc)"
+    done
+  done
+}
