@@ -3,7 +3,9 @@
 #include "runtime/comm/allgather_ring.h"
 #include "runtime/comm/allreduce_hierarchical.h"
 #include "runtime/comm/allreduce_ring.h"
+#include "runtime/comm/collective_args.h"
 #include "runtime/comm/mpi_native.h"
+#include "runtime/comm/mpi_world.h"
 #include "runtime/comm/reduce_scatter_ring.h"
 #include "runtime/comm/reduction.h"
 #include "runtime/comm/ring_layout.h"
@@ -19,49 +21,7 @@
 namespace shardtrain::comm {
 namespace {
 
-// ---- communicators still alive when MPI_Finalize starts --------------------
-// MPI_Finalize first deletes the attributes of MPI_COMM_SELF, calling their
-// delete callbacks while MPI still works: that is where a world communicator
-// that outlives MPI (a static, say) stops its threads and frees its
-// communicators, before MPI goes away under them.
-std::mutex g_worlds_mu;
-std::vector<MpiCommunicator*> g_worlds;
-int g_keyval = MPI_KEYVAL_INVALID;
-
-int shutdown_at_finalize(MPI_Comm, int, void*, void*) {
-  std::lock_guard lock(g_worlds_mu);
-  for (auto it = g_worlds.rbegin(); it != g_worlds.rend(); ++it) (*it)->shutdown();
-  return MPI_SUCCESS;
-}
-
-void register_world(MpiCommunicator* world) {
-  std::lock_guard lock(g_worlds_mu);
-  if (g_keyval == MPI_KEYVAL_INVALID) {
-    check_mpi(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &shutdown_at_finalize, &g_keyval, nullptr),
-              "MPI_Comm_create_keyval");
-    check_mpi(MPI_Comm_set_attr(MPI_COMM_SELF, g_keyval, nullptr), "MPI_Comm_set_attr");
-  }
-  g_worlds.push_back(world);
-}
-
-void unregister_world(MpiCommunicator* world) {
-  std::lock_guard lock(g_worlds_mu);
-  std::erase(g_worlds, world);
-}
-
 // ---- helpers ----------------------------------------------------------------
-std::vector<int> world_ranks_of(MPI_Comm comm, int size) {
-  MPI_Group group, world;
-  MPI_Comm_group(comm, &group);
-  MPI_Comm_group(MPI_COMM_WORLD, &world);
-  std::vector<int> ranks(static_cast<size_t>(size)), out(static_cast<size_t>(size));
-  for (int i = 0; i < size; ++i) ranks[size_t(i)] = i;
-  MPI_Group_translate_ranks(group, size, ranks.data(), world, out.data());
-  MPI_Group_free(&group);
-  MPI_Group_free(&world);
-  return out;
-}
-
 int world_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
@@ -77,12 +37,6 @@ void check_cpu(const std::string& comm, const char* what, const Tensor& t) {
 void check_reducible(const std::string& comm, const char* what, const Tensor& t) {
   check_cpu(comm, what, t);
   ST_CHECK(t.dtype() != DType::i32, "comm '{}': {} reduces f32 or bf16 tensors, not i32", comm, what);
-}
-
-bool overlap(const Tensor& a, const Tensor& b) {
-  const auto* pa = static_cast<const std::byte*>(a.raw());
-  const auto* pb = static_cast<const std::byte*>(b.raw());
-  return a.nbytes() > 0 && b.nbytes() > 0 && pa < pb + b.nbytes() && pb < pa + a.nbytes();
 }
 
 const char* algo_name(int algo) {
@@ -123,7 +77,8 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::make_world(const CommOptions& 
   const BackoffPolicy policy = BackoffPolicy::for_node(comm);
   std::unique_ptr<MpiCommunicator> world(
       new MpiCommunicator(comm, Kind::world, options, policy, std::move(watchdog)));
-  register_world(world.get());
+  MpiCommunicator* w = world.get();
+  shutdown_at_mpi_finalize(w, [w] { w->shutdown(); });
   world->make_sub_communicators();
   return world;
 }
@@ -141,7 +96,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& op
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
-    world_ranks = world_ranks_of(comm_, size_);
+    world_ranks = world_ranks_of(comm_);
     transport_ = std::make_unique<MpiTransport>(comm_, policy_);
     native_ = std::make_unique<MpiNative>(comm_);
     // The world's window is set up with its sub-communicators (it needs to
@@ -247,7 +202,7 @@ MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) shutdown();
-  if (kind_ == Kind::world) unregister_world(this);
+  if (kind_ == Kind::world) cancel_shutdown_at_mpi_finalize(this);
 }
 
 // ---- issuing ------------------------------------------------------------------
@@ -446,14 +401,7 @@ WorkPtr MpiCommunicator::allreduce(const Tensor& t, ReduceOp op) {
 WorkPtr MpiCommunicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
   check_reducible(name_, "reduce_scatter", in);
   check_reducible(name_, "reduce_scatter", out);
-  ST_CHECK(in.dtype() == out.dtype(), "comm '{}': reduce_scatter from {} into {}", name_, dtype_name(in.dtype()),
-           dtype_name(out.dtype()));
-  ST_CHECK(in.numel() == out.numel() * size_,
-           "comm '{}': reduce_scatter of {} elements over {} ranks needs an output of {}, not {}", name_,
-           in.numel(), size_, in.numel() / std::max(1, size_), out.numel());
-  const auto* own = static_cast<const std::byte*>(in.raw()) + size_t(rank_) * out.nbytes();
-  ST_CHECK(own == out.raw() || !overlap(in, out),
-           "comm '{}': reduce_scatter's output overlaps its input other than as this rank's chunk", name_);
+  check_reduce_scatter_args(name_, in, out, rank_, size_);
   Task task;
   task.a = in;
   task.b = out;
@@ -465,14 +413,7 @@ WorkPtr MpiCommunicator::reduce_scatter(const Tensor& in, const Tensor& out, Red
 WorkPtr MpiCommunicator::allgather(const Tensor& in, const Tensor& out) {
   check_cpu(name_, "allgather", in);
   check_cpu(name_, "allgather", out);
-  ST_CHECK(in.dtype() == out.dtype(), "comm '{}': allgather from {} into {}", name_, dtype_name(in.dtype()),
-           dtype_name(out.dtype()));
-  ST_CHECK(out.numel() == in.numel() * size_,
-           "comm '{}': allgather of {} elements from {} ranks needs an output of {}, not {}", name_, in.numel(),
-           size_, in.numel() * size_, out.numel());
-  const auto* own = static_cast<const std::byte*>(out.raw()) + size_t(rank_) * in.nbytes();
-  ST_CHECK(own == in.raw() || !overlap(in, out),
-           "comm '{}': allgather's input overlaps its output other than as this rank's chunk", name_);
+  check_allgather_args(name_, in, out, rank_, size_);
   Task task;
   task.a = in;
   task.b = out;

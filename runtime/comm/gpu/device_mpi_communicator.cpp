@@ -1,6 +1,7 @@
 #include "runtime/comm/gpu/device_mpi_communicator.h"
 
 #include "kernels/cuda/context.h"
+#include "runtime/comm/collective_args.h"
 #include "runtime/comm/gpu_backend.h"
 #include "runtime/comm/mpi_transport.h"
 #include "runtime/core/clock.h"
@@ -184,15 +185,9 @@ WorkPtr DeviceMpiCommunicator::reduce_scatter(const Tensor& in, const Tensor& ou
   task.b = out;
   task.device = is_device(in);
   ST_CHECK(task.device == is_device(out), "comm '{}': reduce_scatter between host and device memory", name());
-  ST_CHECK(in.numel() == out.numel() * size(),
-           "comm '{}': reduce_scatter of {} elements over {} ranks needs an output of {}, not {}", name(), in.numel(),
-           size(), in.numel() / std::max(1, size()), out.numel());
-  ST_CHECK(in.dtype() == out.dtype() && in.dtype() != DType::i32,
-           "comm '{}': reduce_scatter reduces f32 or bf16 into the same dtype", name());
-  const auto* pi = static_cast<const std::byte*>(in.raw());
-  const auto* po = static_cast<const std::byte*>(out.raw());
-  const bool disjoint = po + out.nbytes() <= pi || pi + in.nbytes() <= po;
-  task.direct = task.device && cuda_aware_ && op == ReduceOp::sum && in.dtype() == DType::f32 && disjoint &&
+  check_reduce_scatter_args(name(), in, out, rank(), size());
+  ST_CHECK(in.dtype() != DType::i32, "comm '{}': reduce_scatter reduces f32 or bf16 tensors, not i32", name());
+  task.direct = task.device && cuda_aware_ && op == ReduceOp::sum && in.dtype() == DType::f32 && !overlap(in, out) &&
                 out.numel() <= INT_MAX;
   return submit(std::move(task));
 }
@@ -204,9 +199,7 @@ WorkPtr DeviceMpiCommunicator::allgather(const Tensor& in, const Tensor& out) {
   task.b = out;
   task.device = is_device(in);
   ST_CHECK(task.device == is_device(out), "comm '{}': allgather between host and device memory", name());
-  ST_CHECK(out.numel() == in.numel() * size() && in.dtype() == out.dtype(),
-           "comm '{}': allgather of {} {} elements from {} ranks needs an output of {} of them, not {} {}", name(),
-           in.numel(), dtype_name(in.dtype()), size(), in.numel() * size(), out.numel(), dtype_name(out.dtype()));
+  check_allgather_args(name(), in, out, rank(), size());
   task.direct = task.device && cuda_aware_ && in.numel() <= INT_MAX / std::max(1, size());
   return submit(std::move(task));
 }

@@ -2,7 +2,9 @@
 
 #include "kernels/cuda/context.h"
 #include "runtime/comm/gpu_backend.h"
+#include "runtime/comm/collective_args.h"
 #include "runtime/comm/mpi_transport.h"
+#include "runtime/comm/mpi_world.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
 
@@ -28,46 +30,6 @@ constexpr double kWatchdogGrace_s = 10.0;
 // How long ncclCommAbort may take before the job ends without it.
 constexpr double kAbortWait_s = 5.0;
 
-// ---- world communicators still alive when MPI_Finalize starts -------------
-std::mutex g_worlds_mu;
-std::vector<NcclCommunicator*> g_worlds;
-int g_keyval = MPI_KEYVAL_INVALID;
-
-int shutdown_at_finalize(MPI_Comm, int, void*, void*) {
-  std::lock_guard lock(g_worlds_mu);
-  for (auto it = g_worlds.rbegin(); it != g_worlds.rend(); ++it) (*it)->shutdown();
-  return MPI_SUCCESS;
-}
-
-void register_world(NcclCommunicator* world) {
-  std::lock_guard lock(g_worlds_mu);
-  if (g_keyval == MPI_KEYVAL_INVALID) {
-    check_mpi(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &shutdown_at_finalize, &g_keyval, nullptr),
-              "MPI_Comm_create_keyval");
-    check_mpi(MPI_Comm_set_attr(MPI_COMM_SELF, g_keyval, nullptr), "MPI_Comm_set_attr");
-  }
-  g_worlds.push_back(world);
-}
-
-void unregister_world(NcclCommunicator* world) {
-  std::lock_guard lock(g_worlds_mu);
-  std::erase(g_worlds, world);
-}
-
-std::vector<int> world_ranks_of(MPI_Comm comm) {
-  int size = 1;
-  MPI_Comm_size(comm, &size);
-  MPI_Group group, world;
-  MPI_Comm_group(comm, &group);
-  MPI_Comm_group(MPI_COMM_WORLD, &world);
-  std::vector<int> ranks(static_cast<size_t>(size)), out(static_cast<size_t>(size));
-  for (int i = 0; i < size; ++i) ranks[size_t(i)] = i;
-  MPI_Group_translate_ranks(group, size, ranks.data(), world, out.data());
-  MPI_Group_free(&group);
-  MPI_Group_free(&world);
-  return out;
-}
-
 ncclDataType_t nccl_dtype(DType t) {
   switch (t) {
     case DType::f32: return ncclFloat32;
@@ -75,12 +37,6 @@ ncclDataType_t nccl_dtype(DType t) {
     case DType::i32: return ncclInt32;
   }
   return ncclFloat32;
-}
-
-bool overlap(const Tensor& a, const Tensor& b) {
-  const auto* pa = static_cast<const std::byte*>(a.raw());
-  const auto* pb = static_cast<const std::byte*>(b.raw());
-  return a.nbytes() > 0 && b.nbytes() > 0 && pa < pb + b.nbytes() && pb < pa + a.nbytes();
 }
 
 // A unique id made on rank 0 of `comm` and broadcast with whether making it
@@ -165,7 +121,8 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::make_world(MPI_Comm world, i
   w->node_color_ = rank;  // the world rank of the node's first rank
   check_mpi(MPI_Bcast(&w->node_color_, 1, MPI_INT, 0, w->mpi_node_), "MPI_Bcast");
   check_mpi(MPI_Comm_split(comm, w->local_rank_, rank, &w->mpi_cross_), "MPI_Comm_split");
-  register_world(w.get());
+  NcclCommunicator* raw = w.get();
+  shutdown_at_mpi_finalize(raw, [raw] { raw->shutdown(); });
   return w;
 }
 
@@ -293,7 +250,7 @@ NcclCommunicator::~NcclCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) shutdown();
-  if (kind_ == Kind::world) unregister_world(this);
+  if (kind_ == Kind::world) cancel_shutdown_at_mpi_finalize(this);
 }
 
 // ---- issuing ------------------------------------------------------------------
@@ -421,14 +378,7 @@ WorkPtr NcclCommunicator::allreduce(const Tensor& t, ReduceOp op) {
 WorkPtr NcclCommunicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
   check_reducible("reduce_scatter", in);
   check_reducible("reduce_scatter", out);
-  ST_CHECK(in.dtype() == out.dtype(), "comm '{}': reduce_scatter from {} into {}", name_, dtype_name(in.dtype()),
-           dtype_name(out.dtype()));
-  ST_CHECK(in.numel() == out.numel() * size_,
-           "comm '{}': reduce_scatter of {} elements over {} ranks needs an output of {}, not {}", name_,
-           in.numel(), size_, in.numel() / std::max(1, size_), out.numel());
-  const auto* own = static_cast<const std::byte*>(in.raw()) + size_t(rank_) * out.nbytes();
-  ST_CHECK(own == out.raw() || !overlap(in, out),
-           "comm '{}': reduce_scatter's output overlaps its input other than as this rank's chunk", name_);
+  check_reduce_scatter_args(name_, in, out, rank_, size_);
   const ncclRedOp_t rop = reduce_op(op);
   const void* src = in.raw();
   void* dst = out.raw();
@@ -442,14 +392,7 @@ WorkPtr NcclCommunicator::reduce_scatter(const Tensor& in, const Tensor& out, Re
 WorkPtr NcclCommunicator::allgather(const Tensor& in, const Tensor& out) {
   check_device("allgather", in);
   check_device("allgather", out);
-  ST_CHECK(in.dtype() == out.dtype(), "comm '{}': allgather from {} into {}", name_, dtype_name(in.dtype()),
-           dtype_name(out.dtype()));
-  ST_CHECK(out.numel() == in.numel() * size_,
-           "comm '{}': allgather of {} elements from {} ranks needs an output of {}, not {}", name_, in.numel(),
-           size_, in.numel() * size_, out.numel());
-  const auto* own = static_cast<const std::byte*>(out.raw()) + size_t(rank_) * in.nbytes();
-  ST_CHECK(own == in.raw() || !overlap(in, out),
-           "comm '{}': allgather's input overlaps its output other than as this rank's chunk", name_);
+  check_allgather_args(name_, in, out, rank_, size_);
   const void* src = in.raw();
   void* dst = out.raw();
   const size_t n = size_t(in.numel());
