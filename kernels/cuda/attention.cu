@@ -1,5 +1,6 @@
 #include "kernels/cuda/attention.h"
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/gemm.h"
 
@@ -18,33 +19,6 @@ void check_dims(const char* fn, int64_t B, int64_t T, int64_t C, int64_t NH) {
                       " T=" + std::to_string(T) + ")");
 }
 
-// Fixed-shape tree reductions over one block of kThreads threads; every
-// thread gets the result (deterministic: the order depends on nothing but
-// kThreads). The last barrier lets the caller reuse sh right away.
-__device__ float block_max(float v, float* sh) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (int(threadIdx.x) < s) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
-    __syncthreads();
-  }
-  const float r = sh[0];
-  __syncthreads();
-  return r;
-}
-
-__device__ float block_sum(float v, float* sh) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (int(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float r = sh[0];
-  __syncthreads();
-  return r;
-}
-
 // One block per row r of `rows` rows of length T (row r is query t = r % T):
 // the causal softmax in place, subtracting the row's max; 0 for j > t.
 __global__ void causal_softmax_kernel(float* att, int64_t rows, int64_t T) {
@@ -54,14 +28,14 @@ __global__ void causal_softmax_kernel(float* att, int64_t rows, int64_t T) {
     const int64_t t = r % T;
     float m = -INFINITY;
     for (int64_t j = threadIdx.x; j <= t; j += kThreads) m = fmaxf(m, row[j]);
-    const float maxv = block_max(m, sh);
+    const float maxv = block_max<kThreads>(m, sh);
     float part = 0.0f;
     for (int64_t j = threadIdx.x; j <= t; j += kThreads) {
       const float e = expf(row[j] - maxv);
       row[j] = e;
       part += e;
     }
-    const float inv = 1.0f / block_sum(part, sh);
+    const float inv = 1.0f / block_sum<kThreads>(part, sh);
     for (int64_t j = threadIdx.x; j < T; j += kThreads) row[j] = j <= t ? row[j] * inv : 0.0f;
   }
 }
@@ -76,7 +50,7 @@ __global__ void softmax_backward_kernel(float* dp, const float* p, int64_t rows,
     const int64_t t = r % T;
     float part = 0.0f;
     for (int64_t j = threadIdx.x; j <= t; j += kThreads) part += prow[j] * drow[j];
-    const float dot = block_sum(part, sh);
+    const float dot = block_sum<kThreads>(part, sh);
     for (int64_t j = threadIdx.x; j < T; j += kThreads)
       drow[j] = j <= t ? prow[j] * (drow[j] - dot) : 0.0f;
   }

@@ -1,6 +1,8 @@
 #include "kernels/cuda/cross_entropy.h"
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/context.h"
+#include "kernels/cuda/exp_nonpos.cuh"
 
 #include <cuda_runtime.h>
 
@@ -16,57 +18,11 @@ constexpr int kThreads = 256;  // per block; one block per row
 // Rows per grid: blocks loop over rows r, r + gridDim.x, ... beyond this.
 constexpr int64_t kMaxRowBlocks = 65535;
 
-// Tree reductions over one value per thread of a kThreads block; every thread
-// gets the result. The last barrier lets the buffer be reused by the next call.
-__device__ float block_max(float v, float* sh) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (int(threadIdx.x) < s) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
-    __syncthreads();
-  }
-  const float r = sh[0];
-  __syncthreads();
-  return r;
-}
-
-__device__ float block_sum(float v, float* sh) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (int(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float r = sh[0];
-  __syncthreads();
-  return r;
-}
-
-// e^x for x <= 0: the CPU's detail::exp_nonpos (kernels/cpu/vec_math.h) for
-// the device, each operation rounded on its own (no FMA contraction), so an
-// exponential here has the same bits as on the CPU.
-__device__ float exp_nonpos(float x) {
-  const float t = __fadd_rn(__fmul_rn(x, 1.44269504f), 12582912.0f);
-  const float n = __fsub_rn(t, 12582912.0f);
-  const float r = __fsub_rn(__fsub_rn(x, __fmul_rn(n, 0.693359375f)), __fmul_rn(n, -2.12194440e-4f));
-  float p = 1.0f / 5040;
-  p = __fadd_rn(1.0f / 720, __fmul_rn(r, p));
-  p = __fadd_rn(1.0f / 120, __fmul_rn(r, p));
-  p = __fadd_rn(1.0f / 24, __fmul_rn(r, p));
-  p = __fadd_rn(1.0f / 6, __fmul_rn(r, p));
-  p = __fadd_rn(1.0f / 2, __fmul_rn(r, p));
-  p = __fadd_rn(1.0f, __fmul_rn(r, p));
-  p = __fadd_rn(1.0f, __fmul_rn(r, p));
-  const uint32_t n_bits = __float_as_uint(t) - 0x4B400000u;
-  const float y = __fmul_rn(p, __uint_as_float((n_bits + 127u) << 23));
-  return x < -87.3f ? 0.0f : y;
-}
-
 // The row's maximum; max is exact, so the order does not matter.
 __device__ float row_max(const float* x, int64_t C, float* sh) {
   float m = x[0];
   for (int64_t i = threadIdx.x; i < C; i += kThreads) m = fmaxf(m, x[i]);
-  return block_max(m, sh);
+  return block_max<kThreads>(m, sh);
 }
 
 // -log softmax(x)[y] = log(sum) + (max - x_y), in double, as the CPU's row_loss.
@@ -82,7 +38,7 @@ __global__ void xent_forward_kernel(double* loss, const float* logits, const int
     const float m = row_max(x, C, sh);
     float s = 0.0f;
     for (int64_t i = threadIdx.x; i < C; i += kThreads) s += exp_nonpos(x[i] - m);
-    s = block_sum(s, sh);
+    s = block_sum<kThreads>(s, sh);
     if (threadIdx.x == 0) loss[row] = row_loss(m, s, x[labels[row]]);
   }
 }
@@ -106,7 +62,7 @@ __global__ void xent_fused_kernel(double* loss, float* dlogits, const float* log
       d[i] = e;
       s += e;
     }
-    s = block_sum(s, sh);
+    s = block_sum<kThreads>(s, sh);
     const float k = scale / s;
     for (int64_t i = threadIdx.x; i < C; i += kThreads) d[i] *= k;
     __syncthreads();  // d[y] has been scaled (by whichever thread owns it)

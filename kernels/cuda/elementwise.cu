@@ -1,5 +1,6 @@
 #include "kernels/cuda/elementwise.h"
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/context.h"
 
 #include <cuda_runtime.h>
@@ -14,21 +15,6 @@ constexpr int kThreads = 256;
 // order they are combined in) depend on n only.
 constexpr unsigned kMaxReduceBlocks = 1024;
 
-// Tree sum of one value per thread over a block of kThreads threads; every
-// thread gets the result. Safe to call repeatedly (the final barrier keeps
-// the next call from overwriting sh before everyone has read sh[0]).
-__device__ double block_sum_double(double v, double* sh) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (int(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-    __syncthreads();
-  }
-  const double r = sh[0];
-  __syncthreads();
-  return r;
-}
-
 __global__ void sum_squares_partial_kernel(double* partial, const float* x, int64_t n) {
   __shared__ double sh[kThreads];
   double acc = 0.0;
@@ -37,7 +23,7 @@ __global__ void sum_squares_partial_kernel(double* partial, const float* x, int6
     const double v = double(x[i]);
     acc += v * v;
   }
-  const double block = block_sum_double(acc, sh);
+  const double block = block_sum<kThreads>(acc, sh);
   if (threadIdx.x == 0) partial[blockIdx.x] = block;
 }
 
@@ -46,7 +32,7 @@ __global__ void sum_partials_kernel(double* result, const double* partial, int64
   __shared__ double sh[kThreads];
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < count; i += kThreads) acc += partial[i];
-  const double total = block_sum_double(acc, sh);
+  const double total = block_sum<kThreads>(acc, sh);
   if (threadIdx.x == 0) *result = total;
 }
 

@@ -1,5 +1,6 @@
 #include "kernels/cuda/layernorm.h"
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/context.h"
 
 #include <cuda_runtime.h>
@@ -13,20 +14,6 @@ constexpr int kThreads = 256;        // row kernels: one block per row
 constexpr int kColumnThreads = 64;   // column sums: one thread per column
 constexpr int64_t kMaxRowBlocks = 65535;
 
-// Tree sum over one value per thread of a kThreads block; every thread gets
-// the result. The last barrier lets the buffer be reused by the next call.
-__device__ float block_sum(float v, float* sh) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (int(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float r = sh[0];
-  __syncthreads();
-  return r;
-}
-
 __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* in,
                                          const float* weight, const float* bias, int64_t N,
                                          int64_t C, float eps) {
@@ -37,14 +24,14 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
     float* o = out + row * C;
     float acc = 0.0f;
     for (int64_t i = threadIdx.x; i < C; i += kThreads) acc += x[i];
-    const float m = __fmul_rn(block_sum(acc, sh), inv_c);
+    const float m = __fmul_rn(block_sum<kThreads>(acc, sh), inv_c);
     // Variance from the centered values (E[x^2] - m^2 would cancel).
     acc = 0.0f;
     for (int64_t i = threadIdx.x; i < C; i += kThreads) {
       const float d = __fsub_rn(x[i], m);
       acc = __fadd_rn(acc, __fmul_rn(d, d));
     }
-    const float var = __fmul_rn(block_sum(acc, sh), inv_c);
+    const float var = __fmul_rn(block_sum<kThreads>(acc, sh), inv_c);
     const float s = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(var, eps)));
     // ((x - m) * s) * w + b, each operation rounded as on the CPU.
     for (int64_t i = threadIdx.x; i < C; i += kThreads)
@@ -74,8 +61,8 @@ __global__ void layernorm_din_kernel(float* din, const float* dout, const float*
       acc_a = __fadd_rn(acc_a, wg);
       acc_b = __fadd_rn(acc_b, __fmul_rn(wg, __fmul_rn(__fsub_rn(x[i], m), s)));
     }
-    const float dnorm_mean = __fmul_rn(block_sum(acc_a, sh), inv_c);
-    const float dnorm_norm_mean = __fmul_rn(block_sum(acc_b, sh), inv_c);
+    const float dnorm_mean = __fmul_rn(block_sum<kThreads>(acc_a, sh), inv_c);
+    const float dnorm_norm_mean = __fmul_rn(block_sum<kThreads>(acc_b, sh), inv_c);
     for (int64_t i = threadIdx.x; i < C; i += kThreads) {
       const float norm = __fmul_rn(__fsub_rn(x[i], m), s);
       const float t = __fsub_rn(__fsub_rn(__fmul_rn(weight[i], g[i]), dnorm_mean),
