@@ -92,33 +92,21 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
   return s;
 }
 
-namespace {
-
 // The step's input on `device`, and where the host gathers it: the same
 // tensor on the CPU, page-locked memory copied on the copy stream for a GPU.
-void make_input(StepBuffers& b, Shape shape, DType dtype, Device device) {
-  if (device.is_cpu()) {
-    b.x = b.x_host = Tensor::empty(shape, dtype);
-  } else {
-    b.x_host = Tensor::empty_pinned(shape, dtype);
-    b.x = Tensor::empty(shape, dtype, device);
-  }
-}
-
-}  // namespace
+StepBuffers::StepBuffers(const Shape& x_shape, DType x_dtype, const Shape& logits_shape, int64_t n_labels,
+                         int64_t batch, Device device)
+    : x(Tensor::empty(x_shape, x_dtype, device)),
+      x_host(device.is_cpu() ? x : Tensor::empty_pinned(x_shape, x_dtype)),
+      dlogits(Tensor::empty(logits_shape, DType::f32, device)),
+      labels(size_t(n_labels)),
+      indices(size_t(batch)) {}
 
 StepBuffers::StepBuffers(const Shape& sample, int64_t classes, int64_t batch, Device device)
-    : dlogits(Tensor::empty({batch, classes}, DType::f32, device)),
-      labels(size_t(batch)),
-      indices(size_t(batch)) {
-  make_input(*this, batched(batch, sample), DType::f32, device);
-}
+    : StepBuffers(batched(batch, sample), DType::f32, {batch, classes}, batch, batch, device) {}
 
 StepBuffers StepBuffers::language_model(int64_t T, int64_t vocab, int64_t batch, Device device) {
-  StepBuffers b(Shape{T}, vocab, batch, device);
-  make_input(b, {batch, T}, DType::i32, device);
-  b.dlogits = Tensor::empty({batch, T, vocab}, DType::f32, device);
-  b.labels.resize(size_t(batch * T));
+  StepBuffers b({batch, T}, DType::i32, {batch, T, vocab}, batch * T, batch, device);
   b.tokens = T;
   b.windows.resize(size_t(batch * (T + 1)));
   return b;

@@ -63,6 +63,10 @@ struct StepBuffers {
   // A language model's: T tokens per sample, vocabulary V.
   static StepBuffers language_model(int64_t T, int64_t vocab, int64_t batch,
                                     Device device = Device::cpu());
+
+ private:
+  StepBuffers(const Shape& x_shape, DType x_dtype, const Shape& logits_shape, int64_t labels, int64_t batch,
+              Device device);
 };
 
 // The buffers for `batch` samples of this session's training data and model.
