@@ -7,15 +7,8 @@
 #    (comm.timeout_s = 5) ends the job naming the operations and ranks.
 # Environment: PROBE_DIR (build/bin, holds shardtrain), SOURCE_DIR.
 set -uo pipefail
-bin="${PROBE_DIR:?}"
-st="$bin/shardtrain"
-cfg="${SOURCE_DIR:?}/examples/fmnist_mlp.toml"
-work=$(mktemp -d /tmp/shardtrain-ddp-faults.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
+source "$(dirname "$0")/lib.sh" ddp-faults
 "$st" prep fashion-mnist --out data >/dev/null || { echo "FAIL: prep"; exit 1; }
-mpirun=(mpirun --oversubscribe --bind-to none)
-[ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
 common=(--set data.train=data/train --set data.test=data/test --set parallel.strategy=ddp
         --set comm.timeout_s=5 --set train.epochs=100 --set target.value=0)
 failures=0

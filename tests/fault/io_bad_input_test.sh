@@ -9,13 +9,7 @@
 #  (data.verify_checksums), and the stager refusing a corrupt copy.
 # Environment: PROBE_DIR (build/bin, holds shardtrain), SOURCE_DIR.
 set -uo pipefail
-st="${PROBE_DIR:?}/shardtrain"
-cfg="${SOURCE_DIR:?}/examples/fmnist_mlp.toml"
-work=$(mktemp -d /tmp/shardtrain-io-bad.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-mpirun=(mpirun --oversubscribe --bind-to none)
-[ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
+source "$(dirname "$0")/lib.sh" io-bad
 failures=0
 
 # A good split (784-byte samples, like the MLP's input) and a test split.

@@ -7,14 +7,8 @@
 # FSDP.
 # Environment: PROBE_DIR (build/bin, holds shardtrain), SOURCE_DIR.
 set -uo pipefail
-st="${PROBE_DIR:?}/shardtrain"
-cfg="${SOURCE_DIR:?}/examples/fmnist_mlp.toml"
-work=$(mktemp -d /tmp/shardtrain-rank-failure.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
+source "$(dirname "$0")/lib.sh" rank-failure
 "$st" prep fashion-mnist --out data >/dev/null || { echo "FAIL: prep"; exit 1; }
-mpirun=(mpirun --oversubscribe --bind-to none)
-[ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
 common=(--set data.train=data/train --set data.test=data/test --set comm.timeout_s=100
         --set debug.slow_rank=1 --set debug.fail_step=5 --set target.value=0)
 failures=0

@@ -49,16 +49,6 @@ void train_steps(Trainee& t, int64_t steps, int64_t begin, int64_t end, int64_t 
   }
 }
 
-// Every rank holds bit-identical parameters.
-void expect_identical_across_ranks(const Tensor& params) {
-  auto& c = world();
-  Tensor all = Tensor::empty({params.numel() * c.size()});
-  c.allgather(params, all)->wait();
-  for (int r = 1; r < c.size(); ++r)
-    ASSERT_EQ(std::memcmp(all.f32(), all.f32() + r * params.numel(), params.nbytes()), 0)
-        << "rank " << r << " differs from rank 0";
-}
-
 }  // namespace
 
 // f32: the all-reduce sums per-rank partial gradients in another order than

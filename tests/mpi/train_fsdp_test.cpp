@@ -100,15 +100,6 @@ FsdpRun fsdp_params(const nn::ModelSpec& spec, const optim::OptimizerConfig& oc,
   return run;
 }
 
-void expect_identical_across_ranks(const Tensor& params) {
-  auto& c = world();
-  Tensor all = Tensor::empty({params.numel() * c.size()});
-  c.allgather(params, all)->wait();
-  for (int r = 1; r < c.size(); ++r)
-    ASSERT_EQ(std::memcmp(all.f32(), all.f32() + r * params.numel(), params.nbytes()), 0)
-        << "rank " << r << " differs from rank 0";
-}
-
 parallel::FsdpOptions opts(parallel::ShardingMode mode, int prefetch = 2) {
   parallel::FsdpOptions o;
   o.mode = mode;

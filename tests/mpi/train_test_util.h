@@ -9,6 +9,8 @@
 #include "runtime/train/session.h"
 #include "tests/mpi/comm_test_util.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -55,9 +57,19 @@ inline void load_batch(int64_t step, const Slice& s, StepBuffers& b) {
   std::vector<float> x;
   std::vector<int32_t> y;
   global_batch(step, x, y);
-  std::memcpy(b.x.f32(), x.data() + s.begin * kSample.numel(),
+  std::memcpy(b.x_host.f32(), x.data() + s.begin * kSample.numel(),
               size_t((s.end - s.begin) * kSample.numel()) * sizeof(float));
   std::copy(y.begin() + s.begin, y.begin() + s.end, b.labels.begin());
+}
+
+// Every rank holds bit-identical parameters.
+inline void expect_identical_across_ranks(const Tensor& params) {
+  auto& c = world();
+  Tensor all = Tensor::empty({params.numel() * c.size()});
+  c.allgather(params, all)->wait();
+  for (int r = 1; r < c.size(); ++r)
+    ASSERT_EQ(std::memcmp(all.f32(), all.f32() + r * params.numel(), params.nbytes()), 0)
+        << "rank " << r << " differs from rank 0";
 }
 
 // Largest |a - b| over two parameter buffers; a NaN counts as infinitely far.
