@@ -56,6 +56,9 @@ class Optimizer {
   // Named state buffers (momentum, moments), for checkpoints.
   virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
   int64_t steps_taken() const { return steps_; }
+  // Resuming from a checkpoint: the steps its state had taken (SGD's first
+  // step sets the momentum, AdamW's bias correction counts them).
+  void set_steps_taken(int64_t steps) { steps_ = steps; }
 
  protected:
   explicit Optimizer(std::vector<ParamRange> ranges) : ranges_(std::move(ranges)) {}

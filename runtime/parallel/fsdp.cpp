@@ -203,6 +203,13 @@ double Fsdp::clip_grad_norm(double max_norm) {
   return norm;
 }
 
+void Fsdp::shards_loaded() {
+  for (int b = 0; b < model_.num_blocks(); ++b) {
+    ST_ASSERT(state_[size_t(b)] != State::in_flight);
+    if (state_[size_t(b)] == State::gathered) free_block(b);
+  }
+}
+
 void Fsdp::gather_full_parameters() {
   for (int b = 0; b < model_.num_blocks(); ++b) {
     ST_ASSERT(state_[size_t(b)] != State::in_flight);

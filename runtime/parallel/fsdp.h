@@ -119,6 +119,10 @@ class Fsdp final : public nn::BlockHooks {
     return layout_.shard_ranges(full, comm_.rank());
   }
 
+  // After shard_params() was overwritten (a checkpoint loaded between
+  // steps): no gathered Block is valid any more; the next forward gathers.
+  void shards_loaded();
+
   // Collective: every Block gathered into model.flat().params() (evaluation
   // without hooks, checkpoints, comparisons). Valid until the next step.
   void gather_full_parameters();

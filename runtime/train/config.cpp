@@ -222,11 +222,17 @@ const std::vector<Field>& schema() {
       KEY("telemetry.straggler_threshold", "A rank is a straggler when its median busy step time exceeds the median over ranks by more than this fraction.", telemetry.straggler_threshold),
       KEY("telemetry.flight_spans", "Spans per thread kept in memory for the flight recorder.", telemetry.flight_spans),
 
+      KEY("checkpoint.every_steps", "Write a sharded checkpoint every this many steps and at the end of training (0 = never). Every rank writes its shard into one HDF5 file over MPI-IO (docs/formats.md); `shardtrain train --resume auto` continues from the newest.", checkpoint.every_steps),
+      KEY("checkpoint.keep", "Keep the newest this many checkpoints; older ones are deleted once a newer one is complete.", checkpoint.keep),
+      KEY("checkpoint.dir", "Where checkpoints go (\"\": <run dir>/checkpoints).", checkpoint.dir),
+
       KEY("debug.slow_rank", "Fault injection for checking a diagnosis: the rank to slow down (-1: none).", debug.slow_rank),
       KEY("debug.slow_compute_ms", "Extra compute time per step on debug.slow_rank.", debug.slow_compute_ms),
       KEY("debug.slow_data_ms", "Extra wait for each batch on debug.slow_rank (a storage stall).", debug.slow_data_ms),
       KEY("debug.slow_comm_ms", "Extra time in debug.slow_rank's gradient collectives per step.", debug.slow_comm_ms),
       KEY("debug.fail_step", "Fault injection: debug.slow_rank fails with an error at this step (-1: never), to check that a job with one failing rank ends at once, with that rank's message and the flight records, instead of hanging.", debug.fail_step),
+      KEY("debug.kill_step", "Fault injection: debug.slow_rank kills itself (SIGKILL) when it has done this many steps (-1: never): a preempted or crashed job, for testing --resume.", debug.kill_step),
+      KEY("debug.kill_in_checkpoint", "Fault injection: debug.slow_rank kills itself (SIGKILL) in the middle of writing the checkpoint of this step (-1: never): the previous checkpoint must stay loadable.", debug.kill_in_checkpoint),
 
       KEY("runtime.blas_threads", "OpenBLAS threads per rank (one rank per core is the default layout).", runtime.blas_threads),
       KEY("runtime.device", "`\"cpu\"`, or `\"cuda\"`: each rank trains on the GPU of its node-local rank (modulo the GPUs it sees); needs a build with the CUDA backend. Gradients then travel over NCCL (comm.backend).", runtime.device),
@@ -362,6 +368,10 @@ void validate(const Config& c) {
   require(c.telemetry.flight_spans >= 1, "telemetry.flight_spans must be at least 1");
   require(c.debug.slow_rank >= -1, "debug.slow_rank must be a rank, or -1 for none");
   require(c.debug.fail_step >= -1, "debug.fail_step must be a step, or -1 for never");
+  require(c.debug.kill_step >= -1 && c.debug.kill_in_checkpoint >= -1,
+          "debug.kill_step and debug.kill_in_checkpoint must be steps, or -1 for never");
+  require(c.checkpoint.every_steps >= 0, "checkpoint.every_steps must not be negative (0 = no checkpoints)");
+  require(c.checkpoint.keep >= 1, "checkpoint.keep must be at least 1");
   require(c.debug.slow_compute_ms >= 0 && c.debug.slow_data_ms >= 0 && c.debug.slow_comm_ms >= 0,
           "debug.slow_compute_ms, slow_data_ms and slow_comm_ms must not be negative");
   require(c.runtime.device == "cpu" || c.runtime.device == "cuda",

@@ -69,10 +69,17 @@ struct Config {
     double straggler_threshold = 0.05;  // busy time above the median over ranks by this fraction
     int64_t flight_spans = 512;         // spans per thread kept for the flight recorder
   } telemetry;
+  struct Checkpoint {
+    int64_t every_steps = 0;  // 0 = no checkpoints
+    int64_t keep = 3;
+    std::string dir;          // empty: <run dir>/checkpoints
+  } checkpoint;
   struct Debug {
     int64_t slow_rank = -1;  // -1: none
     double slow_compute_ms = 0, slow_data_ms = 0, slow_comm_ms = 0;
     int64_t fail_step = -1;  // debug.slow_rank throws an error at this step (-1: never)
+    int64_t kill_step = -1;           // debug.slow_rank SIGKILLs itself after this many steps
+    int64_t kill_in_checkpoint = -1;  // ... or while writing this step's checkpoint
   } debug;
 
   std::string source;  // the file it was read from ("" for defaults)

@@ -44,6 +44,9 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--set", overrides, "Override a config key: --set train.epochs=3 (repeatable)");
   train_cmd->add_option("--run-dir", train_opts.run_dir, "Run directory (default: run.dir, else runs/<name>-<time>)");
   train_cmd->add_flag("--overwrite", train_opts.overwrite, "Reuse a run directory that holds an earlier run");
+  train_cmd->add_option("--resume", train_opts.resume,
+                        "Continue from a checkpoint: \"auto\" (the newest in the run directory; step 0 if none) "
+                        "or a checkpoint file (any world size and strategy)");
 
   // prep
   auto* prep_cmd = app.add_subcommand("prep", "Prepare a data set in shardtrain's HDF5 format");

@@ -20,19 +20,19 @@ std::FILE* open_or_throw(const fs::path& p, const char* mode) {
 }
 }  // namespace
 
-RunDir::RunDir(std::string path, bool overwrite, bool writer) : path_(std::move(path)), writer_(writer) {
+RunDir::RunDir(std::string path, bool overwrite, bool writer, bool append) : path_(std::move(path)), writer_(writer) {
   if (!writer_) return;
   std::error_code ec;
   fs::create_directories(path_, ec);
   ST_CHECK(!ec, "run directory {}: cannot create: {}", path_, ec.message());
   for (const char* name : {"metrics.jsonl", "result.json"}) {
-    ST_CHECK(overwrite || !fs::exists(fs::path(path_) / name),
+    ST_CHECK(overwrite || append || !fs::exists(fs::path(path_) / name),
              "run directory {} already holds a run ({} exists); choose another --run-dir or pass "
              "--overwrite",
              path_, name);
   }
-  log_ = open_or_throw(fs::path(path_) / "log.txt", "w");
-  metrics_ = open_or_throw(fs::path(path_) / "metrics.jsonl", "w");
+  log_ = open_or_throw(fs::path(path_) / "log.txt", append ? "a" : "w");
+  metrics_ = open_or_throw(fs::path(path_) / "metrics.jsonl", append ? "a" : "w");
 }
 
 RunDir::~RunDir() {

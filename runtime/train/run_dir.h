@@ -15,8 +15,10 @@ class RunDir {
  public:
   // Creates `path` (and parents). A directory that already holds a run
   // (metrics.jsonl or result.json) is refused unless `overwrite`, so that no
-  // earlier result is silently lost. Only the writing rank touches the disk.
-  RunDir(std::string path, bool overwrite, bool writer);
+  // earlier result is silently lost. `append` (a resumed run) continues the
+  // directory's log.txt and metrics.jsonl instead. Only the writing rank
+  // touches the disk.
+  RunDir(std::string path, bool overwrite, bool writer, bool append = false);
   ~RunDir();
   RunDir(const RunDir&) = delete;
   RunDir& operator=(const RunDir&) = delete;

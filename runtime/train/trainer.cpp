@@ -6,6 +6,8 @@
 #include "kernels/devices.h"
 #include "runtime/core/clock.h"
 #include "runtime/optim/schedule.h"
+#include "runtime/checkpoint/checkpoint_dir.h"
+#include "runtime/train/checkpointing.h"
 #include "runtime/train/comm_volume.h"
 #include "runtime/train/fatal_error.h"
 #include "runtime/train/gradient_comm.h"
@@ -23,6 +25,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <optional>
 
@@ -62,7 +65,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
                     : !config.run.dir.empty() ? config.run.dir
                                               : RunDir::default_path(config.source);
   dir = mpi.broadcast_string(dir, 0);  // rank 0's timestamp names the run
-  RunDir run(dir, options.overwrite, mpi.rank() == 0);
+  RunDir run(dir, options.overwrite, mpi.rank() == 0, /*append=*/!options.resume.empty());
   Config resolved = config;
   resolved.run.dir = dir;
   run.write_file("config.toml", to_toml(resolved));
@@ -171,6 +174,44 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   int64_t total_steps = steps_per_epoch * config.train.epochs;
   if (config.train.max_steps > 0) total_steps = std::min(total_steps, config.train.max_steps);
   const optim::LrSchedule schedule(config.schedule, config.optim.lr, total_steps);
+  Checkpointing checkpoints(config, dir, s, fsdp.get(), mpi.rank(), mpi.world_size());
+  int64_t step = 0, epoch = 0, first_batch = 0;  // where training starts: 0, or the checkpoint's position
+  std::string resumed_from;
+  if (!options.resume.empty()) {
+    // Rank 0 picks the file, so that every rank loads the same one.
+    const std::string path = mpi.broadcast_string(checkpoints.resolve(options.resume).value_or(""), 0);
+    if (path.empty()) {
+      run.log(fmt::format("[resume] no complete checkpoint in {}: starting from step 0", checkpoints.dir()));
+    } else {
+      const double t0 = now_seconds();
+      const checkpoint::Header h = checkpoints.load(path);
+      step = h.progress.step;
+      epoch = h.progress.epoch;
+      first_batch = h.progress.batch;
+      resumed_from = path;
+      run.log(fmt::format("[resume] {}: step {} (epoch {}, next batch {}), written by {} rank(s) with {}{}; loaded "
+                          "onto {} rank(s) with {} in {:.2f} s",
+                          path, step, epoch, first_batch, h.origin.world, h.origin.strategy,
+                          h.origin.sharding.empty() ? "" : " " + h.origin.sharding, mpi.world_size(), strategy,
+                          now_seconds() - t0));
+      if (h.progress.total_steps != total_steps)
+        run.log(fmt::format("[resume] note: the checkpoint's run had {} steps in all, this one has {}: the "
+                            "learning-rate schedule differs from here on",
+                            h.progress.total_steps, total_steps));
+      for (const std::string& change : checkpoints.config_changes(h))
+        run.log("[resume] config changed since the checkpoint: " + change);
+    }
+  }
+  if (checkpoints.enabled())
+    run.log(fmt::format("[init] checkpoints every {} steps and at the end to {}, newest {} kept",
+                        config.checkpoint.every_steps, checkpoints.dir(), config.checkpoint.keep));
+  int64_t last_checkpoint = -1;
+  auto save_checkpoint = [&] {
+    const checkpoint::Progress at{step, step / steps_per_epoch, step % steps_per_epoch, total_steps, 0};
+    const auto [path, seconds] = checkpoints.save(at, step);
+    last_checkpoint = step;
+    run.log(fmt::format("[checkpoint] step {} written to {} in {:.2f} s", step, path, seconds));
+  };
   StepBuffers buffers = make_step_buffers(s, sampler.local_batch());
   Progress progress(total_steps, config.train.progress_every_s);
   run.log(fmt::format("[init] {} optimizer, global batch {} ({} per rank, {} micro-batch(es)), "
@@ -185,10 +226,10 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   const double run_start = now_seconds();
   RunTelemetry run_telemetry(config, dir, mpi.rank(), mpi.world_size(), comm.get(), run_start);
   run_telemetry.set_device(s.device);
-  if (s.train_stream) s.train_stream->start({0, 0}, total_steps);
+  if (s.train_stream) s.train_stream->start({epoch, first_batch}, std::max<int64_t>(0, total_steps - step));
   const std::function<int64_t()> stage_bytes =
       staging.enabled() ? std::function<int64_t()>([&] { return staging.take_bytes(); }) : nullptr;
-  int64_t step = 0, epoch = 0, trained_samples = 0;
+  int64_t trained_samples = 0;  // by this process (a resumed run counts from its start)
   double loss_sum = 0.0;  // this rank's, since the last evaluation
   int64_t loss_samples = 0;
   std::optional<double> time_to_target;
@@ -242,7 +283,8 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   try {
     for (; epoch < config.train.epochs && step < total_steps && !time_to_target; ++epoch) {
       mllog.start("epoch_start", nullptr, {{"epoch_num", epoch + 1}});
-      for (int64_t b = 0; b < steps_per_epoch && step < total_steps; ++b) {
+      for (int64_t b = std::exchange(first_batch, 0); b < steps_per_epoch && step < total_steps; ++b) {
+        if (config.debug.kill_step == step && config.debug.slow_rank == rank) std::raise(SIGKILL);
         live_step = step;
         const float lr = schedule.at(step);
         const StepPhases phases = timed_step(config, s, sampler, buffers, run_telemetry,
@@ -262,6 +304,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
             throw Error(fmt::format("training diverged at step {} (loss {})", step, loss));
           break;
         }
+        if (checkpoints.due(step)) save_checkpoint();
         loss_sum += loss;
         loss_samples += sampler.local_batch() * buffers.tokens;  // the loss is per label: per token for gpt
         const double step_s = run_telemetry.step_seconds();
@@ -277,6 +320,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     }
     // `final` is evaluated at the end of every run, also one cut short by max_steps.
     if (status == "completed" && last_eval_step != step) run_eval();
+    if (status == "completed" && checkpoints.enabled() && last_checkpoint != step) save_checkpoint();
   } catch (const std::exception& e) {
     if (mpi.world_size() > 1) report_fatal_error(e, mpi.rank(), mpi.world_size());
     throw;
@@ -308,6 +352,9 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
       {"seed", config.train.seed},
       {"parameters", model.flat().parameter_count()},
       {"config", config.source},
+      {"resumed_from", resumed_from.empty() ? json(nullptr) : json(resumed_from)},
+      {"checkpoint", last_checkpoint >= 0 ? json(checkpoint::checkpoint_path(checkpoints.dir(), last_checkpoint))
+                                          : json(nullptr)},
   };
   mllog.end("run_stop", nullptr,
             {{"status", status == "completed" && (time_to_target || !config.target.enabled())

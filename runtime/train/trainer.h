@@ -11,6 +11,10 @@ namespace shardtrain::train {
 struct TrainOptions {
   std::string run_dir;     // overrides run.dir when not empty
   bool overwrite = false;  // reuse a run directory that holds an earlier run
+  // "auto": continue from the newest complete checkpoint of the run directory
+  // (appending to its log and metrics), or start from step 0 when it has
+  // none; a path: continue from that checkpoint file. "" = start afresh.
+  std::string resume;
 };
 
 // Runs training to the target or the end; writes the run directory. Returns

@@ -1,0 +1,314 @@
+#include "runtime/checkpoint/checkpoint.h"
+
+#include "io/hdf5_handle.h"
+#include "io/mpio.h"
+#include "runtime/checkpoint/durable_file.h"
+#include "runtime/checkpoint/header_io.h"
+#include "runtime/core/device_memory.h"
+#include "runtime/core/error.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <optional>
+
+namespace shardtrain::checkpoint {
+namespace {
+
+namespace h5 = io::h5;
+
+struct Comm {
+  MPI_Comm comm;
+  int rank = 0, size = 1;
+  explicit Comm(MPI_Comm c) : comm(c) {
+    MPI_Comm_rank(c, &rank);
+    MPI_Comm_size(c, &size);
+  }
+};
+
+// Every rank calls it; if any rank has an error, every rank throws the
+// lowest such rank's message (a collective HDF5 call after a one-rank throw
+// would hang the others).
+void agree(const Comm& c, const std::optional<std::string>& error) {
+  int first = error ? c.rank : c.size;
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, c.comm);
+  if (first == c.size) return;
+  int len = first == c.rank ? int(error->size()) : 0;
+  MPI_Bcast(&len, 1, MPI_INT, first, c.comm);
+  std::string message = first == c.rank ? *error : std::string(size_t(len), '\0');
+  MPI_Bcast(message.data(), len, MPI_CHAR, first, c.comm);
+  throw Error(message);
+}
+
+template <typename F>
+void agreed(const Comm& c, F&& f) {
+  std::optional<std::string> error;
+  try {
+    f();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  agree(c, error);
+}
+
+// The rank's pieces as selections: of the file's 1-D dataset, and of its
+// local buffer of `local_numel` elements. No pieces: empty selections (the
+// rank still takes part in the collective call).
+struct Selections {
+  h5::Dataspace file, memory;
+};
+
+Selections select(hid_t dataset, const Pieces& pieces, int64_t local_numel) {
+  Selections s;
+  s.file = h5::Dataspace(h5::check(H5Dget_space(dataset), "cannot get a dataset's dataspace"));
+  const hsize_t mem_dims[1] = {hsize_t(std::max<int64_t>(1, local_numel))};
+  s.memory = h5::Dataspace(h5::check(H5Screate_simple(1, mem_dims, nullptr), "cannot create a dataspace"));
+  if (pieces.empty()) {
+    H5Sselect_none(s.file.get());
+    H5Sselect_none(s.memory.get());
+    return s;
+  }
+  bool first = true;
+  for (const Piece& p : pieces) {
+    const hsize_t fstart[1] = {hsize_t(p.flat_begin)}, mstart[1] = {hsize_t(p.local_offset)},
+                  count[1] = {hsize_t(p.numel())};
+    const H5S_seloper_t op = first ? H5S_SELECT_SET : H5S_SELECT_OR;
+    h5::check_status(H5Sselect_hyperslab(s.file.get(), op, fstart, nullptr, count, nullptr), "cannot select");
+    h5::check_status(H5Sselect_hyperslab(s.memory.get(), op, mstart, nullptr, count, nullptr), "cannot select");
+    first = false;
+  }
+  return s;
+}
+
+uint32_t crc_of(const float* local, const Pieces& pieces) {
+  uLong crc = crc32_z(0L, Z_NULL, 0);
+  for (const Piece& p : pieces)
+    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(local + p.local_offset), size_t(p.numel()) * sizeof(float));
+  return uint32_t(crc);
+}
+
+// A host copy of t (t itself when it is on the CPU).
+Tensor on_host(const Tensor& t) { return t.device().is_cpu() ? t : to_device(t, Device::cpu()); }
+
+std::vector<std::pair<std::string, Tensor>> tensors_of(const Buffers& b) {
+  std::vector<std::pair<std::string, Tensor>> all{{"params", b.params}};
+  for (const auto& [name, t] : b.state) all.push_back({"optimizer/" + name, t});
+  return all;
+}
+
+// Link creation that makes missing groups ("optimizer/m").
+h5::PropList with_groups() {
+  h5::PropList lcpl(h5::check(H5Pcreate(H5P_LINK_CREATE), "cannot create link properties"));
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  return lcpl;
+}
+
+h5::Dataset create_f32(hid_t file, const std::string& name, int64_t numel) {
+  const hsize_t dims[1] = {hsize_t(numel)};
+  h5::Dataspace space(h5::check(H5Screate_simple(1, dims, nullptr), "cannot create a dataspace"));
+  h5::PropList dcpl(h5::check(H5Pcreate(H5P_DATASET_CREATE), "cannot create dataset properties"));
+  H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);  // every element is written
+  return h5::Dataset(h5::check(
+      H5Dcreate2(file, name.c_str(), H5T_IEEE_F32LE, space.get(), with_groups().get(), dcpl.get(), H5P_DEFAULT),
+      "cannot create dataset " + name));
+}
+
+// Rank 0 writes a small 2-D int64 or u32 table every rank knows.
+template <typename T>
+void write_table(hid_t file, const std::string& name, hid_t type, const std::vector<T>& values, int64_t cols,
+                 bool writer) {
+  const hsize_t dims[2] = {hsize_t(values.size() / size_t(cols)), hsize_t(cols)};
+  h5::Dataspace space(h5::check(H5Screate_simple(2, dims, nullptr), "cannot create a dataspace"));
+  h5::Dataset ds(h5::check(H5Dcreate2(file, name.c_str(), type, space.get(), with_groups().get(), H5P_DEFAULT, H5P_DEFAULT),
+                           "cannot create dataset " + name));
+  h5::Dataspace fs(h5::check(H5Dget_space(ds.get()), "cannot get a dataspace"));
+  h5::Dataspace ms(h5::check(H5Screate_simple(2, dims, nullptr), "cannot create a dataspace"));
+  if (!writer) {
+    H5Sselect_none(fs.get());
+    H5Sselect_none(ms.get());
+  }
+  h5::PropList dxpl = io::mpio::transfer("collective");
+  const hid_t mem_type = std::is_same_v<T, int64_t> ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT32;
+  h5::check_status(H5Dwrite(ds.get(), mem_type, ms.get(), fs.get(), dxpl.get(), values.data()),
+                   "cannot write " + name);
+  ds.close("cannot close " + name);
+}
+
+template <typename T>
+std::vector<T> read_table(hid_t file, const std::string& name, int64_t cols) {
+  ST_CHECK(h5::has_object(file, name), "dataset {} is missing", name);
+  h5::Dataset ds(h5::check(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "cannot open " + name));
+  h5::Dataspace fs(h5::check(H5Dget_space(ds.get()), "cannot get a dataspace"));
+  hsize_t dims[2] = {0, 0};
+  ST_CHECK(H5Sget_simple_extent_ndims(fs.get()) == 2, "dataset {} is not a table", name);
+  H5Sget_simple_extent_dims(fs.get(), dims, nullptr);
+  ST_CHECK(int64_t(dims[1]) == cols, "dataset {} has {} columns, expected {}", name, dims[1], cols);
+  std::vector<T> v(dims[0] * dims[1]);
+  const hid_t mem_type = std::is_same_v<T, int64_t> ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT32;
+  if (!v.empty())
+    h5::check_status(H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), "cannot read " + name);
+  return v;
+}
+
+}  // namespace
+
+void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, const Buffers& b,
+          const std::function<void()>& after_params) {
+  const Comm c(mpi_comm);
+  const std::string tmp = path + ".tmp";
+  const auto tensors = tensors_of(b);
+  h5::File file;
+  agreed(c, [&] {
+    if (c.rank == 0) make_parent_directory(path);
+  });
+  agreed(c, [&] {
+    h5::silence_errors();
+    h5::PropList fapl = io::mpio::file_access(mpi_comm);
+    file = h5::File(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+    if (!file.valid()) h5::throw_error(tmp + ": cannot create the checkpoint file");
+  });
+  std::vector<uint32_t> my_crcs;
+  try {
+    write_header(file.get(), header);
+    h5::PropList dxpl = io::mpio::transfer("collective");
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const auto& [name, t] = tensors[i];
+      const Tensor host = on_host(t);
+      h5::Dataset ds = create_f32(file.get(), name, header.identity.flat_numel);
+      Selections s = select(ds.get(), b.write, host.numel());
+      h5::check_status(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, s.memory.get(), s.file.get(), dxpl.get(), host.f32()),
+                       tmp + ": cannot write " + name);
+      ds.close(tmp + ": cannot close " + name);
+      my_crcs.push_back(crc_of(host.f32(), b.write));
+      if (i == 0 && after_params) after_params();
+    }
+    // Who wrote what, and the checksums of what each rank wrote.
+    const int64_t my_pieces = int64_t(b.write.size());
+    std::vector<int64_t> counts(size_t(c.size));
+    MPI_Allgather(&my_pieces, 1, MPI_INT64_T, counts.data(), 1, MPI_INT64_T, mpi_comm);
+    std::vector<int64_t> mine, all;
+    for (const Piece& p : b.write) mine.insert(mine.end(), {int64_t(c.rank), p.flat_begin, p.flat_end});
+    std::vector<int> recv_counts(size_t(c.size)), displs(size_t(c.size));
+    for (int r = 0, at = 0; r < c.size; ++r) {
+      recv_counts[size_t(r)] = int(counts[size_t(r)] * 3);
+      displs[size_t(r)] = at;
+      at += recv_counts[size_t(r)];
+    }
+    all.resize(size_t(displs.back() + recv_counts.back()));
+    MPI_Allgatherv(mine.data(), int(mine.size()), MPI_INT64_T, all.data(), recv_counts.data(), displs.data(),
+                   MPI_INT64_T, mpi_comm);
+    write_table(file.get(), "/layout/pieces", H5T_STD_I64LE, all, 3, c.rank == 0);
+    std::vector<uint32_t> crcs(size_t(c.size) * tensors.size());
+    MPI_Allgather(my_crcs.data(), int(my_crcs.size()), MPI_UINT32_T, crcs.data(), int(my_crcs.size()),
+                  MPI_UINT32_T, mpi_comm);
+    write_table(file.get(), "/checksums/crc32", H5T_STD_U32LE, crcs, int64_t(tensors.size()), c.rank == 0);
+    file.close(tmp + ": cannot close the checkpoint file");
+  } catch (const std::exception& e) {
+    // A parallel HDF5 failure is collective in practice (every rank sees
+    // it); end the job rather than risk a hang if it was not.
+    throw Error(fmt::format("{}: writing the checkpoint failed: {}", tmp, e.what()));
+  }
+  agreed(c, [&] {
+    if (c.rank == 0) publish(tmp, path);  // fsync, rename, fsync the directory
+  });
+}
+
+Header read_header(const std::string& path) {
+  return with_context(path, [&] {
+    h5::File file = h5::open_file(path);
+    return read_header_attributes(file.get());
+  });
+}
+
+Header load(const std::string& path, MPI_Comm mpi_comm, const Identity& expected, Buffers& b) {
+  const Comm c(mpi_comm);
+  h5::File file;
+  Header header;
+  std::vector<int64_t> pieces;
+  std::vector<uint32_t> crcs;
+  const auto tensors = tensors_of(b);
+  agreed(c, [&] {
+    h5::PropList fapl = io::mpio::file_access(mpi_comm);
+    file = h5::open_file(path, fapl.get());  // its errors name the file
+    with_context(path, [&] {
+      header = read_header_attributes(file.get());
+      const std::string differs = identity_mismatch(header.identity, expected);
+      ST_CHECK(differs.empty(), "written for another model or config: {}", differs);
+      for (const auto& [name, t] : tensors) {
+        const size_t slash = name.find('/');  // "optimizer/m": its group first
+        const bool group = slash == std::string::npos || h5::has_object(file.get(), fmt::format("/{}", name.substr(0, slash)));
+        ST_CHECK(group && h5::has_object(file.get(), name), "dataset {} is missing", name);
+      }
+      pieces = read_table<int64_t>(file.get(), "/layout/pieces", 3);
+      crcs = read_table<uint32_t>(file.get(), "/checksums/crc32", int64_t(tensors.size()));
+      ST_CHECK(crcs.size() == size_t(header.origin.world) * tensors.size(),
+               "/checksums/crc32 has {} rows, the file was written by {} ranks", crcs.size() / tensors.size(),
+               header.origin.world);
+      // Every element of the flat buffer written exactly once: a missing
+      // rank's shard is a gap.
+      std::vector<std::pair<int64_t, int64_t>> ranges;
+      for (size_t i = 0; i < pieces.size(); i += 3) {
+        ST_CHECK(pieces[i] >= 0 && pieces[i] < header.origin.world, "/layout/pieces names rank {} of {}", pieces[i],
+                 header.origin.world);
+        ranges.push_back({pieces[i + 1], pieces[i + 2]});
+      }
+      std::sort(ranges.begin(), ranges.end());
+      int64_t covered = 0;
+      for (const auto& [lo, hi] : ranges) {
+        ST_CHECK(lo == covered, "flat elements [{}, {}) were not written (a rank's shard is missing)", covered,
+                 std::max(covered, lo));
+        covered = hi;
+      }
+      ST_CHECK(covered == header.identity.flat_numel, "flat elements [{}, {}) were not written (a rank's shard is "
+               "missing)", covered, header.identity.flat_numel);
+    });
+  });
+  // Every rank opens every dataset (opening is collective in parallel HDF5).
+  std::vector<h5::Dataset> datasets;
+  agreed(c, [&] {
+    for (const auto& [name, t] : tensors)
+      datasets.emplace_back(h5::check(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), path + ": cannot open " + name));
+  });
+  // The saved ranks' checksums, verified round-robin by the current ranks
+  // (independent reads).
+  agreed(c, [&] {
+    for (int saved = c.rank; saved < header.origin.world; saved += c.size) {
+      Pieces theirs;
+      int64_t extent = 0;
+      for (size_t i = 0; i < pieces.size(); i += 3)
+        if (pieces[i] == saved) {
+          theirs.push_back({pieces[i + 1], pieces[i + 2], extent});
+          extent += pieces[i + 2] - pieces[i + 1];
+        }
+      std::vector<float> data(size_t(std::max<int64_t>(1, extent)));
+      for (size_t k = 0; k < tensors.size(); ++k) {
+        const std::string& name = tensors[k].first;
+        Selections s = select(datasets[k].get(), theirs, extent);
+        h5::check_status(
+            H5Dread(datasets[k].get(), H5T_NATIVE_FLOAT, s.memory.get(), s.file.get(), H5P_DEFAULT, data.data()),
+            path + ": cannot read " + name);
+        const uint32_t want = crcs[size_t(saved) * tensors.size() + k], got = crc_of(data.data(), theirs);
+        ST_CHECK(got == want, "{}: {} as written by rank {} fails its checksum (CRC-32 {:08x}, recorded {:08x}): "
+                 "the file is corrupt", path, name, saved, got, want);
+      }
+    }
+  });
+  // Each rank's pieces of the current layout (collective reads).
+  agreed(c, [&] {
+    h5::PropList dxpl = io::mpio::transfer("collective");
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      const auto& [name, t] = tensors[k];
+      Tensor host = t.device().is_cpu() ? t : Tensor::empty(t.shape(), t.dtype());
+      host.fill_zero();
+      Selections s = select(datasets[k].get(), b.read, host.numel());
+      h5::check_status(H5Dread(datasets[k].get(), H5T_NATIVE_FLOAT, s.memory.get(), s.file.get(), dxpl.get(), host.f32()),
+                       path + ": cannot read " + name);
+      if (!t.device().is_cpu()) copy_tensor(t, host);
+    }
+    datasets.clear();
+    file.close(path + ": cannot close");
+  });
+  return header;
+}
+
+}  // namespace shardtrain::checkpoint

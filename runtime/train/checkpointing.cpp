@@ -1,0 +1,133 @@
+#include "runtime/train/checkpointing.h"
+
+#include "runtime/checkpoint/checkpoint_dir.h"
+#include "runtime/core/clock.h"
+
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+namespace shardtrain::train {
+namespace {
+
+// The resolved config without what legitimately differs between the runs of
+// one training job (where it writes).
+std::string comparable_toml(Config c) {
+  c.run.dir.clear();
+  return to_toml(c);
+}
+
+// "key = value" lines of a TOML text under their [section] names.
+std::map<std::string, std::string> toml_values(const std::string& toml) {
+  std::map<std::string, std::string> out;
+  std::stringstream in(toml);
+  std::string section;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.find(']') - 1);
+      continue;
+    }
+    const size_t eq = line.find(" = ");
+    if (eq == std::string::npos) continue;
+    out[(section.empty() ? "" : section + ".") + line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return out;
+}
+
+}  // namespace
+
+Checkpointing::Checkpointing(const Config& config, const std::string& run_dir, Session& s, parallel::Fsdp* fsdp,
+                             int rank, int world)
+    : config_(config),
+      s_(s),
+      fsdp_(fsdp),
+      rank_(rank),
+      world_(world),
+      dir_(config.checkpoint.dir.empty() ? (std::filesystem::path(run_dir) / "checkpoints").string()
+                                         : config.checkpoint.dir),
+      config_toml_(comparable_toml(config)),
+      every_(config.checkpoint.every_steps),
+      keep_(config.checkpoint.keep) {}
+
+checkpoint::Identity Checkpointing::identity() const {
+  checkpoint::Identity id;
+  id.model = config_.model.kind;
+  const nn::FlatParameters& flat = s_.model->flat();
+  for (const nn::ParamEntry& e : flat.entries())
+    id.model_signature += fmt::format("{} {} @{}\n", e.name, e.spec.shape.str(), e.offset);
+  id.flat_numel = flat.numel();
+  id.optimizer = config_.optim.kind;
+  for (const auto& [name, t] : s_.optimizer->state()) id.state_names.push_back(name);
+  id.seed = config_.train.seed;
+  id.global_batch = config_.train.global_batch_size;
+  return id;
+}
+
+checkpoint::Buffers Checkpointing::buffers() const {
+  checkpoint::Buffers b;
+  b.state = s_.optimizer->state();
+  if (fsdp_) {
+    // The rank's shard: parameters and optimizer state over shard_numel().
+    b.params = fsdp_->shard_params();
+    b.write = b.read = checkpoint::fsdp_shard(fsdp_->layout(), rank_);
+  } else {
+    // Replicated: each rank writes its slice, every rank reads everything.
+    b.params = s_.model->flat().params();
+    b.write = checkpoint::replicated_slice(s_.model->flat().numel(), rank_, world_);
+    b.read = checkpoint::whole_buffer(s_.model->flat().numel());
+  }
+  return b;
+}
+
+std::pair<std::string, double> Checkpointing::save(const checkpoint::Progress& progress, int64_t fault_step) {
+  const double t0 = now_seconds();
+  checkpoint::Header h;
+  h.identity = identity();
+  h.progress = progress;
+  h.progress.optimizer_steps = s_.optimizer->steps_taken();
+  h.origin.strategy = config_.parallel.strategy;
+  h.origin.sharding = fsdp_ ? config_.parallel.fsdp.sharding : "";
+  h.origin.world = world_;
+  h.origin.config_toml = config_toml_;
+  const std::string path = checkpoint::checkpoint_path(dir_, progress.step);
+  // Fault injection (tests/fault/checkpoint_crash_test.sh): debug.slow_rank
+  // is killed after the parameters are written, before the rest.
+  const bool kill_here = fault_step >= 0 && config_.debug.kill_in_checkpoint == fault_step &&
+                         config_.debug.slow_rank == rank_;
+  checkpoint::save(path, MPI_COMM_WORLD, h, buffers(), [&] {
+    if (kill_here) std::raise(SIGKILL);
+  });
+  if (rank_ == 0) checkpoint::keep_latest(dir_, keep_);
+  MPI_Barrier(MPI_COMM_WORLD);  // nobody lists the directory while rank 0 prunes it
+  return {path, now_seconds() - t0};
+}
+
+std::optional<std::string> Checkpointing::resolve(const std::string& resume) const {
+  if (resume != "auto") return resume;
+  const auto latest = checkpoint::latest_checkpoint(dir_);
+  if (!latest) return std::nullopt;
+  return latest->path;
+}
+
+checkpoint::Header Checkpointing::load(const std::string& path) {
+  checkpoint::Buffers b = buffers();
+  const checkpoint::Header h = checkpoint::load(path, MPI_COMM_WORLD, identity(), b);
+  s_.optimizer->set_steps_taken(h.progress.optimizer_steps);
+  if (fsdp_) fsdp_->shards_loaded();
+  return h;
+}
+
+std::vector<std::string> Checkpointing::config_changes(const checkpoint::Header& h, size_t limit) const {
+  const auto before = toml_values(h.origin.config_toml), now = toml_values(config_toml_);
+  std::vector<std::string> out;
+  for (const auto& [key, value] : now) {
+    const auto it = before.find(key);
+    const std::string old = it == before.end() ? "(unset)" : it->second;
+    if (old != value && out.size() < limit) out.push_back(fmt::format("{}: {} -> {}", key, old, value));
+  }
+  return out;
+}
+
+}  // namespace shardtrain::train

@@ -1,0 +1,55 @@
+// Checkpoints of a training run (runtime/checkpoint) as the trainer uses
+// them: what the run's model, optimizer and strategy look like to a
+// checkpoint, when one is due, and where `--resume` finds one.
+#pragma once
+
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/parallel/fsdp.h"
+#include "runtime/train/config.h"
+#include "runtime/train/session.h"
+
+#include <optional>
+#include <string>
+
+namespace shardtrain::train {
+
+class Checkpointing {
+ public:
+  // `run_dir` holds checkpoints/ unless checkpoint.dir says otherwise; fsdp
+  // is null for "none" and "ddp".
+  Checkpointing(const Config& config, const std::string& run_dir, Session& s, parallel::Fsdp* fsdp, int rank,
+                int world);
+
+  const std::string& dir() const { return dir_; }
+  bool enabled() const { return every_ > 0; }
+  bool due(int64_t step) const { return every_ > 0 && step % every_ == 0; }
+
+  // Collective. Writes the checkpoint of `progress` (the trainer's step and
+  // sampler position), then keeps the newest checkpoint.keep. Returns the
+  // path and the seconds it took.
+  std::pair<std::string, double> save(const checkpoint::Progress& progress, int64_t step_of_fault_hook = -1);
+
+  // What `--resume` names: "auto" (the newest complete checkpoint in dir(),
+  // nullopt when there is none) or a file.
+  std::optional<std::string> resolve(const std::string& resume) const;
+  // Collective: loads `path` into the model, optimizer and FSDP shards of
+  // this run (any world size, any strategy) and returns its header.
+  checkpoint::Header load(const std::string& path);
+
+  // Config lines that differ between the checkpoint's config and this run's
+  // (run.dir left out), as "key: old -> new"; at most `limit`.
+  std::vector<std::string> config_changes(const checkpoint::Header& h, size_t limit = 8) const;
+
+ private:
+  checkpoint::Identity identity() const;
+  checkpoint::Buffers buffers() const;
+
+  const Config& config_;
+  Session& s_;
+  parallel::Fsdp* fsdp_;
+  int rank_, world_;
+  std::string dir_, config_toml_;
+  int64_t every_, keep_;
+};
+
+}  // namespace shardtrain::train

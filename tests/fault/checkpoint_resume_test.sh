@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Sharded checkpoints end to end (runtime/checkpoint, docs/formats.md), on the
+# MLP with AdamW (its state: two moments and the step count of the bias
+# correction), 40 steps, a checkpoint every 10:
+#  - a 4-rank FSDP job killed at step 15 and resumed with --resume auto ends
+#    bit-identical to an uninterrupted one (parameters and optimizer state);
+#  - its step-10 checkpoint continues on 2 and 3 FSDP ranks, 2 DDP ranks and
+#    1 rank: the same evaluations and final parameters within 1e-5 (only the
+#    order of the gradient sums differs); a DDP checkpoint continues as FSDP;
+#  - a rank killed while writing the step-20 checkpoint leaves step 10
+#    loadable, and --resume auto continues from it;
+#  - another model's checkpoint, a truncated and a corrupted one are refused
+#    on every rank with the file named, at once.
+# Environment: PROBE_DIR (build/bin, holds shardtrain), SOURCE_DIR.
+set -uo pipefail
+source "$(dirname "$0")/lib.sh" checkpoint-resume
+PY=/usr/bin/python3  # Debian's, with h5py
+"$PY" -c "import h5py, numpy" 2>/dev/null || { echo "FAIL: python3-h5py missing (scripts/install-deps.sh)"; exit 1; }
+"$st" prep fashion-mnist --out data >/dev/null || { echo "FAIL: prep"; exit 1; }
+common=(--set data.train=data/train --set data.test=data/test --set data.train_limit=2560
+        --set data.test_limit=1000 --set model.hidden=[128] --set train.epochs=2 --set target.value=0
+        --set optim.kind=adamw --set optim.lr=0.002 --set optim.weight_decay=0.01
+        --set checkpoint.every_steps=10 --set checkpoint.keep=5 --set comm.timeout_s=30)
+failures=0
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+train() {  # ranks strategy run-dir [args...]
+  local n=$1 strategy=$2 dir=$3
+  shift 3
+  timeout 120 "${mpirun[@]}" -np "$n" "$st" train "$cfg" "${common[@]}" --set parallel.strategy="$strategy" \
+    --run-dir "$dir" "$@" >"$dir.txt" 2>&1
+}
+# compare A B TOLERANCE: every dataset of two checkpoints, max |a-b| / max |a|.
+compare() {
+  "$PY" - "$1" "$2" "$3" <<'PYEOF'
+import sys, h5py, numpy as np
+a, b, tol = h5py.File(sys.argv[1]), h5py.File(sys.argv[2]), float(sys.argv[3])
+names = ["params"] + ["optimizer/" + k for k in a["optimizer"]]
+worst = 0.0
+for n in names:
+    x, y = a[n][:], b[n][:]
+    d = 0.0 if np.array_equal(x, y) else float(np.abs(x - y).max() / max(np.abs(x).max(), 1e-30))
+    worst = max(worst, d)
+print(f"{worst:.3g}")
+sys.exit(0 if (worst == 0.0 if tol == 0 else worst <= tol) else 1)
+PYEOF
+}
+# The test losses of metrics.jsonl, one per evaluation.
+losses() { "$PY" -c "import json,sys; print(' '.join(f\"{json.loads(l)['test_loss']:.6f}\" for l in open(sys.argv[1])))" "$1"; }
+
+# --- uninterrupted reference ------------------------------------------------------
+train 4 fsdp A || { fail "reference run"; tail -5 A.txt; exit 1; }
+n=$(ls A/checkpoints | grep -c '^step-.*\.h5$')
+[ "$n" -eq 4 ] && echo "ok   reference: 4 ranks FSDP, checkpoints at steps 10..40, test losses $(losses A/metrics.jsonl)" ||
+  fail "reference: $n checkpoints, expected 4"
+
+# --- preempted and resumed at the same world size: bit-identical ----------------------
+train 4 fsdp B --set debug.slow_rank=1 --set debug.kill_step=15
+rc=$?
+if [ "$rc" -eq 0 ] || [ -e B/checkpoints/step-00000020.h5 ]; then fail "preemption: exit $rc"; fi
+if train 4 fsdp B --resume auto && grep -q 'resume\] B/checkpoints/step-00000010.h5: step 10' B.txt &&
+   d=$(compare A/checkpoints/step-00000040.h5 B/checkpoints/step-00000040.h5 0); then
+  echo "ok   killed at step 15, resumed from step 10 on 4 ranks: step-40 parameters and AdamW state bit-identical"
+else
+  fail "resume at the same world size: difference ${d:-none}"; tail -5 B.txt
+fi
+
+# --- resharded: 4 -> 2, 3 (FSDP), 2 (DDP), 1 -----------------------------------------
+for run in "2 fsdp" "3 fsdp" "2 ddp" "1 none"; do
+  set -- $run
+  dir="R$1$2"
+  if ! train "$1" "$2" "$dir" --resume A/checkpoints/step-00000010.h5; then fail "$dir: exit"; tail -5 "$dir.txt"; continue; fi
+  d=$(compare A/checkpoints/step-00000040.h5 "$dir/checkpoints/step-00000040.h5" 1e-5)
+  ok=$?
+  la=$(losses A/metrics.jsonl); lb=$(losses "$dir/metrics.jsonl")
+  # Evaluations at steps 20 and 40 (the resumed run has no step-10 one).
+  same=$("$PY" -c "import sys; a=[float(x) for x in sys.argv[1].split()]; b=[float(x) for x in sys.argv[2].split()]; print(int(len(b)==2 and all(abs(x-y)<=1e-4*abs(x) for x,y in zip(a[-2:],b))))" "$la" "$lb")
+  if [ "$ok" -eq 0 ] && [ "$same" = 1 ]; then
+    echo "ok   4 FSDP ranks -> $1 $2 rank(s) from step 10: test losses $lb (reference ${la}), state differs by $d"
+  else
+    fail "4 -> $1 $2: state differs by $d, test losses $lb against $la"
+  fi
+done
+if train 3 fsdp D --resume R2ddp/checkpoints/step-00000020.h5 &&
+   d=$(compare A/checkpoints/step-00000040.h5 D/checkpoints/step-00000040.h5 1e-5); then
+  echo "ok   2 DDP ranks -> 3 FSDP ranks from step 20: state differs by $d"
+else
+  fail "DDP -> FSDP: ${d:-}"; tail -5 D.txt
+fi
+
+# --- a rank killed while writing a checkpoint -----------------------------------------
+train 2 fsdp C --set checkpoint.keep=2 --set debug.slow_rank=1 --set debug.kill_in_checkpoint=20
+if [ -e C/checkpoints/step-00000020.h5 ] || [ ! -e C/checkpoints/step-00000020.h5.tmp ]; then
+  fail "kill in write: $(ls C/checkpoints)"
+elif train 2 fsdp C --set checkpoint.keep=2 --resume auto && grep -q 'resume\] C/checkpoints/step-00000010.h5' C.txt &&
+     [ "$(ls C/checkpoints)" = "$(printf 'step-00000030.h5\nstep-00000040.h5')" ]; then
+  echo "ok   killed while writing step 20: step 10 intact, resumed from it; left: $(ls C/checkpoints | tr '\n' ' ')"
+else
+  fail "resume after a kill in write"; tail -5 C.txt; ls C/checkpoints
+fi
+
+# --- bad checkpoints: every rank refuses, naming the file ------------------------------
+ck=A/checkpoints/step-00000030.h5
+cp "$ck" trunc.h5 && truncate -s 300000 trunc.h5
+cp "$ck" corrupt.h5
+off=$("$PY" -c "import h5py; print(h5py.File('corrupt.h5')['params'].id.get_offset())")
+printf '\x7f' | dd of=corrupt.h5 bs=1 seek=$((off + 4001)) conv=notrunc status=none
+check_refused() {  # name file pattern [args...]
+  local name=$1 file=$2 pattern=$3
+  shift 3
+  local start rc=0
+  start=$(date +%s)
+  train 2 fsdp "bad-$name" --resume "$file" "$@" || rc=$?
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "$file" "bad-$name.txt" && grep -Eq "$pattern" "bad-$name.txt"; then
+    echo "ok   $name refused after $(( $(date +%s) - start ))s: $(grep -m1 -o 'shardtrain: error.*' "bad-$name.txt" | cut -c1-200)"
+  else
+    fail "$name: exit $rc"; tail -5 "bad-$name.txt"
+  fi
+}
+check_refused "another model" "$ck" "models differ at parameter 0" --set model.hidden=[64]
+check_refused "truncated" trunc.h5 "cannot open as an HDF5 file|truncated"
+check_refused "corrupted" corrupt.h5 "params as written by rank [0-9] fails its checksum"
+check_refused "missing" nothere.h5 "no such file"
+
+[ "$failures" -eq 0 ] || { echo "$failures case(s) failed"; exit 1; }
