@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 namespace shardtrain::parallel {
 
@@ -34,9 +35,28 @@ FsdpMemory fsdp_memory(const nn::FlatParameters& flat, int world, int state_floa
   return m;
 }
 
+namespace {
+comm::Communicator& shard_group(comm::Communicator& comm, const FsdpOptions& o) {
+  return o.mode == ShardingMode::hybrid ? comm.node() : comm;
+}
+comm::Communicator* replica_group(comm::Communicator& comm, const FsdpOptions& o) {
+  return o.mode == ShardingMode::hybrid && comm.cross_node().size() > 1 ? &comm.cross_node() : nullptr;
+}
+}  // namespace
+
 Fsdp::Fsdp(nn::Model& model, comm::Communicator& comm, const FsdpOptions& options)
-    : model_(model), comm_(comm), options_(options), layout_(model.flat().blocks(), comm.size()) {
+    : model_(model),
+      comm_(comm),
+      shard_comm_(shard_group(comm, options)),
+      replica_comm_(replica_group(comm, options)),
+      options_(options),
+      layout_(model.flat().blocks(), shard_comm_.size()) {
   ST_CHECK(options.prefetch >= 0, "FSDP: prefetch must be >= 0, got {}", options.prefetch);
+  // HYBRID: shard s of replica r must be the same shard on every node.
+  ST_CHECK(shard_comm_.size() * replicas() == comm.size(),
+           "FSDP HYBRID needs the same number of ranks on every node: the job's {} ranks do not make nodes of {} "
+           "(this rank's node) (set comm.ranks_per_node, or place the ranks evenly)",
+           comm.size(), shard_comm_.size());
   const int n = model.num_blocks();
   shard_params_ = Tensor::zeros({std::max<int64_t>(1, layout_.shard_numel())});
   shard_grads_ = Tensor::zeros({std::max<int64_t>(1, layout_.shard_numel())});
@@ -56,7 +76,7 @@ void Fsdp::load_shards() {
   const float* flat = model_.flat().params().f32();
   shard_params_.fill_zero();
   for (int b = 0; b < model_.num_blocks(); ++b) {
-    const ShardLayout::Owned o = layout_.owned(b, comm_.rank());
+    const ShardLayout::Owned o = layout_.owned(b, shard_rank());
     std::memcpy(shard_params_.f32() + layout_.block(b).local_offset, flat + o.begin,
                 size_t(o.end - o.begin) * sizeof(float));
   }
@@ -74,13 +94,13 @@ void Fsdp::issue_gather(int b) {
   const BlockShard& s = layout_.block(b);
   const int64_t padded = layout_.padded_numel(b);
   gather_work_[size_t(b)] =
-      comm_.allgather(shard_params_.view(s.local_offset, {s.chunk}), gather_slots_[size_t(slot)].view(0, {padded}));
+      shard_comm_.allgather(shard_params_.view(s.local_offset, {s.chunk}), gather_slots_[size_t(slot)].view(0, {padded}));
   slot_of_block_[size_t(b)] = slot;
   state_[size_t(b)] = State::in_flight;
   ++stats_.allgathers;
   stats_.allgather_payload_bytes += padded * int64_t(sizeof(float));
-  stats_.wire_bytes += padded / comm_.size() * (comm_.size() - 1) * int64_t(sizeof(float));
-  stats_.comm.wire_bytes += padded / comm_.size() * (comm_.size() - 1) * int64_t(sizeof(float));
+  stats_.wire_bytes += padded / shard_comm_.size() * (shard_comm_.size() - 1) * int64_t(sizeof(float));
+  stats_.comm.wire_bytes += padded / shard_comm_.size() * (shard_comm_.size() - 1) * int64_t(sizeof(float));
 }
 
 void Fsdp::ensure_gathered(int b) {
@@ -91,7 +111,7 @@ void Fsdp::ensure_gathered(int b) {
     telemetry::Span span("wait gather", "comm", b);
     w.wait();
   }
-  record(w);
+  record(w, shard_comm_.size());
   gather_work_[size_t(b)].reset();
   const int slot = slot_of_block_[size_t(b)];
   const BlockShard& s = layout_.block(b);
@@ -134,7 +154,7 @@ void Fsdp::before_forward(int b) {
 
 void Fsdp::after_forward(int b) {
   // The last Block's backward follows at once: keep it.
-  if (options_.mode == ShardingMode::full_shard && b != model_.num_blocks() - 1) free_block(b);
+  if (options_.mode != ShardingMode::shard_grad_op && b != model_.num_blocks() - 1) free_block(b);
 }
 
 void Fsdp::before_backward(int b) {
@@ -150,7 +170,7 @@ void Fsdp::after_backward(int b) {
 }
 
 void Fsdp::reduce_scatter(int b) {
-  if (free_grad_slots_.empty()) complete_oldest_reduce_scatter();
+  while (free_grad_slots_.empty()) advance_oldest_reduce();
   const int slot = free_grad_slots_.back();
   free_grad_slots_.pop_back();
   const BlockShard& s = layout_.block(b);
@@ -163,41 +183,62 @@ void Fsdp::reduce_scatter(int b) {
   PendingReduce p;
   p.block = b;
   p.slot = slot;
-  p.work = comm_.reduce_scatter(in.view(0, {padded}), shard_grads_.view(s.local_offset, {s.chunk}),
+  p.work = shard_comm_.reduce_scatter(in.view(0, {padded}), shard_grads_.view(s.local_offset, {s.chunk}),
                                 comm::ReduceOp::sum);
   reduces_.push_back(std::move(p));
   ++stats_.reduce_scatters;
   stats_.reduce_scatter_payload_bytes += padded * int64_t(sizeof(float));
-  stats_.wire_bytes += padded / comm_.size() * (comm_.size() - 1) * int64_t(sizeof(float));
-  stats_.comm.wire_bytes += padded / comm_.size() * (comm_.size() - 1) * int64_t(sizeof(float));
+  stats_.wire_bytes += padded / shard_comm_.size() * (shard_comm_.size() - 1) * int64_t(sizeof(float));
+  stats_.comm.wire_bytes += padded / shard_comm_.size() * (shard_comm_.size() - 1) * int64_t(sizeof(float));
 }
 
-void Fsdp::complete_oldest_reduce_scatter() {
+void Fsdp::advance_oldest_reduce() {
   ST_ASSERT(!reduces_.empty());
   PendingReduce& p = reduces_.front();
-  {
-    telemetry::Span span("wait reduce-scatter", "comm", p.block);
-    p.work->wait();
+  if (p.work) {
+    {
+      telemetry::Span span("wait reduce-scatter", "comm", p.block);
+      p.work->wait();
+    }
+    record(*p.work, shard_comm_.size());
+    p.work.reset();
+    free_grad_slots_.push_back(std::exchange(p.slot, -1));
+    if (replica_comm_) {
+      // The shard group's sum of this chunk, summed over the other nodes'
+      // copies of it.
+      const BlockShard& s = layout_.block(p.block);
+      p.replica = replica_comm_->allreduce(shard_grads_.view(s.local_offset, {s.chunk}), comm::ReduceOp::sum);
+      const int64_t r = replica_comm_->size(), bytes = s.chunk * int64_t(sizeof(float));
+      ++stats_.replica_allreduces;
+      stats_.replica_allreduce_payload_bytes += bytes;
+      stats_.wire_bytes += 2 * (r - 1) * bytes / r;
+      stats_.comm.wire_bytes += 2 * (r - 1) * bytes / r;
+      return;
+    }
+  } else {
+    {
+      telemetry::Span span("wait replica all-reduce", "comm", p.block);
+      p.replica->wait();
+    }
+    record(*p.replica, replica_comm_->size());
   }
-  record(*p.work);
-  free_grad_slots_.push_back(p.slot);
   reduces_.pop_front();
 }
 
 void Fsdp::wait_gradients(int b) {
   while (std::any_of(reduces_.begin(), reduces_.end(), [b](const PendingReduce& p) { return p.block == b; }))
-    complete_oldest_reduce_scatter();
+    advance_oldest_reduce();
 }
 
 void Fsdp::wait_gradients() {
-  while (!reduces_.empty()) complete_oldest_reduce_scatter();
+  while (!reduces_.empty()) advance_oldest_reduce();
 }
 
 double Fsdp::clip_grad_norm(double max_norm) {
   wait_gradients();
   Tensor sq = Tensor::empty({1});
   sq.f32()[0] = float(ops::sum_squares(shard_grads_));  // padding holds zeros
-  comm_.allreduce(sq, comm::ReduceOp::sum)->wait();
+  shard_comm_.allreduce(sq, comm::ReduceOp::sum)->wait();  // replicas hold the same shards
   const double norm = std::sqrt(double(sq.f32()[0]));
   optim::clip_to_norm(shard_grads_, norm, max_norm);
   return norm;
@@ -218,8 +259,8 @@ void Fsdp::gather_full_parameters() {
   for (int b = 0; b < model_.num_blocks(); ++b) ensure_gathered(b);
 }
 
-void Fsdp::record(comm::Work& w) {
-  const telemetry::CollectiveRecord rec = collective_record(w, comm_.size());
+void Fsdp::record(comm::Work& w, int group_size) {
+  const telemetry::CollectiveRecord rec = collective_record(w, group_size);
   CommStats& c = stats_.comm;
   c.records.push_back(rec);
   c.comm_s += rec.duration_s;

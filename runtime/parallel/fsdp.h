@@ -13,6 +13,12 @@
 //             Block's gradients are reduce-scattered (SUM: the loss is already
 //             divided by the global batch, as for DDP) into the rank's
 //             gradient shard, and b is freed.
+//   HYBRID    FULL_SHARD within each node (the communicator's node()
+//             group shards), replicated across nodes: once a Block's
+//             reduce-scatter completes, its gradient chunk is all-reduced
+//             (SUM) over cross_node(), the ranks holding the same shard on
+//             the other nodes. Gathers never leave the node; across nodes
+//             goes 2(R-1)/R of the shard's gradient bytes per step.
 //   step      wait_gradients() (or per Block), then the optimizer on
 //             shard_params()/shard_grads(); the next forward's all-gathers
 //             bring the updated parameters to every rank.
@@ -40,6 +46,7 @@ namespace shardtrain::parallel {
 enum class ShardingMode {
   full_shard,     // parameters gathered for forward, freed, gathered again for backward
   shard_grad_op,  // parameters gathered for forward and kept until the Block's backward
+  hybrid,         // full_shard within each node, shards replicated (gradients all-reduced) across nodes
 };
 
 struct FsdpOptions {
@@ -56,9 +63,10 @@ struct FsdpOptions {
 // bytes a collective covers (a gather's output, a reduce-scatter's input);
 // each rank sends and receives (N-1)/N of it.
 struct FsdpStats {
-  int64_t allgathers = 0, reduce_scatters = 0;
+  int64_t allgathers = 0, reduce_scatters = 0, replica_allreduces = 0;
   int64_t allgather_payload_bytes = 0, reduce_scatter_payload_bytes = 0;
-  int64_t wire_bytes = 0;  // sent by this rank: (N-1)/N of both payloads
+  int64_t replica_allreduce_payload_bytes = 0;  // HYBRID: the gradient chunks all-reduced across nodes
+  int64_t wire_bytes = 0;  // sent by this rank: (N-1)/N of both payloads, 2(R-1)/R of the replica one
   CommStats comm;          // waits, exposed time, per-collective records (bytes: payload)
 };
 
@@ -81,8 +89,18 @@ FsdpMemory fsdp_memory(const nn::FlatParameters& flat, int world, int state_floa
 
 class Fsdp final : public nn::BlockHooks {
  public:
-  // Takes this rank's shard from the model's current parameters.
+  // Takes this rank's shard from the model's current parameters. `comm` is
+  // every rank of the job; HYBRID shards over comm.node() and replicates
+  // over comm.cross_node() (every node must have as many ranks).
   Fsdp(nn::Model& model, comm::Communicator& comm, const FsdpOptions& options = {});
+
+  // Where this rank is: its index in the shard group (what ShardLayout calls
+  // the rank), the group's size, and which replica of the shards it holds
+  // (0 unless HYBRID).
+  int shard_rank() const { return shard_comm_.rank(); }
+  int shard_group_size() const { return shard_comm_.size(); }
+  int replica_rank() const { return replica_comm_ ? replica_comm_->rank() : 0; }
+  int replicas() const { return replica_comm_ ? replica_comm_->size() : 1; }
 
   // Rank 0's parameters to every rank (then each rank takes its shard).
   void broadcast_parameters();
@@ -116,7 +134,7 @@ class Fsdp final : public nn::BlockHooks {
   // The optimizer's ranges over the shard buffers, from the full model's
   // ranges (train::optimizer_ranges(model.flat())).
   std::vector<optim::ParamRange> shard_optimizer_ranges(const std::vector<optim::ParamRange>& full) const {
-    return layout_.shard_ranges(full, comm_.rank());
+    return layout_.shard_ranges(full, shard_rank());
   }
 
   // After shard_params() was overwritten (a checkpoint loaded between
@@ -138,12 +156,14 @@ class Fsdp final : public nn::BlockHooks {
   void free_block(int block);
   void poison(const Tensor& flat, int block);
   void reduce_scatter(int block);
-  void complete_oldest_reduce_scatter();
-  void record(comm::Work& w);
+  void advance_oldest_reduce();
+  void record(comm::Work& w, int group_size);  // group_size: ranks of the collective's communicator
   void load_shards();
 
   nn::Model& model_;
-  comm::Communicator& comm_;
+  comm::Communicator& comm_;        // every rank
+  comm::Communicator& shard_comm_;  // the ranks sharing the shards: comm_, or its node group (HYBRID)
+  comm::Communicator* replica_comm_;  // HYBRID across nodes (null: no replicas)
   FsdpOptions options_;
   ShardLayout layout_;
   Tensor shard_params_, shard_grads_;
@@ -152,9 +172,12 @@ class Fsdp final : public nn::BlockHooks {
   std::vector<State> state_;
   std::vector<int> slot_of_block_;
   std::vector<comm::WorkPtr> gather_work_;
+  // A Block's gradient reduction: the reduce-scatter within the shard group
+  // (holding a gradient slot), then for HYBRID the all-reduce across nodes.
   struct PendingReduce {
-    int block = 0, slot = 0;
-    comm::WorkPtr work;
+    int block = 0, slot = -1;
+    comm::WorkPtr work;     // the reduce-scatter; null once completed
+    comm::WorkPtr replica;  // HYBRID: the all-reduce across nodes, issued when `work` completed
   };
   std::deque<PendingReduce> reduces_;  // issue order = completion order
   bool sync_ = true;

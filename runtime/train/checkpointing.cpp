@@ -70,8 +70,10 @@ checkpoint::Buffers Checkpointing::buffers() const {
   b.state = s_.optimizer->state();
   if (fsdp_) {
     // The rank's shard: parameters and optimizer state over shard_numel().
+    // HYBRID: every node holds the same shards; the first one writes them.
     b.params = fsdp_->shard_params();
-    b.write = b.read = checkpoint::fsdp_shard(fsdp_->layout(), rank_);
+    b.read = checkpoint::fsdp_shard(fsdp_->layout(), fsdp_->shard_rank());
+    if (fsdp_->replica_rank() == 0) b.write = b.read;
   } else {
     // Replicated: each rank writes its slice, every rank reads everything.
     b.params = s_.model->flat().params();

@@ -3,7 +3,9 @@
 // Ψ the parameter bytes and N the ranks: DDP 2(N-1)/N Ψ (one all-reduce),
 // FSDP FULL_SHARD 3(N-1)/N Ψ (all-gather in forward and backward,
 // reduce-scatter), SHARD_GRAD_OP 2(N-1)/N Ψ (one all-gather, one
-// reduce-scatter). The measured figure counts the same way per collective
+// reduce-scatter), HYBRID with n ranks per node and R nodes 3(n-1)/n Ψ within
+// the node plus 2(R-1)/R Ψ/n across nodes (the shard's gradient all-reduce).
+// The measured figure counts the same way per collective
 // (parallel::CommStats::wire_bytes), so the two differ only by what the
 // implementation adds (padding of shards) or saves (FULL_SHARD does not
 // gather the last Block again for its backward).
@@ -14,10 +16,12 @@
 
 namespace shardtrain::train {
 
+// shard_group: ranks a HYBRID shard group has (ranks per node); ignored
+// otherwise.
 double theory_wire_bytes(const std::string& strategy, const std::string& fsdp_sharding, int64_t parameters,
-                         int world);
+                         int world, int shard_group = 0);
 // "[summary] communication volume: ..." for the log.
 std::string comm_volume_line(const std::string& strategy, const std::string& fsdp_sharding, int64_t parameters,
-                             int world, double measured_wire_bytes_per_step);
+                             int world, double measured_wire_bytes_per_step, int shard_group = 0);
 
 }  // namespace shardtrain::train

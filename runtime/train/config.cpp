@@ -195,7 +195,7 @@ const std::vector<Field>& schema() {
       KEY("target.value", "Stop as soon as an evaluation reaches it (0 = no target). Accuracy is a fraction: 0.88 means 88%.", target.value),
 
       KEY("parallel.strategy", "`\"none\"` (one rank), `\"ddp\"` (data parallel over all ranks) or `\"fsdp\"` (parameters, gradients and optimizer state sharded over all ranks per Block, ZeRO-3).", parallel.strategy),
-      KEY("parallel.fsdp.sharding", "FSDP: `\"full\"` (FULL_SHARD: gather a Block for forward, free it, gather again for backward) or `\"grad_op\"` (SHARD_GRAD_OP: keep gathered Blocks from forward to backward).", parallel.fsdp.sharding),
+      KEY("parallel.fsdp.sharding", "FSDP: `\"full\"` (FULL_SHARD: gather a Block for forward, free it, gather again for backward) `\"grad_op\"` (SHARD_GRAD_OP: keep gathered Blocks from forward to backward) or `\"hybrid\"` (FULL_SHARD within each node, replicated across nodes: gathers stay in the node, gradient shards are all-reduced across nodes; nodes as comm.ranks_per_node says).", parallel.fsdp.sharding),
       KEY("parallel.fsdp.prefetch", "FSDP: all-gathers in flight ahead of the Block being computed (bounds the gathered Blocks held).", parallel.fsdp.prefetch),
       KEY("parallel.ddp.bucket_mb", "DDP: gradient bucket size in MiB (whole Blocks, in reverse order).", parallel.ddp.bucket_mb),
       KEY("parallel.ddp.first_bucket_mb", "DDP: size of the first bucket (the last Blocks), small so that communication starts early.", parallel.ddp.first_bucket_mb),
@@ -358,9 +358,9 @@ void validate(const Config& c) {
   require(c.parallel.strategy == "none" || c.parallel.strategy == "ddp" || c.parallel.strategy == "fsdp",
           fmt::format("parallel.strategy \"{}\" is not a strategy (choose \"none\", \"ddp\" or \"fsdp\")",
                       c.parallel.strategy));
-  require(c.parallel.fsdp.sharding == "full" || c.parallel.fsdp.sharding == "grad_op",
-          fmt::format("parallel.fsdp.sharding \"{}\" is not available (choose \"full\" or \"grad_op\"; \"hybrid\" "
-                      "is not implemented yet)",
+  require(c.parallel.fsdp.sharding == "full" || c.parallel.fsdp.sharding == "grad_op" ||
+              c.parallel.fsdp.sharding == "hybrid",
+          fmt::format("parallel.fsdp.sharding \"{}\" is not one (choose \"full\", \"grad_op\" or \"hybrid\")",
                       c.parallel.fsdp.sharding));
   require(c.parallel.fsdp.prefetch >= 0, "parallel.fsdp.prefetch must not be negative");
   require(c.telemetry.straggler_threshold > 0,

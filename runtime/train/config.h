@@ -53,7 +53,7 @@ struct Config {
     std::string strategy = "none";  // "none" | "ddp" | "fsdp"
     parallel::DdpOptions ddp;
     struct Fsdp {
-      std::string sharding = "full";  // "full" | "grad_op" ("hybrid" comes later)
+      std::string sharding = "full";  // "full" | "grad_op" | "hybrid"
       int64_t prefetch = 2;           // all-gathers in flight ahead of the Block computed
     } fsdp;
   } parallel;

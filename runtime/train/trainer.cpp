@@ -120,8 +120,10 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     ddp->broadcast_parameters();
   } else if (strategy == "fsdp") {
     parallel::FsdpOptions fo;
-    fo.mode = config.parallel.fsdp.sharding == "grad_op" ? parallel::ShardingMode::shard_grad_op
-                                                         : parallel::ShardingMode::full_shard;
+    const std::string& sharding = config.parallel.fsdp.sharding;
+    fo.mode = sharding == "grad_op"  ? parallel::ShardingMode::shard_grad_op
+              : sharding == "hybrid" ? parallel::ShardingMode::hybrid
+                                     : parallel::ShardingMode::full_shard;
     fo.prefetch = int(config.parallel.fsdp.prefetch);
     fsdp = std::make_unique<parallel::Fsdp>(model, *comm, fo);
     fsdp->broadcast_parameters();
@@ -152,12 +154,19 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   }
   if (fsdp) {
     const int state = config.optim.kind == "adamw" ? 2 : config.optim.momentum > 0 ? 1 : 0;
-    const parallel::FsdpMemory mem = parallel::fsdp_memory(model.flat(), mpi.world_size(), state, fsdp->options());
-    run.log(fmt::format("[init] fsdp: {} over {} ranks, {} all-gather(s) prefetched; per rank: parameter + "
+    const parallel::FsdpMemory mem =
+        parallel::fsdp_memory(model.flat(), fsdp->shard_group_size(), state, fsdp->options());
+    const std::string& sharding = config.parallel.fsdp.sharding;
+    const std::string how =
+        sharding == "grad_op" ? fmt::format("SHARD_GRAD_OP over {} ranks", mpi.world_size())
+        : sharding == "hybrid"
+            ? fmt::format("HYBRID (FULL_SHARD over the {} ranks of each node, replicated over {} node(s))",
+                          fsdp->shard_group_size(), fsdp->replicas())
+            : fmt::format("FULL_SHARD over {} ranks", mpi.world_size());
+    run.log(fmt::format("[init] fsdp: {}, {} all-gather(s) prefetched; per rank: parameter + "
                         "gradient + optimizer shards {:.2f} MiB (DDP: {:.2f} MiB); this build also keeps the full "
                         "flat buffers: {:.2f} MiB in all",
-                        config.parallel.fsdp.sharding == "grad_op" ? "SHARD_GRAD_OP" : "FULL_SHARD",
-                        mpi.world_size(), config.parallel.fsdp.prefetch, double(mem.persistent_bytes) / (1 << 20),
+                        how, config.parallel.fsdp.prefetch, double(mem.persistent_bytes) / (1 << 20),
                         double(mem.ddp_persistent_bytes) / (1 << 20), double(mem.implementation_bytes) / (1 << 20)));
   }
 
@@ -385,7 +394,8 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   if (mpi.rank() == 0 && staging.stager()) run.log(staging.summary());
   if (comm)
     run.log(comm_volume_line(strategy, config.parallel.fsdp.sharding, model.flat().parameter_count(),
-                             mpi.world_size(), result["timing"]["comm_wire_bytes"].get<double>()));
+                             mpi.world_size(), result["timing"]["comm_wire_bytes"].get<double>(),
+                             fsdp ? fsdp->shard_group_size() : 0));
   if (comm && !comm::engine_priority_raised())
     run.log("[summary] note: the communication threads could not raise their priority (no "
             "CAP_SYS_NICE); when ranks fill every core, collectives may wait for the scheduler");

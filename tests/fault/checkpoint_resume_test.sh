@@ -7,6 +7,7 @@
 #  - its step-10 checkpoint continues on 2 and 3 FSDP ranks, 2 DDP ranks and
 #    1 rank: the same evaluations and final parameters within 1e-5 (only the
 #    order of the gradient sums differs); a DDP checkpoint continues as FSDP;
+#    HYBRID (2 emulated nodes x 2 ranks) writes and resumes its own;
 #  - a rank killed while writing the step-20 checkpoint leaves step 10
 #    loadable, and --resume auto continues from it;
 #  - another model's checkpoint, a truncated and a corrupted one are refused
@@ -80,6 +81,16 @@ for run in "2 fsdp" "3 fsdp" "2 ddp" "1 none"; do
     fail "4 -> $1 $2: state differs by $d, test losses $lb against $la"
   fi
 done
+# HYBRID (2 emulated nodes x 2 ranks): only the first node writes the shards.
+if train 4 fsdp H --set parallel.fsdp.sharding=hybrid --set comm.ranks_per_node=2 &&
+   d=$(compare A/checkpoints/step-00000040.h5 H/checkpoints/step-00000040.h5 1e-5) &&
+   train 4 fsdp H2 --set parallel.fsdp.sharding=hybrid --set comm.ranks_per_node=2 \
+     --resume H/checkpoints/step-00000020.h5 &&
+   d2=$(compare A/checkpoints/step-00000040.h5 H2/checkpoints/step-00000040.h5 1e-5); then
+  echo "ok   HYBRID 2x2 writes and resumes its own checkpoints: state differs from FULL_SHARD by $d, resumed by $d2"
+else
+  fail "HYBRID checkpoints: ${d:-} ${d2:-}"; tail -5 H.txt H2.txt
+fi
 if train 3 fsdp D --resume R2ddp/checkpoints/step-00000020.h5 &&
    d=$(compare A/checkpoints/step-00000040.h5 D/checkpoints/step-00000040.h5 1e-5); then
   echo "ok   2 DDP ranks -> 3 FSDP ranks from step 20: state differs by $d"

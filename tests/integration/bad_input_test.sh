@@ -16,7 +16,7 @@ expect_error "syntax.toml:1:" "$SHARDTRAIN" train syntax.toml
 expect_error "--set train.epochs: config key train.epochs: expected an integer" "$SHARDTRAIN" train "$cfg" --set train.epochs=many
 expect_error "expected key=value" "$SHARDTRAIN" train "$cfg" --set train.epochs
 expect_error "unknown config key optim.learning_rate" "$SHARDTRAIN" train "$cfg" --set optim.learning_rate=0.1
-expect_error "parallel.fsdp.sharding \"hybrid\" is not available" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=fsdp --set parallel.fsdp.sharding=hybrid --run-dir r-fsdp
+expect_error "parallel.fsdp.sharding \"zero3\" is not one (choose \"full\", \"grad_op\" or \"hybrid\")" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=fsdp --set parallel.fsdp.sharding=zero3 --run-dir r-fsdp
 
 # --- data sets ------------------------------------------------------------------
 expect_error "$WORK/missing" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "data.train=$WORK/missing" --run-dir r1

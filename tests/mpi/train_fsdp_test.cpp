@@ -1,5 +1,5 @@
-// FSDP under mpirun with 1-4 ranks: FULL_SHARD and SHARD_GRAD_OP give the
-// parameters DDP gives (same data, same initialization), with any prefetch
+// FSDP under mpirun with 1-4 ranks: FULL_SHARD, SHARD_GRAD_OP and HYBRID
+// (emulated nodes of 2 ranks) give the parameters DDP gives (same data, same initialization), with any prefetch
 // depth, with gradient accumulation, with SGD + weight decay and AdamW; the
 // communication it issues per step; the memory figures.
 #include "kernels/ops.h"
@@ -10,8 +10,10 @@
 #include "runtime/parallel/ddp.h"
 #include "runtime/parallel/fsdp.h"
 #include "runtime/train/session.h"
+#include "tests/mpi/comm_test_util.h"
 #include "tests/mpi/train_test_util.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -74,13 +76,21 @@ struct FsdpRun {
   int blocks = 0;
   int64_t padded_numel = 0;  // sum over Blocks
   int64_t last_padded = 0;
+  int replicas = 1, shard_group = 1;
+  int64_t chunk_numel = 0;  // sum over Blocks of a rank's chunk
 };
 
+// Emulated nodes for HYBRID: 2 ranks per node when the ranks pair up (4
+// ranks: 2 nodes x 2), else 1 (3 ranks: 3 nodes of one rank, pure
+// replication); tests/mpi/comm_test_util.h, "hierarchical".
+comm::Communicator& two_rank_nodes() { return comm::testing::world("hierarchical"); }
+
 FsdpRun fsdp_params(const nn::ModelSpec& spec, const optim::OptimizerConfig& oc, int64_t steps,
-                    const parallel::FsdpOptions& fo, int64_t micro_batches = 1, double clip = 0.0) {
+                    const parallel::FsdpOptions& fo, int64_t micro_batches = 1, double clip = 0.0,
+                    comm::Communicator* comm = nullptr) {
   auto model = nn::build_model(spec, kSample, kClasses);
   model->initialize(5);
-  parallel::Fsdp fsdp(*model, world(), fo);
+  parallel::Fsdp fsdp(*model, comm ? *comm : world(), fo);
   fsdp.broadcast_parameters();
   auto opt = optim::make_optimizer(oc, fsdp.shard_numel(),
                                    fsdp.shard_optimizer_ranges(train::optimizer_ranges(model->flat())));
@@ -92,6 +102,9 @@ FsdpRun fsdp_params(const nn::ModelSpec& spec, const optim::OptimizerConfig& oc,
   }
   FsdpRun run;
   run.stats = fsdp.take_stats();
+  run.replicas = fsdp.replicas();
+  run.shard_group = fsdp.shard_group_size();
+  for (int blk = 0; blk < model->num_blocks(); ++blk) run.chunk_numel += fsdp.layout().block(blk).chunk;
   fsdp.gather_full_parameters();
   run.params = model->flat().params();
   run.blocks = model->num_blocks();
@@ -134,6 +147,53 @@ TEST(Fsdp, FullShardMatchesDdp) {
     EXPECT_EQ(f.stats.reduce_scatters, kSteps * f.blocks) << spec.kind;
     EXPECT_EQ(f.stats.allgather_payload_bytes, kSteps * 4 * (2 * f.padded_numel - f.last_padded));
     EXPECT_EQ(f.stats.reduce_scatter_payload_bytes, kSteps * 4 * f.padded_numel);
+  }
+}
+
+// HYBRID: FULL_SHARD inside each emulated node, the gradient shards
+// all-reduced across nodes; the same parameters as DDP, and only the
+// shard's chunks cross the nodes.
+TEST(Fsdp, HybridMatchesDdp) {
+  for (const nn::ModelSpec& spec : {mlp_spec(), cnn_spec()}) {
+    const Tensor ddp = ddp_params(spec, sgd(), kSteps);
+    const FsdpRun f =
+        fsdp_params(spec, sgd(), kSteps, opts(parallel::ShardingMode::hybrid), 1, 0.0, &two_rank_nodes());
+    EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << spec.kind;
+    if (world().rank() == 0)
+      std::cout << fmt::format("[diff] {} ranks ({} node(s) x {}), {}: HYBRID vs DDP max |diff| {:.3g}\n",
+                               world().size(), f.replicas, f.shard_group, spec.kind, max_abs_diff(f.params, ddp));
+    expect_identical_across_ranks(f.params);
+    EXPECT_EQ(f.replicas * f.shard_group, world().size());
+    EXPECT_EQ(f.shard_group, world().size() % 2 == 0 ? 2 : 1);
+    EXPECT_EQ(f.stats.allgathers, kSteps * (2 * f.blocks - 1)) << spec.kind;
+    EXPECT_EQ(f.stats.reduce_scatters, kSteps * f.blocks) << spec.kind;
+    EXPECT_EQ(f.stats.replica_allreduces, f.replicas > 1 ? kSteps * f.blocks : 0) << spec.kind;
+    EXPECT_EQ(f.stats.replica_allreduce_payload_bytes, f.replicas > 1 ? kSteps * 4 * f.chunk_numel : 0);
+  }
+}
+
+TEST(Fsdp, HybridWithAdamWAndClippingMatchesDdp) {
+  const Tensor ddp = ddp_params(cnn_spec(), adamw(), kSteps, nullptr, 0.05);
+  const FsdpRun f = fsdp_params(cnn_spec(), adamw(), kSteps, opts(parallel::ShardingMode::hybrid), 2, 0.05,
+                                &two_rank_nodes());
+  EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance);
+  expect_identical_across_ranks(f.params);
+}
+
+// Nodes of 2 ranks cannot hold 3 ranks evenly: every rank refuses HYBRID
+// (a shard would have no replica on the odd node) instead of training wrong.
+TEST(Fsdp, HybridRefusesUnevenNodes) {
+  if (world().size() != 3) GTEST_SKIP() << "needs 3 ranks";
+  comm::CommOptions o;
+  o.ranks_per_node = 2;
+  o.timeout_s = 60;
+  auto pairs = comm::make_mpi_world_communicator(o);
+  auto model = nn::build_model(mlp_spec(), kSample, kClasses);
+  try {
+    parallel::Fsdp fsdp(*model, *pairs, opts(parallel::ShardingMode::hybrid));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("the job's 3 ranks do not make nodes of"));
   }
 }
 
