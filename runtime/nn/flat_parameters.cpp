@@ -51,6 +51,7 @@ FlatParameters::FlatParameters(const std::vector<std::string>& block_names,
   // over whole block ranges stays exact.
   params_ = Tensor::zeros({at});
   grads_ = Tensor::zeros({at});
+  numel_ = at;
 }
 
 void FlatParameters::initialize(uint64_t seed) {
@@ -79,6 +80,26 @@ std::vector<Tensor> FlatParameters::views(const Tensor& flat, int block) const {
   for (const ParamEntry& e : entries_)
     if (e.block == block) out.push_back(flat.view(e.offset, e.spec.shape));
   return out;
+}
+
+std::vector<Tensor> FlatParameters::block_views(const Tensor& block_buffer, int block) const {
+  const int64_t base = blocks_[size_t(block)].offset;
+  std::vector<Tensor> out;
+  for (const ParamEntry& e : entries_)
+    if (e.block == block) out.push_back(block_buffer.view(e.offset - base, e.spec.shape));
+  return out;
+}
+
+int64_t FlatParameters::block_param_extent(int block) const {
+  int64_t end = blocks_[size_t(block)].offset;
+  for (const ParamEntry& e : entries_)
+    if (e.block == block) end = std::max(end, e.offset + e.spec.shape.numel());
+  return end - blocks_[size_t(block)].offset;
+}
+
+void FlatParameters::release_buffers() {
+  params_ = Tensor();
+  grads_ = Tensor();
 }
 
 std::vector<Tensor> FlatParameters::param_views(int block) const { return views(params_, block); }

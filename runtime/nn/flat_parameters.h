@@ -41,11 +41,22 @@ class FlatParameters {
   // Moves both buffers to `device`, values kept (views taken before are stale).
   void to(Device device);
 
+  // The full buffers; undefined after release_buffers().
   const Tensor& params() const { return params_; }
   const Tensor& grads() const { return grads_; }
+  // Frees both full buffers (FSDP, whose ranks hold shards and bind each
+  // Block to a gathered copy while it computes). The layout stays.
+  void release_buffers();
+  bool has_buffers() const { return params_.defined(); }
   const std::vector<ParamEntry>& entries() const { return entries_; }
   const std::vector<BlockRange>& blocks() const { return blocks_; }
-  int64_t numel() const { return params_.numel(); }
+  int64_t numel() const { return numel_; }
+  // Views of Block `block`'s parameters in a buffer holding just that Block's
+  // range (element 0 = the Block's first flat element), e.g. a gather buffer.
+  std::vector<Tensor> block_views(const Tensor& block_buffer, int block) const;
+  // Elements from the Block's start to the end of its last parameter (the
+  // rest of its range is alignment padding, always zero).
+  int64_t block_param_extent(int block) const;
   // Elements of real parameters (without alignment padding).
   int64_t parameter_count() const;
 
@@ -57,6 +68,7 @@ class FlatParameters {
   std::vector<Tensor> views(const Tensor& flat, int block) const;
 
   Tensor params_, grads_;
+  int64_t numel_ = 0;
   std::vector<ParamEntry> entries_;
   std::vector<BlockRange> blocks_;
 };

@@ -28,6 +28,21 @@ void Model::to(Device device) {
     blocks_[size_t(i)]->bind(flat_.param_views(i), flat_.grad_views(i));
 }
 
+void Model::bind_block(int b, const Tensor& params, const Tensor& grads) {
+  blocks_[size_t(b)]->bind(flat_.block_views(params, b), flat_.block_views(grads, b));
+}
+
+void Model::release_flat_buffers() {
+  flat_.release_buffers();
+  // Views into the freed buffers would keep them alive: bind nothing.
+  for (int i = 0; i < num_blocks(); ++i) {
+    const auto n = std::count_if(flat_.entries().begin(), flat_.entries().end(),
+                                 [i](const ParamEntry& e) { return e.block == i; });
+    const std::vector<Tensor> none(static_cast<size_t>(n));
+    blocks_[size_t(i)]->bind(none, none);
+  }
+}
+
 Tensor Model::forward(const Tensor& x, BlockHooks* hooks) {
   ST_CHECK(x.shape().ndim() >= 1 && x.numel() == x.dim(0) * input_sample().numel(),
            "model input of shape {} does not hold samples of shape {}", x.shape().str(),

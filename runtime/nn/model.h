@@ -35,6 +35,13 @@ class Model {
   const Shape& input_sample() const { return shapes_.front(); }
   const Shape& output_sample() const { return shapes_.back(); }
 
+  // Binds Block b's layers to buffers holding just its range (FSDP: a
+  // gathered copy and a gradient buffer), instead of the flat buffers.
+  void bind_block(int b, const Tensor& params, const Tensor& grads);
+  // Gives up the full flat buffers (FlatParameters::release_buffers); every
+  // Block must be bound with bind_block before it computes.
+  void release_flat_buffers();
+
   // One line per block with its layers and parameter count.
   std::string summary() const;
 

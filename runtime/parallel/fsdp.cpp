@@ -14,24 +14,24 @@
 namespace shardtrain::parallel {
 
 FsdpMemory fsdp_memory(const nn::FlatParameters& flat, int world, int state_floats_per_param,
-                       const FsdpOptions& options) {
+                       const FsdpOptions& options, bool accumulation) {
   constexpr int64_t f32 = sizeof(float);
   const ShardLayout layout(flat.blocks(), world);
-  const int64_t slots = int64_t(options.prefetch) + 1;
+  const int64_t slots = std::min<int64_t>(int64_t(options.prefetch) + 1, int64_t(flat.blocks().size()));
   FsdpMemory m;
   m.param_shard_bytes = layout.shard_numel() * f32;
   m.grad_shard_bytes = layout.shard_numel() * f32;
   m.optimizer_shard_bytes = layout.shard_numel() * state_floats_per_param * f32;
   m.persistent_bytes = m.param_shard_bytes + m.grad_shard_bytes + m.optimizer_shard_bytes;
-  if (options.mode == ShardingMode::full_shard) {
-    m.gather_buffer_bytes = std::min<int64_t>(slots, int64_t(layout.blocks().size())) * layout.max_padded_numel() * f32;
-  } else {
+  if (options.mode == ShardingMode::shard_grad_op) {
     for (int b = 0; b < int(layout.blocks().size()); ++b) m.gather_buffer_bytes += layout.padded_numel(b) * f32;
+  } else {
+    m.gather_buffer_bytes = slots * layout.max_padded_numel() * f32;
   }
   m.grad_buffer_bytes = slots * layout.max_padded_numel() * f32;
+  m.accumulator_bytes = accumulation ? flat.numel() * f32 : 0;
   m.ddp_persistent_bytes = flat.numel() * f32 * (2 + state_floats_per_param);
-  m.implementation_bytes = 2 * flat.numel() * f32 + m.persistent_bytes +
-                           2 * slots * layout.max_padded_numel() * f32;
+  m.implementation_bytes = m.persistent_bytes + m.gather_buffer_bytes + m.grad_buffer_bytes + m.accumulator_bytes;
   return m;
 }
 
@@ -60,14 +60,22 @@ Fsdp::Fsdp(nn::Model& model, comm::Communicator& comm, const FsdpOptions& option
   const int n = model.num_blocks();
   shard_params_ = Tensor::zeros({std::max<int64_t>(1, layout_.shard_numel())});
   shard_grads_ = Tensor::zeros({std::max<int64_t>(1, layout_.shard_numel())});
-  for (int s = 0; s <= options.prefetch; ++s) {
-    gather_slots_.push_back(Tensor::zeros({layout_.max_padded_numel()}));
-    grad_slots_.push_back(Tensor::zeros({layout_.max_padded_numel()}));
-    free_gather_slots_.push_back(options.prefetch - s);
-    free_grad_slots_.push_back(options.prefetch - s);
+  // Gather buffers: SHARD_GRAD_OP keeps every Block from forward to backward
+  // (one buffer per Block, its own size); the others hold the Block being
+  // computed and `prefetch` in flight. Gradient buffers: a Block's from its
+  // backward until its reduce-scatter completed.
+  const int slots = std::min(options.prefetch + 1, n);
+  if (options.mode == ShardingMode::shard_grad_op) {
+    for (int b = 0; b < n; ++b) gather_slots_.push_back(Tensor::zeros({layout_.padded_numel(b)}));
+  } else {
+    for (int s = 0; s < slots; ++s) gather_slots_.push_back(Tensor::zeros({layout_.max_padded_numel()}));
   }
+  for (int s = 0; s < slots; ++s) grad_slots_.push_back(Tensor::zeros({layout_.max_padded_numel()}));
+  for (int s = int(gather_slots_.size()) - 1; s >= 0; --s) free_gather_slots_.push_back(s);
+  for (int s = slots - 1; s >= 0; --s) free_grad_slots_.push_back(s);
   state_.assign(size_t(n), State::freed);
   slot_of_block_.assign(size_t(n), -1);
+  grad_slot_of_block_.assign(size_t(n), -1);
   gather_work_.resize(size_t(n));
   load_shards();
 }
@@ -83,14 +91,42 @@ void Fsdp::load_shards() {
 }
 
 void Fsdp::broadcast_parameters() {
+  ST_CHECK(model_.flat().has_buffers(), "FSDP: broadcast_parameters after the full buffers were released");
   comm_.broadcast(model_.flat().params(), 0)->wait();
   load_shards();
+  model_.release_flat_buffers();  // from here on this rank holds its shards
+}
+
+void Fsdp::set_sync(bool sync) {
+  // no_sync micro-batches accumulate the full gradient (as PyTorch's FSDP
+  // no_sync does): an unsharded accumulator, allocated the first time.
+  if (!sync && !accum_.defined()) accum_ = Tensor::zeros({model_.flat().numel()});
+  sync_ = sync;
+}
+
+int Fsdp::take_gather_slot(int b) {
+  int slot = -1;
+  if (options_.mode == ShardingMode::shard_grad_op) {
+    slot = b;  // its own buffer
+    free_gather_slots_.erase(std::find(free_gather_slots_.begin(), free_gather_slots_.end(), b));
+  } else {
+    slot = free_gather_slots_.back();
+    free_gather_slots_.pop_back();
+  }
+  return slot;
+}
+
+Tensor Fsdp::block_grads(int b) const {
+  const BlockShard& s = layout_.block(b);
+  if (accum_.defined()) return accum_.view(s.flat_offset, {s.numel});
+  if (grad_slot_of_block_[size_t(b)] >= 0) return grad_slots_[size_t(grad_slot_of_block_[size_t(b)])];
+  // Not in backward: nothing writes gradients; bind the gathered copy.
+  return gather_slots_[size_t(slot_of_block_[size_t(b)])];
 }
 
 void Fsdp::issue_gather(int b) {
   ST_ASSERT(state_[size_t(b)] == State::freed && !free_gather_slots_.empty());
-  const int slot = free_gather_slots_.back();
-  free_gather_slots_.pop_back();
+  const int slot = take_gather_slot(b);
   const BlockShard& s = layout_.block(b);
   const int64_t padded = layout_.padded_numel(b);
   gather_work_[size_t(b)] =
@@ -113,32 +149,39 @@ void Fsdp::ensure_gathered(int b) {
   }
   record(w, shard_comm_.size());
   gather_work_[size_t(b)].reset();
-  const int slot = slot_of_block_[size_t(b)];
-  const BlockShard& s = layout_.block(b);
-  std::memcpy(model_.flat().params().f32() + s.flat_offset, gather_slots_[size_t(slot)].f32(),
-              size_t(s.numel) * sizeof(float));
-  free_gather_slots_.push_back(slot);
-  slot_of_block_[size_t(b)] = -1;
   state_[size_t(b)] = State::gathered;
+  // The Block computes on the gathered copy itself: no copy into a full buffer.
+  model_.bind_block(b, gather_slots_[size_t(slot_of_block_[size_t(b)])], block_grads(b));
 }
 
 void Fsdp::free_block(int b) {
   ST_ASSERT(state_[size_t(b)] == State::gathered);
   state_[size_t(b)] = State::freed;
-  if (options_.poison_freed) poison(model_.flat().params(), b);
+  const int slot = std::exchange(slot_of_block_[size_t(b)], -1);
+  // The Block stays bound to the buffer, which the next gather reuses:
+  // poisoning it proves nothing computes on a freed Block.
+  if (options_.poison_freed) poison(gather_slots_[size_t(slot)].view(0, {layout_.block(b).numel}), b);
+  free_gather_slots_.push_back(slot);
 }
 
-void Fsdp::poison(const Tensor& flat, int b) {
+void Fsdp::release_full_buffers() {
+  if (model_.flat().has_buffers()) model_.release_flat_buffers();
+}
+
+void Fsdp::poison(const Tensor& block_buffer, int b) {
   // Parameters only: alignment padding between them stays zero, as
-  // everything that sums over the flat buffers (norms) expects.
+  // everything that sums over the buffers (norms) expects.
+  const int64_t base = model_.flat().blocks()[size_t(b)].offset;
   for (const nn::ParamEntry& e : model_.flat().entries())
     if (e.block == b)
-      std::fill_n(flat.f32() + e.offset, e.spec.shape.numel(), std::numeric_limits<float>::quiet_NaN());
+      std::fill_n(block_buffer.f32() + (e.offset - base), e.spec.shape.numel(),
+                  std::numeric_limits<float>::quiet_NaN());
 }
 
 void Fsdp::before_forward(int b) {
   const int n = model_.num_blocks();
   if (b == 0) {
+    release_full_buffers();  // a model used without broadcast_parameters()
     // A new forward: parameters may have changed (optimizer step) since any
     // Block was last gathered.
     for (int i = 0; i < n; ++i) {
@@ -162,6 +205,19 @@ void Fsdp::before_backward(int b) {
   for (int j = b - 1; j >= std::max(0, b - options_.prefetch) && !free_gather_slots_.empty(); --j)
     if (state_[size_t(j)] == State::freed) issue_gather(j);
   ensure_gathered(b);
+  if (!accum_.defined()) {
+    // The backward writes the Block's gradients straight into a gradient
+    // buffer, which its reduce-scatter then sends; the tail past its last
+    // parameter (alignment and shard padding) must be zero.
+    while (free_grad_slots_.empty()) advance_oldest_reduce();
+    const int slot = free_grad_slots_.back();
+    free_grad_slots_.pop_back();
+    grad_slot_of_block_[size_t(b)] = slot;
+    const int64_t extent = model_.flat().block_param_extent(b);
+    const Tensor& g = grad_slots_[size_t(slot)];
+    std::fill(g.f32() + extent, g.f32() + layout_.padded_numel(b), 0.0f);
+  }
+  model_.bind_block(b, gather_slots_[size_t(slot_of_block_[size_t(b)])], block_grads(b));
 }
 
 void Fsdp::after_backward(int b) {
@@ -170,16 +226,20 @@ void Fsdp::after_backward(int b) {
 }
 
 void Fsdp::reduce_scatter(int b) {
-  while (free_grad_slots_.empty()) advance_oldest_reduce();
-  const int slot = free_grad_slots_.back();
-  free_grad_slots_.pop_back();
   const BlockShard& s = layout_.block(b);
   const int64_t padded = layout_.padded_numel(b);
+  int slot = std::exchange(grad_slot_of_block_[size_t(b)], -1);
+  if (slot < 0) {
+    // Accumulated over micro-batches in the unsharded accumulator.
+    while (free_grad_slots_.empty()) advance_oldest_reduce();
+    slot = free_grad_slots_.back();
+    free_grad_slots_.pop_back();
+    const Tensor& in = grad_slots_[size_t(slot)];
+    std::memcpy(in.f32(), accum_.f32() + s.flat_offset, size_t(s.numel) * sizeof(float));
+    std::fill(in.f32() + s.numel, in.f32() + padded, 0.0f);
+    if (options_.poison_freed) poison(accum_.view(s.flat_offset, {s.numel}), b);
+  }
   const Tensor& in = grad_slots_[size_t(slot)];
-  float* grads = model_.flat().grads().f32() + s.flat_offset;
-  std::memcpy(in.f32(), grads, size_t(s.numel) * sizeof(float));
-  std::fill(in.f32() + s.numel, in.f32() + padded, 0.0f);
-  if (options_.poison_freed) poison(model_.flat().grads(), b);
   PendingReduce p;
   p.block = b;
   p.slot = slot;
@@ -251,12 +311,16 @@ void Fsdp::shards_loaded() {
   }
 }
 
-void Fsdp::gather_full_parameters() {
+Tensor Fsdp::full_parameters() {
+  Tensor full = Tensor::zeros({model_.flat().numel()});
+  Tensor gathered = Tensor::empty({layout_.max_padded_numel()});
   for (int b = 0; b < model_.num_blocks(); ++b) {
-    ST_ASSERT(state_[size_t(b)] != State::in_flight);
-    if (state_[size_t(b)] == State::gathered) state_[size_t(b)] = State::freed;  // may be stale
+    const BlockShard& s = layout_.block(b);
+    shard_comm_.allgather(shard_params_.view(s.local_offset, {s.chunk}), gathered.view(0, {layout_.padded_numel(b)}))
+        ->wait();
+    std::memcpy(full.f32() + s.flat_offset, gathered.f32(), size_t(s.numel) * sizeof(float));
   }
-  for (int b = 0; b < model_.num_blocks(); ++b) ensure_gathered(b);
+  return full;
 }
 
 void Fsdp::record(comm::Work& w, int group_size) {

@@ -24,12 +24,17 @@
 //             bring the updated parameters to every rank.
 // Gradients travel and are reduced in f32.
 //
-// What is held. The model keeps its full flat parameter and gradient
-// buffers (nn::Model owns them and binds its layers to them): a gathered
-// Block is copied from the gather buffer into its region of the flat
-// parameter buffer, and "freed" means that region is not valid until the next
-// gather (options.poison_freed fills it with NaN, to prove it). A real ZeRO-3
-// would not hold those full buffers: fsdp_memory() gives both figures.
+// What is held. Between steps a rank holds its parameter and gradient shards
+// and the optimizer state of its shard; broadcast_parameters() (or the first
+// forward) releases the model's full flat buffers. A gathered Block's layers
+// are bound to the gather buffer itself (nn::Model::bind_block) and write
+// their gradients straight into a gradient buffer that the reduce-scatter
+// sends: FULL_SHARD and HYBRID hold K + 1 gather and K + 1 gradient buffers
+// of the largest padded Block, SHARD_GRAD_OP one gather buffer per Block.
+// "Freed" returns the buffer for the next gather (options.poison_freed fills
+// it with NaN first, to prove nothing computes on a freed Block). Gradient
+// accumulation (no_sync) adds an unsharded gradient accumulator.
+// fsdp_memory() predicts these bytes.
 #pragma once
 
 #include "runtime/comm/communicator.h"
@@ -78,14 +83,14 @@ struct FsdpMemory {
   int64_t gather_buffer_bytes = 0;  // transient gathered parameters: FULL_SHARD (K+1) padded
                                     // Blocks; SHARD_GRAD_OP the whole padded model
   int64_t grad_buffer_bytes = 0;    // transient gradient buffers: (K+1) padded Blocks
+  int64_t accumulator_bytes = 0;    // with gradient accumulation: the unsharded accumulator
   int64_t ddp_persistent_bytes = 0;  // DDP: full parameters + gradients + optimizer state
-  // What this implementation actually holds: the model's full flat parameters
-  // and gradients, the shards, the optimizer state of the shard and the
-  // (K+1)-Block gather and gradient buffers.
+  // What this implementation holds in all: the shards, the optimizer state
+  // of the shard, the gather and gradient buffers (and the accumulator).
   int64_t implementation_bytes = 0;
 };
 FsdpMemory fsdp_memory(const nn::FlatParameters& flat, int world, int state_floats_per_param,
-                       const FsdpOptions& options);
+                       const FsdpOptions& options, bool accumulation = false);
 
 class Fsdp final : public nn::BlockHooks {
  public:
@@ -108,7 +113,8 @@ class Fsdp final : public nn::BlockHooks {
   // sync = false: the coming backward only accumulates gradients into the
   // model's full gradient buffer (no reduce-scatter); the next synced
   // backward reduce-scatters the sum.
-  void set_sync(bool sync) { sync_ = sync; }
+  // The first no_sync allocates an unsharded gradient accumulator (kept).
+  void set_sync(bool sync);
 
   void before_forward(int block) override;
   void after_forward(int block) override;
@@ -141,9 +147,10 @@ class Fsdp final : public nn::BlockHooks {
   // steps): no gathered Block is valid any more; the next forward gathers.
   void shards_loaded();
 
-  // Collective: every Block gathered into model.flat().params() (evaluation
-  // without hooks, checkpoints, comparisons). Valid until the next step.
-  void gather_full_parameters();
+  // Collective: the whole flat parameter buffer, gathered into a new tensor
+  // (for comparisons and exports; evaluation runs the model with this
+  // object as its hooks instead, gathering Block by Block).
+  Tensor full_parameters();
 
   FsdpStats take_stats();
   const ShardLayout& layout() const { return layout_; }
@@ -154,7 +161,10 @@ class Fsdp final : public nn::BlockHooks {
   void issue_gather(int block);
   void ensure_gathered(int block);
   void free_block(int block);
-  void poison(const Tensor& flat, int block);
+  void poison(const Tensor& block_buffer, int block);  // NaN into the Block's parameters
+  int take_gather_slot(int block);
+  Tensor block_grads(int block) const;  // where Block b's layers write gradients now
+  void release_full_buffers();
   void reduce_scatter(int block);
   void advance_oldest_reduce();
   void record(comm::Work& w, int group_size);  // group_size: ranks of the collective's communicator
@@ -170,7 +180,9 @@ class Fsdp final : public nn::BlockHooks {
   std::vector<Tensor> gather_slots_, grad_slots_;
   std::vector<int> free_gather_slots_, free_grad_slots_;
   std::vector<State> state_;
-  std::vector<int> slot_of_block_;
+  std::vector<int> slot_of_block_;       // gather buffer of a Block in flight or gathered
+  std::vector<int> grad_slot_of_block_;  // gradient buffer of a Block from its backward to its reduce-scatter
+  Tensor accum_;                         // unsharded gradient accumulator (no_sync), once used
   std::vector<comm::WorkPtr> gather_work_;
   // A Block's gradient reduction: the reduce-scatter within the shard group
   // (holding a gradient slot), then for HYBRID the all-reduce across nodes.

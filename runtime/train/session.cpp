@@ -264,7 +264,7 @@ std::vector<double> sum_over_ranks(comm::Communicator& comm, const std::vector<d
 }
 
 EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t batch,
-                    comm::Communicator* comm, bool language_model) {
+                    comm::Communicator* comm, bool language_model, nn::BlockHooks* hooks) {
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
   const int64_t first = data.size() * rank / world, last = data.size() * (rank + 1) / world;
   batch = std::max<int64_t>(1, std::min(batch, last - first));
@@ -293,7 +293,7 @@ EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t b
     } else {
       data.gather(indices.data(), len, xs.f32(), labels.data());
     }
-    Tensor logits = model.forward(gpu ? to_device_into(x_dev, xs) : xs);
+    Tensor logits = model.forward(gpu ? to_device_into(x_dev, xs) : xs, hooks);
     loss += ops::softmax_xent_forward(logits, labels.data());
     correct += ops::count_correct(logits, labels.data());
   }

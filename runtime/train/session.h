@@ -108,9 +108,11 @@ struct EvalResult {
 // With a communicator, each rank evaluates a contiguous part of the split and
 // the sums are combined: every rank returns the same result. With
 // language_model, samples are windows of T+1 tokens and every one of the T
-// next-token predictions counts.
+// next-token predictions counts. `hooks` see every Block's forward (FSDP
+// gathers each Block for it).
 EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t batch,
-                    comm::Communicator* comm = nullptr, bool language_model = false);
+                    comm::Communicator* comm = nullptr, bool language_model = false,
+                    nn::BlockHooks* hooks = nullptr);
 
 // Sums each value over all ranks (every rank gets the sums, added in rank
 // order). Values travel as f32: for loss sums and counts, not for parameters.

@@ -155,7 +155,8 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   if (fsdp) {
     const int state = config.optim.kind == "adamw" ? 2 : config.optim.momentum > 0 ? 1 : 0;
     const parallel::FsdpMemory mem =
-        parallel::fsdp_memory(model.flat(), fsdp->shard_group_size(), state, fsdp->options());
+        parallel::fsdp_memory(model.flat(), fsdp->shard_group_size(), state, fsdp->options(),
+                              config.train.accumulation_steps > 1);
     const std::string& sharding = config.parallel.fsdp.sharding;
     const std::string how =
         sharding == "grad_op" ? fmt::format("SHARD_GRAD_OP over {} ranks", mpi.world_size())
@@ -254,8 +255,8 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     mllog.start("eval_start", nullptr, {{"epoch_num", epoch_num}});
     {
       telemetry::Span span("eval", "eval", step);
-      if (fsdp) fsdp->gather_full_parameters();  // evaluation runs the whole model without hooks
-      last_eval = evaluate(model, s.test_data, config.train.eval_batch_size, comm.get(), s.language_model);
+      // FSDP: each Block gathered for its forward, as in training.
+      last_eval = evaluate(model, s.test_data, config.train.eval_batch_size, comm.get(), s.language_model, fsdp.get());
     }
     mllog.end("eval_stop", nullptr, {{"epoch_num", epoch_num}});
     mllog.event("eval_accuracy", last_eval.accuracy, {{"epoch_num", epoch_num}});
