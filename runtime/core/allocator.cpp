@@ -14,7 +14,14 @@ struct AtomicStats {
   std::atomic<int64_t> current{0};
   std::atomic<int64_t> peak{0};
   std::atomic<int64_t> allocations{0};
+  std::atomic<int64_t> high_water{0};
 };
+
+void raise_to(std::atomic<int64_t>& mark, int64_t now) {
+  int64_t seen = mark.load();
+  while (now > seen && !mark.compare_exchange_weak(seen, now)) {
+  }
+}
 
 // Slot 0 is the CPU, 1..kMaxCudaDevices the GPUs.
 std::array<AtomicStats, 1 + kMaxCudaDevices> g_stats;
@@ -74,20 +81,24 @@ void account_allocation(Device device, int64_t delta_bytes) {
   int64_t now = s.current.fetch_add(delta_bytes) + delta_bytes;
   if (delta_bytes > 0) {
     s.allocations.fetch_add(1);
-    int64_t peak = s.peak.load();
-    while (now > peak && !s.peak.compare_exchange_weak(peak, now)) {
-    }
+    raise_to(s.peak, now);
+    raise_to(s.high_water, now);
   }
 }
 
 MemoryStats memory_stats(Device device) {
   const AtomicStats& s = g_stats[slot(device)];
-  return {s.current.load(), s.peak.load(), s.allocations.load()};
+  return {s.current.load(), s.peak.load(), s.allocations.load(), s.high_water.load()};
 }
 
 void reset_peak_memory(Device device) {
   AtomicStats& s = g_stats[slot(device)];
   s.peak = s.current.load();
+}
+
+void reset_high_water(Device device) {
+  AtomicStats& s = g_stats[slot(device)];
+  s.high_water = s.current.load();
 }
 
 }  // namespace shardtrain

@@ -17,6 +17,7 @@ struct MemoryStats {
   int64_t current_bytes = 0;  // bytes allocated and not yet freed
   int64_t peak_bytes = 0;     // high-water mark of current_bytes since the last reset
   int64_t allocations = 0;    // number of allocate() calls since start
+  int64_t high_water_bytes = 0;  // high-water mark since reset_high_water (not reset per step)
 };
 
 // A device's allocator. Backends (CPU here, CUDA's caching allocator later)
@@ -42,5 +43,6 @@ void account_allocation(Device device, int64_t delta_bytes);
 
 MemoryStats memory_stats(Device device);
 void reset_peak_memory(Device device);  // peak := current
+void reset_high_water(Device device);   // high_water := current (e.g. when training starts)
 
 }  // namespace shardtrain

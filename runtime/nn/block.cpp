@@ -41,6 +41,17 @@ Shape SequentialBlock::output_shape(const Shape& in) const {
   return shapes_.back();
 }
 
+int64_t SequentialBlock::activation_bytes(int64_t batch) const {
+  // As ensure_capacity allocates, plus each layer's own buffers.
+  int64_t floats = 0, widest = 0, workspace = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    floats += batch * shapes_[i + 1].numel();
+    widest = std::max(widest, shapes_[i].numel());
+    workspace += layers_[i]->workspace_bytes(shapes_[i], batch);
+  }
+  return 4 * (floats + 2 * batch * widest) + workspace;
+}
+
 // Activation and gradient buffers grow to the largest batch seen (training or
 // evaluation) and are then reused: no allocation in the steady state.
 void SequentialBlock::ensure_capacity(int64_t batch, Device device) {

@@ -32,6 +32,11 @@ class Block {
   // Human-readable structure, e.g. "linear(784->1024) relu".
   virtual std::string describe() const = 0;
 
+  // Bytes the Block allocates for `batch` samples: activations kept for
+  // backward, gradient buffers between its layers, its layers' workspaces.
+  // Buffers grow to the largest batch seen (training or evaluation).
+  virtual int64_t activation_bytes(int64_t batch) const = 0;
+
  protected:
   explicit Block(std::string name) : name_(std::move(name)) {}
 
@@ -50,6 +55,7 @@ class SequentialBlock final : public Block {
   Tensor forward(const Tensor& in) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
   std::string describe() const override;
+  int64_t activation_bytes(int64_t batch) const override;
 
  private:
   void ensure_capacity(int64_t batch, Device device);

@@ -37,6 +37,11 @@ cpu::Conv2dShape Conv2d::shape_for(const Tensor& in) const {
   return {in.dim(0), C_, in.dim(2), in.dim(3), OC_, K_, stride_, pad_};
 }
 
+int64_t Conv2d::workspace_bytes(const Shape& in, int64_t /*batch*/) const {
+  const cpu::Conv2dShape s{1, C_, in[1], in[2], OC_, K_, stride_, pad_};
+  return 4 * s.col_floats();
+}
+
 void Conv2d::forward(const Tensor& in, const Tensor& out) {
   in_ = in;
   const cpu::Conv2dShape s = shape_for(in);

@@ -13,6 +13,8 @@ class Conv2d final : public Layer {
   std::string kind() const override { return "conv2d"; }
   std::vector<ParamSpec> param_specs() const override;
   void bind(std::span<const Tensor> params, std::span<const Tensor> grads) override;
+  // The im2col buffer: one sample at a time, whatever the batch.
+  int64_t workspace_bytes(const Shape& in, int64_t batch) const override;
   Shape output_shape(const Shape& in) const override;
   void forward(const Tensor& in, const Tensor& out) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;

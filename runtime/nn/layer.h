@@ -32,6 +32,12 @@ class Layer {
   virtual void forward(const Tensor& in, const Tensor& out) = 0;
   // din undefined: the input gradient is not needed (first layer of a model).
   virtual void backward(const Tensor& dout, const Tensor& din, bool accumulate) = 0;
+
+  // Bytes of the buffers the layer itself allocates for `batch` samples of
+  // shape `in` (im2col, normalization statistics, argmax): what
+  // `shardtrain plan` counts; tests/unit/nn_memory_test.cpp checks it
+  // against the allocator.
+  virtual int64_t workspace_bytes(const Shape& /*in*/, int64_t /*batch*/) const { return 0; }
 };
 
 }  // namespace shardtrain::nn

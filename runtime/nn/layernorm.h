@@ -13,6 +13,10 @@ class LayerNorm final : public Layer {
   std::string kind() const override { return "layernorm"; }
   std::vector<ParamSpec> param_specs() const override;
   void bind(std::span<const Tensor> params, std::span<const Tensor> grads) override;
+  // Mean and 1/std of every row.
+  int64_t workspace_bytes(const Shape& in, int64_t batch) const override {
+    return 2 * 4 * batch * (in.numel() / channels_);
+  }
   Shape output_shape(const Shape& in) const override;
   void forward(const Tensor& in, const Tensor& out) override;
   // din is required (a LayerNorm is never a model's first layer on data).

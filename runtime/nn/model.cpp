@@ -28,6 +28,17 @@ void Model::to(Device device) {
     blocks_[size_t(i)]->bind(flat_.param_views(i), flat_.grad_views(i));
 }
 
+int64_t Model::activation_bytes(int64_t batch, bool training) const {
+  int64_t bytes = 0;
+  for (const auto& b : blocks_) bytes += b->activation_bytes(batch);
+  if (training) {  // as backward() allocates them
+    int64_t widest = 0;
+    for (size_t i = 1; i + 1 < shapes_.size(); ++i) widest = std::max(widest, shapes_[i].numel());
+    bytes += 2 * 4 * std::max<int64_t>(1, batch * widest);
+  }
+  return bytes;
+}
+
 void Model::bind_block(int b, const Tensor& params, const Tensor& grads) {
   blocks_[size_t(b)]->bind(flat_.block_views(params, b), flat_.block_views(grads, b));
 }

@@ -42,6 +42,10 @@ class Model {
   // Block must be bound with bind_block before it computes.
   void release_flat_buffers();
 
+  // Bytes of every Block's activation_bytes(batch), plus with `training` the
+  // two gradient buffers passed between Blocks in backward.
+  int64_t activation_bytes(int64_t batch, bool training) const;
+
   // One line per block with its layers and parameter count.
   std::string summary() const;
 

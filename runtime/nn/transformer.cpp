@@ -63,6 +63,14 @@ Shape TransformerBlock::output_shape(const Shape& in) const {
   return in;
 }
 
+int64_t TransformerBlock::activation_bytes(int64_t batch) const {
+  // ensure_capacity's buffers: 25 C floats per token, the attention
+  // probabilities and one T x T scratch; then the two LayerNorms' statistics.
+  const int64_t N = batch * T_;
+  const int64_t floats = 25 * N * C_ + batch * n_head_ * T_ * T_ + T_ * T_;
+  return 4 * floats + ln1_.workspace_bytes(Shape{T_, C_}, batch) + ln2_.workspace_bytes(Shape{T_, C_}, batch);
+}
+
 void TransformerBlock::ensure_capacity(int64_t batch, Device device) {
   if (batch <= capacity_ && device == device_) return;
   capacity_ = batch;

@@ -22,6 +22,7 @@ class TransformerBlock final : public Block {
   std::vector<ParamSpec> param_specs() const override;
   void bind(std::span<const Tensor> params, std::span<const Tensor> grads) override;
   Shape output_shape(const Shape& in) const override;
+  int64_t activation_bytes(int64_t batch) const override;
   Tensor forward(const Tensor& in) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
   std::string describe() const override;

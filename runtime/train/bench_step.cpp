@@ -42,6 +42,7 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
   ST_CHECK(opt.steps > 0 && opt.rounds > 0 && opt.warmup >= 0, "bench step: --steps and --rounds must be positive");
   Config in_memory = config;  // the step is measured with its data in memory
   in_memory.data.loader.mode = "memory";
+  in_memory.parallel.strategy = "none";  // one process: the step alone
   Session s = make_session(in_memory);
   io::Sampler sampler(s.train_data.size(), config.train.global_batch_size, 0, 1,
                       uint64_t(config.train.seed));

@@ -31,6 +31,7 @@ int bench_telemetry(const Config& config, const BenchTelemetryOptions& opt, cons
   const int rank = mpi.rank(), world = mpi.world_size();
   Config in_memory = config;  // the step is measured with its data in memory
   in_memory.data.loader.mode = "memory";
+  in_memory.parallel.strategy = "ddp";  // data parallel (below), as the trainer runs it
   Session s = make_session(in_memory);
   // Under mpirun: data parallel, as the trainer runs it, so that the
   // collectives' records and spans are part of what is measured.

@@ -14,6 +14,7 @@
 #include "runtime/train/config.h"
 #include "runtime/train/fatal_error.h"
 #include "runtime/train/info.h"
+#include "runtime/train/memory_plan.h"
 #include "runtime/train/stage_command.h"
 #include "runtime/train/trainer.h"
 
@@ -150,6 +151,14 @@ int main(int argc, char** argv) {
 
   auto* info_cmd = app.add_subcommand("info", "Show the build and what this machine offers it");
 
+  int plan_ranks = 1;
+  bool plan_json = false;
+  auto* plan_cmd = app.add_subcommand("plan", "Predict the peak memory per rank of a config for DDP and each FSDP strategy");
+  plan_cmd->add_option("config", config_path, "TOML config")->required();
+  plan_cmd->add_option("--set", overrides, "Override a config key (repeatable)");
+  plan_cmd->add_option("--ranks", plan_ranks, "Ranks of the job")->required();
+  plan_cmd->add_flag("--json", plan_json, "Print JSON (one object per strategy)");
+
   std::string report_dir, report_out;
   auto* report_cmd = app.add_subcommand("report", "Print a run's summary and write its HTML report (report.html)");
   report_cmd->add_option("run_dir", report_dir, "The run directory")->required();
@@ -226,6 +235,7 @@ int main(int argc, char** argv) {
       return comm::bench_comm(comm_opts);
     }
     if (*stage_cmd) return train::stage_command(stage_from, stage_opts);
+    if (*plan_cmd) return train::plan_command(config_path, overrides, plan_ranks, plan_json);
     if (*config_cmd) {
       if (reference) {
         fmt::print("{}", train::config_reference_markdown());

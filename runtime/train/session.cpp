@@ -87,8 +87,11 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
     s.model->to(s.device);
   }
   s.model->initialize(uint64_t(config.train.seed));
-  s.optimizer = optim::make_optimizer(config.optim, s.model->flat().numel(),
-                                      optimizer_ranges(s.model->flat()), s.device);
+  // FSDP's optimizer covers the rank's shard only; the trainer makes it once
+  // the shards exist (a full-size state here would be allocated for nothing).
+  if (config.parallel.strategy != "fsdp")
+    s.optimizer = optim::make_optimizer(config.optim, s.model->flat().numel(), optimizer_ranges(s.model->flat()),
+                                        s.device);
   return s;
 }
 

@@ -22,7 +22,7 @@ struct Session {
   io::InMemoryDataset train_data, test_data;
   std::unique_ptr<io::StreamLoader> train_stream;
   std::unique_ptr<nn::Model> model;
-  std::unique_ptr<optim::Optimizer> optimizer;
+  std::unique_ptr<optim::Optimizer> optimizer;  // null with parallel.strategy = "fsdp" (the trainer shards it)
   // model.kind = "gpt": samples are windows of T+1 byte tokens, the model
   // reads T of them (lm_tokens) and is trained on all T next-token labels.
   bool language_model = false;

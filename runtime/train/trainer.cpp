@@ -11,6 +11,7 @@
 #include "runtime/train/comm_volume.h"
 #include "runtime/train/fatal_error.h"
 #include "runtime/train/gradient_comm.h"
+#include "runtime/train/memory_plan.h"
 #include "runtime/train/progress.h"
 #include "runtime/train/run_dir.h"
 #include "runtime/train/session.h"
@@ -231,6 +232,16 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
                       cpu::blas_threads(), now_seconds() - init_start));
 
   // ---- train ----------------------------------------------------------------
+  // The memory this rank will hold at its peak, predicted (memory_plan.h)
+  // and, from here on, measured: the allocator's high-water mark.
+  PlanData plan_data;
+  plan_data.sample = model.input_sample();
+  plan_data.classes = info.num_classes;
+  plan_data.tokens = buffers.tokens;
+  plan_data.test_samples = s.test_data.size();
+  const MemoryPlan memory_plan = plan_memory(config, model, plan_data, mpi.world_size());
+  reset_high_water(Device::cpu());
+  if (!s.device.is_cpu()) reset_high_water(s.device);
   mllog.end("init_stop");
   mllog.start("run_start");
   const double run_start = now_seconds();
@@ -370,6 +381,29 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
             {{"status", status == "completed" && (time_to_target || !config.target.enabled())
                             ? "success"
                             : "aborted"}});
+  // Peak tensor bytes per rank since training began, against the plan (for
+  // a GPU run the plan describes the GPU's share: parameters, state,
+  // activations).
+  {
+    const Device where = s.device.is_cpu() ? Device::cpu() : s.device;
+    const double mine = double(memory_stats(where).high_water_bytes);
+    const std::vector<std::vector<double>> all =
+        comm ? gather_from_ranks(*comm, {mine}) : std::vector<std::vector<double>>{{mine}};
+    json per_rank = json::array();
+    double peak = 0;
+    for (const auto& r : all) {
+      per_rank.push_back(int64_t(r[0]));
+      peak = std::max(peak, r[0]);
+    }
+    result["memory"] = {{"peak_bytes", int64_t(peak)},
+                        {"peak_bytes_per_rank", per_rank},
+                        {"device", where.str()},
+                        {"plan", plan_json(memory_plan)}};
+    run.log(fmt::format("[summary] memory: peak {:.2f} MiB of tensors per rank (max over ranks, {}), the plan "
+                        "predicted {:.2f} MiB (measured/predicted {:.3f}; `shardtrain plan` breaks it down)",
+                        peak / (1 << 20), where.str(), double(memory_plan.peak_bytes) / (1 << 20),
+                        peak / double(memory_plan.peak_bytes)));
+  }
   const std::string summary = run_telemetry.finish(result);
   if (comm) result["comm_engine_priority_raised"] = comm::engine_priority_raised();
   run.write_file("result.json", result.dump(2) + "\n");

@@ -1,0 +1,189 @@
+#include "runtime/train/memory_plan.h"
+
+#include "io/dataset.h"
+#include "runtime/parallel/ddp.h"
+#include "runtime/parallel/fsdp.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <iostream>
+
+namespace shardtrain::train {
+namespace {
+
+constexpr int64_t kF32 = 4;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int state_floats(const optim::OptimizerConfig& o) {
+  return o.kind == "adamw" ? 2 : o.momentum > 0 ? 1 : 0;
+}
+
+std::string strategy_name(const Config& c) {
+  return c.parallel.strategy == "fsdp" ? "fsdp " + c.parallel.fsdp.sharding : c.parallel.strategy;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanData& data, int ranks) {
+  MemoryPlan p;
+  p.strategy = strategy_name(config);
+  p.ranks = ranks;
+  auto add = [&](const std::string& name, int64_t bytes) {
+    if (bytes > 0) p.components.push_back({name, bytes});
+  };
+  const nn::FlatParameters& flat = model.flat();
+  const int states = state_floats(config.optim);
+  // Parameters, gradients, optimizer state: full copies, or shards and the
+  // buffers FSDP gathers into.
+  if (config.parallel.strategy == "fsdp") {
+    parallel::FsdpOptions fo;
+    const std::string& sh = config.parallel.fsdp.sharding;
+    fo.mode = sh == "grad_op"  ? parallel::ShardingMode::shard_grad_op
+              : sh == "hybrid" ? parallel::ShardingMode::hybrid
+                               : parallel::ShardingMode::full_shard;
+    fo.prefetch = int(config.parallel.fsdp.prefetch);
+    const int group = sh == "hybrid" && config.comm.ranks_per_node > 0
+                          ? int(std::min<int64_t>(config.comm.ranks_per_node, ranks))
+                          : ranks;
+    const parallel::FsdpMemory m =
+        parallel::fsdp_memory(flat, group, states, fo, config.train.accumulation_steps > 1);
+    add("parameter shard", m.param_shard_bytes);
+    add("gradient shard", m.grad_shard_bytes);
+    add("optimizer state shard", m.optimizer_shard_bytes);
+    add("gathered Blocks", m.gather_buffer_bytes);
+    add("gradient buffers", m.grad_buffer_bytes);
+    add("gradient accumulator", m.accumulator_bytes);
+    p.persistent_bytes = m.persistent_bytes;
+    // The reduce-scatter's staging in the communicator (runtime/comm/
+    // reduce_scatter_ring.cpp), sized by the largest Block: a ring above
+    // comm.reduce_scatter_small_bytes keeps two chunks in flight and, with
+    // more than 2 ranks, two out-of-place partial sums of a segment.
+    const parallel::ShardLayout layout(flat.blocks(), group);
+    const int64_t padded = layout.max_padded_numel() * kF32;
+    if (group > 1 && padded > config.comm.reduce_scatter_small_bytes) {
+      const int64_t segment = padded / group;
+      add("communication staging",
+          2 * std::min(segment, config.comm.chunk_bytes) + (group > 2 ? 2 * segment : 0));
+    }
+  } else {
+    add("parameters", flat.numel() * kF32);
+    add("gradients", flat.numel() * kF32);
+    add("optimizer state", flat.numel() * kF32 * states);
+    p.persistent_bytes = flat.numel() * kF32 * (2 + states);
+    if (config.parallel.strategy == "ddp" && config.parallel.ddp.grad_dtype == "bf16")
+      add("bf16 gradient buckets", flat.numel() * 2);
+  }
+  // Activations: the Blocks' buffers grow to the largest batch they see,
+  // a training micro-batch or an evaluation batch (each rank evaluates its
+  // part of the test split); backward adds the buffers between Blocks.
+  const int64_t local = ceil_div(config.train.global_batch_size, ranks);
+  const int64_t micro = ceil_div(local, config.train.accumulation_steps);
+  const int64_t eval = std::max<int64_t>(1, std::min(config.train.eval_batch_size, ceil_div(data.test_samples, ranks)));
+  const int64_t capacity = std::max(micro, eval);
+  add("activations", model.activation_bytes(capacity, false) + model.activation_bytes(micro, true) -
+                         model.activation_bytes(micro, false));
+  // The step's input and logit gradients (the whole local batch), and the
+  // evaluation's input batch.
+  add("step input and logit gradients", local * data.sample.numel() * kF32 + local * data.tokens * data.classes * kF32);
+  add("evaluation input", eval * data.sample.numel() * kF32);
+  for (const MemoryComponent& c : p.components) p.peak_bytes += c.bytes;
+  return p;
+}
+
+std::vector<MemoryPlan> plan_strategies(const Config& config, const nn::Model& model, const PlanData& data,
+                                        int ranks) {
+  std::vector<MemoryPlan> plans;
+  Config c = config;
+  c.parallel.strategy = ranks > 1 ? "ddp" : "none";
+  plans.push_back(plan_memory(c, model, data, ranks));
+  c.parallel.strategy = "fsdp";
+  for (const char* sharding : {"full", "grad_op", "hybrid"}) {
+    if (std::string(sharding) == "hybrid" &&
+        (config.comm.ranks_per_node <= 0 || ranks % config.comm.ranks_per_node != 0 ||
+         config.comm.ranks_per_node >= ranks))
+      continue;
+    c.parallel.fsdp.sharding = sharding;
+    plans.push_back(plan_memory(c, model, data, ranks));
+  }
+  return plans;
+}
+
+std::string plan_table(const std::vector<MemoryPlan>& plans) {
+  std::vector<std::string> names;
+  for (const MemoryPlan& p : plans)
+    for (const MemoryComponent& c : p.components)
+      if (std::find(names.begin(), names.end(), c.name) == names.end()) names.push_back(c.name);
+  auto mib = [](int64_t b) { return fmt::format("{:.2f}", double(b) / (1 << 20)); };
+  std::string out = fmt::format("{:<32}", "MiB per rank");
+  for (const MemoryPlan& p : plans) out += fmt::format(" {:>13}", p.strategy);
+  out += "\n";
+  for (const std::string& n : names) {
+    out += fmt::format("{:<32}", n);
+    for (const MemoryPlan& p : plans) {
+      int64_t b = 0;
+      for (const MemoryComponent& c : p.components)
+        if (c.name == n) b = c.bytes;
+      out += fmt::format(" {:>13}", b > 0 ? mib(b) : "-");
+    }
+    out += "\n";
+  }
+  out += fmt::format("{:<32}", "peak");
+  for (const MemoryPlan& p : plans) out += fmt::format(" {:>13}", mib(p.peak_bytes));
+  out += fmt::format("\n{:<32}", "params + grads + optimizer");
+  for (const MemoryPlan& p : plans)
+    out += fmt::format(" {:>13}", fmt::format("{} ({:.2f}x)", mib(p.persistent_bytes),
+                                              double(p.persistent_bytes) / double(plans.front().persistent_bytes)));
+  return out + "\n";
+}
+
+nlohmann::json plan_json(const MemoryPlan& p) {
+  nlohmann::json components = nlohmann::json::object();
+  for (const MemoryComponent& c : p.components) components[c.name] = c.bytes;
+  return {{"strategy", p.strategy},
+          {"ranks", p.ranks},
+          {"peak_bytes", p.peak_bytes},
+          {"persistent_bytes", p.persistent_bytes},
+          {"components", components}};
+}
+
+int plan_command(const std::string& config_path, const std::vector<std::string>& overrides, int ranks, bool json) {
+  ST_CHECK(ranks >= 1, "plan: --ranks must be at least 1, got {}", ranks);
+  const Config config = load_config(config_path, overrides);
+  const io::InMemoryDataset test = with_context("data.test", [&] {
+    return io::InMemoryDataset::load(config.data.test, config.data.test_limit);
+  });
+  const io::DatasetInfo& info = test.info();
+  PlanData data;
+  data.classes = info.num_classes;
+  data.test_samples = test.size();
+  std::unique_ptr<nn::Model> model;
+  if (config.model.kind == "gpt") {
+    data.sample = Shape{info.sample_shape[0] - 1};
+    data.tokens = data.sample[0];
+    model = nn::build_model(config.model, data.sample, info.num_classes);
+  } else {
+    data.sample = info.sample_shape;
+    model = nn::build_model(config.model, data.sample, info.num_classes);
+  }
+  const std::vector<MemoryPlan> plans = plan_strategies(config, *model, data, ranks);
+  if (json) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const MemoryPlan& p : plans) all.push_back(plan_json(p));
+    std::cout << all.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format(
+      "memory plan: {} ({}, {} parameters), {} ranks, global batch {} ({} per rank, {} micro-batch(es)), "
+      "evaluation batch {}, optimizer {}\n(tensor bytes per rank at the peak, an evaluation after training; "
+      "not counted: the in-memory data set, MPI and HDF5 buffers)\n\n",
+      config_path, config.model.kind, model->flat().parameter_count(), ranks, config.train.global_batch_size,
+      ceil_div(config.train.global_batch_size, ranks), config.train.accumulation_steps,
+      config.train.eval_batch_size, config.optim.kind);
+  std::cout << plan_table(plans);
+  return 0;
+}
+
+}  // namespace shardtrain::train

@@ -1,0 +1,57 @@
+# `shardtrain plan` against the allocator: for DDP and each FSDP strategy, on
+# the MLP (wide enough that parameters, their shards and the gather buffers
+# dominate), the CNN (activations of the evaluation batch dominate) and the
+# byte-level GPT, a short run's measured peak tensor bytes per rank
+# (result.json "memory") are within 10% of what `plan --json` predicted for
+# that strategy, and the trainer's own prediction is the same number. FULL_SHARD's
+# parameter + gradient + optimizer bytes at 4 ranks are at most 0.3x DDP's.
+source "$(dirname "$0")/lib.sh"
+data=$(prep_fmnist)
+shardrun="$SOURCE_DIR/launch/shardrun"
+command -v bible >/dev/null || { echo "skip: bible (package bible-kjv) is not installed"; exit 77; }
+bible "Gen1:1-Gen50:26" >genesis.txt
+"$SHARDTRAIN" prep text --input genesis.txt --out kjv --block-size 32 >prep.txt || { cat prep.txt; fail "prep text"; }
+
+check() {  # name ranks config [--set ...]: train, then compare with the plan
+  local name=$1 ranks=$2 cfg="$SOURCE_DIR/examples/$3"
+  shift 3
+  "$shardrun" -n "$ranks" -- "$SHARDTRAIN" train "$cfg" "$@" --set train.max_steps=6 --set target.value=0 \
+    --run-dir "$name" >"$name.txt" 2>&1 || { tail -20 "$name.txt"; fail "$name: training"; }
+  "$SHARDTRAIN" plan "$cfg" --ranks "$ranks" --json "$@" >"$name-plan.json" || fail "$name: plan"
+  "$PY" - "$name" <<'PY' || fail "$name: measured peak outside 10% of the plan"
+import json, sys
+name = sys.argv[1]
+r = json.load(open(f"{name}/result.json"))["memory"]
+plans = {p["strategy"]: p for p in json.load(open(f"{name}-plan.json"))}
+mine = r["plan"]
+cli = plans[mine["strategy"]]
+assert cli["peak_bytes"] == mine["peak_bytes"], (cli["peak_bytes"], mine["peak_bytes"])
+ratio = r["peak_bytes"] / mine["peak_bytes"]
+print(f"ok:   {name}: {mine['strategy']} on {mine['ranks']} ranks: measured peak {r['peak_bytes'] / 2**20:.2f} MiB, "
+      f"predicted {mine['peak_bytes'] / 2**20:.2f} MiB (ratio {ratio:.4f})")
+sys.exit(0 if 0.9 <= ratio <= 1.1 else 1)
+PY
+}
+
+wide=(--set "data.train=$data/train" --set "data.test=$data/test" --set data.train_limit=4096 --set data.test_limit=512
+      --set model.hidden=[1024,1024] --set train.eval_batch_size=64)
+check mlp-ddp 2 fmnist_mlp.toml "${wide[@]}" --set parallel.strategy=ddp
+check mlp-full 4 fmnist_mlp.toml "${wide[@]}" --set parallel.strategy=fsdp
+check mlp-grad-op 3 fmnist_mlp.toml "${wide[@]}" --set parallel.strategy=fsdp --set parallel.fsdp.sharding=grad_op
+check mlp-hybrid 4 fmnist_mlp.toml "${wide[@]}" --set parallel.strategy=fsdp --set parallel.fsdp.sharding=hybrid \
+  --set comm.ranks_per_node=2 --set train.accumulation_steps=2
+check cnn-full 2 fmnist_cnn.toml --set "data.train=$data/train" --set "data.test=$data/test" --set data.train_limit=4096 \
+  --set data.test_limit=600 --set parallel.strategy=fsdp
+check gpt-full 4 gpt_kjv.toml --set data.train=kjv/train --set data.test=kjv/test --set data.test_limit=256 \
+  --set parallel.strategy=fsdp
+
+# FULL_SHARD's persistent bytes against DDP's at 4 ranks (the plan's
+# components, exact for what is allocated: see the ratios above).
+"$PY" - <<'PY' || fail "FULL_SHARD persistent bytes above 0.3x DDP"
+import json, sys
+plans = {p["strategy"]: p for p in json.load(open("mlp-full-plan.json"))}
+f, d = plans["fsdp full"]["persistent_bytes"], plans["ddp"]["persistent_bytes"]
+print(f"ok:   4 ranks, MLP 784-1024-1024-10: FULL_SHARD parameter + gradient + optimizer bytes per rank "
+      f"{f / 2**20:.2f} MiB = {f / d:.3f}x DDP's {d / 2**20:.2f} MiB")
+sys.exit(0 if f <= 0.3 * d else 1)
+PY

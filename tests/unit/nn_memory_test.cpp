@@ -1,0 +1,72 @@
+// Model::activation_bytes, what `shardtrain plan` predicts activations from,
+// equals what the allocator counts when the models actually run: forward
+// (evaluation) and forward + backward (training), for every model kind.
+#include "kernels/ops.h"
+#include "runtime/core/allocator.h"
+#include "runtime/nn/models.h"
+
+#include <gtest/gtest.h>
+
+using namespace shardtrain;
+using namespace shardtrain::nn;
+
+namespace {
+
+struct Case {
+  const char* name;
+  ModelSpec spec;
+  Shape sample;      // the model's input sample
+  int64_t classes;
+  bool tokens;       // the input holds token ids (i32)
+};
+
+std::vector<Case> cases() {
+  ModelSpec mlp;
+  mlp.hidden = {64, 32};
+  ModelSpec cnn;
+  cnn.kind = "cnn";
+  cnn.channels = {4, 8};
+  cnn.kernel_size = 3;
+  cnn.fc_hidden = {16};
+  ModelSpec gpt;
+  gpt.kind = "gpt";
+  gpt.n_layer = 2;
+  gpt.n_head = 2;
+  gpt.n_embd = 16;
+  return {{"mlp", mlp, Shape{1, 28, 28}, 10, false},
+          {"cnn", cnn, Shape{1, 28, 28}, 10, false},
+          {"gpt", gpt, Shape{12}, 32, true}};
+}
+
+Tensor input(const Case& c, int64_t batch) {
+  Tensor x = Tensor::zeros(batched(batch, c.sample), c.tokens ? DType::i32 : DType::f32);
+  if (c.tokens)
+    for (int64_t i = 0; i < x.numel(); ++i) x.i32()[i] = int32_t(i % c.classes);
+  return x;
+}
+
+int64_t current() { return memory_stats(Device::cpu()).current_bytes; }
+
+}  // namespace
+
+TEST(ModelMemory, ActivationBytesAreWhatTheModelsAllocate) {
+  for (const Case& c : cases()) {
+    auto model = build_model(c.spec, c.sample, c.classes);
+    model->initialize(1);
+    const int64_t train_batch = 6, eval_batch = 9;
+    // Training: forward and backward at the training batch.
+    Tensor x = input(c, train_batch), xe = input(c, eval_batch);
+    Tensor dlogits = Tensor::zeros(batched(train_batch, model->output_sample()));
+    const int64_t before = current();
+    model->forward(x);  // the logits are a view of the last Block's buffer
+    model->backward(dlogits);
+    EXPECT_EQ(current() - before, model->activation_bytes(train_batch, true)) << c.name;
+    // Evaluation at a larger batch: the Blocks' buffers grow to it (the old
+    // ones freed), the backward buffers stay at the training batch.
+    (void)model->forward(xe);
+    EXPECT_EQ(current() - before, model->activation_bytes(eval_batch, false) +
+                                      model->activation_bytes(train_batch, true) -
+                                      model->activation_bytes(train_batch, false))
+        << c.name;
+  }
+}
