@@ -2,10 +2,15 @@
 
 #include "runtime/core/error.h"
 
+#include "kernels/cpu/elementwise.h"
+
 #include <cblas.h>
+#include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
+#include <vector>
 
 namespace shardtrain::cpu {
 namespace {
@@ -21,6 +26,31 @@ int& configured_threads() {
     return 1;
   }();
   return threads;
+}
+
+std::atomic<GemmPrecision> g_precision{GemmPrecision::f32};
+
+// cblas_sbgemm(order, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
+// with bf16 A and B (as uint16 bits), looked up at run time: Debian's
+// OpenBLAS declares it in cblas.h but is built without it.
+using SbgemmFn = void (*)(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, int, int, int, float, const uint16_t*, int,
+                          const uint16_t*, int, float, float*, int);
+SbgemmFn sbgemm() {
+  static const SbgemmFn fn = reinterpret_cast<SbgemmFn>(dlsym(RTLD_DEFAULT, "cblas_sbgemm"));
+  return fn;
+}
+
+// The rows x cols matrix at `m` (row stride ld) packed and rounded to bf16.
+void pack_bf16(std::vector<bf16>& out, const float* m, int64_t rows, int64_t cols, int64_t ld) {
+  out.resize(size_t(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) f32_to_bf16(out.data() + r * cols, m + r * ld, cols);
+}
+// The same, kept as f32 values (the fallback's operands).
+void pack_rounded(std::vector<float>& out, std::vector<bf16>& tmp, const float* m, int64_t rows, int64_t cols,
+                  int64_t ld) {
+  pack_bf16(tmp, m, rows, cols, ld);
+  out.resize(tmp.size());
+  bf16_to_f32(out.data(), tmp.data(), int64_t(tmp.size()));
 }
 
 // CBLAS takes int dimensions (32-bit OpenBLAS interface).
@@ -39,6 +69,10 @@ void set_blas_threads(int threads) {
   configured_threads() = threads;
   openblas_set_num_threads(threads);
 }
+
+void set_gemm_precision(GemmPrecision precision) { g_precision = precision; }
+GemmPrecision gemm_precision() { return g_precision; }
+bool native_bf16_gemm() { return sbgemm() != nullptr; }
 
 int blas_threads() {
   configured_threads();
@@ -66,10 +100,30 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
     }
     return;
   }
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, to_blas_int(M, "M"), to_blas_int(N, "N"),
-              to_blas_int(K, "K"), alpha, A, to_blas_int(lda, "lda"), B, to_blas_int(ldb, "ldb"),
-              beta, C, to_blas_int(ldc, "ldc"));
+  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+  if (g_precision == GemmPrecision::bf16) {
+    // Operands as stored: A is (trans_a ? K x M : M x K), B (trans_b ? N x K : K x N).
+    const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
+    const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+    thread_local std::vector<bf16> a16, b16;
+    thread_local std::vector<float> a32, b32;
+    if (SbgemmFn fn = sbgemm()) {
+      pack_bf16(a16, A, a_rows, a_cols, lda);
+      pack_bf16(b16, B, b_rows, b_cols, ldb);
+      fn(CblasRowMajor, ta, tb, to_blas_int(M, "M"), to_blas_int(N, "N"), to_blas_int(K, "K"), alpha,
+         reinterpret_cast<const uint16_t*>(a16.data()), to_blas_int(a_cols, "lda"),
+         reinterpret_cast<const uint16_t*>(b16.data()), to_blas_int(b_cols, "ldb"), beta, C, to_blas_int(ldc, "ldc"));
+      return;
+    }
+    pack_rounded(a32, a16, A, a_rows, a_cols, lda);
+    pack_rounded(b32, b16, B, b_rows, b_cols, ldb);
+    A = a32.data();
+    B = b32.data();
+    lda = a_cols;
+    ldb = b_cols;
+  }
+  cblas_sgemm(CblasRowMajor, ta, tb, to_blas_int(M, "M"), to_blas_int(N, "N"), to_blas_int(K, "K"), alpha, A,
+              to_blas_int(lda, "lda"), B, to_blas_int(ldb, "ldb"), beta, C, to_blas_int(ldc, "ldc"));
 }
 
 }  // namespace shardtrain::cpu

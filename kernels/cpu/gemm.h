@@ -13,6 +13,21 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
           int64_t ldc);
 
+// Operand precision of every gemm() in this process (the products are
+// accumulated in f32 either way):
+//   f32   cblas_sgemm
+//   bf16  A and B rounded to bf16 (nearest even), as a mixed-precision
+//         policy computes: through OpenBLAS's cblas_sbgemm when the library
+//         exports it (built with BUILD_BFLOAT16; AVX512-BF16/AMX then do the
+//         products), else the documented fallback: the rounded operands as
+//         f32 through cblas_sgemm. Both give bf16 x bf16 products (exact in
+//         f32) summed in f32; only the speed differs.
+enum class GemmPrecision { f32, bf16 };
+void set_gemm_precision(GemmPrecision precision);
+GemmPrecision gemm_precision();
+// Whether bf16 GEMMs run on the library's own bf16 kernel (cblas_sbgemm).
+bool native_bf16_gemm();
+
 // Threads OpenBLAS may use in this process (default 1: one rank per core).
 void set_blas_threads(int threads);
 int blas_threads();

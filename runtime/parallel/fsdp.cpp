@@ -30,8 +30,14 @@ FsdpMemory fsdp_memory(const nn::FlatParameters& flat, int world, int state_floa
   }
   m.grad_buffer_bytes = slots * layout.max_padded_numel() * f32;
   m.accumulator_bytes = accumulation ? flat.numel() * f32 : 0;
+  constexpr int64_t bf16 = 2;
+  if (options.param_dtype == DType::bf16)
+    m.low_precision_bytes += layout.shard_numel() * bf16 + m.gather_buffer_bytes / f32 * bf16;
+  if (options.reduce_dtype == DType::bf16)
+    m.low_precision_bytes += layout.shard_numel() * bf16 + m.grad_buffer_bytes / f32 * bf16;
   m.ddp_persistent_bytes = flat.numel() * f32 * (2 + state_floats_per_param);
-  m.implementation_bytes = m.persistent_bytes + m.gather_buffer_bytes + m.grad_buffer_bytes + m.accumulator_bytes;
+  m.implementation_bytes =
+      m.persistent_bytes + m.gather_buffer_bytes + m.grad_buffer_bytes + m.accumulator_bytes + m.low_precision_bytes;
   return m;
 }
 
@@ -72,6 +78,17 @@ Fsdp::Fsdp(nn::Model& model, comm::Communicator& comm, const FsdpOptions& option
   }
   for (int s = 0; s < slots; ++s) grad_slots_.push_back(Tensor::zeros({layout_.max_padded_numel()}));
   for (int s = int(gather_slots_.size()) - 1; s >= 0; --s) free_gather_slots_.push_back(s);
+  ST_CHECK((options.param_dtype == DType::f32 || options.param_dtype == DType::bf16) &&
+               (options.reduce_dtype == DType::f32 || options.reduce_dtype == DType::bf16),
+           "FSDP: parameter and reduce dtypes are f32 or bf16");
+  if (low_params()) {
+    shard_params_low_ = Tensor::zeros(shard_params_.shape(), DType::bf16);
+    for (const Tensor& g : gather_slots_) gather_low_slots_.push_back(Tensor::zeros(g.shape(), DType::bf16));
+  }
+  if (low_reduce()) {
+    shard_grads_low_ = Tensor::zeros(shard_grads_.shape(), DType::bf16);
+    for (const Tensor& g : grad_slots_) grad_low_slots_.push_back(Tensor::zeros(g.shape(), DType::bf16));
+  }
   for (int s = slots - 1; s >= 0; --s) free_grad_slots_.push_back(s);
   state_.assign(size_t(n), State::freed);
   slot_of_block_.assign(size_t(n), -1);
@@ -129,14 +146,22 @@ void Fsdp::issue_gather(int b) {
   const int slot = take_gather_slot(b);
   const BlockShard& s = layout_.block(b);
   const int64_t padded = layout_.padded_numel(b);
-  gather_work_[size_t(b)] =
-      shard_comm_.allgather(shard_params_.view(s.local_offset, {s.chunk}), gather_slots_[size_t(slot)].view(0, {padded}));
+  if (low_params()) {
+    // The master shard rounded to bf16 now (the optimizer may have stepped).
+    const Tensor low = shard_params_low_.view(s.local_offset, {s.chunk});
+    ops::convert(low, shard_params_.view(s.local_offset, {s.chunk}));
+    gather_work_[size_t(b)] = shard_comm_.allgather(low, gather_low_slots_[size_t(slot)].view(0, {padded}));
+  } else {
+    gather_work_[size_t(b)] = shard_comm_.allgather(shard_params_.view(s.local_offset, {s.chunk}),
+                                                    gather_slots_[size_t(slot)].view(0, {padded}));
+  }
   slot_of_block_[size_t(b)] = slot;
   state_[size_t(b)] = State::in_flight;
+  const int64_t elem = low_params() ? 2 : 4;
   ++stats_.allgathers;
-  stats_.allgather_payload_bytes += padded * int64_t(sizeof(float));
-  stats_.wire_bytes += padded / shard_comm_.size() * (shard_comm_.size() - 1) * int64_t(sizeof(float));
-  stats_.comm.wire_bytes += padded / shard_comm_.size() * (shard_comm_.size() - 1) * int64_t(sizeof(float));
+  stats_.allgather_payload_bytes += padded * elem;
+  stats_.wire_bytes += padded / shard_comm_.size() * (shard_comm_.size() - 1) * elem;
+  stats_.comm.wire_bytes += padded / shard_comm_.size() * (shard_comm_.size() - 1) * elem;
 }
 
 void Fsdp::ensure_gathered(int b) {
@@ -150,6 +175,11 @@ void Fsdp::ensure_gathered(int b) {
   record(w, shard_comm_.size());
   gather_work_[size_t(b)].reset();
   state_[size_t(b)] = State::gathered;
+  if (low_params()) {
+    const int slot = slot_of_block_[size_t(b)];
+    const int64_t padded = layout_.padded_numel(b);
+    ops::convert(gather_slots_[size_t(slot)].view(0, {padded}), gather_low_slots_[size_t(slot)].view(0, {padded}));
+  }
   // The Block computes on the gathered copy itself: no copy into a full buffer.
   model_.bind_block(b, gather_slots_[size_t(slot_of_block_[size_t(b)])], block_grads(b));
 }
@@ -243,13 +273,20 @@ void Fsdp::reduce_scatter(int b) {
   PendingReduce p;
   p.block = b;
   p.slot = slot;
-  p.work = shard_comm_.reduce_scatter(in.view(0, {padded}), shard_grads_.view(s.local_offset, {s.chunk}),
-                                comm::ReduceOp::sum);
+  if (low_reduce()) {
+    const Tensor low = grad_low_slots_[size_t(slot)].view(0, {padded});
+    ops::convert(low, in.view(0, {padded}));
+    p.work = shard_comm_.reduce_scatter(low, shard_grads_low_.view(s.local_offset, {s.chunk}), comm::ReduceOp::sum);
+  } else {
+    p.work = shard_comm_.reduce_scatter(in.view(0, {padded}), shard_grads_.view(s.local_offset, {s.chunk}),
+                                        comm::ReduceOp::sum);
+  }
   reduces_.push_back(std::move(p));
+  const int64_t elem = low_reduce() ? 2 : 4;
   ++stats_.reduce_scatters;
-  stats_.reduce_scatter_payload_bytes += padded * int64_t(sizeof(float));
-  stats_.wire_bytes += padded / shard_comm_.size() * (shard_comm_.size() - 1) * int64_t(sizeof(float));
-  stats_.comm.wire_bytes += padded / shard_comm_.size() * (shard_comm_.size() - 1) * int64_t(sizeof(float));
+  stats_.reduce_scatter_payload_bytes += padded * elem;
+  stats_.wire_bytes += padded / shard_comm_.size() * (shard_comm_.size() - 1) * elem;
+  stats_.comm.wire_bytes += padded / shard_comm_.size() * (shard_comm_.size() - 1) * elem;
 }
 
 void Fsdp::advance_oldest_reduce() {
@@ -262,6 +299,10 @@ void Fsdp::advance_oldest_reduce() {
     }
     record(*p.work, shard_comm_.size());
     p.work.reset();
+    if (low_reduce()) {  // the bf16 sum widened into the f32 gradient shard
+      const BlockShard& s = layout_.block(p.block);
+      ops::convert(shard_grads_.view(s.local_offset, {s.chunk}), shard_grads_low_.view(s.local_offset, {s.chunk}));
+    }
     free_grad_slots_.push_back(std::exchange(p.slot, -1));
     if (replica_comm_) {
       // The shard group's sum of this chunk, summed over the other nodes'

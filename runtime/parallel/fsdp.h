@@ -62,6 +62,15 @@ struct FsdpOptions {
   // Debug: fill a freed Block's parameters (and a reduce-scattered Block's
   // gradients) in the model's flat buffers with NaN.
   bool poison_freed = false;
+  // Mixed precision. param_dtype bf16: each rank's f32 master shard is
+  // rounded to bf16 for the all-gather (half the bytes) and the Block
+  // computes with those bf16 values (widened to f32 in the gather buffer;
+  // the GEMMs' precision is kernels/cpu/gemm.h's, which the trainer sets to
+  // bf16 with it). reduce_dtype bf16: gradients are reduce-scattered in bf16
+  // (summed in f32 per hop) and widened into the f32 gradient shard. The
+  // optimizer always steps the f32 master shard.
+  DType param_dtype = DType::f32;
+  DType reduce_dtype = DType::f32;
 };
 
 // Communication since the last take_stats(). payload = the padded Block
@@ -83,6 +92,8 @@ struct FsdpMemory {
   int64_t gather_buffer_bytes = 0;  // transient gathered parameters: FULL_SHARD (K+1) padded
                                     // Blocks; SHARD_GRAD_OP the whole padded model
   int64_t grad_buffer_bytes = 0;    // transient gradient buffers: (K+1) padded Blocks
+  int64_t low_precision_bytes = 0;  // bf16 copies: the shard and gather buffers (param_dtype), the
+                                    // gradient buffers and shard (reduce_dtype)
   int64_t accumulator_bytes = 0;    // with gradient accumulation: the unsharded accumulator
   int64_t ddp_persistent_bytes = 0;  // DDP: full parameters + gradients + optimizer state
   // What this implementation holds in all: the shards, the optimizer state
@@ -183,6 +194,13 @@ class Fsdp final : public nn::BlockHooks {
   std::vector<int> slot_of_block_;       // gather buffer of a Block in flight or gathered
   std::vector<int> grad_slot_of_block_;  // gradient buffer of a Block from its backward to its reduce-scatter
   Tensor accum_;                         // unsharded gradient accumulator (no_sync), once used
+  // Mixed precision (bf16): the shard rounded for the all-gather and the
+  // gather outputs; the reduce-scatter inputs and outputs. Slot i pairs with
+  // gather_slots_[i] / grad_slots_[i].
+  Tensor shard_params_low_, shard_grads_low_;
+  std::vector<Tensor> gather_low_slots_, grad_low_slots_;
+  bool low_params() const { return options_.param_dtype == DType::bf16; }
+  bool low_reduce() const { return options_.reduce_dtype == DType::bf16; }
   std::vector<comm::WorkPtr> gather_work_;
   // A Block's gradient reduction: the reduce-scatter within the shard group
   // (holding a gradient slot), then for HYBRID the all-reduce across nodes.

@@ -17,11 +17,14 @@
 namespace shardtrain::train {
 
 // shard_group: ranks a HYBRID shard group has (ranks per node); ignored
-// otherwise.
+// otherwise. gather_bytes / reduce_bytes: bytes per element of what is
+// all-gathered (FSDP's parameter dtype) and reduced (DDP's gradient dtype,
+// FSDP's reduce dtype): 4 for f32, 2 for bf16.
 double theory_wire_bytes(const std::string& strategy, const std::string& fsdp_sharding, int64_t parameters,
-                         int world, int shard_group = 0);
+                         int world, int shard_group = 0, int gather_bytes = 4, int reduce_bytes = 4);
 // "[summary] communication volume: ..." for the log.
 std::string comm_volume_line(const std::string& strategy, const std::string& fsdp_sharding, int64_t parameters,
-                             int world, double measured_wire_bytes_per_step, int shard_group = 0);
+                             int world, double measured_wire_bytes_per_step, int shard_group = 0,
+                             int gather_bytes = 4, int reduce_bytes = 4);
 
 }  // namespace shardtrain::train

@@ -196,6 +196,8 @@ const std::vector<Field>& schema() {
 
       KEY("parallel.strategy", "`\"none\"` (one rank), `\"ddp\"` (data parallel over all ranks) or `\"fsdp\"` (parameters, gradients and optimizer state sharded over all ranks per Block, ZeRO-3).", parallel.strategy),
       KEY("parallel.fsdp.sharding", "FSDP: `\"full\"` (FULL_SHARD: gather a Block for forward, free it, gather again for backward) `\"grad_op\"` (SHARD_GRAD_OP: keep gathered Blocks from forward to backward) or `\"hybrid\"` (FULL_SHARD within each node, replicated across nodes: gathers stay in the node, gradient shards are all-reduced across nodes; nodes as comm.ranks_per_node says).", parallel.fsdp.sharding),
+      KEY("parallel.fsdp.param_dtype", "FSDP mixed precision: `\"bf16\"` gathers parameters in bf16 (half the bytes) and computes with them (GEMMs on bf16 operands, f32 accumulation: OpenBLAS's sbgemm where the library has it, else bf16-rounded operands through sgemm); the optimizer keeps f32 master weights in the shard. `\"f32\"`: everything in f32.", parallel.fsdp.param_dtype),
+      KEY("parallel.fsdp.reduce_dtype", "FSDP: dtype gradients are reduce-scattered in, `\"f32\"` or `\"bf16\"` (half the bytes; summed in f32 per hop).", parallel.fsdp.reduce_dtype),
       KEY("parallel.fsdp.prefetch", "FSDP: all-gathers in flight ahead of the Block being computed (bounds the gathered Blocks held).", parallel.fsdp.prefetch),
       KEY("parallel.ddp.bucket_mb", "DDP: gradient bucket size in MiB (whole Blocks, in reverse order).", parallel.ddp.bucket_mb),
       KEY("parallel.ddp.first_bucket_mb", "DDP: size of the first bucket (the last Blocks), small so that communication starts early.", parallel.ddp.first_bucket_mb),
@@ -363,6 +365,10 @@ void validate(const Config& c) {
           fmt::format("parallel.fsdp.sharding \"{}\" is not one (choose \"full\", \"grad_op\" or \"hybrid\")",
                       c.parallel.fsdp.sharding));
   require(c.parallel.fsdp.prefetch >= 0, "parallel.fsdp.prefetch must not be negative");
+  for (const auto& [key, value] : {std::pair{"param_dtype", c.parallel.fsdp.param_dtype},
+                                   std::pair{"reduce_dtype", c.parallel.fsdp.reduce_dtype}})
+    require(value == "f32" || value == "bf16",
+            fmt::format("parallel.fsdp.{} \"{}\" is not one (choose \"f32\" or \"bf16\")", key, value));
   require(c.telemetry.straggler_threshold > 0,
           fmt::format("telemetry.straggler_threshold must be positive, got {}", c.telemetry.straggler_threshold));
   require(c.telemetry.flight_spans >= 1, "telemetry.flight_spans must be at least 1");

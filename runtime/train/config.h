@@ -55,6 +55,8 @@ struct Config {
     struct Fsdp {
       std::string sharding = "full";  // "full" | "grad_op" | "hybrid"
       int64_t prefetch = 2;           // all-gathers in flight ahead of the Block computed
+      std::string param_dtype = "f32";   // "f32" | "bf16": all-gathered parameters and GEMM operands
+      std::string reduce_dtype = "f32";  // "f32" | "bf16": reduce-scattered gradients
     } fsdp;
   } parallel;
   comm::CommOptions comm;

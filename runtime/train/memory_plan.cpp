@@ -45,6 +45,8 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
               : sh == "hybrid" ? parallel::ShardingMode::hybrid
                                : parallel::ShardingMode::full_shard;
     fo.prefetch = int(config.parallel.fsdp.prefetch);
+    fo.param_dtype = config.parallel.fsdp.param_dtype == "bf16" ? DType::bf16 : DType::f32;
+    fo.reduce_dtype = config.parallel.fsdp.reduce_dtype == "bf16" ? DType::bf16 : DType::f32;
     const int group = sh == "hybrid" && config.comm.ranks_per_node > 0
                           ? int(std::min<int64_t>(config.comm.ranks_per_node, ranks))
                           : ranks;
@@ -56,13 +58,14 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
     add("gathered Blocks", m.gather_buffer_bytes);
     add("gradient buffers", m.grad_buffer_bytes);
     add("gradient accumulator", m.accumulator_bytes);
+    add("bf16 copies (mixed precision)", m.low_precision_bytes);
     p.persistent_bytes = m.persistent_bytes;
     // The reduce-scatter's staging in the communicator (runtime/comm/
     // reduce_scatter_ring.cpp), sized by the largest Block: a ring above
     // comm.reduce_scatter_small_bytes keeps two chunks in flight and, with
     // more than 2 ranks, two out-of-place partial sums of a segment.
     const parallel::ShardLayout layout(flat.blocks(), group);
-    const int64_t padded = layout.max_padded_numel() * kF32;
+    const int64_t padded = layout.max_padded_numel() * (fo.reduce_dtype == DType::bf16 ? 2 : kF32);
     if (group > 1 && padded > config.comm.reduce_scatter_small_bytes) {
       const int64_t segment = padded / group;
       add("communication staging",

@@ -126,6 +126,11 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
               : sharding == "hybrid" ? parallel::ShardingMode::hybrid
                                      : parallel::ShardingMode::full_shard;
     fo.prefetch = int(config.parallel.fsdp.prefetch);
+    fo.param_dtype = config.parallel.fsdp.param_dtype == "bf16" ? DType::bf16 : DType::f32;
+    fo.reduce_dtype = config.parallel.fsdp.reduce_dtype == "bf16" ? DType::bf16 : DType::f32;
+    // Compute dtype = parameter dtype: bf16 parameters make every GEMM's
+    // operands bf16 (f32 accumulation).
+    if (fo.param_dtype == DType::bf16) cpu::set_gemm_precision(cpu::GemmPrecision::bf16);
     fsdp = std::make_unique<parallel::Fsdp>(model, *comm, fo);
     fsdp->broadcast_parameters();
     // The optimizer steps on this rank's shard only.
@@ -165,11 +170,19 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
             ? fmt::format("HYBRID (FULL_SHARD over the {} ranks of each node, replicated over {} node(s))",
                           fsdp->shard_group_size(), fsdp->replicas())
             : fmt::format("FULL_SHARD over {} ranks", mpi.world_size());
-    run.log(fmt::format("[init] fsdp: {}, {} all-gather(s) prefetched; per rank: parameter + "
-                        "gradient + optimizer shards {:.2f} MiB (DDP: {:.2f} MiB); this build also keeps the full "
-                        "flat buffers: {:.2f} MiB in all",
-                        how, config.parallel.fsdp.prefetch, double(mem.persistent_bytes) / (1 << 20),
-                        double(mem.ddp_persistent_bytes) / (1 << 20), double(mem.implementation_bytes) / (1 << 20)));
+    run.log(fmt::format("[init] fsdp: {}, {} all-gather(s) prefetched, parameters gathered in {}, gradients "
+                        "reduced in {}{}; per rank: parameter + gradient + optimizer shards {:.2f} MiB (DDP: {:.2f} "
+                        "MiB); with the gather and gradient buffers {:.2f} MiB in all",
+                        how, config.parallel.fsdp.prefetch, config.parallel.fsdp.param_dtype,
+                        config.parallel.fsdp.reduce_dtype,
+                        config.parallel.fsdp.param_dtype == "bf16"
+                            ? fmt::format(", GEMMs on bf16 operands ({})", cpu::native_bf16_gemm()
+                                                                             ? "OpenBLAS sbgemm"
+                                                                             : "rounded, through sgemm: this "
+                                                                               "OpenBLAS has no sbgemm")
+                            : std::string(),
+                        double(mem.persistent_bytes) / (1 << 20), double(mem.ddp_persistent_bytes) / (1 << 20),
+                        double(mem.implementation_bytes) / (1 << 20)));
   }
 
   // The same sampler as the streaming loader's (whose thread draws from its
@@ -430,7 +443,11 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   if (comm)
     run.log(comm_volume_line(strategy, config.parallel.fsdp.sharding, model.flat().parameter_count(),
                              mpi.world_size(), result["timing"]["comm_wire_bytes"].get<double>(),
-                             fsdp ? fsdp->shard_group_size() : 0));
+                             fsdp ? fsdp->shard_group_size() : 0, config.parallel.fsdp.param_dtype == "bf16" ? 2 : 4,
+                             (strategy == "ddp" ? config.parallel.ddp.grad_dtype : config.parallel.fsdp.reduce_dtype) ==
+                                     "bf16"
+                                 ? 2
+                                 : 4));
   if (comm && !comm::engine_priority_raised())
     run.log("[summary] note: the communication threads could not raise their priority (no "
             "CAP_SYS_NICE); when ranks fill every core, collectives may wait for the scheduler");

@@ -2,7 +2,7 @@
 # parallel.strategy = "fsdp" (FULL_SHARD and SHARD_GRAD_OP) trains to the same
 # test loss as DDP (the same gradients, summed in another order: equal to
 # f32 rounding; the MPI test train_fsdp_test checks the parameters to 1e-5),
-# and prints its per-rank shard sizes.
+# and prints its per-rank shard sizes; bf16 mixed precision tracks it.
 source "$(dirname "$0")/lib.sh"
 data=$(prep_fmnist)
 cfg="$SOURCE_DIR/examples/fmnist_mlp.toml"
@@ -24,3 +24,19 @@ for sharding in full grad_op; do
     "$got" "$ref" || fail "fsdp $sharding: test_loss $got, ddp $ref"
   pass "fsdp $sharding on 2 ranks: test_loss $got (ddp $ref)"
 done
+
+# Mixed precision: bf16 parameters (gathers and GEMM operands) and bf16
+# reduce-scatters, f32 master weights: the test loss tracks f32's within 2%,
+# and the step sends half the bytes.
+"$shardrun" -n 2 -- "$SHARDTRAIN" train "$cfg" "${common[@]}" --set parallel.strategy=fsdp \
+  --set parallel.fsdp.param_dtype=bf16 --set parallel.fsdp.reduce_dtype=bf16 --run-dir fsdp-bf16 >fsdp-bf16.txt 2>&1 \
+  || { cat fsdp-bf16.txt; fail "fsdp bf16 run"; }
+grep -q 'parameters gathered in bf16, gradients reduced in bf16, GEMMs on bf16 operands' fsdp-bf16.txt \
+  || { grep fsdp fsdp-bf16.txt; fail "no bf16 init line"; }
+got=$(json_get fsdp-bf16/result.json 'j["final"]["test_loss"]')
+"$PY" -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 2e-2 * abs(b) else 1)" \
+  "$got" "$ref" || fail "fsdp bf16: test_loss $got, f32 $ref"
+ratio=$(grep -o 'measured/theory [0-9.]*' fsdp-bf16.txt | grep -o '[0-9.]*$')
+"$PY" -c "import sys; sys.exit(0 if 0.95 <= float(sys.argv[1]) <= 1.05 else 1)" "$ratio" \
+  || { grep volume fsdp-bf16.txt; fail "bf16 bytes against theory"; }
+pass "fsdp bf16 mixed precision on 2 ranks: test_loss $got (f32 $ref); $(grep -o 'volume per step.*' fsdp-bf16.txt)"

@@ -1,9 +1,12 @@
 #include "kernels/cpu/gemm.h"
 
+#include "runtime/core/dtype.h"
 #include "runtime/core/error.h"
 #include "tests/unit/kernels_test_util.h"
 
 #include <gtest/gtest.h>
+
+#include <iostream>
 
 #include <algorithm>
 #include <cmath>
@@ -54,6 +57,46 @@ TEST(Gemm, AllTransposeCombinationsWithPaddedStrides) {
           EXPECT_NEAR(C[i * ldc + j], expected[i * ldc + j], 1e-5)
               << "trans " << ta << tb << " at " << i << "," << j;
     }
+}
+
+// bf16 precision: the product of the operands rounded to bf16 (nearest
+// even), summed in f32: against a double reference over the rounded
+// operands it is f32-exact (1e-5); against the unrounded operands it is off
+// by bf16's 2^-8 relative rounding (here < 1e-2 of the largest entry).
+TEST(Gemm, Bf16PrecisionMultipliesRoundedOperands) {
+  const int64_t M = 9, N = 11, K = 64, pad = 2;
+  struct Restore {
+    ~Restore() { set_gemm_precision(GemmPrecision::f32); }
+  } restore;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K;
+      const int64_t b_rows = tb ? N : K, b_cols = tb ? K : N;
+      const int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = N + pad;
+      const auto A = uniform_vector(size_t(a_rows * lda), 4);
+      const auto B = uniform_vector(size_t(b_rows * ldb), 5);
+      auto round = [](std::vector<float> v) {
+        for (float& x : v) x = to_f32(to_bf16(x));
+        return v;
+      };
+      const auto C0 = uniform_vector(size_t(M * ldc), 6);
+      const auto exact_rounded = naive_gemm(ta, tb, M, N, K, 1.0f, round(A), lda, round(B), ldb, 0.5f, C0, ldc);
+      const auto exact = naive_gemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.5f, C0, ldc);
+      auto C = C0;
+      set_gemm_precision(GemmPrecision::bf16);
+      gemm(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.5f, C.data(), ldc);
+      set_gemm_precision(GemmPrecision::f32);
+      double worst = 0, scale = 0;
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          EXPECT_NEAR(C[i * ldc + j], exact_rounded[i * ldc + j], 1e-5) << ta << tb << " " << i << "," << j;
+          worst = std::max(worst, std::fabs(C[i * ldc + j] - exact[i * ldc + j]));
+          scale = std::max(scale, std::fabs(exact[i * ldc + j]));
+        }
+      EXPECT_GT(worst, 0.0);  // the operands were rounded
+      EXPECT_LT(worst, 1e-2 * scale);
+    }
+  std::cout << "[gemm] bf16 products through " << (native_bf16_gemm() ? "cblas_sbgemm" : "the f32 fallback") << "\n";
 }
 
 TEST(Gemm, BetaZeroOverwritesGarbage) {
