@@ -87,6 +87,10 @@ Header load(const std::string& path, MPI_Comm comm, const Identity& expected, Bu
 // listing checkpoints and `shardtrain checkpoint info`.
 Header read_header(const std::string& path);
 
+// A short fingerprint of a resolved config's TOML ("fnv1a64:<16 hex>"),
+// stored as the `config_hash` attribute: equal hashes, equal configs.
+std::string config_hash(const std::string& config_toml);
+
 // "" when `saved` matches `expected`, else what differs, as a user reads it.
 std::string identity_mismatch(const Identity& saved, const Identity& expected);
 

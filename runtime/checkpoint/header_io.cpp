@@ -34,6 +34,15 @@ std::vector<std::string> lines(const std::string& s) {
 
 }  // namespace
 
+std::string config_hash(const std::string& config_toml) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a, 64 bits
+  for (const unsigned char c : config_toml) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return fmt::format("fnv1a64:{:016x}", h);
+}
+
 void write_header(hid_t file, const Header& h) {
   write_string_attribute(file, "format", kFormat);
   write_int_attribute(file, "format_version", h.format_version);
@@ -53,6 +62,7 @@ void write_header(hid_t file, const Header& h) {
   write_string_attribute(file, "sharding", h.origin.sharding);
   write_int_attribute(file, "world_size", h.origin.world);
   write_string_attribute(file, "config", h.origin.config_toml);
+  write_string_attribute(file, "config_hash", config_hash(h.origin.config_toml));
   // No random-number state advances while training: every draw comes from a
   // counter-based stream keyed by train.seed (initialization, sampler order),
   // so the seed above is the whole RNG state.

@@ -129,6 +129,8 @@ TEST_F(CheckpointTest, FsdpShardsReadBackAsTheWholeBufferAndHeader) {
   EXPECT_EQ(h.progress.optimizer_steps, 12);
   EXPECT_EQ(h.origin.world, world());
   EXPECT_EQ(h.origin.config_toml, "[train]\nseed = 7\n");
+  EXPECT_EQ(config_hash(""), "fnv1a64:cbf29ce484222325");  // FNV-1a's offset basis: nothing hashed
+  EXPECT_NE(config_hash("[train]\nseed = 7\n"), config_hash("[train]\nseed = 8\n"));
   // Elements outside every Block (alignment padding) were written as the
   // shard's zeros; the rest as filled.
   for (const nn::BlockRange& r : kBlocks)
