@@ -71,6 +71,12 @@ class Optimizer {
   int64_t steps_ = 0;
 };
 
+// f32 state values the optimizer keeps per parameter: AdamW 2 (moments), SGD
+// 1 with momentum, else 0.
+inline int state_floats_per_param(const OptimizerConfig& c) {
+  return c.kind == "adamw" ? 2 : c.momentum > 0 ? 1 : 0;
+}
+
 // Builds the optimizer the config names; its state covers `numel` elements
 // and lives on `device` (where the parameters it steps live).
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, int64_t numel,

@@ -463,6 +463,18 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   return config;
 }
 
+parallel::FsdpOptions fsdp_options(const Config& config) {
+  const Config::Parallel::Fsdp& f = config.parallel.fsdp;
+  parallel::FsdpOptions o;
+  o.mode = f.sharding == "grad_op"  ? parallel::ShardingMode::shard_grad_op
+           : f.sharding == "hybrid" ? parallel::ShardingMode::hybrid
+                                    : parallel::ShardingMode::full_shard;
+  o.prefetch = int(f.prefetch);
+  o.param_dtype = f.param_dtype == "bf16" ? DType::bf16 : DType::f32;
+  o.reduce_dtype = f.reduce_dtype == "bf16" ? DType::bf16 : DType::f32;
+  return o;
+}
+
 std::string to_toml(const Config& config) {
   std::ostringstream os;
   std::string section;

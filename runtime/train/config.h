@@ -10,6 +10,7 @@
 #include "runtime/optim/optimizer.h"
 #include "runtime/optim/schedule.h"
 #include "runtime/parallel/ddp.h"
+#include "runtime/parallel/fsdp.h"
 
 #include <cstdint>
 #include <string>
@@ -91,6 +92,10 @@ struct Config {
 // and taken as a string where that fails), validates. Errors name the file
 // or the --set argument, and the key.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The FSDP options [parallel.fsdp] describes (sharding mode, prefetch,
+// mixed-precision dtypes).
+parallel::FsdpOptions fsdp_options(const Config& config);
 
 // The fully resolved configuration as TOML (every key, defaults included).
 std::string to_toml(const Config& config);

@@ -17,10 +17,6 @@ constexpr int64_t kF32 = 4;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int state_floats(const optim::OptimizerConfig& o) {
-  return o.kind == "adamw" ? 2 : o.momentum > 0 ? 1 : 0;
-}
-
 std::string strategy_name(const Config& c) {
   return c.parallel.strategy == "fsdp" ? "fsdp " + c.parallel.fsdp.sharding : c.parallel.strategy;
 }
@@ -35,18 +31,12 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
     if (bytes > 0) p.components.push_back({name, bytes});
   };
   const nn::FlatParameters& flat = model.flat();
-  const int states = state_floats(config.optim);
+  const int states = optim::state_floats_per_param(config.optim);
   // Parameters, gradients, optimizer state: full copies, or shards and the
   // buffers FSDP gathers into.
   if (config.parallel.strategy == "fsdp") {
-    parallel::FsdpOptions fo;
+    const parallel::FsdpOptions fo = fsdp_options(config);
     const std::string& sh = config.parallel.fsdp.sharding;
-    fo.mode = sh == "grad_op"  ? parallel::ShardingMode::shard_grad_op
-              : sh == "hybrid" ? parallel::ShardingMode::hybrid
-                               : parallel::ShardingMode::full_shard;
-    fo.prefetch = int(config.parallel.fsdp.prefetch);
-    fo.param_dtype = config.parallel.fsdp.param_dtype == "bf16" ? DType::bf16 : DType::f32;
-    fo.reduce_dtype = config.parallel.fsdp.reduce_dtype == "bf16" ? DType::bf16 : DType::f32;
     const int group = sh == "hybrid" && config.comm.ranks_per_node > 0
                           ? int(std::min<int64_t>(config.comm.ranks_per_node, ranks))
                           : ranks;

@@ -120,14 +120,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     ddp = std::make_unique<parallel::Ddp>(model, grad_comm ? *grad_comm : *comm, config.parallel.ddp);
     ddp->broadcast_parameters();
   } else if (strategy == "fsdp") {
-    parallel::FsdpOptions fo;
-    const std::string& sharding = config.parallel.fsdp.sharding;
-    fo.mode = sharding == "grad_op"  ? parallel::ShardingMode::shard_grad_op
-              : sharding == "hybrid" ? parallel::ShardingMode::hybrid
-                                     : parallel::ShardingMode::full_shard;
-    fo.prefetch = int(config.parallel.fsdp.prefetch);
-    fo.param_dtype = config.parallel.fsdp.param_dtype == "bf16" ? DType::bf16 : DType::f32;
-    fo.reduce_dtype = config.parallel.fsdp.reduce_dtype == "bf16" ? DType::bf16 : DType::f32;
+    const parallel::FsdpOptions fo = fsdp_options(config);
     // Compute dtype = parameter dtype: bf16 parameters make every GEMM's
     // operands bf16 (f32 accumulation).
     if (fo.param_dtype == DType::bf16) cpu::set_gemm_precision(cpu::GemmPrecision::bf16);
@@ -159,9 +152,9 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
                         ddp->buckets().size(), buckets, config.parallel.ddp.grad_dtype));
   }
   if (fsdp) {
-    const int state = config.optim.kind == "adamw" ? 2 : config.optim.momentum > 0 ? 1 : 0;
     const parallel::FsdpMemory mem =
-        parallel::fsdp_memory(model.flat(), fsdp->shard_group_size(), state, fsdp->options(),
+        parallel::fsdp_memory(model.flat(), fsdp->shard_group_size(), optim::state_floats_per_param(config.optim),
+                              fsdp->options(),
                               config.train.accumulation_steps > 1);
     const std::string& sharding = config.parallel.fsdp.sharding;
     const std::string how =
