@@ -22,8 +22,10 @@ Model::Model(std::vector<std::unique_ptr<Block>> blocks, Shape input_sample)
 }
 
 void Model::to(Device device) {
-  if (flat_.params().device() == device) return;
+  if (device_ == device) return;
+  ST_CHECK(flat_.has_buffers(), "Model::to after the flat buffers were released (FSDP): move the model first");
   flat_.to(device);
+  device_ = device;
   for (int i = 0; i < num_blocks(); ++i)
     blocks_[size_t(i)]->bind(flat_.param_views(i), flat_.grad_views(i));
 }

@@ -27,7 +27,8 @@ class Model {
   // Moves parameters and gradients (values kept) to `device` and rebinds the
   // layers; activations follow the input's device at the next forward.
   void to(Device device);
-  Device device() const { return flat_.params().device(); }
+  // Where the parameters live (also after FSDP released the flat buffers).
+  Device device() const { return device_; }
   FlatParameters& flat() { return flat_; }
   const FlatParameters& flat() const { return flat_; }
   int num_blocks() const { return int(blocks_.size()); }
@@ -54,6 +55,7 @@ class Model {
   std::vector<Shape> shapes_;  // sample shape entering block i; back() = model output
   FlatParameters flat_;
   Tensor grad_a_, grad_b_;     // gradients between blocks, ping-pong
+  Device device_ = Device::cpu();
   int64_t capacity_ = 0, batch_ = 0;
 };
 

@@ -2,6 +2,7 @@
 
 #include "runtime/parallel/collective_record.h"
 #include "kernels/ops.h"
+#include "runtime/core/device_memory.h"
 #include "runtime/optim/clip.h"
 #include "runtime/telemetry/recorder.h"
 
@@ -64,30 +65,33 @@ Fsdp::Fsdp(nn::Model& model, comm::Communicator& comm, const FsdpOptions& option
            "(this rank's node) (set comm.ranks_per_node, or place the ranks evenly)",
            comm.size(), shard_comm_.size());
   const int n = model.num_blocks();
-  shard_params_ = Tensor::zeros({std::max<int64_t>(1, layout_.shard_numel())});
-  shard_grads_ = Tensor::zeros({std::max<int64_t>(1, layout_.shard_numel())});
+  // Everything lives where the model does (its flat buffers' device).
+  const Device dev = device_ = model.device();
+  ST_CHECK(!options.poison_freed || dev.is_cpu(), "FSDP: poison_freed is a CPU debugging aid");
+  shard_params_ = Tensor::zeros({std::max<int64_t>(1, layout_.shard_numel())}, DType::f32, dev);
+  shard_grads_ = Tensor::zeros({std::max<int64_t>(1, layout_.shard_numel())}, DType::f32, dev);
   // Gather buffers: SHARD_GRAD_OP keeps every Block from forward to backward
   // (one buffer per Block, its own size); the others hold the Block being
   // computed and `prefetch` in flight. Gradient buffers: a Block's from its
   // backward until its reduce-scatter completed.
   const int slots = std::min(options.prefetch + 1, n);
   if (options.mode == ShardingMode::shard_grad_op) {
-    for (int b = 0; b < n; ++b) gather_slots_.push_back(Tensor::zeros({layout_.padded_numel(b)}));
+    for (int b = 0; b < n; ++b) gather_slots_.push_back(Tensor::zeros({layout_.padded_numel(b)}, DType::f32, dev));
   } else {
-    for (int s = 0; s < slots; ++s) gather_slots_.push_back(Tensor::zeros({layout_.max_padded_numel()}));
+    for (int s = 0; s < slots; ++s) gather_slots_.push_back(Tensor::zeros({layout_.max_padded_numel()}, DType::f32, dev));
   }
-  for (int s = 0; s < slots; ++s) grad_slots_.push_back(Tensor::zeros({layout_.max_padded_numel()}));
+  for (int s = 0; s < slots; ++s) grad_slots_.push_back(Tensor::zeros({layout_.max_padded_numel()}, DType::f32, dev));
   for (int s = int(gather_slots_.size()) - 1; s >= 0; --s) free_gather_slots_.push_back(s);
   ST_CHECK((options.param_dtype == DType::f32 || options.param_dtype == DType::bf16) &&
                (options.reduce_dtype == DType::f32 || options.reduce_dtype == DType::bf16),
            "FSDP: parameter and reduce dtypes are f32 or bf16");
   if (low_params()) {
-    shard_params_low_ = Tensor::zeros(shard_params_.shape(), DType::bf16);
-    for (const Tensor& g : gather_slots_) gather_low_slots_.push_back(Tensor::zeros(g.shape(), DType::bf16));
+    shard_params_low_ = Tensor::zeros(shard_params_.shape(), DType::bf16, dev);
+    for (const Tensor& g : gather_slots_) gather_low_slots_.push_back(Tensor::zeros(g.shape(), DType::bf16, dev));
   }
   if (low_reduce()) {
-    shard_grads_low_ = Tensor::zeros(shard_grads_.shape(), DType::bf16);
-    for (const Tensor& g : grad_slots_) grad_low_slots_.push_back(Tensor::zeros(g.shape(), DType::bf16));
+    shard_grads_low_ = Tensor::zeros(shard_grads_.shape(), DType::bf16, dev);
+    for (const Tensor& g : grad_slots_) grad_low_slots_.push_back(Tensor::zeros(g.shape(), DType::bf16, dev));
   }
   for (int s = slots - 1; s >= 0; --s) free_grad_slots_.push_back(s);
   state_.assign(size_t(n), State::freed);
@@ -98,12 +102,13 @@ Fsdp::Fsdp(nn::Model& model, comm::Communicator& comm, const FsdpOptions& option
 }
 
 void Fsdp::load_shards() {
-  const float* flat = model_.flat().params().f32();
+  const Tensor& flat = model_.flat().params();
   shard_params_.fill_zero();
   for (int b = 0; b < model_.num_blocks(); ++b) {
     const ShardLayout::Owned o = layout_.owned(b, shard_rank());
-    std::memcpy(shard_params_.f32() + layout_.block(b).local_offset, flat + o.begin,
-                size_t(o.end - o.begin) * sizeof(float));
+    if (o.end > o.begin)
+      copy_tensor(shard_params_.view(layout_.block(b).local_offset, {o.end - o.begin}),
+                  flat.view(o.begin, {o.end - o.begin}));
   }
 }
 
@@ -117,7 +122,7 @@ void Fsdp::broadcast_parameters() {
 void Fsdp::set_sync(bool sync) {
   // no_sync micro-batches accumulate the full gradient (as PyTorch's FSDP
   // no_sync does): an unsharded accumulator, allocated the first time.
-  if (!sync && !accum_.defined()) accum_ = Tensor::zeros({model_.flat().numel()});
+  if (!sync && !accum_.defined()) accum_ = Tensor::zeros({model_.flat().numel()}, DType::f32, device_);
   sync_ = sync;
 }
 
@@ -244,8 +249,8 @@ void Fsdp::before_backward(int b) {
     free_grad_slots_.pop_back();
     grad_slot_of_block_[size_t(b)] = slot;
     const int64_t extent = model_.flat().block_param_extent(b);
-    const Tensor& g = grad_slots_[size_t(slot)];
-    std::fill(g.f32() + extent, g.f32() + layout_.padded_numel(b), 0.0f);
+    const int64_t padded = layout_.padded_numel(b);
+    if (padded > extent) grad_slots_[size_t(slot)].view(extent, {padded - extent}).fill_zero();
   }
   model_.bind_block(b, gather_slots_[size_t(slot_of_block_[size_t(b)])], block_grads(b));
 }
@@ -265,8 +270,8 @@ void Fsdp::reduce_scatter(int b) {
     slot = free_grad_slots_.back();
     free_grad_slots_.pop_back();
     const Tensor& in = grad_slots_[size_t(slot)];
-    std::memcpy(in.f32(), accum_.f32() + s.flat_offset, size_t(s.numel) * sizeof(float));
-    std::fill(in.f32() + s.numel, in.f32() + padded, 0.0f);
+    copy_tensor(in.view(0, {s.numel}), accum_.view(s.flat_offset, {s.numel}));
+    if (padded > s.numel) in.view(s.numel, {padded - s.numel}).fill_zero();
     if (options_.poison_freed) poison(accum_.view(s.flat_offset, {s.numel}), b);
   }
   const Tensor& in = grad_slots_[size_t(slot)];
@@ -353,13 +358,13 @@ void Fsdp::shards_loaded() {
 }
 
 Tensor Fsdp::full_parameters() {
-  Tensor full = Tensor::zeros({model_.flat().numel()});
-  Tensor gathered = Tensor::empty({layout_.max_padded_numel()});
+  Tensor full = Tensor::zeros({model_.flat().numel()});  // on the host
+  Tensor gathered = Tensor::empty({layout_.max_padded_numel()}, DType::f32, device_);
   for (int b = 0; b < model_.num_blocks(); ++b) {
     const BlockShard& s = layout_.block(b);
     shard_comm_.allgather(shard_params_.view(s.local_offset, {s.chunk}), gathered.view(0, {layout_.padded_numel(b)}))
         ->wait();
-    std::memcpy(full.f32() + s.flat_offset, gathered.f32(), size_t(s.numel) * sizeof(float));
+    copy_tensor(full.view(s.flat_offset, {s.numel}), gathered.view(0, {s.numel}));
   }
   return full;
 }

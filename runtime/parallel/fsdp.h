@@ -158,7 +158,7 @@ class Fsdp final : public nn::BlockHooks {
   // steps): no gathered Block is valid any more; the next forward gathers.
   void shards_loaded();
 
-  // Collective: the whole flat parameter buffer, gathered into a new tensor
+  // Collective: the whole flat parameter buffer, gathered into a new host tensor
   // (for comparisons and exports; evaluation runs the model with this
   // object as its hooks instead, gathering Block by Block).
   Tensor full_parameters();
@@ -199,6 +199,7 @@ class Fsdp final : public nn::BlockHooks {
   // gather_slots_[i] / grad_slots_[i].
   Tensor shard_params_low_, shard_grads_low_;
   std::vector<Tensor> gather_low_slots_, grad_low_slots_;
+  Device device_;  // where the shards and buffers live: the model's device
   bool low_params() const { return options_.param_dtype == DType::bf16; }
   bool low_reduce() const { return options_.reduce_dtype == DType::bf16; }
   std::vector<comm::WorkPtr> gather_work_;

@@ -388,7 +388,8 @@ void validate(const Config& c) {
           fmt::format("comm.backend must be \"auto\", \"nccl\" or \"mpi\", got \"{}\"", c.comm.backend));
   require(!(c.runtime.device == "cuda" && c.parallel.strategy == "fsdp"),
           "parallel.strategy = \"fsdp\" runs on the CPU only in this version (runtime.device = \"cuda\" "
-          "supports \"none\" and \"ddp\"): FSDP's shard copies are host memcpy's still");
+          "supports \"none\" and \"ddp\"): FSDP's device path has not been checked on a GPU yet "
+          "(tests/mpi/train_fsdp_device_mpi_test.cpp)");
   require(c.runtime.blas_threads >= 1,
           fmt::format("runtime.blas_threads must be at least 1, got {}", c.runtime.blas_threads));
 }

@@ -124,11 +124,11 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     // Compute dtype = parameter dtype: bf16 parameters make every GEMM's
     // operands bf16 (f32 accumulation).
     if (fo.param_dtype == DType::bf16) cpu::set_gemm_precision(cpu::GemmPrecision::bf16);
-    fsdp = std::make_unique<parallel::Fsdp>(model, *comm, fo);
+    fsdp = std::make_unique<parallel::Fsdp>(model, grad_comm ? *grad_comm : *comm, fo);
     fsdp->broadcast_parameters();
-    // The optimizer steps on this rank's shard only.
+    // The optimizer steps on this rank's shard only, where the shard lives.
     s.optimizer = optim::make_optimizer(config.optim, fsdp->shard_numel(),
-                                        fsdp->shard_optimizer_ranges(optimizer_ranges(model.flat())));
+                                        fsdp->shard_optimizer_ranges(optimizer_ranges(model.flat())), s.device);
   }
   const io::DatasetInfo& info = s.train_info();
   mllog.event("train_samples", s.train_size());
