@@ -13,7 +13,7 @@ namespace shardtrain::train {
 
 std::unique_ptr<comm::Communicator> make_gradient_communicator(comm::Communicator& world,
                                                                const comm::CommOptions& options,
-                                                               Device device, RunDir& run) {
+                                                               Device device, RunDir& run, FabricInfo* fabric_out) {
   std::string backend = options.backend;
   if (backend == "auto") {
     std::string why;
@@ -41,6 +41,7 @@ std::unique_ptr<comm::Communicator> make_gradient_communicator(comm::Communicato
     for (std::string line; std::getline(text, line);)
       if (!line.empty()) run.log("[init] fabric: " + line);
     std::ofstream(std::filesystem::path(log_dir) / "fabric.json") << telemetry::fabric_json(fabric).dump(2) << "\n";
+    if (fabric_out) *fabric_out = {telemetry::fabric_json(fabric), telemetry::fabric_summary_text(fabric)};
   }
   return c;
 }

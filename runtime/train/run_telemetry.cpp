@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <sstream>
 #include <filesystem>
 #include <fstream>
 
@@ -178,9 +179,16 @@ std::string RunTelemetry::finish(nlohmann::json& result) {
   telemetry::SummaryOptions options;
   options.straggler_threshold = config_.telemetry.straggler_threshold;
   options.global_batch = config_.train.global_batch_size;
-  const nlohmann::json summary = telemetry::summarize(all, options);
+  nlohmann::json summary = telemetry::summarize(all, options);
   result["per_rank"] = summary["per_rank"];
-  const std::string text = telemetry::summary_text(summary);
+  std::string text = telemetry::summary_text(summary);
+  if (!fabric_.is_null()) {
+    summary["fabric"] = fabric_;
+    result["fabric"] = fabric_;
+    std::istringstream lines(fabric_text_);
+    for (std::string line; std::getline(lines, line);)
+      if (!line.empty()) text += "\nfabric: " + line;
+  }
 
   if (files_) {
     if (trace_) {

@@ -13,7 +13,7 @@
 #include "runtime/train/config.h"
 #include "runtime/train/session.h"
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <memory>
@@ -40,6 +40,12 @@ class RunTelemetry {
   void add_eval(double seconds);
   // The rank's GPU, whose memory the records report (runtime.device = "cuda").
   void set_device(Device device) { device_ = device; }
+  // The fabric NCCL reported (rank 0): summary.json's "fabric" and a
+  // "fabric:" line per finding in the summary text.
+  void set_fabric(nlohmann::json report, std::string text) {
+    fabric_ = std::move(report);
+    fabric_text_ = std::move(text);
+  }
 
   // Seconds in training steps so far (evaluation excluded).
   double step_seconds() const { return step_s_total_; }
@@ -82,6 +88,8 @@ class RunTelemetry {
   double step_s_total_ = 0;
   double own_s_ = 0;
   bool pending_ = false;  // current_ ended but not written (eval may still be added)
+  nlohmann::json fabric_;
+  std::string fabric_text_;
 };
 
 }  // namespace shardtrain::train

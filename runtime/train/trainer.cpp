@@ -97,6 +97,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   std::unique_ptr<comm::Communicator> comm;         // MPI: host tensors (evaluation sums, telemetry)
   std::unique_ptr<comm::Communicator> device_comm;  // GPU tensors (runtime.device = "cuda")
   comm::Communicator* grad_comm = nullptr;          // where gradients travel
+  FabricInfo fabric;                                // what NCCL reported (rank 0), for the summary
   if (strategy == "ddp" || strategy == "fsdp") {
     comm::CommOptions comm_options = config.comm;
     if (config.debug.slow_rank == mpi.rank() && config.debug.slow_comm_ms > 0) {
@@ -109,7 +110,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     }
     comm = comm::make_mpi_world_communicator(comm_options);
     if (!s.device.is_cpu()) {
-      device_comm = make_gradient_communicator(*comm, comm_options, s.device, run);
+      device_comm = make_gradient_communicator(*comm, comm_options, s.device, run, &fabric);
       grad_comm = device_comm.get();
     }
   }
@@ -253,6 +254,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   const double run_start = now_seconds();
   RunTelemetry run_telemetry(config, dir, mpi.rank(), mpi.world_size(), comm.get(), run_start);
   run_telemetry.set_device(s.device);
+  if (!fabric.report.is_null()) run_telemetry.set_fabric(fabric.report, fabric.text);
   if (s.train_stream) s.train_stream->start({epoch, first_batch}, std::max<int64_t>(0, total_steps - step));
   const std::function<int64_t()> stage_bytes =
       staging.enabled() ? std::function<int64_t()>([&] { return staging.take_bytes(); }) : nullptr;

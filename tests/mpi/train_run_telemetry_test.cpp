@@ -96,6 +96,8 @@ TEST(RunTelemetry, RecordsTraceAndSummaryOfEveryRankNameTheSlowOne) {
   std::string text;
   {
     train::RunTelemetry tel(config, dir, rank, n, &world(), now_seconds());
+    // What NCCL reported (the trainer passes gradient_comm's FabricInfo on rank 0).
+    if (rank == 0) tel.set_fabric({{"transport", "IB"}, {"gdr", true}}, "transport IB/RoCE, GPUDirect RDMA in use\n");
     for (int64_t s = 0; s < kSteps; ++s) run_step(tel, s, rank);
     text = tel.finish(result);
   }
@@ -110,6 +112,9 @@ TEST(RunTelemetry, RecordsTraceAndSummaryOfEveryRankNameTheSlowOne) {
   if (rank == 0) {
     const nlohmann::json summary = read_json(fs::path(dir) / "summary.json");
     ASSERT_EQ(summary["per_rank"].size(), size_t(n));
+    EXPECT_EQ(summary["fabric"]["transport"], "IB");
+    EXPECT_EQ(result["fabric"]["gdr"], true);
+    EXPECT_NE(text.find("\nfabric: transport IB/RoCE, GPUDirect RDMA in use"), std::string::npos) << text;
     for (int r = 0; r < n; ++r) {
       EXPECT_EQ(summary["per_rank"][r]["rank"], r);
       EXPECT_EQ(summary["per_rank"][r]["steps"], kSteps);
