@@ -14,34 +14,6 @@
 
 namespace shardtrain::parallel {
 
-FsdpMemory fsdp_memory(const nn::FlatParameters& flat, int world, int state_floats_per_param,
-                       const FsdpOptions& options, bool accumulation) {
-  constexpr int64_t f32 = sizeof(float);
-  const ShardLayout layout(flat.blocks(), world);
-  const int64_t slots = std::min<int64_t>(int64_t(options.prefetch) + 1, int64_t(flat.blocks().size()));
-  FsdpMemory m;
-  m.param_shard_bytes = layout.shard_numel() * f32;
-  m.grad_shard_bytes = layout.shard_numel() * f32;
-  m.optimizer_shard_bytes = layout.shard_numel() * state_floats_per_param * f32;
-  m.persistent_bytes = m.param_shard_bytes + m.grad_shard_bytes + m.optimizer_shard_bytes;
-  if (options.mode == ShardingMode::shard_grad_op) {
-    for (int b = 0; b < int(layout.blocks().size()); ++b) m.gather_buffer_bytes += layout.padded_numel(b) * f32;
-  } else {
-    m.gather_buffer_bytes = slots * layout.max_padded_numel() * f32;
-  }
-  m.grad_buffer_bytes = slots * layout.max_padded_numel() * f32;
-  m.accumulator_bytes = accumulation ? flat.numel() * f32 : 0;
-  constexpr int64_t bf16 = 2;
-  if (options.param_dtype == DType::bf16)
-    m.low_precision_bytes += layout.shard_numel() * bf16 + m.gather_buffer_bytes / f32 * bf16;
-  if (options.reduce_dtype == DType::bf16)
-    m.low_precision_bytes += layout.shard_numel() * bf16 + m.grad_buffer_bytes / f32 * bf16;
-  m.ddp_persistent_bytes = flat.numel() * f32 * (2 + state_floats_per_param);
-  m.implementation_bytes =
-      m.persistent_bytes + m.gather_buffer_bytes + m.grad_buffer_bytes + m.accumulator_bytes + m.low_precision_bytes;
-  return m;
-}
-
 namespace {
 comm::Communicator& shard_group(comm::Communicator& comm, const FsdpOptions& o) {
   return o.mode == ShardingMode::hybrid ? comm.node() : comm;
@@ -70,30 +42,20 @@ Fsdp::Fsdp(nn::Model& model, comm::Communicator& comm, const FsdpOptions& option
   ST_CHECK(!options.poison_freed || dev.is_cpu(), "FSDP: poison_freed is a CPU debugging aid");
   shard_params_ = Tensor::zeros({std::max<int64_t>(1, layout_.shard_numel())}, DType::f32, dev);
   shard_grads_ = Tensor::zeros({std::max<int64_t>(1, layout_.shard_numel())}, DType::f32, dev);
-  // Gather buffers: SHARD_GRAD_OP keeps every Block from forward to backward
-  // (one buffer per Block, its own size); the others hold the Block being
-  // computed and `prefetch` in flight. Gradient buffers: a Block's from its
-  // backward until its reduce-scatter completed.
-  const int slots = std::min(options.prefetch + 1, n);
-  if (options.mode == ShardingMode::shard_grad_op) {
-    for (int b = 0; b < n; ++b) gather_slots_.push_back(Tensor::zeros({layout_.padded_numel(b)}, DType::f32, dev));
-  } else {
-    for (int s = 0; s < slots; ++s) gather_slots_.push_back(Tensor::zeros({layout_.max_padded_numel()}, DType::f32, dev));
-  }
-  for (int s = 0; s < slots; ++s) grad_slots_.push_back(Tensor::zeros({layout_.max_padded_numel()}, DType::f32, dev));
-  for (int s = int(gather_slots_.size()) - 1; s >= 0; --s) free_gather_slots_.push_back(s);
   ST_CHECK((options.param_dtype == DType::f32 || options.param_dtype == DType::bf16) &&
                (options.reduce_dtype == DType::f32 || options.reduce_dtype == DType::bf16),
            "FSDP: parameter and reduce dtypes are f32 or bf16");
-  if (low_params()) {
-    shard_params_low_ = Tensor::zeros(shard_params_.shape(), DType::bf16, dev);
-    for (const Tensor& g : gather_slots_) gather_low_slots_.push_back(Tensor::zeros(g.shape(), DType::bf16, dev));
-  }
-  if (low_reduce()) {
-    shard_grads_low_ = Tensor::zeros(shard_grads_.shape(), DType::bf16, dev);
-    for (const Tensor& g : grad_slots_) grad_low_slots_.push_back(Tensor::zeros(g.shape(), DType::bf16, dev));
-  }
-  for (int s = slots - 1; s >= 0; --s) free_grad_slots_.push_back(s);
+  // Gather buffers: SHARD_GRAD_OP keeps every Block from forward to backward;
+  // the others hold the Block being computed and `prefetch` in flight.
+  // Gradient buffers: a Block's from its backward until its reduce-scatter
+  // completed, `prefetch` + 1 at most. Each buffer is its Block's padded size
+  // (buffer_pool.h), made at first use.
+  gather_limit_ = options.mode == ShardingMode::shard_grad_op ? n : std::min(options.prefetch + 1, n);
+  grad_limit_ = std::min(options.prefetch + 1, n);
+  gathers_ = BufferPool(dev, low_params());
+  grads_ = BufferPool(dev, low_reduce());
+  if (low_params()) shard_params_low_ = Tensor::zeros(shard_params_.shape(), DType::bf16, dev);
+  if (low_reduce()) shard_grads_low_ = Tensor::zeros(shard_grads_.shape(), DType::bf16, dev);
   state_.assign(size_t(n), State::freed);
   slot_of_block_.assign(size_t(n), -1);
   grad_slot_of_block_.assign(size_t(n), -1);
@@ -126,39 +88,27 @@ void Fsdp::set_sync(bool sync) {
   sync_ = sync;
 }
 
-int Fsdp::take_gather_slot(int b) {
-  int slot = -1;
-  if (options_.mode == ShardingMode::shard_grad_op) {
-    slot = b;  // its own buffer
-    free_gather_slots_.erase(std::find(free_gather_slots_.begin(), free_gather_slots_.end(), b));
-  } else {
-    slot = free_gather_slots_.back();
-    free_gather_slots_.pop_back();
-  }
-  return slot;
-}
-
 Tensor Fsdp::block_grads(int b) const {
   const BlockShard& s = layout_.block(b);
   if (accum_.defined()) return accum_.view(s.flat_offset, {s.numel});
-  if (grad_slot_of_block_[size_t(b)] >= 0) return grad_slots_[size_t(grad_slot_of_block_[size_t(b)])];
+  if (grad_slot_of_block_[size_t(b)] >= 0) return grads_.f32(grad_slot_of_block_[size_t(b)], layout_.padded_numel(b));
   // Not in backward: nothing writes gradients; bind the gathered copy.
-  return gather_slots_[size_t(slot_of_block_[size_t(b)])];
+  return gathers_.f32(slot_of_block_[size_t(b)], layout_.padded_numel(b));
 }
 
 void Fsdp::issue_gather(int b) {
-  ST_ASSERT(state_[size_t(b)] == State::freed && !free_gather_slots_.empty());
-  const int slot = take_gather_slot(b);
+  ST_ASSERT(state_[size_t(b)] == State::freed && gathers_.held() < gather_limit_);
+  const int slot = gathers_.acquire(layout_.padded_numel(b));
   const BlockShard& s = layout_.block(b);
   const int64_t padded = layout_.padded_numel(b);
   if (low_params()) {
     // The master shard rounded to bf16 now (the optimizer may have stepped).
     const Tensor low = shard_params_low_.view(s.local_offset, {s.chunk});
     ops::convert(low, shard_params_.view(s.local_offset, {s.chunk}));
-    gather_work_[size_t(b)] = shard_comm_.allgather(low, gather_low_slots_[size_t(slot)].view(0, {padded}));
+    gather_work_[size_t(b)] = shard_comm_.allgather(low, gathers_.bf16(slot, padded));
   } else {
     gather_work_[size_t(b)] = shard_comm_.allgather(shard_params_.view(s.local_offset, {s.chunk}),
-                                                    gather_slots_[size_t(slot)].view(0, {padded}));
+                                                    gathers_.f32(slot, padded));
   }
   slot_of_block_[size_t(b)] = slot;
   state_[size_t(b)] = State::in_flight;
@@ -183,10 +133,10 @@ void Fsdp::ensure_gathered(int b) {
   if (low_params()) {
     const int slot = slot_of_block_[size_t(b)];
     const int64_t padded = layout_.padded_numel(b);
-    ops::convert(gather_slots_[size_t(slot)].view(0, {padded}), gather_low_slots_[size_t(slot)].view(0, {padded}));
+    ops::convert(gathers_.f32(slot, padded), gathers_.bf16(slot, padded));
   }
   // The Block computes on the gathered copy itself: no copy into a full buffer.
-  model_.bind_block(b, gather_slots_[size_t(slot_of_block_[size_t(b)])], block_grads(b));
+  model_.bind_block(b, gathers_.f32(slot_of_block_[size_t(b)], layout_.padded_numel(b)), block_grads(b));
 }
 
 void Fsdp::free_block(int b) {
@@ -195,8 +145,8 @@ void Fsdp::free_block(int b) {
   const int slot = std::exchange(slot_of_block_[size_t(b)], -1);
   // The Block stays bound to the buffer, which the next gather reuses:
   // poisoning it proves nothing computes on a freed Block.
-  if (options_.poison_freed) poison(gather_slots_[size_t(slot)].view(0, {layout_.block(b).numel}), b);
-  free_gather_slots_.push_back(slot);
+  if (options_.poison_freed) poison(gathers_.f32(slot, layout_.block(b).numel), b);
+  gathers_.release(slot);
 }
 
 void Fsdp::release_full_buffers() {
@@ -225,7 +175,7 @@ void Fsdp::before_forward(int b) {
     }
   }
   if (state_[size_t(b)] == State::freed) issue_gather(b);
-  for (int j = b + 1; j <= std::min(n - 1, b + options_.prefetch) && !free_gather_slots_.empty(); ++j)
+  for (int j = b + 1; j <= std::min(n - 1, b + options_.prefetch) && gathers_.held() < gather_limit_; ++j)
     if (state_[size_t(j)] == State::freed) issue_gather(j);
   ensure_gathered(b);
 }
@@ -237,22 +187,21 @@ void Fsdp::after_forward(int b) {
 
 void Fsdp::before_backward(int b) {
   if (state_[size_t(b)] == State::freed) issue_gather(b);
-  for (int j = b - 1; j >= std::max(0, b - options_.prefetch) && !free_gather_slots_.empty(); --j)
+  for (int j = b - 1; j >= std::max(0, b - options_.prefetch) && gathers_.held() < gather_limit_; --j)
     if (state_[size_t(j)] == State::freed) issue_gather(j);
   ensure_gathered(b);
   if (!accum_.defined()) {
     // The backward writes the Block's gradients straight into a gradient
     // buffer, which its reduce-scatter then sends; the tail past its last
     // parameter (alignment and shard padding) must be zero.
-    while (free_grad_slots_.empty()) advance_oldest_reduce();
-    const int slot = free_grad_slots_.back();
-    free_grad_slots_.pop_back();
+    while (grads_.held() >= grad_limit_) advance_oldest_reduce();
+    const int64_t padded = layout_.padded_numel(b);
+    const int slot = grads_.acquire(padded);
     grad_slot_of_block_[size_t(b)] = slot;
     const int64_t extent = model_.flat().block_param_extent(b);
-    const int64_t padded = layout_.padded_numel(b);
-    if (padded > extent) grad_slots_[size_t(slot)].view(extent, {padded - extent}).fill_zero();
+    if (padded > extent) grads_.f32(slot, padded).view(extent, {padded - extent}).fill_zero();
   }
-  model_.bind_block(b, gather_slots_[size_t(slot_of_block_[size_t(b)])], block_grads(b));
+  model_.bind_block(b, gathers_.f32(slot_of_block_[size_t(b)], layout_.padded_numel(b)), block_grads(b));
 }
 
 void Fsdp::after_backward(int b) {
@@ -266,20 +215,19 @@ void Fsdp::reduce_scatter(int b) {
   int slot = std::exchange(grad_slot_of_block_[size_t(b)], -1);
   if (slot < 0) {
     // Accumulated over micro-batches in the unsharded accumulator.
-    while (free_grad_slots_.empty()) advance_oldest_reduce();
-    slot = free_grad_slots_.back();
-    free_grad_slots_.pop_back();
-    const Tensor& in = grad_slots_[size_t(slot)];
+    while (grads_.held() >= grad_limit_) advance_oldest_reduce();
+    slot = grads_.acquire(padded);
+    const Tensor in = grads_.f32(slot, padded);
     copy_tensor(in.view(0, {s.numel}), accum_.view(s.flat_offset, {s.numel}));
     if (padded > s.numel) in.view(s.numel, {padded - s.numel}).fill_zero();
     if (options_.poison_freed) poison(accum_.view(s.flat_offset, {s.numel}), b);
   }
-  const Tensor& in = grad_slots_[size_t(slot)];
+  const Tensor in = grads_.f32(slot, padded);
   PendingReduce p;
   p.block = b;
   p.slot = slot;
   if (low_reduce()) {
-    const Tensor low = grad_low_slots_[size_t(slot)].view(0, {padded});
+    const Tensor low = grads_.bf16(slot, padded);
     ops::convert(low, in.view(0, {padded}));
     p.work = shard_comm_.reduce_scatter(low, shard_grads_low_.view(s.local_offset, {s.chunk}), comm::ReduceOp::sum);
   } else {
@@ -308,7 +256,7 @@ void Fsdp::advance_oldest_reduce() {
       const BlockShard& s = layout_.block(p.block);
       ops::convert(shard_grads_.view(s.local_offset, {s.chunk}), shard_grads_low_.view(s.local_offset, {s.chunk}));
     }
-    free_grad_slots_.push_back(std::exchange(p.slot, -1));
+    grads_.release(std::exchange(p.slot, -1));
     if (replica_comm_) {
       // The shard group's sum of this chunk, summed over the other nodes'
       // copies of it.

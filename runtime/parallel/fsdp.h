@@ -29,8 +29,10 @@
 // forward) releases the model's full flat buffers. A gathered Block's layers
 // are bound to the gather buffer itself (nn::Model::bind_block) and write
 // their gradients straight into a gradient buffer that the reduce-scatter
-// sends: FULL_SHARD and HYBRID hold K + 1 gather and K + 1 gradient buffers
-// of the largest padded Block, SHARD_GRAD_OP one gather buffer per Block.
+// sends: each buffer the size of its Block, taken from a pool that keeps
+// released buffers for the next Block of that size (buffer_pool.h); at most
+// K + 1 gathered Blocks (SHARD_GRAD_OP: every Block) and K + 1 gradient
+// buffers are held at once.
 // "Freed" returns the buffer for the next gather (options.poison_freed fills
 // it with NaN first, to prove nothing computes on a freed Block). Gradient
 // accumulation (no_sync) adds an unsharded gradient accumulator.
@@ -40,6 +42,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/nn/model.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/parallel/buffer_pool.h"
 #include "runtime/parallel/ddp.h"
 #include "runtime/parallel/shard_layout.h"
 
@@ -89,9 +92,12 @@ struct FsdpStats {
 struct FsdpMemory {
   int64_t param_shard_bytes = 0, grad_shard_bytes = 0, optimizer_shard_bytes = 0;
   int64_t persistent_bytes = 0;   // the three above: what a ZeRO-3 rank keeps between steps
-  int64_t gather_buffer_bytes = 0;  // transient gathered parameters: FULL_SHARD (K+1) padded
-                                    // Blocks; SHARD_GRAD_OP the whole padded model
-  int64_t grad_buffer_bytes = 0;    // transient gradient buffers: (K+1) padded Blocks
+  // The buffer pools at their fullest (buffer_pool.h; replayed in the
+  // hooks' order): gathered parameters (FULL_SHARD and HYBRID: the largest
+  // set of Blocks in flight at once, at most K+1; SHARD_GRAD_OP every Block)
+  // and gradients (at most K+1 Blocks awaiting their reduce-scatter).
+  int64_t gather_buffer_bytes = 0;
+  int64_t grad_buffer_bytes = 0;
   int64_t low_precision_bytes = 0;  // bf16 copies: the shard and gather buffers (param_dtype), the
                                     // gradient buffers and shard (reduce_dtype)
   int64_t accumulator_bytes = 0;    // with gradient accumulation: the unsharded accumulator
@@ -173,7 +179,6 @@ class Fsdp final : public nn::BlockHooks {
   void ensure_gathered(int block);
   void free_block(int block);
   void poison(const Tensor& block_buffer, int block);  // NaN into the Block's parameters
-  int take_gather_slot(int block);
   Tensor block_grads(int block) const;  // where Block b's layers write gradients now
   void release_full_buffers();
   void reduce_scatter(int block);
@@ -188,17 +193,16 @@ class Fsdp final : public nn::BlockHooks {
   FsdpOptions options_;
   ShardLayout layout_;
   Tensor shard_params_, shard_grads_;
-  std::vector<Tensor> gather_slots_, grad_slots_;
-  std::vector<int> free_gather_slots_, free_grad_slots_;
+  BufferPool gathers_, grads_;         // gather buffers and gradient buffers (with bf16 twins when mixed)
+  int gather_limit_ = 1, grad_limit_ = 1;  // buffers held at once
   std::vector<State> state_;
   std::vector<int> slot_of_block_;       // gather buffer of a Block in flight or gathered
   std::vector<int> grad_slot_of_block_;  // gradient buffer of a Block from its backward to its reduce-scatter
   Tensor accum_;                         // unsharded gradient accumulator (no_sync), once used
-  // Mixed precision (bf16): the shard rounded for the all-gather and the
-  // gather outputs; the reduce-scatter inputs and outputs. Slot i pairs with
-  // gather_slots_[i] / grad_slots_[i].
+  // Mixed precision (bf16): the shard rounded for the all-gather, the
+  // reduce-scatter's output (the pools hold the gather outputs and
+  // reduce-scatter inputs as twins).
   Tensor shard_params_low_, shard_grads_low_;
-  std::vector<Tensor> gather_low_slots_, grad_low_slots_;
   Device device_;  // where the shards and buffers live: the model's device
   bool low_params() const { return options_.param_dtype == DType::bf16; }
   bool low_reduce() const { return options_.reduce_dtype == DType::bf16; }
