@@ -17,6 +17,10 @@ struct LoaderOptions {
   std::string order = "global";         // sampler: "global" shuffle | "shard" (shard order, then a window)
   int64_t shuffle_window = 0;           // order = "shard": samples shuffled together (0: one shard)
   std::string last_batch = "drop";      // sampler: "drop" the last partial global batch | "pad" it
+  // stream: deliver the samples' stored bytes (LoadedBatch::raw) instead of
+  // normalized floats: token ids of text data. Set by the trainer for a
+  // language model, not a config key.
+  bool raw = false;
 };
 
 // Copying shards from where they live (the shared store) to a local cache

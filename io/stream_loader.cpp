@@ -16,6 +16,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <optional>
@@ -199,8 +200,14 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
 
   const int64_t depth = options.prefetch_batches;
   m.slots.resize(size_t(depth + 1));
+  ST_CHECK(!options.raw || info_.dtype == SampleDType::u8,
+           "{}: raw samples (a language model's token ids) need uint8 data, the split holds {}", m.split_dir,
+           format_v1::dtype_name(info_.dtype));
   for (LoadedBatch& b : m.slots) {
-    b.x.resize(size_t(m.sampler->local_batch() * info_.sample_numel()));
+    if (options.raw)
+      b.raw.resize(size_t(m.sampler->local_batch()) * m.sample_bytes);
+    else
+      b.x.resize(size_t(m.sampler->local_batch() * info_.sample_numel()));
     b.y.resize(size_t(m.sampler->local_batch()));
   }
   for (size_t i = 0; i < m.slots.size(); ++i) m.free_slots.push_back(i);
@@ -427,7 +434,10 @@ void StreamLoader::Impl::read_batch(const Plan& plan, const std::vector<int64_t>
     }
     for (size_t i = plan.first[s]; i < plan.first[s + 1]; ++i) {
       const int64_t pos = plan.order[i].second;
-      normalize_sample(info, raw.data() + i * sample_bytes, out.x.data() + pos * info.sample_numel());
+      if (options.raw)
+        std::memcpy(out.raw.data() + size_t(pos) * sample_bytes, raw.data() + i * sample_bytes, sample_bytes);
+      else
+        normalize_sample(info, raw.data() + i * sample_bytes, out.x.data() + pos * info.sample_numel());
       out.y[size_t(pos)] = labels[s][size_t(plan.order[i].first - shard_begin[s])];
     }
   }

@@ -42,7 +42,8 @@ namespace shardtrain::io {
 // One global batch's slice for this rank, ready for training.
 struct LoadedBatch {
   int64_t epoch = 0, batch = 0;
-  std::vector<float> x;        // local_batch * sample_numel, normalized
+  std::vector<float> x;        // local_batch * sample_numel, normalized (empty with options.raw)
+  std::vector<uint8_t> raw;    // options.raw: local_batch samples as stored (uint8 splits)
   std::vector<int32_t> y;      // local_batch
   // What reading it cost (this rank).
   int64_t bytes = 0;           // sample bytes read

@@ -319,8 +319,6 @@ void validate(const Config& c) {
   require(st.capacity_gb >= 0, "io.stage.capacity_gb must not be negative (0 = no limit)");
   require(c.model.kind == "mlp" || c.model.kind == "cnn" || c.model.kind == "gpt",
           fmt::format("model.kind \"{}\" is not a model (choose \"mlp\", \"cnn\" or \"gpt\")", c.model.kind));
-  require(c.model.kind != "gpt" || l.mode != "stream",
-          "data.loader = \"stream\" does not support model.kind = \"gpt\" yet");
   require(c.model.n_layer >= 1 && c.model.n_head >= 1 && c.model.n_embd >= 1,
           "model.n_layer, model.n_head and model.n_embd must be at least 1");
   require(c.model.n_embd % c.model.n_head == 0,

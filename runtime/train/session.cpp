@@ -49,12 +49,13 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
     return io::InMemoryDataset::load(config.data.test, config.data.test_limit);
   });
   if (config.data.loader.mode == "stream") {
-    ST_CHECK(config.model.kind != "gpt", "data.loader = \"stream\" does not support model.kind = \"gpt\" yet");
     ST_CHECK(config.data.train_limit == 0,
              "data.train_limit works with data.loader = \"memory\" only (stream the whole split, or write a "
              "smaller one)");
     s.train_stream = with_context("data.train", [&] {
-      return std::make_unique<io::StreamLoader>(config.data.train, config.data.loader,
+      io::LoaderOptions loader = config.data.loader;
+      loader.raw = config.model.kind == "gpt";  // token ids, turned into x and labels per step (lm_batch.h)
+      return std::make_unique<io::StreamLoader>(config.data.train, loader,
                                                 config.train.global_batch_size, uint64_t(config.train.seed),
                                                 std::move(locator));
     });

@@ -1,6 +1,7 @@
 #include "runtime/train/timed_step.h"
 
 #include "runtime/core/error.h"
+#include "runtime/train/lm_batch.h"
 #include "runtime/telemetry/recorder.h"
 
 #include <algorithm>
@@ -34,8 +35,13 @@ StepPhases timed_step(const Config& config, Session& s, io::Sampler& sampler, St
       const io::LoadedBatch& b = s.train_stream->next();
       ST_CHECK(b.epoch == at.epoch && b.batch == at.batch, "the loader delivered batch {}.{} for step {}.{}",
                b.epoch, b.batch, at.epoch, at.batch);
-      std::copy(b.x.begin(), b.x.end(), buffers.x_host.f32());
-      std::copy(b.y.begin(), b.y.end(), buffers.labels.begin());
+      if (s.language_model) {  // windows of T+1 token ids: x and the T next-token labels
+        lm_batch_from_windows(b.raw.data(), sampler.local_batch(), s.lm_tokens, buffers.x_host.i32(),
+                              buffers.labels.data());
+      } else {
+        std::copy(b.x.begin(), b.x.end(), buffers.x_host.f32());
+        std::copy(b.y.begin(), b.y.end(), buffers.labels.begin());
+      }
       telemetry.io_done(b.bytes, b.requests, b.read_s, queued, stage_bytes ? stage_bytes() : 0);
     } else {
       sampler.batch_indices(at.epoch, at.batch, buffers.indices);
