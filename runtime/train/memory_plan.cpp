@@ -23,7 +23,8 @@ std::string strategy_name(const Config& c) {
 
 }  // namespace
 
-MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanData& data, int ranks) {
+MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanData& data, int ranks,
+                       int shard_group) {
   MemoryPlan p;
   p.strategy = strategy_name(config);
   p.ranks = ranks;
@@ -37,9 +38,10 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
   if (config.parallel.strategy == "fsdp") {
     const parallel::FsdpOptions fo = fsdp_options(config);
     const std::string& sh = config.parallel.fsdp.sharding;
-    const int group = sh == "hybrid" && config.comm.ranks_per_node > 0
-                          ? int(std::min<int64_t>(config.comm.ranks_per_node, ranks))
-                          : ranks;
+    const int group = sh != "hybrid"                 ? ranks
+                      : shard_group > 0                ? shard_group
+                      : config.comm.ranks_per_node > 0 ? int(std::min<int64_t>(config.comm.ranks_per_node, ranks))
+                                                       : ranks;
     const parallel::FsdpMemory m =
         parallel::fsdp_memory(flat, group, states, fo, config.train.accumulation_steps > 1);
     add("parameter shard", m.param_shard_bytes);

@@ -42,7 +42,10 @@ struct PlanData {
 
 // The plan of `config`'s strategy (config.parallel) at `ranks` ranks, for
 // the rank with the most samples; `model` built from the config.
-MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanData& data, int ranks);
+// `shard_group`: HYBRID's ranks per node as the job found them (0: from
+// comm.ranks_per_node, else all ranks, as on one machine).
+MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanData& data, int ranks,
+                       int shard_group = 0);
 
 // The strategies `shardtrain plan` compares: DDP, FULL_SHARD, SHARD_GRAD_OP
 // and HYBRID (when comm.ranks_per_node > 0 divides the ranks).

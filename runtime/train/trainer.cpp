@@ -246,7 +246,8 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   plan_data.classes = info.num_classes;
   plan_data.tokens = buffers.tokens;
   plan_data.test_samples = s.test_data.size();
-  const MemoryPlan memory_plan = plan_memory(config, model, plan_data, mpi.world_size());
+  const MemoryPlan memory_plan =
+      plan_memory(config, model, plan_data, mpi.world_size(), fsdp ? fsdp->shard_group_size() : 0);
   reset_high_water(Device::cpu());
   if (!s.device.is_cpu()) reset_high_water(s.device);
   mllog.end("init_stop");
