@@ -1,15 +1,11 @@
 #include "io/dataset_writer.h"
 
+#include "io/durable_file.h"
 #include "io/hdf5_attributes.h"
 #include "runtime/core/error.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <vector>
 
@@ -29,17 +25,6 @@ void check_header(const ShardHeader& h) {
            h.sample_shape.str());
   ST_CHECK(std::isfinite(h.normalize_mean) && std::isfinite(h.normalize_std) && h.normalize_std > 0,
            "normalization mean {} std {} is invalid (finite, std > 0)", h.normalize_mean, h.normalize_std);
-}
-
-// Makes `path` durable before it is renamed into place: without this a crash
-// soon after the rename could leave the final name pointing at missing data.
-void sync_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  ST_CHECK(fd >= 0, "{}: cannot open to sync: {}", path, std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  ST_CHECK(rc == 0, "{}: fsync failed: {}", path, std::strerror(err));
 }
 
 // The file dataspace of `dataset` with rows [first, first + count) selected.
@@ -168,10 +153,7 @@ void ShardWriter::finish() {
     x_.close("cannot close /x");
     y_.close("cannot close /y");
     file_.close("cannot close the file");
-    sync_file(tmp_path_);
-    std::error_code ec;
-    std::filesystem::rename(tmp_path_, path_, ec);
-    ST_CHECK(!ec, "cannot rename {} into place: {}", tmp_path_, ec.message());
+    publish(tmp_path_, path_);  // fsync, rename, fsync the directory
     finished_ = true;
   });
 }

@@ -7,6 +7,7 @@
 #include "io/page_cache.h"
 #include "io/shard_reader.h"
 #include "io/shard_set.h"
+#include "runtime/comm/agree_or_throw.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
 
@@ -29,25 +30,6 @@ namespace {
 // failed; then, per shard, the largest number of runs any rank reads there
 // (a collective read takes that many calls on every rank).
 constexpr int64_t kGo = 0, kStop = 1, kFailed = 2;
-
-// Every rank learns whether any rank failed, and if so the first failing
-// rank's message: the same outcome everywhere (bad input must not leave one
-// rank failing while the others wait in a collective).
-void agree_or_throw(MPI_Comm comm, const std::string& my_error) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  const int mine = my_error.empty() ? INT32_MAX : rank;
-  int first = INT32_MAX;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
-  if (first == INT32_MAX) return;
-  int len = first == rank ? int(my_error.size()) : 0;
-  MPI_Bcast(&len, 1, MPI_INT, first, comm);
-  std::string message = first == rank ? my_error : std::string(size_t(len), '\0');
-  MPI_Bcast(message.data(), len, MPI_CHAR, first, comm);
-  if (first == rank) throw Error(message);
-  throw Error(fmt::format("{} (on rank {})", message, first));
-}
-
 
 }  // namespace
 
@@ -176,7 +158,7 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     problem = e.what();
   }
   try {
-    agree_or_throw(m.comm, problem);
+    comm::agree_or_throw(m.comm, problem);
     // 2. Collective opens through MPI-IO, from the source or the cache.
     m.fapl = mpio::file_access(m.comm);
     m.dxpl = mpio::transfer(options.transfer);
@@ -190,7 +172,7 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     } catch (const std::exception& e) {
       problem = e.what();
     }
-    agree_or_throw(m.comm, problem);
+    comm::agree_or_throw(m.comm, problem);
   } catch (...) {
     m.shards.clear();
     MPI_Comm_free(&m.comm);

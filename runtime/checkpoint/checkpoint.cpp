@@ -1,16 +1,16 @@
 #include "runtime/checkpoint/checkpoint.h"
 
 #include "io/hdf5_handle.h"
+#include "io/durable_file.h"
 #include "io/mpio.h"
-#include "runtime/checkpoint/durable_file.h"
 #include "runtime/checkpoint/header_io.h"
+#include "runtime/comm/agree_or_throw.h"
 #include "runtime/core/device_memory.h"
 #include "runtime/core/error.h"
 
 #include <zlib.h>
 
 #include <algorithm>
-#include <optional>
 
 namespace shardtrain::checkpoint {
 namespace {
@@ -26,29 +26,17 @@ struct Comm {
   }
 };
 
-// Every rank calls it; if any rank has an error, every rank throws the
-// lowest such rank's message (a collective HDF5 call after a one-rank throw
-// would hang the others).
-void agree(const Comm& c, const std::optional<std::string>& error) {
-  int first = error ? c.rank : c.size;
-  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, c.comm);
-  if (first == c.size) return;
-  int len = first == c.rank ? int(error->size()) : 0;
-  MPI_Bcast(&len, 1, MPI_INT, first, c.comm);
-  std::string message = first == c.rank ? *error : std::string(size_t(len), '\0');
-  MPI_Bcast(message.data(), len, MPI_CHAR, first, c.comm);
-  throw Error(message);
-}
-
+// Runs f on every rank; any rank's error becomes every rank's (a collective
+// HDF5 call after a one-rank throw would hang the others).
 template <typename F>
 void agreed(const Comm& c, F&& f) {
-  std::optional<std::string> error;
+  std::string error;
   try {
     f();
   } catch (const std::exception& e) {
     error = e.what();
   }
-  agree(c, error);
+  comm::agree_or_throw(c.comm, error);
 }
 
 // The rank's pieces as selections: of the file's 1-D dataset, and of its
@@ -159,7 +147,7 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
   const auto tensors = tensors_of(b);
   h5::File file;
   agreed(c, [&] {
-    if (c.rank == 0) make_parent_directory(path);
+    if (c.rank == 0) io::make_parent_directory(path);
   });
   agreed(c, [&] {
     h5::silence_errors();
@@ -209,7 +197,7 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
     throw Error(fmt::format("{}: writing the checkpoint failed: {}", tmp, e.what()));
   }
   agreed(c, [&] {
-    if (c.rank == 0) publish(tmp, path);  // fsync, rename, fsync the directory
+    if (c.rank == 0) io::publish(tmp, path);  // fsync, rename, fsync the directory
   });
 }
 

@@ -436,14 +436,14 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
                         double(ls.bytes) / 1e6, ls.requests, ls.batches, ls.read_s, mode));
   }
   if (mpi.rank() == 0 && staging.stager()) run.log(staging.summary());
-  if (comm)
-    run.log(comm_volume_line(strategy, config.parallel.fsdp.sharding, model.flat().parameter_count(),
-                             mpi.world_size(), result["timing"]["comm_wire_bytes"].get<double>(),
-                             fsdp ? fsdp->shard_group_size() : 0, config.parallel.fsdp.param_dtype == "bf16" ? 2 : 4,
-                             (strategy == "ddp" ? config.parallel.ddp.grad_dtype : config.parallel.fsdp.reduce_dtype) ==
-                                     "bf16"
-                                 ? 2
-                                 : 4));
+  if (comm) {
+    // Bytes per element of what is gathered (FSDP's parameters) and reduced.
+    const std::string& reduced = strategy == "ddp" ? config.parallel.ddp.grad_dtype : config.parallel.fsdp.reduce_dtype;
+    const int gather_bytes = config.parallel.fsdp.param_dtype == "bf16" ? 2 : 4, reduce_bytes = reduced == "bf16" ? 2 : 4;
+    run.log(comm_volume_line(strategy, config.parallel.fsdp.sharding, model.flat().parameter_count(), mpi.world_size(),
+                             result["timing"]["comm_wire_bytes"].get<double>(), fsdp ? fsdp->shard_group_size() : 0,
+                             gather_bytes, reduce_bytes));
+  }
   if (comm && !comm::engine_priority_raised())
     run.log("[summary] note: the communication threads could not raise their priority (no "
             "CAP_SYS_NICE); when ranks fill every core, collectives may wait for the scheduler");

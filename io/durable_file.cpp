@@ -1,4 +1,4 @@
-#include "runtime/checkpoint/durable_file.h"
+#include "io/durable_file.h"
 
 #include "runtime/core/error.h"
 
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-namespace shardtrain::checkpoint {
+namespace shardtrain::io {
 namespace fs = std::filesystem;
 
 namespace {
@@ -39,4 +39,4 @@ void publish(const std::string& tmp, const std::string& final_path) {
   fsync_path(dir.empty() ? "." : dir.string(), O_RDONLY | O_DIRECTORY);
 }
 
-}  // namespace shardtrain::checkpoint
+}  // namespace shardtrain::io
