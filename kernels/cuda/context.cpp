@@ -54,37 +54,75 @@ class CudaMemoryOps final : public DeviceMemoryOps {
     require(device);
     sync_compute();
   }
-  void copy_input_async(void* dst, const void* src, size_t bytes, Device device) override {
+  void copy_input_async(void* dst, const void* src, size_t bytes, Device device, int slot) override {
     require(device);
     bind_thread();
-    if (start_ == nullptr) {
-      ST_CUDA_CHECK(cudaEventCreate(&start_));
-      ST_CUDA_CHECK(cudaEventCreate(&stop_));
-    } else if (pending_) {
-      harvest();  // the previous copy: the compute stream has long passed it
+    InputSlot& in = slots_[size_t(slot)];
+    if (in.start == nullptr) {
+      for (InputSlot& each : slots_) {
+        ST_CUDA_CHECK(cudaEventCreate(&each.start));
+        ST_CUDA_CHECK(cudaEventCreate(&each.stop));
+        ST_CUDA_CHECK(cudaEventCreateWithFlags(&each.device_free, cudaEventDisableTiming));
+      }
     }
-    ST_CUDA_CHECK(cudaEventRecord(start_, g.copy));
+    harvest_completed();
+    // Everything issued to the compute stream so far belongs to the steps
+    // up to the previous one, the last to read the previous slot's buffer.
+    if (previous_slot_ >= 0) {
+      InputSlot& prev = slots_[size_t(previous_slot_)];
+      ST_CUDA_CHECK(cudaEventRecord(prev.device_free, g.compute));
+      prev.free_recorded = true;
+    }
+    if (in.free_recorded) ST_CUDA_CHECK(cudaStreamWaitEvent(g.copy, in.device_free, 0));
+    if (in.pending) harvest(in);  // its copy is long done: the compute stream waited for it
+    ST_CUDA_CHECK(cudaEventRecord(in.start, g.copy));
     ST_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g.copy));
-    ST_CUDA_CHECK(cudaEventRecord(stop_, g.copy));
-    ST_CUDA_CHECK(cudaStreamWaitEvent(g.compute, stop_, 0));
-    pending_ = true;
+    ST_CUDA_CHECK(cudaEventRecord(in.stop, g.copy));
+    ST_CUDA_CHECK(cudaStreamWaitEvent(g.compute, in.stop, 0));
+    in.pending = true;
+    in.issued = ++issued_;
+    previous_slot_ = slot;
+  }
+  void wait_input_host_free(int slot) override {
+    InputSlot& in = slots_[size_t(slot)];
+    if (!in.pending) return;
+    bind_thread();
+    harvest(in);
   }
   double last_input_copy_seconds() override {
-    if (pending_ && cudaEventQuery(stop_) == cudaSuccess) harvest();
+    harvest_completed();
     return last_s_;
   }
 
  private:
-  void harvest() {
+  // An input slot's copy: its timing events, and the compute stream's
+  // event after the last step that read its device buffer.
+  struct InputSlot {
+    cudaEvent_t start = nullptr, stop = nullptr, device_free = nullptr;
+    bool pending = false, free_recorded = false;
+    uint64_t issued = 0;  // order of the copies, for "the last completed"
+  };
+
+  // Waits for the slot's copy and keeps its event-timed duration when it is
+  // the newest harvested so far.
+  void harvest(InputSlot& in) {
     float ms = 0;
-    ST_CUDA_CHECK(cudaEventSynchronize(stop_));
-    ST_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-    last_s_ = double(ms) * 1e-3;
-    pending_ = false;
+    ST_CUDA_CHECK(cudaEventSynchronize(in.stop));
+    ST_CUDA_CHECK(cudaEventElapsedTime(&ms, in.start, in.stop));
+    if (in.issued > last_issued_) {
+      last_s_ = double(ms) * 1e-3;
+      last_issued_ = in.issued;
+    }
+    in.pending = false;
+  }
+  void harvest_completed() {
+    for (InputSlot& in : slots_)
+      if (in.pending && cudaEventQuery(in.stop) == cudaSuccess) harvest(in);
   }
 
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
-  bool pending_ = false;
+  std::array<InputSlot, 2> slots_{};
+  int previous_slot_ = -1;
+  uint64_t issued_ = 0, last_issued_ = 0;
   double last_s_ = 0;
 
   static void require(Device d) {

@@ -35,12 +35,18 @@ void copy_tensor(const Tensor& dst, const Tensor& src) {
   device_memory_ops().copy(dst.raw(), dst.device(), src.raw(), src.device(), src.nbytes());
 }
 
-void copy_input_async(const Tensor& dst, const Tensor& src) {
+void copy_input_async(const Tensor& dst, const Tensor& src, int slot) {
   if (dst.device().is_cpu()) return copy_tensor(dst, src);
   ST_CHECK(src.device().is_cpu() && dst.numel() == src.numel() && dst.dtype() == src.dtype(),
            "copy_input_async: {} {} on {} into {} {} on {}", src.shape().str(), dtype_name(src.dtype()),
            src.device().str(), dst.shape().str(), dtype_name(dst.dtype()), dst.device().str());
-  if (src.nbytes() > 0) device_memory_ops().copy_input_async(dst.raw(), src.raw(), src.nbytes(), dst.device());
+  ST_CHECK(slot == 0 || slot == 1, "copy_input_async: input slot {} (0 or 1)", slot);
+  if (src.nbytes() > 0)
+    device_memory_ops().copy_input_async(dst.raw(), src.raw(), src.nbytes(), dst.device(), slot);
+}
+
+void wait_input_host_free(int slot) {
+  if (device_memory_ops_registered()) device_memory_ops().wait_input_host_free(slot);
 }
 
 Tensor to_device(const Tensor& t, Device device) {

@@ -27,11 +27,19 @@ class DeviceMemoryOps {
                     size_t bytes) = 0;
   // Wait until everything issued to the device's compute stream has finished.
   virtual void synchronize(Device device) = 0;
-  // An input batch from (pinned) host memory to the device on the copy
-  // stream; the compute stream waits for it by an event before its next
-  // kernel. Returns at once: `src` must stay unchanged until the compute
-  // stream has passed that point (the next read of a result from it).
-  virtual void copy_input_async(void* dst, const void* src, size_t bytes, Device device) = 0;
+  // An input batch from pinned host memory into input slot `slot` (0 or 1)
+  // on the device, on the copy stream. Two slots let the copy of step N+1
+  // run while step N computes: the copy into a slot waits (by event, on the
+  // device) until the compute stream has finished the work issued before
+  // the previous call, the last step that may read this slot's device
+  // buffer when the slots alternate (and the previous step itself when a
+  // caller reuses one slot: then nothing overlaps, but nothing races).
+  // The compute stream waits for the copy before its next kernel. Returns
+  // at once: `src` must not change until wait_input_host_free(slot).
+  virtual void copy_input_async(void* dst, const void* src, size_t bytes, Device device, int slot) = 0;
+  // Blocks until the last copy out of `slot`'s host buffer has read it, so
+  // the host may refill that buffer.
+  virtual void wait_input_host_free(int slot) = 0;
   // Device time of the last input copy that has completed (event-timed), in
   // seconds; 0 before the first.
   virtual double last_input_copy_seconds() = 0;
@@ -45,9 +53,11 @@ bool device_memory_ops_registered();
 
 // dst := src for tensors of equal numel and dtype on any devices.
 void copy_tensor(const Tensor& dst, const Tensor& src);
-// An input batch host -> device (copy_input_async); a plain copy when both
-// are on the host.
-void copy_input_async(const Tensor& dst, const Tensor& src);
+// An input batch host -> device through input slot `slot`
+// (DeviceMemoryOps::copy_input_async); a plain copy when both are on the host.
+void copy_input_async(const Tensor& dst, const Tensor& src, int slot = 0);
+// DeviceMemoryOps::wait_input_host_free; nothing to wait for without a device.
+void wait_input_host_free(int slot);
 // A new tensor on `device` holding t's values (t itself when already there).
 Tensor to_device(const Tensor& t, Device device);
 

@@ -52,6 +52,7 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
     const int64_t i = next++;
     sampler.batch_indices(i / sampler.batches_per_epoch(), i % sampler.batches_per_epoch(),
                           buffers.indices);
+    buffers.next_input();
     gather_batch(s, buffers, sampler.local_batch());
     train_step(*s.model, *s.optimizer, buffers, config.optim.lr, config.clip_grad_norm,
                config.train.global_batch_size, config.train.accumulation_steps, nullptr);

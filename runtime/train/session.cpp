@@ -104,7 +104,19 @@ StepBuffers::StepBuffers(const Shape& x_shape, DType x_dtype, const Shape& logit
       x_host(device.is_cpu() ? x : Tensor::empty_pinned(x_shape, x_dtype)),
       dlogits(Tensor::empty(logits_shape, DType::f32, device)),
       labels(size_t(n_labels)),
-      indices(size_t(batch)) {}
+      indices(size_t(batch)) {
+  if (device.is_cpu()) return;
+  x_slots_ = {x, Tensor::empty(x_shape, x_dtype, device)};
+  x_host_slots_ = {x_host, Tensor::empty_pinned(x_shape, x_dtype)};
+}
+
+void StepBuffers::next_input() {
+  if (!x_slots_[0].defined()) return;
+  input_slot ^= 1;
+  x = x_slots_[size_t(input_slot)];
+  x_host = x_host_slots_[size_t(input_slot)];
+  wait_input_host_free(input_slot);
+}
 
 StepBuffers::StepBuffers(const Shape& sample, int64_t classes, int64_t batch, Device device)
     : StepBuffers(batched(batch, sample), DType::f32, {batch, classes}, batch, batch, device) {}
@@ -147,7 +159,7 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
   if (b.x.raw() != b.x_host.raw()) {
     // The batch to the GPU on the copy stream; the first kernel waits for it.
     telemetry::Span span("h2d", "data");
-    copy_input_async(b.x, b.x_host);
+    copy_input_async(b.x, b.x_host, b.input_slot);
   }
   for (int64_t m = 0; m < micro_batches; ++m) {
     const int64_t begin = local * m / micro_batches, end = local * (m + 1) / micro_batches;

@@ -11,6 +11,7 @@
 #include "runtime/parallel/fsdp.h"
 #include "runtime/train/config.h"
 
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -54,6 +55,7 @@ std::vector<optim::ParamRange> optimizer_ranges(const nn::FlatParameters& flat);
 struct StepBuffers {
   Tensor x;                       // [local batch, sample...]; language model: i32 [local batch, T]
   Tensor x_host;                  // x on the host (pinned), where batches are gathered; x itself on the CPU
+  int input_slot = 0;             // which of the two (x, x_host) pairs x and x_host are (GPU)
   Tensor dlogits;                 // [local batch, classes]; language model: [local batch, T, V]
   std::vector<int32_t> labels;    // local batch; language model: local batch * T
   std::vector<int64_t> indices;
@@ -64,9 +66,17 @@ struct StepBuffers {
   static StepBuffers language_model(int64_t T, int64_t vocab, int64_t batch,
                                     Device device = Device::cpu());
 
+  // On a GPU, switches x and x_host to the other input slot and waits until
+  // its host buffer may be refilled: the next batch is gathered there and
+  // copied while the step before still computes (device_memory.h). Call
+  // before gathering each step's batch; nothing happens on the CPU. Steps
+  // that never call it reuse one slot: correct, without the overlap.
+  void next_input();
+
  private:
   StepBuffers(const Shape& x_shape, DType x_dtype, const Shape& logits_shape, int64_t labels, int64_t batch,
               Device device);
+  std::array<Tensor, 2> x_slots_, x_host_slots_;  // GPU only
 };
 
 // The buffers for `batch` samples of this session's training data and model.

@@ -30,6 +30,7 @@ StepPhases timed_step(const Config& config, Session& s, io::Sampler& sampler, St
   double injected = 0;
   {
     telemetry::Span span("data_wait", "data", at.step);
+    buffers.next_input();  // GPU: the other input slot, so this batch's copy overlaps the last step
     if (s.train_stream) {
       const int64_t queued = s.train_stream->queued();
       const io::LoadedBatch& b = s.train_stream->next();

@@ -93,7 +93,10 @@ Run make_run(const Case& c, Device device) {
 }
 
 // Batch `step`'s inputs and labels (fresh random values every step).
+// The trainer's alternating input slots (StepBuffers::next_input) are used,
+// so the comparison covers a batch copied while the previous step computes.
 void load(const Case& c, int64_t step, train::StepBuffers& b) {
+  b.next_input();
   Rng rng(stream_key(11, 0, uint64_t(step)));
   if (c.lm) {
     for (int64_t i = 0; i < b.x_host.numel(); ++i) b.x_host.i32()[i] = int32_t(rng.below(uint64_t(c.classes)));
