@@ -1,6 +1,7 @@
 #include "runtime/comm/gpu/nccl_communicator.h"
 
 #include "kernels/cuda/context.h"
+#include "kernels/cuda/stream_sleep.h"
 #include "runtime/comm/gpu_backend.h"
 #include "runtime/comm/collective_args.h"
 #include "runtime/comm/mpi_transport.h"
@@ -317,6 +318,10 @@ WorkPtr NcclCommunicator::issue(OpCode op, const Tensor& a, const Tensor& b, int
     ST_CUDA_CHECK(cudaEventRecord(ready_, compute));
     ST_CUDA_CHECK(cudaStreamWaitEvent(comm, ready_, 0));
     ST_CUDA_CHECK(cudaEventRecord(p.start, comm));
+    // [debug] slow_comm_ms: the collective starts late on the GPU, as the MPI
+    // backend's engine starts it late on the host (not inside a group,
+    // whose collectives launch together at end_group).
+    if (options_.debug_delay_s > 0 && !in_group_) cuda::sleep_on_stream(comm, options_.debug_delay_s);
     ST_NCCL_CHECK(launch(comm));
     if (in_group_) {
       group_.push_back(std::move(p));

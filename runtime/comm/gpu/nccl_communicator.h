@@ -10,7 +10,9 @@
 // collective reads what the kernels issued before it wrote; never a
 // device-wide synchronization), records a start event, launches the NCCL
 // collective on the comm stream, records a completion event. Collectives run
-// in issue order on the comm stream.
+// in issue order on the comm stream. With CommOptions::debug_delay_s
+// ([debug] slow_comm_ms) a sleep kernel holds the comm stream that long
+// before each collective (kernels/cuda/stream_sleep.h).
 //
 // Completion: one poller thread per communicator (started with its first
 // collective) queries the events in issue order every ~20 us while anything
