@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <climits>
+#include <cstdlib>
 #include <vector>
 
 namespace shardtrain::cpu {
@@ -68,6 +70,31 @@ void set_blas_threads(int threads) {
   ST_CHECK(threads >= 1, "set_blas_threads: {} threads (must be >= 1)", threads);
   configured_threads() = threads;
   openblas_set_num_threads(threads);
+}
+
+std::string blas_core() { return openblas_get_corename(); }
+
+std::string blas_core_warning(const char* coretype_env, const std::string& core, bool avx2_fma, bool avx512) {
+  // A core the user chose is theirs (CI pins Haswell on AVX-512 machines).
+  if (coretype_env && *coretype_env) return {};
+  if (!avx2_fma) return {};
+  std::string lower = core;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  // OpenBLAS's x86-64 cores with AVX2 kernels or wider.
+  for (const char* wide : {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"})
+    if (lower == wide) return {};
+  const char* better = avx512 ? "SkylakeX" : "Haswell";
+  return fmt::format(
+      "OpenBLAS chose its {} kernels (no AVX2) on a CPU with {}: it does not recognize this CPU model, and "
+      "GEMMs run several times slower than they could. Start the job with OPENBLAS_CORETYPE={} in its "
+      "environment (e.g. `OPENBLAS_CORETYPE={} shardrun ...`)",
+      core, avx512 ? "AVX-512" : "AVX2 and FMA", better, better);
+}
+
+std::string blas_core_warning() {
+  return blas_core_warning(std::getenv("OPENBLAS_CORETYPE"), blas_core(),
+                           __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
+                           __builtin_cpu_supports("avx512f"));
 }
 
 void set_gemm_precision(GemmPrecision precision) { g_precision = precision; }

@@ -21,8 +21,9 @@ std::string build_info() {
   std::string blas = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
   blas = blas.substr(blas.find_first_not_of(' '));
   blas = blas.substr(0, blas.find_last_not_of(' ') + 1);
-  s += fmt::format("  BLAS      {}, core {}, {} thread(s) per rank\n", blas, openblas_get_corename(),
+  s += fmt::format("  BLAS      {}, core {}, {} thread(s) per rank\n", blas, cpu::blas_core(),
                    cpu::blas_threads());
+  if (const std::string w = cpu::blas_core_warning(); !w.empty()) s += fmt::format("            warning: {}\n", w);
   s += fmt::format("  MPI       {}\n", comm::MpiEnv::library_version());
   unsigned maj = 0, min = 0, rel = 0;
   H5get_libversion(&maj, &min, &rel);

@@ -72,6 +72,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   run.write_file("config.toml", to_toml(resolved));
   run.log(fmt::format("[init] shardtrain {} on {} rank(s), strategy {}; config {}; run dir {}",
                       "0.1.0", mpi.world_size(), strategy, config.source, dir));
+  if (const std::string w = cpu::blas_core_warning(); !w.empty()) run.log(fmt::format("[init] warning: {}", w));
   telemetry::MlLog mllog(mpi.rank() == 0 && config.telemetry.enabled
                              ? (std::filesystem::path(dir) / "mllog.txt").string()
                              : std::string());
