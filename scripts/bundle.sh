@@ -13,7 +13,8 @@
 #   lib/compat/libstdc++.so.6  used only where the target's is too old (env.sh)
 #   lib/openmpi3/, lib/pmix/   Open MPI's and PMIx's MCA plugins
 #   share/openmpi, share/pmix, etc/openmpi   help texts and configuration
-#   data/    the prepared Fashion-MNIST test split and KJV text (if present)
+#   data/    the prepared Fashion-MNIST test split and KJV text (if present),
+#            with .npz copies for bench/torch_reference.py
 #   env.sh   source it: LD_LIBRARY_PATH, PATH and Open MPI's relocation
 # Environment: BUNDLE_DATA=0 leaves the data out; BUNDLE_EXTRA="a b" adds
 # more programs from BUILD_DIR/bin (or paths) to tests/.
@@ -127,6 +128,18 @@ if [ "${BUNDLE_DATA:-1}" = 1 ]; then
     mkdir -p "$stage/data/fashion-mnist"; cp -r "$repo/data/fashion-mnist/test" "$stage/data/fashion-mnist/"
   fi
   if [ -f "$repo/data/kjv/train/part-00000.h5" ]; then cp -r "$repo/data/kjv" "$stage/data/"; fi
+  # .npz copies for bench/torch_reference.py, whose PyTorch there may lack h5py.
+  if /usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null; then
+    find "$stage/data" -name 'part-*.h5' -print0 | xargs -0 -r /usr/bin/python3 -c '
+import sys, h5py, numpy as np
+for f in sys.argv[1:]:
+    with h5py.File(f, "r") as h:
+        extra = {k: np.float64(v) for k, v in h["x"].attrs.items() if k in ("normalize_mean", "normalize_std")}
+        np.savez_compressed(f[:-3] + ".npz", x=h["x"][...], y=h["y"][...], num_classes=np.int64(h.attrs["num_classes"]), **extra)
+'
+  else
+    log "warning: no h5py for /usr/bin/python3: no .npz copies of the data (the PyTorch reference needs h5py there)"
+  fi
   data_note=$(cd "$stage/data" && du -sh --apparent-size . | cut -f1)
 fi
 

@@ -11,6 +11,8 @@
 #   GPU_TRAIN_MODELS     which of mlp cnn gpt (default all three)
 #   GPU_TRAIN_LOSS_LIMIT rel. difference of loss@K allowed, CPU vs GPU (default 2e-2)
 #   GPU_BENCH_BATCH      global batch of the extra MLP throughput run (default 8192)
+# Per model it also runs the same K steps in PyTorch on the GPU
+# (bench/torch_reference.py; row torch-cuda) when $PY imports torch.
 
 GPU_TRAIN_STEPS=${GPU_TRAIN_STEPS:-50}
 GPU_TRAIN_DEVICE_KEY=${GPU_TRAIN_DEVICE_KEY:-runtime.device}
@@ -142,5 +144,31 @@ gpu_training_checks() {
       [ $rc -eq 0 ] || body "$W/logs/$name.log" | tail -5 | sed 's/^/  ! /'
       train_row "$m" "$dev-bench" "b=$gb" - - "$ms" "$sps" "$tf" "$(rc_word $rc)"
     done
+
+    # PyTorch on the same GPU with the same job (bench/torch_reference.py):
+    # what people use today, against this run's cuda row.
+    [ $has_key = 1 ] && gpu_torch_reference "$m" "$cfg" "$K" "${common[@]}"
   done
+}
+
+# gpu_torch_reference MODEL CONFIG K SETTINGS...: K steps of the config in
+# PyTorch on cuda:0 (tf32 matmuls, as runtime.gpu_gemm's default), a row
+# `torch-cuda` and the step-time ratio against shardtrain's cuda run.
+gpu_torch_reference() {
+  local m=$1 cfg=$2 K=$3; shift 3
+  if [ -z "$PY" ] || ! "$PY" -c 'import torch, numpy' 2>/dev/null; then
+    train_row "$m" torch-cuda "$K" - - - - - "SKIP(no torch)"; return
+  fi
+  local toml=$W/runs/torch-$m.toml js=$W/runs/torch-$m-cuda.json
+  shardtrain config "$cfg" "$@" --set target.value=0 > "$toml" 2>> "$LOG" || { train_row "$m" torch-cuda "$K" - - - - - "FAIL(config)"; return; }
+  run "torch-$m-cuda" 120 "$PY" "$REPO/bench/torch_reference.py" "$toml" --device cuda --json "$js"
+  local rc=$? tl ms sps ours
+  tl=$(json_get "$js" '"%.4f" % j["final"]["test_loss"]')
+  ms=$(json_get "$js" '"%.2f" % j["step_ms_median"]')
+  sps=$(json_get "$js" '"%.0f" % (j["samples_per_s"])')
+  ours=$(json_get "$W/runs/$m-cuda/result.json" '"%.2f" % (1000*j["per_rank"][0]["step_time_median_s"])')
+  local ratio; ratio=$(awk -v a="$ms" -v b="$ours" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }')
+  say "$m torch cuda: exit $rc, test_loss $tl, step ${ms} ms (shardtrain ${ours} ms: PyTorch/shardtrain ${ratio})"
+  [ $rc -eq 0 ] || body "$W/logs/torch-$m-cuda.log" | tail -5 | sed 's/^/  ! /'
+  train_row "$m" torch-cuda "$K" - "$tl" "$ms" "$sps" - "$(rc_word $rc)"
 }

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# shardtrain against PyTorch on the same jobs, side by side in one run
+# (docs/BENCHMARKS.md, "Against PyTorch"): the reference MLP, CNN and GPT
+# configs, trained by `shardtrain train` and by bench/torch_reference.py
+# (the same model, optimizer, schedule, batch, data and evaluations in
+# PyTorch), one thread per process on the CPU.
+#   1. Step time on 1 rank: K steps each, the two frameworks alternating,
+#      ROUNDS rounds; the median of each framework's rounds. On a CPU with
+#      AVX-512, shardtrain also runs with OPENBLAS_CORETYPE=SkylakeX set in
+#      its command (OpenBLAS's AVX-512 kernels), in the same rounds.
+#   2. Time to target with DDP on 2 ranks (shardrun / torchrun, gloo): each
+#      config as written (MLP 88%, CNN 90.5%, GPT test loss 1.65 in 800
+#      steps), once each.
+# About 10 minutes on the 2-core VM. Needs torch, numpy and h5py for
+# TORCH_PYTHON (default: python3 that imports torch), e.g.
+#   python3 -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch numpy h5py
+#   TORCH_PYTHON=/tmp/torchenv/bin/python3 scripts/bench-torch.sh [OUT_DIR]
+# OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are left as the machine sets them
+# (they change shardtrain's GEMMs, not PyTorch's, which brings its own).
+source "$(dirname "$0")/bench-common.sh"
+K=${BENCH_TORCH_STEPS:-100}
+ROUNDS=${BENCH_TORCH_ROUNDS:-3}
+MODELS=${BENCH_TORCH_MODELS:-mlp cnn gpt}
+PARTS=${BENCH_TORCH_PARTS:-1 2}
+skx=0; grep -qw avx512f /proc/cpuinfo && skx=1
+py=${TORCH_PYTHON:-python3}
+"$py" -c 'import torch, h5py, numpy' || { echo "bench-torch: $py cannot import torch, h5py and numpy (see the header)" >&2; exit 1; }
+torchrun=("$py" -m torch.distributed.run --standalone)
+[ -f data/kjv/train/part-00000.h5 ] || $st prep text --out data/kjv --block-size 64
+
+config_of() { case $1 in mlp) echo examples/fmnist_mlp.toml ;; cnn) echo examples/fmnist_cnn.toml ;; gpt) echo examples/gpt_kjv.toml ;; esac; }
+echo "openblas: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}; $("$py" -c 'import torch; print("torch", torch.__version__)')"
+
+# 1. Step time, 1 rank, K steps, target off so that the runs are equal.
+for m in $MODELS; do
+  [[ " $PARTS " == *" 1 "* ]] || break
+  cfg=$(config_of "$m")
+  $st config "$cfg" --set train.max_steps="$K" --set target.value=0 --set parallel.strategy=none \
+    > "$out/torch-$m-steps.toml"
+  for r in $(seq "$ROUNDS"); do
+    $st train "$cfg" --set train.max_steps="$K" --set target.value=0 --set parallel.strategy=none \
+      --run-dir "$out/st-$m-steps-$r" --overwrite > /dev/null
+    [ $skx = 1 ] && OPENBLAS_CORETYPE=SkylakeX $st train "$cfg" --set train.max_steps="$K" --set target.value=0 \
+      --set parallel.strategy=none --run-dir "$out/st-skx-$m-steps-$r" --overwrite > /dev/null
+    OMP_NUM_THREADS=1 "$py" bench/torch_reference.py "$out/torch-$m-steps.toml" --json "$out/torch-$m-steps-$r.json" > /dev/null
+    echo "step time $m round $r done"
+  done
+done
+
+# 2. Time to target, DDP on 2 ranks.
+for m in $MODELS; do
+  [[ " $PARTS " == *" 2 "* ]] || break
+  cfg=$(config_of "$m")
+  $st config "$cfg" > "$out/torch-$m-ddp2.toml"
+  $run -n 2 -- $st train "$cfg" --run-dir "$out/st-$m-ddp2" --overwrite | grep -E '^\[(eval|done)\]'
+  OMP_NUM_THREADS=1 "${torchrun[@]}" --nproc_per_node 2 bench/torch_reference.py "$out/torch-$m-ddp2.toml" \
+    --json "$out/torch-$m-ddp2.json" 2>&1 | grep -v '^W[0-9]\|^\*\*\*\*'
+done
+
+"$py" - "$out" "$ROUNDS" "$MODELS" "$PARTS" "$skx" <<'PYEOF'
+import json, os, statistics, sys
+out, rounds, models, parts, skx = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split(), sys.argv[5] == "1"
+def st_result(d): return json.load(open(f"{out}/{d}/result.json"))
+def st_ms(prefix, m): return statistics.median(1e3 * st_result(f"{prefix}-{m}-steps-{r}")["timing"]["step_s"] for r in range(1, rounds + 1))
+if "1" in parts:
+    print("\n1. step time, 1 rank, 1 thread (median of the rounds' mean step times)")
+    print("| model | shardtrain ms | PyTorch ms | PyTorch / shardtrain |"
+          + (" shardtrain ms, OPENBLAS_CORETYPE=SkylakeX | PyTorch / that |" if skx else "")
+          + " test loss shardtrain / PyTorch |")
+    print("| --- | --- | --- | --- |" + (" --- | --- |" if skx else "") + " --- |")
+    for m in models:
+        tc = [json.load(open(f"{out}/torch-{m}-steps-{r}.json")) for r in range(1, rounds + 1)]
+        ours, theirs = st_ms("st", m), statistics.median(r["step_ms_mean"] for r in tc)
+        cols = f"| {m} | {ours:.2f} | {theirs:.2f} | {theirs / ours:.2f} |"
+        if skx:
+            ours_skx = st_ms("st-skx", m)
+            cols += f" {ours_skx:.2f} | {theirs / ours_skx:.2f} |"
+        print(cols + f" {st_result(f'st-{m}-steps-1')['final']['test_loss']:.4f} / {tc[0]['final']['test_loss']:.4f} |")
+if "2" not in parts:
+    sys.exit(0)
+print("\n2. DDP on 2 ranks, the configs as written")
+print("| model | target | shardtrain: reached, time | PyTorch: reached, time | PyTorch / shardtrain time | step ms shardtrain / PyTorch | final shardtrain / PyTorch |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for m in models:
+    s = st_result(f"st-{m}-ddp2")
+    t = json.load(open(f"{out}/torch-{m}-ddp2.json"))
+    metric = "test_accuracy" if m != "gpt" else "test_loss"
+    fmt = (lambda v: f"{100 * v:.2f}%") if metric == "test_accuracy" else (lambda v: f"{v:.4f}")
+    st_t, tc_t = s.get("time_to_target_s"), t.get("time_to_target_s")
+    ratio = f"{tc_t / st_t:.2f}" if st_t and tc_t else "-"
+    print(f"| {m} | {metric} | {'yes' if st_t else 'no'}, {st_t or s['train_time_s']:.1f} s | "
+          f"{'yes' if tc_t else 'no'}, {tc_t or t['train_time_s']:.1f} s | {ratio} | "
+          f"{1e3 * s['timing']['step_s']:.2f} / {t['step_ms_mean']:.2f} | {fmt(s['final'][metric])} / {fmt(t['final'][metric])} |")
+PYEOF
