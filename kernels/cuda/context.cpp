@@ -5,6 +5,7 @@
 #include "runtime/core/device_memory.h"
 #include "runtime/core/error.h"
 
+#include <algorithm>
 #include <array>
 #include <mutex>
 
@@ -58,9 +59,9 @@ class CudaMemoryOps final : public DeviceMemoryOps {
     require(device);
     bind_thread();
     InputSlot& in = slots_[size_t(slot)];
-    if (in.start == nullptr) {
+    if (in.stop == nullptr) {
       for (InputSlot& each : slots_) {
-        ST_CUDA_CHECK(cudaEventCreate(&each.start));
+        ST_CUDA_CHECK(cudaEventCreate(&each.compute_ready));
         ST_CUDA_CHECK(cudaEventCreate(&each.stop));
         ST_CUDA_CHECK(cudaEventCreateWithFlags(&each.device_free, cudaEventDisableTiming));
       }
@@ -73,11 +74,19 @@ class CudaMemoryOps final : public DeviceMemoryOps {
       ST_CUDA_CHECK(cudaEventRecord(prev.device_free, g.compute));
       prev.free_recorded = true;
     }
-    if (in.free_recorded) ST_CUDA_CHECK(cudaStreamWaitEvent(g.copy, in.device_free, 0));
+    if (!in.free_recorded) {
+      // The slot's first copy: its buffer may be memory the caching
+      // allocator handed back while kernels issued earlier still used it.
+      ST_CUDA_CHECK(cudaEventRecord(in.device_free, g.compute));
+      in.free_recorded = true;
+    }
+    ST_CUDA_CHECK(cudaStreamWaitEvent(g.copy, in.device_free, 0));
     if (in.pending) harvest(in);  // its copy is long done: the compute stream waited for it
-    ST_CUDA_CHECK(cudaEventRecord(in.start, g.copy));
     ST_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g.copy));
     ST_CUDA_CHECK(cudaEventRecord(in.stop, g.copy));
+    // Where the compute stream starts waiting for the copy: the copy's time
+    // past this point is what the step could not hide (StepRecord::h2d_s).
+    ST_CUDA_CHECK(cudaEventRecord(in.compute_ready, g.compute));
     ST_CUDA_CHECK(cudaStreamWaitEvent(g.compute, in.stop, 0));
     in.pending = true;
     in.issued = ++issued_;
@@ -95,29 +104,32 @@ class CudaMemoryOps final : public DeviceMemoryOps {
   }
 
  private:
-  // An input slot's copy: its timing events, and the compute stream's
-  // event after the last step that read its device buffer.
+  // An input slot's copy: where the compute stream began to wait for it and
+  // where it ended, and the compute stream's event after the last step that
+  // read its device buffer.
   struct InputSlot {
-    cudaEvent_t start = nullptr, stop = nullptr, device_free = nullptr;
+    cudaEvent_t compute_ready = nullptr, stop = nullptr, device_free = nullptr;
     bool pending = false, free_recorded = false;
     uint64_t issued = 0;  // order of the copies, for "the last completed"
   };
 
-  // Waits for the slot's copy and keeps its event-timed duration when it is
-  // the newest harvested so far.
+  // Waits for the slot's copy and keeps how long the compute stream waited
+  // for it (0 when it was done first) when it is the newest harvested.
   void harvest(InputSlot& in) {
     float ms = 0;
     ST_CUDA_CHECK(cudaEventSynchronize(in.stop));
-    ST_CUDA_CHECK(cudaEventElapsedTime(&ms, in.start, in.stop));
+    ST_CUDA_CHECK(cudaEventSynchronize(in.compute_ready));
+    ST_CUDA_CHECK(cudaEventElapsedTime(&ms, in.compute_ready, in.stop));
     if (in.issued > last_issued_) {
-      last_s_ = double(ms) * 1e-3;
+      last_s_ = std::max(0.0, double(ms) * 1e-3);
       last_issued_ = in.issued;
     }
     in.pending = false;
   }
   void harvest_completed() {
     for (InputSlot& in : slots_)
-      if (in.pending && cudaEventQuery(in.stop) == cudaSuccess) harvest(in);
+      if (in.pending && cudaEventQuery(in.stop) == cudaSuccess && cudaEventQuery(in.compute_ready) == cudaSuccess)
+        harvest(in);
   }
 
   std::array<InputSlot, 2> slots_{};

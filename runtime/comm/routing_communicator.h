@@ -16,7 +16,9 @@ class RoutingCommunicator final : public Communicator {
  public:
   // `host` is borrowed (the job's MPI world communicator), `device` owned.
   RoutingCommunicator(Communicator& host, std::unique_ptr<Communicator> device)
-      : host_(host), device_(std::move(device)) {}
+      : host_(host), owned_(std::move(device)), device_(owned_.get()) {}
+  // Both borrowed: the pair of a node or cross-node communicator.
+  RoutingCommunicator(Communicator& host, Communicator& device) : host_(host), device_(&device) {}
 
   int rank() const override { return device_->rank(); }
   int size() const override { return device_->size(); }
@@ -29,8 +31,17 @@ class RoutingCommunicator final : public Communicator {
   WorkPtr allgather(const Tensor& in, const Tensor& out) override { return pick(in).allgather(in, out); }
   WorkPtr broadcast(const Tensor& t, int root) override { return pick(t).broadcast(t, root); }
   WorkPtr barrier() override { return device_->barrier(); }
-  Communicator& node() override { return device_->node(); }
-  Communicator& cross_node() override { return device_->cross_node(); }
+  // Routing too, so that host tensors on a node or cross-node group (FSDP
+  // HYBRID's small sums) go to MPI there as well. The first call is
+  // collective on both backends, as theirs are.
+  Communicator& node() override {
+    if (!node_) node_ = std::make_unique<RoutingCommunicator>(host_.node(), device_->node());
+    return *node_;
+  }
+  Communicator& cross_node() override {
+    if (!cross_node_) cross_node_ = std::make_unique<RoutingCommunicator>(host_.cross_node(), device_->cross_node());
+    return *cross_node_;
+  }
 
   Communicator& device_backend() { return *device_; }
 
@@ -38,7 +49,9 @@ class RoutingCommunicator final : public Communicator {
   Communicator& pick(const Tensor& t) { return t.device().is_cpu() ? host_ : *device_; }
 
   Communicator& host_;
-  std::unique_ptr<Communicator> device_;
+  std::unique_ptr<Communicator> owned_;
+  Communicator* device_;
+  std::unique_ptr<RoutingCommunicator> node_, cross_node_;
 };
 
 }  // namespace shardtrain::comm

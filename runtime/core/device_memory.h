@@ -40,8 +40,9 @@ class DeviceMemoryOps {
   // Blocks until the last copy out of `slot`'s host buffer has read it, so
   // the host may refill that buffer.
   virtual void wait_input_host_free(int slot) = 0;
-  // Device time of the last input copy that has completed (event-timed), in
-  // seconds; 0 before the first.
+  // How long the compute stream waited for the last input copy that has
+  // completed (event-timed; the part of the copy the step before did not
+  // hide), in seconds; 0 before the first.
   virtual double last_input_copy_seconds() = 0;
 };
 

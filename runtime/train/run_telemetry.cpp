@@ -114,6 +114,8 @@ void RunTelemetry::end_step(const StepPhases& phases, const parallel::CommStats&
 
 void RunTelemetry::add_eval(double seconds) { current_.eval_s += seconds; }
 
+void RunTelemetry::add_checkpoint(double seconds) { current_.checkpoint_s += seconds; }
+
 void RunTelemetry::write_record() {
   pending_ = false;
   records_.push_back(std::move(current_));

@@ -38,6 +38,7 @@ class RunTelemetry {
   void end_step(const StepPhases& phases, const parallel::CommStats& comm, double debug_delay_s);
   // Work after the last step and before the next (its record carries it).
   void add_eval(double seconds);
+  void add_checkpoint(double seconds);
   // The rank's GPU, whose memory the records report (runtime.device = "cuda").
   void set_device(Device device) { device_ = device; }
   // The fabric NCCL reported (rank 0): summary.json's "fabric" and a

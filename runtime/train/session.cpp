@@ -184,7 +184,7 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
     phases.backward_s += now_seconds() - t1;
   }
   // The loss read above waited for the compute stream, which waited for the
-  // copy: its event-timed duration is ready.
+  // copy: how long it waited (event-timed) is known.
   if (b.x.raw() != b.x_host.raw()) phases.h2d_s = device_memory_ops().last_input_copy_seconds();
 }
 

@@ -90,7 +90,7 @@ void gather_batch(const Session& s, StepBuffers& b, int64_t n);
 struct StepPhases {
   double loss_sum = 0;  // summed loss of this rank's samples
   double forward_s = 0, backward_s = 0, optimizer_s = 0;
-  double h2d_s = 0;     // device time of the batch's host-to-device copy (GPU)
+  double h2d_s = 0;     // GPU: how long the compute stream waited for the batch's copy (not hidden)
 };
 
 // One optimizer step on this rank's slice of the global batch (in buffers):

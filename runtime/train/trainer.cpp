@@ -225,9 +225,11 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     run.log(fmt::format("[init] checkpoints every {} steps and at the end to {}, newest {} kept",
                         config.checkpoint.every_steps, checkpoints.dir(), config.checkpoint.keep));
   int64_t last_checkpoint = -1;
+  RunTelemetry* step_records = nullptr;  // once training starts: the step before carries a checkpoint's time
   auto save_checkpoint = [&] {
     const checkpoint::Progress at{step, step / steps_per_epoch, step % steps_per_epoch, total_steps, 0};
     const auto [path, seconds] = checkpoints.save(at, step);
+    if (step_records) step_records->add_checkpoint(seconds);
     last_checkpoint = step;
     run.log(fmt::format("[checkpoint] step {} written to {} in {:.2f} s", step, path, seconds));
   };
@@ -256,6 +258,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   const double run_start = now_seconds();
   RunTelemetry run_telemetry(config, dir, mpi.rank(), mpi.world_size(), comm.get(), run_start);
   run_telemetry.set_device(s.device);
+  step_records = &run_telemetry;
   if (!fabric.report.is_null()) run_telemetry.set_fabric(fabric.report, fabric.text);
   if (s.train_stream) s.train_stream->start({epoch, first_batch}, std::max<int64_t>(0, total_steps - step));
   const std::function<int64_t()> stage_bytes =

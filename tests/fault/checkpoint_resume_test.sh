@@ -53,6 +53,13 @@ train 4 fsdp A || { fail "reference run"; tail -5 A.txt; exit 1; }
 n=$(ls A/checkpoints | grep -c '^step-.*\.h5$')
 [ "$n" -eq 4 ] && echo "ok   reference: 4 ranks FSDP, checkpoints at steps 10..40, test losses $(losses A/metrics.jsonl)" ||
   fail "reference: $n checkpoints, expected 4"
+# Each checkpoint's time is in the record of the step it follows (checkpoint_s).
+ck=$("$PY" -c "
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+print(' '.join(str(r['step'] + 1) for r in recs if r['checkpoint_s'] > 0))" A/telemetry/rank-00000.jsonl 2>&1)
+[ "$ck" = "10 20 30 40" ] && echo "ok   checkpoint_s in the records of steps 10, 20, 30, 40" ||
+  fail "checkpoint_s: after steps '$ck', expected '10 20 30 40'"
 
 # --- preempted and resumed at the same world size: bit-identical ----------------------
 train 4 fsdp B --set debug.slow_rank=1 --set debug.kill_step=15

@@ -132,11 +132,14 @@ ChildResult run_child(const std::string& mode, double limit_s) {
   return r;
 }
 
-#define ST_REQUIRE_NCCL()                                                   \
-  do {                                                                      \
-    ST_REQUIRE_GPU();                                                       \
-    std::string st_why_nccl_;                                               \
-    if (!comm::nccl_available(&st_why_nccl_)) GTEST_SKIP() << st_why_nccl_; \
+// Skips without a GPU or NCCL. Unlike ST_REQUIRE_GPU, it creates no CUDA
+// context in this process: on a GPU in exclusive-process mode the child
+// could not create its own.
+#define ST_REQUIRE_NCCL()                                                            \
+  do {                                                                               \
+    std::string st_why_;                                                             \
+    if (cuda_devices(&st_why_).empty()) GTEST_SKIP() << "skipped: no CUDA device (" << st_why_ << ")"; \
+    if (!comm::nccl_available(&st_why_)) GTEST_SKIP() << st_why_;                    \
   } while (0)
 
 TEST(NcclWatchdog, StuckCollectiveIsAbortedWithTheWatchdogLine) {

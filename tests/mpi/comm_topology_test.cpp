@@ -1,7 +1,10 @@
 // node() and cross_node(): sizes and membership from the MPI library's
 // shared-memory split (one machine here: one node) and from emulated nodes
-// (CommOptions::ranks_per_node); collectives of i32 on them.
+// (CommOptions::ranks_per_node); collectives of i32 on them; a routing
+// communicator's sub-communicators.
 #include "tests/mpi/comm_test_util.h"
+
+#include "runtime/comm/routing_communicator.h"
 
 #include <algorithm>
 
@@ -102,6 +105,29 @@ TEST(CommTopology, I32BroadcastAndAllgatherOnSubCommunicators) {
     for (int k = 0; k < c->size(); ++k)
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out.i32()[k * n + i], int32_t(k * 100000 + i));
   }
+}
+
+// A routing communicator's node() and cross_node() route too: host tensors
+// on them go to the host backend's groups (FSDP HYBRID sums its gradient
+// norm's host tensor over node(); over NCCL the raw node communicator
+// refuses host tensors). Here both backends are MPI worlds of the same shape.
+TEST(CommTopology, RoutingSubCommunicatorsRouteHostTensors) {
+  Communicator& host = world("hierarchical");
+  RoutingCommunicator routing(host, make_mpi_world_communicator(options_for("hierarchical")));
+  for (Communicator* sub : {&routing.node(), &routing.cross_node()}) {
+    SCOPED_TRACE(sub->name());
+    EXPECT_NE(dynamic_cast<RoutingCommunicator*>(sub), nullptr);
+    Communicator& host_sub = sub == &routing.node() ? host.node() : host.cross_node();
+    EXPECT_EQ(sub->size(), host_sub.size());
+    EXPECT_EQ(sub->rank(), host_sub.rank());
+    Tensor t = Tensor::empty({1});
+    t.f32()[0] = float(my_world_rank() + 1);
+    sub->allreduce(t, ReduceOp::sum)->wait();
+    float want = 0;
+    for (int32_t r : members(host_sub)) want += float(r + 1);
+    EXPECT_EQ(t.f32()[0], want);
+  }
+  EXPECT_EQ(&routing.node(), &routing.node());  // made once
 }
 
 }  // namespace

@@ -307,7 +307,10 @@ WorkPtr NcclCommunicator::issue(OpCode op, const Tensor& a, const Tensor& b, int
   }
   drop.clear();
 
-  std::lock_guard lock(issue_mu_);
+  std::unique_lock lock(issue_mu_);
+  // Being aborted (a collective failed or timed out): nothing may be issued on
+  // the communicator any more, and the watchdog is ending the job.
+  while (aborting_.load()) std::this_thread::sleep_for(std::chrono::seconds(1));
   ST_CHECK(!shut_down_, "comm '{}': {} after the communicator was shut down", name_, op_name(op));
   p.record.seq = next_seq_++;
   p.work = std::make_shared<Work>(op_name(op), p.record.seq, bytes);
@@ -320,7 +323,9 @@ WorkPtr NcclCommunicator::issue(OpCode op, const Tensor& a, const Tensor& b, int
     ST_CUDA_CHECK(cudaEventRecord(p.start, comm));
     // [debug] slow_comm_ms: the collective starts late on the GPU, as the MPI
     // backend's engine starts it late on the host (not inside a group,
-    // whose collectives launch together at end_group).
+    // whose collectives launch together at end_group). Unlike there, the
+    // delay lies after the start event, so it counts in this collective's
+    // time (and toward comm.timeout_s): what the watchdog test relies on.
     if (options_.debug_delay_s > 0 && !in_group_) cuda::sleep_on_stream(comm, options_.debug_delay_s);
     ST_NCCL_CHECK(launch(comm));
     if (in_group_) {
@@ -330,6 +335,8 @@ WorkPtr NcclCommunicator::issue(OpCode op, const Tensor& a, const Tensor& b, int
     ST_CUDA_CHECK(cudaEventRecord(p.done, comm));
   } catch (const std::exception& e) {
     // The other ranks may be inside this collective already: no way to go on.
+    // (fail() aborts NCCL under issue_mu_, so this thread lets go of it.)
+    lock.unlock();
     fail(p.record, fmt::format("failed: {}", e.what()));
   }
   {
@@ -350,7 +357,7 @@ void NcclCommunicator::begin_group() {
 void NcclCommunicator::end_group() {
   std::vector<Pending> group;
   {
-    std::lock_guard lock(issue_mu_);
+    std::unique_lock lock(issue_mu_);
     ST_CHECK(in_group_, "comm '{}': end_group without begin_group", name_);
     in_group_ = false;
     group.swap(group_);
@@ -361,6 +368,7 @@ void NcclCommunicator::end_group() {
     } catch (const std::exception& e) {
       OpRecord op;
       if (!group.empty()) op = group.front().record;
+      lock.unlock();  // fail() aborts NCCL under issue_mu_
       fail(op, fmt::format("failed: {}", e.what()));
     }
     std::lock_guard plock(mu_);
@@ -515,10 +523,15 @@ void NcclCommunicator::check_async_error() {
 void NcclCommunicator::abort_nccl() {
   std::call_once(abort_once_, [this] {
     if (!comm_) return;
+    aborting_ = true;
     auto done = std::make_shared<std::promise<void>>();
     std::future<void> f = done->get_future();
     ncclComm_t c = comm_;
-    std::thread([c, done] {
+    // Under issue_mu_: never while the training thread launches on the
+    // communicator (one stuck inside a launch keeps the lock: then the job
+    // ends after the bounded wait below, without the abort).
+    std::thread([this, c, done] {
+      std::lock_guard lock(issue_mu_);
       nccl().CommAbort(c);
       done->set_value();
     }).detach();

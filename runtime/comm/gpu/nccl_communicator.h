@@ -12,7 +12,8 @@
 // collective on the comm stream, records a completion event. Collectives run
 // in issue order on the comm stream. With CommOptions::debug_delay_s
 // ([debug] slow_comm_ms) a sleep kernel holds the comm stream that long
-// before each collective (kernels/cuda/stream_sleep.h).
+// before each collective (kernels/cuda/stream_sleep.h), inside the
+// collective's measured time.
 //
 // Completion: one poller thread per communicator (started with its first
 // collective) queries the events in issue order every ~20 us while anything
@@ -52,6 +53,7 @@
 #include <cuda_runtime.h>
 #include <mpi.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -150,6 +152,7 @@ class NcclCommunicator final : public Communicator {
   bool stop_ = false;
   std::thread poller_;
   std::once_flag abort_once_;
+  std::atomic<bool> aborting_{false};  // set before ncclCommAbort: issue() stops launching
 
   // Sub-communicators (world only): the MPI groups, NCCL communicators made lazily.
   MPI_Comm mpi_ = MPI_COMM_NULL;  // this communicator's ranks (world: a duplicate)
