@@ -4,7 +4,8 @@
 // reductions (it may not reorder a sum) or float max reductions, and it will
 // not if-convert a select that guards arithmetic (-ftrapping-math). These
 // helpers are written around those limits, and every result depends only on
-// the data: no instruction-set dispatch, no reordering between runs.
+// the data: no reordering between runs, and where a kernel is compiled for
+// several instruction sets (ST_VECTOR_CLONES below), the same bits on each.
 #pragma once
 
 #include <bit>
@@ -15,6 +16,20 @@
 #include <xmmintrin.h>
 #elif defined(__ARM_NEON) && defined(__aarch64__)
 #include <arm_neon.h>
+#endif
+
+// ST_VECTOR_CLONES before a kernel's definition compiles it three times,
+// for AVX-512, AVX2 and the portable baseline, and the loader picks the
+// widest the CPU has (GCC's target_clones: an ifunc, resolved once). Only for
+// kernels whose results cannot depend on the vector width: element by element,
+// or reductions written with explicit partial sums (lane_sum): the compiler
+// may not reorder float arithmetic, and ISO C++ mode (-std=c++20) does not
+// contract a*b+c into an FMA, so every clone gives the same bits as the
+// baseline (kernels_activation_test checks GELU's bit for bit).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define ST_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ST_VECTOR_CLONES
 #endif
 
 namespace shardtrain::cpu::detail {

@@ -1,10 +1,12 @@
 #include "kernels/cpu/activation.h"
 
+#include "kernels/cpu/vec_math.h"
 #include "tests/unit/kernels_test_util.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -95,6 +97,35 @@ TEST(Gelu, BackwardMatchesDerivativeAndFiniteDifferences) {
   auto g = R;
   gelu_backward(g.data(), g.data(), x.data(), n);
   EXPECT_EQ(g, din);
+}
+
+// The kernels run as compiled for this CPU's widest vectors (ST_VECTOR_CLONES:
+// AVX-512 or AVX2 where present); the same formula compiled here for the
+// portable baseline must give the same bits, element by element.
+TEST(Gelu, SameBitsAsThePortableBuild) {
+  std::vector<float> x = uniform_vector(4099, 7, -9.0f, 9.0f);  // odd length: the clones' tails too
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 60.0f, -60.0f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::denorm_min()})
+    x.push_back(v);
+  const auto n = int64_t(x.size());
+  std::vector<float> dout = uniform_vector(x.size(), 8, -1.0f, 1.0f);
+  std::vector<float> out(x.size()), din(x.size()), want_out(x.size()), want_din(x.size());
+  gelu_forward(out.data(), x.data(), n);
+  gelu_backward(din.data(), dout.data(), x.data(), n);
+  const float k = 0.7978845608028654f, c = 0.044715f;
+  for (size_t i = 0; i < x.size(); ++i) {  // activation.cpp's arithmetic, in the same order
+    const float v = x[i];
+    const float u = k * (v + c * v * v * v);
+    float sech2;
+    const float s = detail::sigmoid_2u(u, &sech2);
+    want_out[i] = v * s;
+    const float du = k * (1.0f + 3.0f * c * v * v);
+    want_din[i] = (s + 0.5f * v * sech2 * du) * dout[i];
+  }
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&out[i], &want_out[i], sizeof(float)), 0) << "forward, x = " << x[i];
+    ASSERT_EQ(std::memcmp(&din[i], &want_din[i], sizeof(float)), 0) << "backward, x = " << x[i];
+  }
 }
 
 }  // namespace
