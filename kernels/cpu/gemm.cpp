@@ -74,7 +74,7 @@ void set_blas_threads(int threads) {
 
 std::string blas_core() { return openblas_get_corename(); }
 
-std::string blas_core_warning(const char* coretype_env, const std::string& core, bool avx2_fma, bool avx512) {
+std::string suggested_blas_core(const char* coretype_env, const std::string& core, bool avx2_fma, bool avx512) {
   // A core the user chose is theirs (CI pins Haswell on AVX-512 machines).
   if (coretype_env && *coretype_env) return {};
   if (!avx2_fma) return {};
@@ -83,18 +83,30 @@ std::string blas_core_warning(const char* coretype_env, const std::string& core,
   // OpenBLAS's x86-64 cores with AVX2 kernels or wider.
   for (const char* wide : {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"})
     if (lower == wide) return {};
-  const char* better = avx512 ? "SkylakeX" : "Haswell";
+  return avx512 ? "SkylakeX" : "Haswell";
+}
+
+namespace {
+bool cpu_avx2_fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+// SkylakeX's kernels use AVX-512 F, BW, DQ and VL.
+bool cpu_avx512() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+}  // namespace
+
+std::string suggested_blas_core() {
+  return suggested_blas_core(std::getenv("OPENBLAS_CORETYPE"), blas_core(), cpu_avx2_fma(), cpu_avx512());
+}
+
+std::string blas_core_warning() {
+  const std::string better = suggested_blas_core();
+  if (better.empty()) return {};
   return fmt::format(
       "OpenBLAS chose its {} kernels (no AVX2) on a CPU with {}: it does not recognize this CPU model, and "
       "GEMMs run several times slower than they could. Start the job with OPENBLAS_CORETYPE={} in its "
       "environment (e.g. `OPENBLAS_CORETYPE={} shardrun ...`)",
-      core, avx512 ? "AVX-512" : "AVX2 and FMA", better, better);
-}
-
-std::string blas_core_warning() {
-  return blas_core_warning(std::getenv("OPENBLAS_CORETYPE"), blas_core(),
-                           __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
-                           __builtin_cpu_supports("avx512f"));
+      blas_core(), better == "SkylakeX" ? "AVX-512" : "AVX2 and FMA", better, better);
 }
 
 void set_gemm_precision(GemmPrecision precision) { g_precision = precision; }

@@ -35,19 +35,22 @@ int blas_threads();
 
 // The kernel set OpenBLAS chose ("Haswell", "SkylakeX", ...).
 std::string blas_core();
-// Empty, or one line saying that OpenBLAS runs a core without AVX2 on a CPU
-// that has it, and how to fix that; empty whenever OPENBLAS_CORETYPE is set
-// (the user's choice). OpenBLAS picks its core from CPUID when the
-// library loads, unless OPENBLAS_CORETYPE names one; a CPU model newer than
-// the library is not recognized and gets a generic SSE3 core ("Prescott"):
-// measured on a 2026 Xeon with Debian's 0.3.21, the MLP's step took 89.6 ms
-// against 19.1 ms with OPENBLAS_CORETYPE=Haswell and 16.6 ms with SkylakeX.
-// The variable has to be set before the program starts, so the runtime can
-// only say so (docs/BENCHMARKS.md, "Against PyTorch").
-std::string blas_core_warning();
+// The OPENBLAS_CORETYPE this process should have run with, or empty: a name
+// when OpenBLAS chose a core without AVX2 on a CPU that has AVX2 and FMA
+// ("Haswell") or AVX-512 ("SkylakeX"), and the variable is unset (a value
+// the user set is their choice). OpenBLAS picks its core from CPUID when the
+// library loads; a CPU model newer than the library is not recognized and
+// gets a generic SSE3 core ("Prescott"): measured on a 2026 Xeon with
+// Debian's 0.3.21, the MLP's step took 89.6 ms against 19.1 ms with Haswell's
+// kernels and 12-17 ms with SkylakeX's. The variable only works before the
+// library loads: `shardtrain` restarts itself with it (main.cpp).
+std::string suggested_blas_core();
 // The same from its inputs: OPENBLAS_CORETYPE (null when unset), the core
 // OpenBLAS chose, and the CPU's features.
-std::string blas_core_warning(const char* coretype_env, const std::string& core, bool avx2_fma, bool avx512);
+std::string suggested_blas_core(const char* coretype_env, const std::string& core, bool avx2_fma, bool avx512);
+// Empty, or one line saying what suggested_blas_core() found and which
+// variable to set (for a process that could not restart itself).
+std::string blas_core_warning();
 
 // The shape of one gemm() call, as recorded by GemmRecorder.
 struct GemmCall {

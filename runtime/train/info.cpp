@@ -24,6 +24,9 @@ std::string build_info() {
   s += fmt::format("  BLAS      {}, core {}, {} thread(s) per rank\n", blas, cpu::blas_core(),
                    cpu::blas_threads());
   if (const std::string w = cpu::blas_core_warning(); !w.empty()) s += fmt::format("            warning: {}\n", w);
+  if (const char* chose = std::getenv("SHARDTRAIN_BLAS_RESTARTED"))
+    s += fmt::format("            (OpenBLAS chose {} for this CPU; shardtrain restarted with OPENBLAS_CORETYPE={})\n",
+                     chose, cpu::blas_core());
   s += fmt::format("  MPI       {}\n", comm::MpiEnv::library_version());
   unsigned maj = 0, min = 0, rel = 0;
   H5get_libversion(&maj, &min, &rel);

@@ -73,6 +73,10 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   run.log(fmt::format("[init] shardtrain {} on {} rank(s), strategy {}; config {}; run dir {}",
                       "0.1.0", mpi.world_size(), strategy, config.source, dir));
   if (const std::string w = cpu::blas_core_warning(); !w.empty()) run.log(fmt::format("[init] warning: {}", w));
+  if (const char* chose = std::getenv("SHARDTRAIN_BLAS_RESTARTED"))
+    run.log(fmt::format("[init] OpenBLAS chose its {} kernels (it does not recognize this CPU); restarted with "
+                        "OPENBLAS_CORETYPE={} (set OPENBLAS_CORETYPE yourself to choose)",
+                        chose, cpu::blas_core()));
   telemetry::MlLog mllog(mpi.rank() == 0 && config.telemetry.enabled
                              ? (std::filesystem::path(dir) / "mllog.txt").string()
                              : std::string());
