@@ -41,7 +41,8 @@ namespace {
 // set then); SHARDTRAIN_BLAS_RESTARTED tells the run log what happened.
 // Before MPI_Init: under mpirun every rank does it on its own, as the same
 // process (exec keeps the PID). Set OPENBLAS_CORETYPE to any value to keep
-// the library's choice.
+// the library's choice (also under gdb or valgrind, which would otherwise
+// see the process replace itself).
 void restart_with_a_better_blas_core(char** argv) {
   const std::string core = shardtrain::cpu::suggested_blas_core();
   if (core.empty()) return;
