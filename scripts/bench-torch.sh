@@ -18,7 +18,7 @@
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are left as the machine sets them
 # (they change shardtrain's GEMMs, not PyTorch's, which brings its own);
 # where OPENBLAS_CORETYPE is unset and OpenBLAS falls back to a core without
-# AVX2, shardtrain restarts itself with a better one (runtime/train/main.cpp).
+# AVX2, shardtrain restarts itself with a better one (runtime/train/blas_core.h).
 source "$(dirname "$0")/bench-common.sh"
 K=${BENCH_TORCH_STEPS:-100}
 ROUNDS=${BENCH_TORCH_ROUNDS:-3}

@@ -42,8 +42,9 @@ std::string blas_core();
 // library loads; a CPU model newer than the library is not recognized and
 // gets a generic SSE3 core ("Prescott"): measured on a 2026 Xeon with
 // Debian's 0.3.21, the MLP's step took 89.6 ms against 19.1 ms with Haswell's
-// kernels and 12-17 ms with SkylakeX's. The variable only works before the
-// library loads: `shardtrain` restarts itself with it (main.cpp).
+// kernels and 11.7-16.6 ms with SkylakeX's. The variable only works before
+// the library loads: `shardtrain` restarts itself with it
+// (runtime/train/blas_core.h).
 std::string suggested_blas_core();
 // The same from its inputs: OPENBLAS_CORETYPE (null when unset), the core
 // OpenBLAS chose, and the CPU's features.

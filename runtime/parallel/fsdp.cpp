@@ -112,11 +112,11 @@ void Fsdp::issue_gather(int b) {
   }
   slot_of_block_[size_t(b)] = slot;
   state_[size_t(b)] = State::in_flight;
-  const int64_t elem = low_params() ? 2 : 4;
+  const int64_t elem = low_params() ? 2 : 4, wire = padded / shard_comm_.size() * (shard_comm_.size() - 1) * elem;
   ++stats_.allgathers;
   stats_.allgather_payload_bytes += padded * elem;
-  stats_.wire_bytes += padded / shard_comm_.size() * (shard_comm_.size() - 1) * elem;
-  stats_.comm.wire_bytes += padded / shard_comm_.size() * (shard_comm_.size() - 1) * elem;
+  stats_.wire_bytes += wire;
+  stats_.comm.wire_bytes += wire;
 }
 
 void Fsdp::ensure_gathered(int b) {
@@ -235,11 +235,11 @@ void Fsdp::reduce_scatter(int b) {
                                         comm::ReduceOp::sum);
   }
   reduces_.push_back(std::move(p));
-  const int64_t elem = low_reduce() ? 2 : 4;
+  const int64_t elem = low_reduce() ? 2 : 4, wire = padded / shard_comm_.size() * (shard_comm_.size() - 1) * elem;
   ++stats_.reduce_scatters;
   stats_.reduce_scatter_payload_bytes += padded * elem;
-  stats_.wire_bytes += padded / shard_comm_.size() * (shard_comm_.size() - 1) * elem;
-  stats_.comm.wire_bytes += padded / shard_comm_.size() * (shard_comm_.size() - 1) * elem;
+  stats_.wire_bytes += wire;
+  stats_.comm.wire_bytes += wire;
 }
 
 void Fsdp::advance_oldest_reduce() {

@@ -3,6 +3,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/devices.h"
 #include "runtime/comm/mpi_env.h"
+#include "runtime/train/blas_core.h"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -23,10 +24,7 @@ std::string build_info() {
   blas = blas.substr(0, blas.find_last_not_of(' ') + 1);
   s += fmt::format("  BLAS      {}, core {}, {} thread(s) per rank\n", blas, cpu::blas_core(),
                    cpu::blas_threads());
-  if (const std::string w = cpu::blas_core_warning(); !w.empty()) s += fmt::format("            warning: {}\n", w);
-  if (const char* chose = std::getenv("SHARDTRAIN_BLAS_RESTARTED"))
-    s += fmt::format("            (OpenBLAS chose {} for this CPU; shardtrain restarted with OPENBLAS_CORETYPE={})\n",
-                     chose, cpu::blas_core());
+  if (const std::string note = blas_core_note(); !note.empty()) s += "            " + note + "\n";
   s += fmt::format("  MPI       {}\n", comm::MpiEnv::library_version());
   unsigned maj = 0, min = 0, rel = 0;
   H5get_libversion(&maj, &min, &rel);

@@ -1,7 +1,6 @@
 // shardtrain: the command-line program. Each subcommand parses its flags and
 // calls one function of the runtime; errors become one line and a non-zero exit.
 #include "io/bench_io.h"
-#include "kernels/cpu/gemm.h"
 #include "io/fashion_mnist.h"
 #include "io/manifest.h"
 #include "io/synthetic.h"
@@ -12,6 +11,7 @@
 #include "runtime/core/error.h"
 #include "runtime/train/bench_step.h"
 #include "runtime/train/bench_telemetry.h"
+#include "runtime/train/blas_core.h"
 #include "runtime/train/config.h"
 #include "runtime/train/fatal_error.h"
 #include "runtime/train/info.h"
@@ -32,33 +32,8 @@
 
 using namespace shardtrain;
 
-namespace {
-
-// OpenBLAS picks its kernels when the library loads; on a CPU it does not
-// recognize it falls back to generic SSE3 ones, several times slower
-// (cpu::suggested_blas_core). The variable that fixes it only works before
-// the library loads, so the process starts again with it set, once (it is
-// set then); SHARDTRAIN_BLAS_RESTARTED tells the run log what happened.
-// Before MPI_Init: under mpirun every rank does it on its own, as the same
-// process (exec keeps the PID). Set OPENBLAS_CORETYPE to any value to keep
-// the library's choice (also under gdb or valgrind, which would otherwise
-// see the process replace itself).
-void restart_with_a_better_blas_core(char** argv) {
-  const std::string core = shardtrain::cpu::suggested_blas_core();
-  if (core.empty()) return;
-  const std::string chose = shardtrain::cpu::blas_core();
-  setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
-  setenv("SHARDTRAIN_BLAS_RESTARTED", chose.c_str(), 1);
-  execv("/proc/self/exe", argv);
-  // exec failed: go on with the slow kernels; the run log warns.
-  unsetenv("OPENBLAS_CORETYPE");
-  unsetenv("SHARDTRAIN_BLAS_RESTARTED");
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  restart_with_a_better_blas_core(argv);
+  train::restart_with_a_better_blas_core(argv);
   CLI::App app{"shardtrain: distributed training over MPI (DDP, FSDP) with per-rank telemetry"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every subcommand");

@@ -154,15 +154,12 @@ int plan_command(const std::string& config_path, const std::vector<std::string>&
   PlanData data;
   data.classes = info.num_classes;
   data.test_samples = test.size();
-  std::unique_ptr<nn::Model> model;
-  if (config.model.kind == "gpt") {
+  data.sample = info.sample_shape;
+  if (config.model.kind == "gpt") {  // windows of T+1 tokens: the model reads T, predicts T labels
     data.sample = Shape{info.sample_shape[0] - 1};
     data.tokens = data.sample[0];
-    model = nn::build_model(config.model, data.sample, info.num_classes);
-  } else {
-    data.sample = info.sample_shape;
-    model = nn::build_model(config.model, data.sample, info.num_classes);
   }
+  const std::unique_ptr<nn::Model> model = nn::build_model(config.model, data.sample, info.num_classes);
   const std::vector<MemoryPlan> plans = plan_strategies(config, *model, data, ranks);
   if (json) {
     nlohmann::json all = nlohmann::json::array();

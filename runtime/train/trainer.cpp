@@ -8,6 +8,7 @@
 #include "runtime/optim/schedule.h"
 #include "runtime/checkpoint/checkpoint_dir.h"
 #include "runtime/train/checkpointing.h"
+#include "runtime/train/blas_core.h"
 #include "runtime/train/comm_volume.h"
 #include "runtime/train/fatal_error.h"
 #include "runtime/train/gradient_comm.h"
@@ -72,11 +73,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   run.write_file("config.toml", to_toml(resolved));
   run.log(fmt::format("[init] shardtrain {} on {} rank(s), strategy {}; config {}; run dir {}",
                       "0.1.0", mpi.world_size(), strategy, config.source, dir));
-  if (const std::string w = cpu::blas_core_warning(); !w.empty()) run.log(fmt::format("[init] warning: {}", w));
-  if (const char* chose = std::getenv("SHARDTRAIN_BLAS_RESTARTED"))
-    run.log(fmt::format("[init] OpenBLAS chose its {} kernels (it does not recognize this CPU); restarted with "
-                        "OPENBLAS_CORETYPE={} (set OPENBLAS_CORETYPE yourself to choose)",
-                        chose, cpu::blas_core()));
+  if (const std::string note = blas_core_note(); !note.empty()) run.log("[init] " + note);
   telemetry::MlLog mllog(mpi.rank() == 0 && config.telemetry.enabled
                              ? (std::filesystem::path(dir) / "mllog.txt").string()
                              : std::string());
@@ -402,8 +399,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   // a GPU run the plan describes the GPU's share: parameters, state,
   // activations).
   {
-    const Device where = s.device.is_cpu() ? Device::cpu() : s.device;
-    const double mine = double(memory_stats(where).high_water_bytes);
+    const double mine = double(memory_stats(s.device).high_water_bytes);
     const std::vector<std::vector<double>> all =
         comm ? gather_from_ranks(*comm, {mine}) : std::vector<std::vector<double>>{{mine}};
     json per_rank = json::array();
@@ -414,11 +410,11 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     }
     result["memory"] = {{"peak_bytes", int64_t(peak)},
                         {"peak_bytes_per_rank", per_rank},
-                        {"device", where.str()},
+                        {"device", s.device.str()},
                         {"plan", plan_json(memory_plan)}};
     run.log(fmt::format("[summary] memory: peak {:.2f} MiB of tensors per rank (max over ranks, {}), the plan "
                         "predicted {:.2f} MiB (measured/predicted {:.3f}; `shardtrain plan` breaks it down)",
-                        peak / (1 << 20), where.str(), double(memory_plan.peak_bytes) / (1 << 20),
+                        peak / (1 << 20), s.device.str(), double(memory_plan.peak_bytes) / (1 << 20),
                         peak / double(memory_plan.peak_bytes)));
   }
   const std::string summary = run_telemetry.finish(result);

@@ -6,10 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include <iostream>
-
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <limits>
 #include <thread>
 #include <vector>
@@ -18,6 +17,15 @@ namespace shardtrain::cpu {
 namespace {
 
 using testing::uniform_vector;
+
+// gemm(ta, tb, M, N, K)'s operands as stored, each row `pad` floats longer
+// than the matrix: A is [M,K] or [K,M], B is [K,N] or [N,K].
+struct Stored {
+  int64_t a_rows, lda, b_rows, ldb, ldc;
+};
+Stored stored(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t pad) {
+  return {ta ? K : M, (ta ? M : K) + pad, tb ? N : K, (tb ? K : N) + pad, N + pad};
+}
 
 // C[i,j] = alpha * sum_k op(A)[i,k] op(B)[k,j] + beta * C[i,j], in double.
 std::vector<double> naive_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
@@ -42,11 +50,9 @@ TEST(Gemm, AllTransposeCombinationsWithPaddedStrides) {
   const int64_t M = 5, N = 7, K = 3, pad = 3;
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
-      // Stored shapes: A is [M,K] or [K,M], B is [K,N] or [N,K]; each row has
-      // `pad` extra floats that the GEMM must neither read into the result nor write.
-      const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K;
-      const int64_t b_rows = tb ? N : K, b_cols = tb ? K : N;
-      const int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = N + pad;
+      // Each row's `pad` extra floats the GEMM must neither read into the
+      // result nor write.
+      const auto [a_rows, lda, b_rows, ldb, ldc] = stored(ta, tb, M, N, K, pad);
       const auto A = uniform_vector(size_t(a_rows * lda), 1);
       const auto B = uniform_vector(size_t(b_rows * ldb), 2);
       auto C = uniform_vector(size_t(M * ldc), 3);
@@ -70,9 +76,7 @@ TEST(Gemm, Bf16PrecisionMultipliesRoundedOperands) {
   } restore;
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
-      const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K;
-      const int64_t b_rows = tb ? N : K, b_cols = tb ? K : N;
-      const int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = N + pad;
+      const auto [a_rows, lda, b_rows, ldb, ldc] = stored(ta, tb, M, N, K, pad);
       const auto A = uniform_vector(size_t(a_rows * lda), 4);
       const auto B = uniform_vector(size_t(b_rows * ldb), 5);
       auto round = [](std::vector<float> v) {
@@ -194,13 +198,9 @@ TEST(GemmRecorder, RecordsNothingAfterDestruction) {
   EXPECT_TRUE(fresh.calls().empty());
 }
 
-}  // namespace
-}  // namespace shardtrain::cpu
-
 // The core to restart with when OpenBLAS runs a generic one on a CPU with
 // AVX2/AVX-512 (the pure function: this test leaves OPENBLAS_CORETYPE alone).
 TEST(BlasCore, SuggestedOnlyForAGenericCoreTheUserDidNotChoose) {
-  using shardtrain::cpu::suggested_blas_core;
   EXPECT_EQ(suggested_blas_core(nullptr, "Prescott", true, true), "SkylakeX");
   EXPECT_EQ(suggested_blas_core(nullptr, "Core2", true, false), "Haswell");
   EXPECT_EQ(suggested_blas_core("", "Nehalem", true, false), "Haswell");     // set but empty: not a choice
@@ -209,7 +209,12 @@ TEST(BlasCore, SuggestedOnlyForAGenericCoreTheUserDidNotChoose) {
   EXPECT_EQ(suggested_blas_core(nullptr, "SKYLAKEX", true, true), "");      // any case
   EXPECT_EQ(suggested_blas_core(nullptr, "Prescott", false, false), "");    // nothing better exists
   // This process's own answers agree with each other.
-  const std::string mine = suggested_blas_core(), warning = shardtrain::cpu::blas_core_warning();
+  const std::string mine = suggested_blas_core(), warning = blas_core_warning();
   EXPECT_EQ(mine.empty(), warning.empty()) << warning;
-  if (!mine.empty()) EXPECT_NE(warning.find("OPENBLAS_CORETYPE=" + mine), std::string::npos) << warning;
+  if (!mine.empty()) {
+    EXPECT_NE(warning.find("OPENBLAS_CORETYPE=" + mine), std::string::npos) << warning;
+  }
 }
+
+}  // namespace
+}  // namespace shardtrain::cpu
