@@ -129,6 +129,14 @@ class Communicator {
   virtual WorkPtr broadcast(const Tensor& t, int root) = 0;
   virtual WorkPtr barrier() = 0;
 
+  // A batch of collectives launched as one where the backend can: NCCL wraps
+  // those issued between begin_group() and end_group() in ncclGroupStart/End
+  // (one fused launch for a batch of DDP buckets). Elsewhere nothing changes:
+  // each collective is queued when issued, as always. Issue from one thread
+  // while a group is open, and no wait() or barrier() inside it.
+  virtual void begin_group() {}
+  virtual void end_group() {}
+
   // Sub-communicators for hierarchical algorithms and hybrid sharding: the
   // ranks of this rank's node, and the ranks with this rank's node-local
   // index across nodes. Created once, owned by this communicator.

@@ -31,10 +31,4 @@ std::unique_ptr<Communicator> make_device_mpi_world_communicator(int device, con
 // Its mode ("cuda-aware" | "staged via pinned host"); "" for other communicators.
 std::string device_mpi_mode(const Communicator& comm);
 
-// Wrap the collectives issued in between in one NCCL group (ncclGroupStart /
-// ncclGroupEnd), e.g. a batch of bucket all-reduces; nothing for other
-// backends. Same thread, no barrier() or wait() inside.
-void comm_group_begin(Communicator& comm);
-void comm_group_end(Communicator& comm);
-
 }  // namespace shardtrain::comm

@@ -31,8 +31,6 @@ std::unique_ptr<Communicator> make_device_mpi_world_communicator(int, const Comm
 }
 
 std::string device_mpi_mode(const Communicator&) { return {}; }
-void comm_group_begin(Communicator&) {}
-void comm_group_end(Communicator&) {}
 
 }  // namespace shardtrain::comm
 

@@ -31,6 +31,10 @@ class RoutingCommunicator final : public Communicator {
   WorkPtr allgather(const Tensor& in, const Tensor& out) override { return pick(in).allgather(in, out); }
   WorkPtr broadcast(const Tensor& t, int root) override { return pick(t).broadcast(t, root); }
   WorkPtr barrier() override { return device_->barrier(); }
+  // Groups are the device backend's (batches of gradient collectives); a
+  // host collective inside one goes to MPI as usual.
+  void begin_group() override { device_->begin_group(); }
+  void end_group() override { device_->end_group(); }
   // Routing too, so that host tensors on a node or cross-node group (FSDP
   // HYBRID's small sums) go to MPI there as well. The first call is
   // collective on both backends, as theirs are.

@@ -43,6 +43,8 @@ Ddp::Ddp(nn::Model& model, comm::Communicator& comm, const DdpOptions& options)
   ST_CHECK(options.grad_dtype == "f32" || options.grad_dtype == "bf16",
            "parallel.ddp.grad_dtype \"{}\" is not a dtype (choose \"f32\" or \"bf16\")",
            options.grad_dtype);
+  ST_CHECK(options.bucket_batch >= 1, "parallel.ddp.bucket_batch must be at least 1 (it is {})",
+           options.bucket_batch);
   buckets_ = plan_buckets(model.flat(), options);
   bucket_of_block_.resize(model.flat().blocks().size());
   for (size_t i = 0; i < buckets_.size(); ++i)
@@ -100,12 +102,26 @@ void Ddp::before_backward(int block) {
   if (block == model_.num_blocks() - 1) {
     for (size_t i = 0; i < buckets_.size(); ++i)
       pending_[i] = buckets_[i].last_block - buckets_[i].first_block + 1;
+    ready_.clear();
   }
 }
 
 void Ddp::after_backward(int block) {
   const size_t b = bucket_of_block_[size_t(block)];
-  if (--pending_[b] == 0 && sync_) launch(b);
+  if (--pending_[b] != 0 || !sync_) return;
+  ready_.push_back(b);
+  if (int64_t(ready_.size()) == options_.bucket_batch || b + 1 == buckets_.size()) launch_ready();
+}
+
+void Ddp::launch_ready() {
+  if (ready_.size() == 1) {
+    launch(ready_.front());
+  } else {
+    comm_.begin_group();
+    for (size_t b : ready_) launch(b);
+    comm_.end_group();
+  }
+  ready_.clear();
 }
 
 void Ddp::launch(size_t b) {

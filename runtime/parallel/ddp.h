@@ -10,6 +10,13 @@
 // issued (buckets complete, and so launch, strictly in bucket order); the
 // step waits for all of them only before the optimizer.
 //
+// Bucket batches (bucket_batch = k > 1): a complete bucket waits for the next
+// k - 1 and the k are issued together, as one group of the communicator
+// (Communicator::begin_group: one fused NCCL launch instead of k, at the cost
+// of starting the batch's first reduction when its last bucket is ready).
+// The last bucket, the one holding Block 0, always closes its batch. The
+// values reduced are the same as with k = 1; only the launches change.
+//
 // Averaging costs nothing: the loss gradient is already scaled by
 // 1/global_batch on every rank, so the sum over ranks is the gradient of the
 // global mean loss, exact also when ranks hold slices differing by a sample.
@@ -28,6 +35,7 @@ struct DdpOptions {
   double bucket_mb = 25.0;
   double first_bucket_mb = 1.0;
   std::string grad_dtype = "f32";  // "f32" | "bf16": the dtype gradients travel in
+  int64_t bucket_batch = 1;        // consecutive buckets issued as one group (1: each at once)
 };
 
 struct Bucket {
@@ -83,6 +91,7 @@ class Ddp final : public nn::BlockHooks {
 
  private:
   void launch(size_t bucket);
+  void launch_ready();  // the buckets in ready_, as one group
 
   nn::Model& model_;
   comm::Communicator& comm_;
@@ -91,6 +100,7 @@ class Ddp final : public nn::BlockHooks {
   std::vector<size_t> bucket_of_block_;
   std::vector<int> pending_;               // blocks of each bucket not yet through backward
   std::vector<comm::WorkPtr> works_;       // per bucket: this step's all-reduce, if launched
+  std::vector<size_t> ready_;              // complete buckets of the batch not yet launched
   std::vector<Tensor> wire_;               // bf16 copies of the buckets (grad_dtype = bf16)
   bool sync_ = true;
   CommStats stats_;

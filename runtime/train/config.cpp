@@ -201,6 +201,7 @@ const std::vector<Field>& schema() {
       KEY("parallel.fsdp.prefetch", "FSDP: all-gathers in flight ahead of the Block being computed (bounds the gathered Blocks held).", parallel.fsdp.prefetch),
       KEY("parallel.ddp.bucket_mb", "DDP: gradient bucket size in MiB (whole Blocks, in reverse order).", parallel.ddp.bucket_mb),
       KEY("parallel.ddp.first_bucket_mb", "DDP: size of the first bucket (the last Blocks), small so that communication starts early.", parallel.ddp.first_bucket_mb),
+      KEY("parallel.ddp.bucket_batch", "DDP: consecutive buckets issued together as one group (NCCL: one fused launch for the batch, which starts when its last bucket is ready; MPI already batches what is queued). 1 = each bucket as soon as it is complete.", parallel.ddp.bucket_batch),
       KEY("parallel.ddp.grad_dtype", "DDP: dtype gradients travel in, `\"f32\"` or `\"bf16\"` (half the bytes; accumulated in f32 per hop).", parallel.ddp.grad_dtype),
 
       KEY("comm.small_message_bytes", "Collectives up to this size use the MPI library's own algorithm; larger ones shardtrain's pipelined ring.", comm.small_message_bytes),
@@ -341,6 +342,8 @@ void validate(const Config& c) {
           fmt::format("train.accumulation_steps must be at least 1, got {}", c.train.accumulation_steps));
   require(c.parallel.ddp.bucket_mb > 0 && c.parallel.ddp.first_bucket_mb > 0,
           "parallel.ddp.bucket_mb and parallel.ddp.first_bucket_mb must be positive");
+  require(c.parallel.ddp.bucket_batch >= 1,
+          fmt::format("parallel.ddp.bucket_batch must be at least 1 (it is {})", c.parallel.ddp.bucket_batch));
   require(c.parallel.ddp.grad_dtype == "f32" || c.parallel.ddp.grad_dtype == "bf16",
           fmt::format("parallel.ddp.grad_dtype \"{}\" is not a dtype (choose \"f32\" or \"bf16\")",
                       c.parallel.ddp.grad_dtype));

@@ -215,12 +215,12 @@ TEST(Nccl, GroupOfAllreduces) {
   const int n = c.size(), r = c.rank();
   std::vector<Tensor> bufs;
   std::vector<comm::WorkPtr> works;
-  comm::comm_group_begin(c);
+  c.begin_group();
   for (int k = 0; k < 8; ++k) {
     bufs.push_back(to_device(make_host(1000 + 37 * k, DType::f32, r), gpu()));
     works.push_back(c.allreduce(bufs.back(), comm::ReduceOp::sum));
   }
-  comm::comm_group_end(c);
+  c.end_group();
   for (auto& w : works) w->wait();
   double worst = 0;
   for (auto& b : bufs) worst = std::max(worst, compare(b, [&](int64_t i) { return sum_over_ranks(i, n); }));

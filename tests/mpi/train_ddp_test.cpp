@@ -1,6 +1,6 @@
 // DDP under mpirun with 1-4 ranks: the same parameters as one rank training
-// on the whole global batch, no_sync accumulation, bf16 gradients, model
-// mismatch detection, distributed evaluation.
+// on the whole global batch, no_sync accumulation, bf16 gradients, bucket
+// batches (groups), model mismatch detection, distributed evaluation.
 #include "io/dataset_writer.h"
 #include "runtime/comm/communicator.h"
 #include "tests/mpi/train_test_util.h"
@@ -111,6 +111,89 @@ TEST(Ddp, Bf16GradientsStayCloseToF32) {
   EXPECT_LE(max_abs_diff(a.model->flat().params(), b.model->flat().params()), 2e-3);
   EXPECT_EQ(db.take_stats().bytes, 3 * b.model->flat().numel() * 2);
   expect_identical_across_ranks(b.model->flat().params());
+}
+
+// Forwards to the world and records which group each all-reduce was issued
+// in (0: outside any group), the sizes of the groups closed.
+class GroupRecorder final : public comm::Communicator {
+ public:
+  explicit GroupRecorder(comm::Communicator& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  const std::string& name() const override { return inner_.name(); }
+  comm::WorkPtr allreduce(const Tensor& t, comm::ReduceOp op) override {
+    if (open_) ++group_sizes.back();
+    else group_sizes.push_back(0);  // a lone all-reduce: size 0
+    return inner_.allreduce(t, op);
+  }
+  comm::WorkPtr reduce_scatter(const Tensor& in, const Tensor& out, comm::ReduceOp op) override {
+    return inner_.reduce_scatter(in, out, op);
+  }
+  comm::WorkPtr allgather(const Tensor& in, const Tensor& out) override { return inner_.allgather(in, out); }
+  comm::WorkPtr broadcast(const Tensor& t, int root) override { return inner_.broadcast(t, root); }
+  comm::WorkPtr barrier() override { return inner_.barrier(); }
+  comm::Communicator& node() override { return inner_.node(); }
+  comm::Communicator& cross_node() override { return inner_.cross_node(); }
+  void begin_group() override {
+    EXPECT_FALSE(open_) << "a group inside a group";
+    open_ = true;
+    group_sizes.push_back(0);
+  }
+  void end_group() override {
+    EXPECT_TRUE(open_) << "end_group without begin_group";
+    open_ = false;
+  }
+  std::vector<int> group_sizes;  // per launch: the group's all-reduces, 0 for one outside a group
+
+ private:
+  comm::Communicator& inner_;
+  bool open_ = false;
+};
+
+TEST(Ddp, BucketBatchesLaunchAsGroupsWithTheSameResult) {
+  parallel::DdpOptions single, batched;
+  single.first_bucket_mb = batched.first_bucket_mb = 0.0005;  // tiny buckets: one per Block
+  single.bucket_mb = batched.bucket_mb = 0.001;
+  batched.bucket_batch = 2;
+  nn::ModelSpec spec;
+  spec.hidden = {16, 16, 16, 16};  // 5 Blocks, 5 buckets: groups of 2, 2 and 1
+  Trainee a(spec, 6), b(spec, 6);
+  GroupRecorder ra(world()), rb(world());
+  parallel::Ddp da(*a.model, ra, single), db(*b.model, rb, batched);
+  const size_t n = da.buckets().size();
+  ASSERT_GE(n, 3u);
+  da.broadcast_parameters();
+  db.broadcast_parameters();
+  const Slice s = my_slice();
+  train_steps(a, 3, s.begin, s.end, 1, &da);
+  train_steps(b, 3, s.begin, s.end, 1, &db);
+  // The same reductions of the same gradients: the same bits.
+  EXPECT_EQ(max_abs_diff(a.model->flat().params(), b.model->flat().params()), 0.0);
+  expect_identical_across_ranks(b.model->flat().params());
+  EXPECT_EQ(ra.group_sizes, std::vector<int>(3 * n, 0));
+  // Per step: pairs of buckets in groups, an odd last bucket on its own.
+  std::vector<int> per_step(n / 2, 2);
+  if (n % 2) per_step.push_back(0);
+  std::vector<int> want;
+  for (int step = 0; step < 3; ++step) want.insert(want.end(), per_step.begin(), per_step.end());
+  EXPECT_EQ(rb.group_sizes, want);
+  EXPECT_EQ(db.take_stats().collectives, 3 * int64_t(n));
+}
+
+TEST(Ddp, BucketBatchesWithNoSyncLaunchOnlyAfterTheLastMicroBatch) {
+  parallel::DdpOptions o;
+  o.first_bucket_mb = 0.0005;
+  o.bucket_mb = 0.001;
+  o.bucket_batch = 3;
+  Trainee once(cnn_spec(), 8), accumulated(cnn_spec(), 8);
+  parallel::Ddp d1(*once.model, world(), o), d2(*accumulated.model, world(), o);
+  d1.broadcast_parameters();
+  d2.broadcast_parameters();
+  const Slice s = my_slice();
+  train_steps(once, 2, s.begin, s.end, 1, &d1);
+  train_steps(accumulated, 2, s.begin, s.end, 2, &d2);
+  EXPECT_LE(max_abs_diff(once.model->flat().params(), accumulated.model->flat().params()), kTolerance);
+  EXPECT_EQ(d2.take_stats().collectives, 2 * int64_t(d2.buckets().size()));
 }
 
 TEST(Ddp, BucketsAreWholeBlocksInReverseOrder) {

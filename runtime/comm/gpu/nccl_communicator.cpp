@@ -562,12 +562,4 @@ std::unique_ptr<Communicator> make_nccl_world_communicator(int device, const Com
   return NcclCommunicator::make_world(MPI_COMM_WORLD, device, options);
 }
 
-void comm_group_begin(Communicator& comm) {
-  if (auto* n = dynamic_cast<NcclCommunicator*>(&comm)) n->begin_group();
-}
-
-void comm_group_end(Communicator& comm) {
-  if (auto* n = dynamic_cast<NcclCommunicator*>(&comm)) n->end_group();
-}
-
 }  // namespace shardtrain::comm

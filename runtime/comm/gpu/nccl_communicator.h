@@ -90,8 +90,8 @@ class NcclCommunicator final : public Communicator {
   Communicator& node() override;
   Communicator& cross_node() override;
 
-  void begin_group();
-  void end_group();
+  void begin_group() override;
+  void end_group() override;
 
   // Waits for what is in flight, stops the pollers, destroys the NCCL
   // communicators, stops the watchdog. Runs at the start of MPI_Finalize if
