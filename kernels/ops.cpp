@@ -164,6 +164,22 @@ double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const int
                                  logits.shape().cols(), scale);
 }
 
+void softmax_xent_fused_rows(const Tensor& dlogits, const Tensor& logits, const Tensor& labels, float scale,
+                             const Tensor& row_loss) {
+  const bool gpu = ST_ON_GPU("softmax_xent_rows", {&dlogits, &logits, &labels, &row_loss});
+  const int64_t N = logits.shape().rows(), C = logits.shape().cols();
+  require_numel("softmax_xent_rows", dlogits, logits.numel(), "logit gradient");
+  require_numel("softmax_xent_rows", labels, N, "labels");
+  require_numel("softmax_xent_rows", row_loss, N, "row losses");
+  ST_CHECK(labels.dtype() == DType::i32 && row_loss.dtype() == DType::f32,
+           "softmax_xent_rows: labels must be i32 and row losses f32 (got {} and {})", dtype_name(labels.dtype()),
+           dtype_name(row_loss.dtype()));
+  if (gpu) { ST_GPU_ONLY(cuda::softmax_xent_fused_rows(dlogits.f32(), logits.f32(), labels.i32(), N, C, scale, row_loss.f32())); return; }
+  cpu::softmax_xent_fused_rows(dlogits.f32(), logits.f32(), labels.i32(), N, C, scale, row_loss.f32());
+}
+
+void check_labels(const int32_t* labels, int64_t n, int64_t classes) { cpu::check_labels(labels, n, classes); }
+
 double softmax_xent_forward(const Tensor& logits, const int32_t* labels) {
   const bool gpu = ST_ON_GPU("softmax_xent", {&logits});
   if (gpu) { ST_GPU_ONLY(return cuda::softmax_xent_forward(logits.f32(), labels, logits.shape().rows(), logits.shape().cols())); }

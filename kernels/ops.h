@@ -45,6 +45,16 @@ void maxpool2d_backward(const Tensor& din, const Tensor& dout, const Tensor& arg
 // dlogits = scale * (softmax - onehot).
 double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const int32_t* labels,
                           float scale);
+// The same loss with everything on the logits' device and nothing returned:
+// labels i32 [N] there, each row's loss written to row_loss (f32 [N]), so a
+// training step never waits for the device to learn its loss (it reads all
+// rows once, at its end). The labels must be valid: check them on the host
+// with check_labels before they go to a GPU (a GPU kernel cannot raise; it
+// writes NaN as the loss of a row with a bad label and leaves its gradient).
+void softmax_xent_fused_rows(const Tensor& dlogits, const Tensor& logits, const Tensor& labels, float scale,
+                             const Tensor& row_loss);
+// An Error naming the first of n host labels outside [0, classes).
+void check_labels(const int32_t* labels, int64_t n, int64_t classes);
 double softmax_xent_forward(const Tensor& logits, const int32_t* labels);
 int64_t count_correct(const Tensor& logits, const int32_t* labels);
 

@@ -74,6 +74,17 @@ double softmax_xent_fused(float* dlogits, const float* logits, const int32_t* la
   return loss;
 }
 
+void softmax_xent_fused_rows(float* dlogits, const float* logits, const int32_t* labels, int64_t N,
+                             int64_t C, float scale, float* row_loss) {
+  check_labels(labels, N, C);  // rows named by their index in the whole batch
+  for (int64_t n = 0; n < N; ++n)
+    row_loss[n] = float(softmax_xent_fused(dlogits + n * C, logits + n * C, labels + n, 1, C, scale));
+}
+
+void check_labels(const int32_t* labels, int64_t N, int64_t C) {
+  for (int64_t n = 0; n < N; ++n) checked_label(labels, n, C);
+}
+
 int64_t count_correct(const float* logits, const int32_t* labels, int64_t N, int64_t C) {
   int64_t correct = 0;
   for (int64_t n = 0; n < N; ++n) {

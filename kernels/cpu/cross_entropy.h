@@ -22,6 +22,16 @@ void softmax_xent_backward(float* dlogits, const float* logits, const float* lse
 double softmax_xent_fused(float* dlogits, const float* logits, const int32_t* labels, int64_t N,
                           int64_t C, float scale);
 
+// softmax_xent_fused with each row's loss written to row_loss[N] (rounded
+// to f32) instead of summed: the CPU reference of the GPU's form, which
+// keeps the losses on the device until the step reads them once.
+void softmax_xent_fused_rows(float* dlogits, const float* logits, const int32_t* labels, int64_t N,
+                             int64_t C, float scale, float* row_loss);
+
+// The loss kernels' label check on its own: an Error naming the first row
+// whose label is outside [0, C).
+void check_labels(const int32_t* labels, int64_t N, int64_t C);
+
 // Number of rows whose arg-max logit (first one on ties) equals the label.
 int64_t count_correct(const float* logits, const int32_t* labels, int64_t N, int64_t C);
 

@@ -55,7 +55,7 @@ class CudaMemoryOps final : public DeviceMemoryOps {
     require(device);
     sync_compute();
   }
-  void copy_input_async(void* dst, const void* src, size_t bytes, Device device, int slot) override {
+  void copy_input_async(std::span<const HostToDevice> parts, Device device, int slot) override {
     require(device);
     bind_thread();
     InputSlot& in = slots_[size_t(slot)];
@@ -82,7 +82,8 @@ class CudaMemoryOps final : public DeviceMemoryOps {
     }
     ST_CUDA_CHECK(cudaStreamWaitEvent(g.copy, in.device_free, 0));
     if (in.pending) harvest(in);  // its copy is long done: the compute stream waited for it
-    ST_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g.copy));
+    for (const HostToDevice& p : parts)
+      ST_CUDA_CHECK(cudaMemcpyAsync(p.dst, p.src, p.bytes, cudaMemcpyHostToDevice, g.copy));
     ST_CUDA_CHECK(cudaEventRecord(in.stop, g.copy));
     // Where the compute stream starts waiting for the copy: the copy's time
     // past this point is what the step could not hide (StepRecord::h2d_s).
@@ -101,6 +102,18 @@ class CudaMemoryOps final : public DeviceMemoryOps {
   double last_input_copy_seconds() override {
     harvest_completed();
     return last_s_;
+  }
+  void read_back_async(void* dst, const void* src, size_t bytes, Device device) override {
+    require(device);
+    bind_thread();
+    if (read_back_ == nullptr) ST_CUDA_CHECK(cudaEventCreateWithFlags(&read_back_, cudaEventDisableTiming));
+    ST_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g.compute));
+    ST_CUDA_CHECK(cudaEventRecord(read_back_, g.compute));
+  }
+  void wait_read_back() override {
+    if (read_back_ == nullptr) return;
+    bind_thread();
+    ST_CUDA_CHECK(cudaEventSynchronize(read_back_));
   }
 
  private:
@@ -133,6 +146,7 @@ class CudaMemoryOps final : public DeviceMemoryOps {
   }
 
   std::array<InputSlot, 2> slots_{};
+  cudaEvent_t read_back_ = nullptr;  // after the last read_back_async's copy
   int previous_slot_ = -1;
   uint64_t issued_ = 0, last_issued_ = 0;
   double last_s_ = 0;

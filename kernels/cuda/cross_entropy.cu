@@ -47,13 +47,22 @@ __global__ void xent_forward_kernel(double* loss, const float* logits, const int
 // logits) works: x_y is read before the barrier inside the max reduction,
 // and afterwards every thread reads and writes only its own elements i until
 // the final barrier, after which thread 0 adjusts d[y].
-__global__ void xent_fused_kernel(double* loss, float* dlogits, const float* logits,
+// Loss is double (the host-label form, summed on the host) or float (the
+// device-label form, read back once per step). The device-label form may
+// meet an unchecked label: that row's loss is NaN and nothing is read out
+// of bounds (the branch is uniform across the block).
+template <class Loss>
+__global__ void xent_fused_kernel(Loss* loss, float* dlogits, const float* logits,
                                   const int32_t* labels, int64_t N, int64_t C, float scale) {
   __shared__ float sh[kThreads];
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
     const float* x = logits + row * C;
     float* d = dlogits + row * C;
     const int32_t y = labels[row];
+    if (y < 0 || y >= C) {
+      if (threadIdx.x == 0) loss[row] = Loss(NAN);
+      continue;
+    }
     const float x_y = x[y];  // read by every thread before any write below
     const float m = row_max(x, C, sh);
     float s = 0.0f;
@@ -68,7 +77,7 @@ __global__ void xent_fused_kernel(double* loss, float* dlogits, const float* log
     __syncthreads();  // d[y] has been scaled (by whichever thread owns it)
     if (threadIdx.x == 0) {
       d[y] -= scale;
-      loss[row] = row_loss(m, s, x_y);
+      loss[row] = Loss(row_loss(m, s, x_y));
     }
     __syncthreads();  // the next row's reads come after this row's d[y]
   }
@@ -169,6 +178,14 @@ double softmax_xent_fused(float* dlogits, const float* logits, const int32_t* ho
                                                                       labels, N, C, scale);
   ST_CUDA_CHECK_LAUNCH("xent_fused_kernel");
   return sum_in_order(download(row_losses, N));
+}
+
+void softmax_xent_fused_rows(float* dlogits, const float* logits, const int32_t* labels, int64_t N,
+                             int64_t C, float scale, float* row_loss) {
+  if (N <= 0) return;
+  xent_fused_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(row_loss, dlogits, logits, labels, N,
+                                                                      C, scale);
+  ST_CUDA_CHECK_LAUNCH("xent_fused_kernel");
 }
 
 int64_t count_correct(const float* logits, const int32_t* host_labels, int64_t N, int64_t C) {

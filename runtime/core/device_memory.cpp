@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <vector>
 
 namespace shardtrain {
 namespace {
@@ -35,14 +36,37 @@ void copy_tensor(const Tensor& dst, const Tensor& src) {
   device_memory_ops().copy(dst.raw(), dst.device(), src.raw(), src.device(), src.nbytes());
 }
 
-void copy_input_async(const Tensor& dst, const Tensor& src, int slot) {
-  if (dst.device().is_cpu()) return copy_tensor(dst, src);
-  ST_CHECK(src.device().is_cpu() && dst.numel() == src.numel() && dst.dtype() == src.dtype(),
-           "copy_input_async: {} {} on {} into {} {} on {}", src.shape().str(), dtype_name(src.dtype()),
-           src.device().str(), dst.shape().str(), dtype_name(dst.dtype()), dst.device().str());
+void copy_input_async(std::initializer_list<InputPart> parts, int slot) {
   ST_CHECK(slot == 0 || slot == 1, "copy_input_async: input slot {} (0 or 1)", slot);
-  if (src.nbytes() > 0)
-    device_memory_ops().copy_input_async(dst.raw(), src.raw(), src.nbytes(), dst.device(), slot);
+  std::vector<HostToDevice> copies;
+  Device device = Device::cpu();
+  for (const InputPart& p : parts) {
+    if (p.dst.device().is_cpu()) {
+      copy_tensor(p.dst, p.src);
+      continue;
+    }
+    ST_CHECK(p.src.device().is_cpu() && p.dst.numel() == p.src.numel() && p.dst.dtype() == p.src.dtype() &&
+                 (copies.empty() || p.dst.device() == device),
+             "copy_input_async: {} {} on {} into {} {} on {}", p.src.shape().str(), dtype_name(p.src.dtype()),
+             p.src.device().str(), p.dst.shape().str(), dtype_name(p.dst.dtype()), p.dst.device().str());
+    device = p.dst.device();
+    if (p.src.nbytes() > 0) copies.push_back({p.dst.raw(), p.src.raw(), p.src.nbytes()});
+  }
+  if (!copies.empty()) device_memory_ops().copy_input_async(copies, device, slot);
+}
+
+void copy_input_async(const Tensor& dst, const Tensor& src, int slot) { copy_input_async({{dst, src}}, slot); }
+
+void read_back_async(const Tensor& dst, const Tensor& src) {
+  ST_CHECK(dst.device().is_cpu() && dst.numel() == src.numel() && dst.dtype() == src.dtype(),
+           "read_back_async: {} {} on {} into {} {} on {}", src.shape().str(), dtype_name(src.dtype()),
+           src.device().str(), dst.shape().str(), dtype_name(dst.dtype()), dst.device().str());
+  if (src.device().is_cpu()) return copy_tensor(dst, src);
+  if (src.nbytes() > 0) device_memory_ops().read_back_async(dst.raw(), src.raw(), src.nbytes(), src.device());
+}
+
+void wait_read_back(Device device) {
+  if (!device.is_cpu()) device_memory_ops().wait_read_back();
 }
 
 void wait_input_host_free(int slot) {

@@ -84,6 +84,13 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
   // evaluation's input batch.
   add("step input and logit gradients", local * data.sample.numel() * kF32 + local * data.tokens * data.classes * kF32);
   add("evaluation input", eval * data.sample.numel() * kF32);
+  // On a GPU the step also holds a second input slot (the next batch is
+  // copied while this one computes), the labels of both slots, and a loss
+  // per label row (train::StepBuffers); their pinned host twins are host
+  // memory, not counted.
+  if (config.runtime.device == "cuda")
+    add("GPU input slots and losses",
+        local * data.sample.numel() * kF32 + 3 * local * data.tokens * int64_t(sizeof(int32_t)));
   for (const MemoryComponent& c : p.components) p.peak_bytes += c.bytes;
   return p;
 }

@@ -108,6 +108,14 @@ StepBuffers::StepBuffers(const Shape& x_shape, DType x_dtype, const Shape& logit
   if (device.is_cpu()) return;
   x_slots_ = {x, Tensor::empty(x_shape, x_dtype, device)};
   x_host_slots_ = {x_host, Tensor::empty_pinned(x_shape, x_dtype)};
+  for (size_t i = 0; i < 2; ++i) {
+    y_slots_[i] = Tensor::empty({n_labels}, DType::i32, device);
+    y_host_slots_[i] = Tensor::empty_pinned({n_labels}, DType::i32);
+  }
+  y = y_slots_[0];
+  y_host = y_host_slots_[0];
+  row_loss = Tensor::empty({n_labels}, DType::f32, device);
+  row_loss_host = Tensor::empty_pinned({n_labels}, DType::f32);
 }
 
 void StepBuffers::next_input() {
@@ -115,6 +123,8 @@ void StepBuffers::next_input() {
   input_slot ^= 1;
   x = x_slots_[size_t(input_slot)];
   x_host = x_host_slots_[size_t(input_slot)];
+  y = y_slots_[size_t(input_slot)];
+  y_host = y_host_slots_[size_t(input_slot)];
   wait_input_host_free(input_slot);
 }
 
@@ -149,6 +159,9 @@ namespace {
 
 // The micro-batches' forward and backward through `hooks`; `set_sync(last)`
 // before each backward (DDP and FSDP reduce only after the last: no_sync).
+// On the CPU the loss is summed into phases as each forward ends; on a GPU
+// each row's loss stays in b.row_loss, copied back (not waited for) after
+// the last forward: read_step_loss collects it at the step's end.
 template <typename SetSync>
 void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, int64_t micro_batches,
                       nn::BlockHooks* hooks, SetSync set_sync, StepPhases& phases) {
@@ -156,10 +169,14 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
   const Shape& sample = model.input_sample();
   // Per sample: b.tokens rows of logits (1, or T for a language model).
   const int64_t classes = b.dlogits.shape().cols(), rows = b.tokens;
-  if (b.x.raw() != b.x_host.raw()) {
-    // The batch to the GPU on the copy stream; the first kernel waits for it.
+  const bool gpu = b.y.defined();
+  if (gpu) {
+    // The batch and its labels to the GPU on the copy stream; the first
+    // kernel waits for them. A bad label is an Error here, before any copy.
     telemetry::Span span("h2d", "data");
-    copy_input_async(b.x, b.x_host, b.input_slot);
+    ops::check_labels(b.labels.data(), local * rows, classes);
+    std::copy_n(b.labels.data(), local * rows, b.y_host.i32());
+    copy_input_async({{b.x, b.x_host}, {b.y, b.y_host}}, b.input_slot);
   }
   for (int64_t m = 0; m < micro_batches; ++m) {
     const int64_t begin = local * m / micro_batches, end = local * (m + 1) / micro_batches;
@@ -171,8 +188,15 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
       telemetry::Span span("forward", "compute", m);
       Tensor logits = model.forward(x, hooks);
       // The gradient of the mean loss over the global batch's labels.
-      phases.loss_sum += ops::softmax_xent_fused(dlogits, logits, b.labels.data() + begin * rows,
-                                                 1.0f / float(global_batch * rows));
+      const float scale = 1.0f / float(global_batch * rows);
+      if (gpu) {
+        const int64_t n = (end - begin) * rows;
+        ops::softmax_xent_fused_rows(dlogits, logits, b.y.view(begin * rows, {n}), scale,
+                                     b.row_loss.view(begin * rows, {n}));
+        if (m == micro_batches - 1) read_back_async(b.row_loss_host, b.row_loss);
+      } else {
+        phases.loss_sum += ops::softmax_xent_fused(dlogits, logits, b.labels.data() + begin * rows, scale);
+      }
     }
     const double t1 = now_seconds();
     phases.forward_s += t1 - t0;
@@ -183,9 +207,22 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
     }
     phases.backward_s += now_seconds() - t1;
   }
-  // The loss read above waited for the compute stream, which waited for the
-  // copy: how long it waited (event-timed) is known.
-  if (b.x.raw() != b.x_host.raw()) phases.h2d_s = device_memory_ops().last_input_copy_seconds();
+}
+
+// GPU: waits for the losses read back after the last forward (everything
+// after it is issued by now) and sums them per micro-batch, rows in order,
+// as the CPU does; then the wait for the input copy is known (event-timed).
+void read_step_loss(const StepBuffers& b, int64_t micro_batches, StepPhases& phases) {
+  if (!b.y.defined()) return;
+  wait_read_back(b.row_loss.device());
+  const int64_t local = b.x.dim(0), rows = b.tokens;
+  const float* loss = b.row_loss_host.f32();
+  for (int64_t m = 0; m < micro_batches; ++m) {
+    double sum = 0.0;
+    for (int64_t r = local * m / micro_batches * rows; r < local * (m + 1) / micro_batches * rows; ++r) sum += loss[r];
+    phases.loss_sum += sum;
+  }
+  phases.h2d_s = device_memory_ops().last_input_copy_seconds();
 }
 
 // xs (a host view) copied into the front of dev; returns that part of dev.
@@ -197,15 +234,11 @@ Tensor to_device_into(const Tensor& dev, const Tensor& xs) {
 
 }  // namespace
 
-StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& b, float lr,
-                      double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
-                      parallel::Ddp* ddp) {
-  StepPhases phases;
-  forward_backward(model, b, global_batch, micro_batches, ddp,
-                   [&](bool last) {
-                     if (ddp) ddp->set_sync(last);
-                   },
-                   phases);
+namespace {
+
+// The update after a step's backward under DDP (or on one rank).
+void ddp_update(nn::Model& model, optim::Optimizer& optimizer, float lr, double clip_grad_norm,
+                parallel::Ddp* ddp, StepPhases& phases) {
   const nn::FlatParameters& flat = model.flat();
   if (ddp && clip_grad_norm <= 0) {
     // Each bucket's parameters are updated as soon as its all-reduce is done,
@@ -220,7 +253,7 @@ StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers
       phases.optimizer_s += now_seconds() - t0;
     }
     optimizer.finish_step();
-    return phases;
+    return;
   }
   if (ddp) ddp->wait_gradients();  // clipping needs the norm of all gradients
   const double t0 = now_seconds();
@@ -228,22 +261,18 @@ StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers
   if (clip_grad_norm > 0) optim::clip_grad_norm(flat.grads(), clip_grad_norm);
   optimizer.step(flat.params(), flat.grads(), lr);
   phases.optimizer_s += now_seconds() - t0;
-  return phases;
 }
 
-StepPhases fsdp_train_step(nn::Model& model, optim::Optimizer& shard_optimizer, StepBuffers& b, float lr,
-                           double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
-                           parallel::Fsdp& fsdp) {
-  StepPhases phases;
-  forward_backward(model, b, global_batch, micro_batches, &fsdp, [&](bool last) { fsdp.set_sync(last); },
-                   phases);
+// The update after a step's backward under FSDP: this rank's shard.
+void fsdp_update(nn::Model& model, optim::Optimizer& shard_optimizer, float lr, double clip_grad_norm,
+                 parallel::Fsdp& fsdp, StepPhases& phases) {
   if (clip_grad_norm > 0) {
     fsdp.clip_grad_norm(clip_grad_norm);  // waits for every gradient shard
     const double t0 = now_seconds();
     telemetry::Span span("optimizer", "compute");
     shard_optimizer.step(fsdp.shard_params(), fsdp.shard_grads(), lr);
     phases.optimizer_s += now_seconds() - t0;
-    return phases;
+    return;
   }
   // Each Block's shard is updated as soon as its reduce-scatter is done, last
   // Block first (the order backward produced them).
@@ -256,6 +285,32 @@ StepPhases fsdp_train_step(nn::Model& model, optim::Optimizer& shard_optimizer, 
     phases.optimizer_s += now_seconds() - t0;
   }
   shard_optimizer.finish_step();
+}
+
+}  // namespace
+
+StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& b, float lr,
+                      double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
+                      parallel::Ddp* ddp) {
+  StepPhases phases;
+  forward_backward(model, b, global_batch, micro_batches, ddp,
+                   [&](bool last) {
+                     if (ddp) ddp->set_sync(last);
+                   },
+                   phases);
+  ddp_update(model, optimizer, lr, clip_grad_norm, ddp, phases);
+  read_step_loss(b, micro_batches, phases);
+  return phases;
+}
+
+StepPhases fsdp_train_step(nn::Model& model, optim::Optimizer& shard_optimizer, StepBuffers& b, float lr,
+                           double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
+                           parallel::Fsdp& fsdp) {
+  StepPhases phases;
+  forward_backward(model, b, global_batch, micro_batches, &fsdp, [&](bool last) { fsdp.set_sync(last); },
+                   phases);
+  fsdp_update(model, shard_optimizer, lr, clip_grad_norm, fsdp, phases);
+  read_step_loss(b, micro_batches, phases);
   return phases;
 }
 

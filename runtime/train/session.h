@@ -58,6 +58,9 @@ struct StepBuffers {
   int input_slot = 0;             // which of the two (x, x_host) pairs x and x_host are (GPU)
   Tensor dlogits;                 // [local batch, classes]; language model: [local batch, T, V]
   std::vector<int32_t> labels;    // local batch; language model: local batch * T
+  // GPU only (undefined on the CPU, where the loss takes `labels` directly):
+  Tensor y, y_host;               // the labels on the device, and the input slot's pinned copy of them
+  Tensor row_loss, row_loss_host; // f32, one per label row: written on the device, read once per step
   std::vector<int64_t> indices;
   int64_t tokens = 1;             // labels (logit rows) per sample: 1, or T for a language model
   std::vector<uint8_t> windows;   // language model: the raw samples [local batch, T+1]
@@ -66,8 +69,8 @@ struct StepBuffers {
   static StepBuffers language_model(int64_t T, int64_t vocab, int64_t batch,
                                     Device device = Device::cpu());
 
-  // On a GPU, switches x and x_host to the other input slot and waits until
-  // its host buffer may be refilled: the next batch is gathered there and
+  // On a GPU, switches x, x_host, y and y_host to the other input slot and
+  // waits until its host buffers may be refilled: the next batch is gathered there and
   // copied while the step before still computes (device_memory.h). Call
   // before gathering each step's batch; nothing happens on the CPU. Steps
   // that never call it reuse one slot: correct, without the overlap.
@@ -76,7 +79,7 @@ struct StepBuffers {
  private:
   StepBuffers(const Shape& x_shape, DType x_dtype, const Shape& logits_shape, int64_t labels, int64_t batch,
               Device device);
-  std::array<Tensor, 2> x_slots_, x_host_slots_;  // GPU only
+  std::array<Tensor, 2> x_slots_, x_host_slots_, y_slots_, y_host_slots_;  // GPU only
 };
 
 // The buffers for `batch` samples of this session's training data and model.
@@ -98,6 +101,9 @@ struct StepPhases {
 // only after the last: no_sync), fused softmax cross-entropy, the wait for
 // the gradient all-reduce, optional clipping, the update. The gradient is that
 // of the mean loss over the global batch. ddp may be null (one rank).
+// On a GPU the labels travel with the batch (checked on the host first), the
+// loss stays on the device until the step's end, and the step waits for the
+// device once, for the last forward's losses, after issuing everything else.
 StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& buffers, float lr,
                   double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
                   parallel::Ddp* ddp);

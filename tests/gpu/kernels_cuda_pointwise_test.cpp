@@ -32,6 +32,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -364,6 +365,42 @@ TEST(CudaCrossEntropy, FusedMatchesCpuAlsoInPlace) {
       cuda::softmax_xent_fused(dx.f32(), dx.f32(), y.data(), N, C, scale);
   report("softmax_xent_fused.loss", "f32", rel_error_scalar(got_in_place, want_loss), kLimitF32);
   report("softmax_xent_fused", "f32", rel_error(dx, want), kLimitF32);
+}
+
+// The training step's form: device labels, a loss per row on the device.
+// A bad label gives that row NaN and leaves its gradient row alone.
+TEST(CudaCrossEntropy, FusedRowsMatchCpu) {
+  ST_REQUIRE_GPU();
+  for (const int64_t C : {int64_t(10), int64_t(256), int64_t(50257)}) {
+    const int64_t N = C > 1000 ? 64 : 2048;
+    const float scale = 1.0f / float(N);
+    const Tensor x = random_host({N, C}, 650 + uint64_t(C), -6.0f, 6.0f);
+    const auto y = random_labels(N, C, 651 + uint64_t(C));
+    Tensor labels = Tensor::empty({N}, DType::i32);
+    std::copy(y.begin(), y.end(), labels.i32());
+    const Tensor dlogits = poisoned({N, C}), rows = poisoned({N});
+    cuda::softmax_xent_fused_rows(dlogits.f32(), dev(x).f32(), to_device(labels, gpu()).i32(), N, C, scale,
+                                  rows.f32());
+    const Tensor want = Tensor::empty({N, C}), want_rows = Tensor::empty({N});
+    cpu::softmax_xent_fused_rows(want.f32(), x.f32(), y.data(), N, C, scale, want_rows.f32());
+    report("softmax_xent_fused_rows.loss", "f32", rel_error(rows, want_rows), kLimitF32);
+    report("softmax_xent_fused_rows", "f32", rel_error(dlogits, want), kLimitF32);
+  }
+  const int64_t N = 4, C = 5;
+  const Tensor x = random_host({N, C}, 660);
+  Tensor labels = Tensor::empty({N}, DType::i32);
+  const int32_t y[] = {1, 7, 0, -2};
+  std::copy(y, y + N, labels.i32());
+  const Tensor dlogits = poisoned({N, C}), rows = poisoned({N});
+  cuda::softmax_xent_fused_rows(dlogits.f32(), dev(x).f32(), to_device(labels, gpu()).i32(), N, C, 1.0f,
+                                rows.f32());
+  const Tensor r = to_host(rows), d = to_host(dlogits);
+  EXPECT_TRUE(std::isfinite(r.f32()[0]) && std::isfinite(r.f32()[2]));
+  EXPECT_TRUE(std::isnan(r.f32()[1]) && std::isnan(r.f32()[3]));
+  for (int64_t c = 0; c < C; ++c) {
+    EXPECT_TRUE(std::isfinite(d.f32()[0 * C + c]));
+    EXPECT_TRUE(std::isnan(d.f32()[1 * C + c]));  // still the poison: not written
+  }
 }
 
 TEST(CudaCrossEntropy, CountCorrectIsExactWithTies) {

@@ -47,6 +47,21 @@ check cnn-full 2 fmnist_cnn.toml --set "data.train=$data/train" --set "data.test
 check gpt-full 4 gpt_kjv.toml --set data.train=kjv/train --set data.test=kjv/test --set data.test_limit=256 \
   --set parallel.strategy=fsdp
 
+# runtime.device = "cuda" (no GPU needed to plan): the second input slot,
+# both slots' labels and the per-row losses on top of the CPU plan.
+"$SHARDTRAIN" plan "$SOURCE_DIR/examples/fmnist_mlp.toml" --ranks 2 --json "${wide[@]}" >cpu-plan.json || fail "plan (cpu)"
+"$SHARDTRAIN" plan "$SOURCE_DIR/examples/fmnist_mlp.toml" --ranks 2 --json "${wide[@]}" --set runtime.device=cuda \
+  >gpu-plan.json || fail "plan (cuda)"
+"$PY" - <<'PY' || fail "the GPU plan's input slots"
+import json, sys
+cpu, gpu = json.load(open("cpu-plan.json"))[0], json.load(open("gpu-plan.json"))[0]
+local = 128 // 2  # fmnist_mlp.toml's global batch over 2 ranks
+want = local * 784 * 4 + 3 * local * 4
+got = gpu["peak_bytes"] - cpu["peak_bytes"]
+print(f"ok:   cuda plan: {got} bytes more than the CPU's (second input slot, labels, row losses: {want})")
+sys.exit(0 if got == want else 1)
+PY
+
 # FULL_SHARD's persistent bytes against DDP's at 4 ranks (the plan's
 # components, exact for what is allocated: see the ratios above).
 "$PY" - <<'PY' || fail "FULL_SHARD persistent bytes above 0.3x DDP"

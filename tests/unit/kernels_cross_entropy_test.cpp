@@ -171,4 +171,35 @@ TEST(SoftmaxXent, OutOfRangeLabelIsAnErrorNamingRowAndLabel) {
 }
 
 }  // namespace
+TEST(SoftmaxXent, RowLossesAreTheFusedKernelsRows) {
+  const int64_t N = 37, C = 11;
+  const float scale = 0.25f;
+  const auto x = uniform_vector(N * C, 21, -4.0f, 4.0f);
+  const auto y = random_labels(N, C, 22);
+  std::vector<float> d_sum(N * C), d_rows(N * C), rows(N);
+  const double sum = softmax_xent_fused(d_sum.data(), x.data(), y.data(), N, C, scale);
+  softmax_xent_fused_rows(d_rows.data(), x.data(), y.data(), N, C, scale, rows.data());
+  EXPECT_EQ(d_rows, d_sum);  // the same gradient, bit for bit
+  double added = 0.0;
+  for (int64_t n = 0; n < N; ++n) {
+    const double one = softmax_xent_forward(&x[n * C], &y[n], 1, C, nullptr);
+    EXPECT_EQ(rows[n], float(one)) << "row " << n;
+    added += rows[n];
+  }
+  EXPECT_NEAR(added, sum, 1e-6 * sum);  // f32 rows: within their rounding
+}
+
+TEST(SoftmaxXent, CheckLabelsNamesTheFirstBadRowOfTheBatch) {
+  const std::vector<int32_t> y = {0, 3, 1, 4, -1};
+  EXPECT_NO_THROW(check_labels(y.data(), 3, 4));
+  try {
+    check_labels(y.data(), 5, 4);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "softmax cross-entropy: row 3 has label 4, outside [0, 4)");
+  }
+  std::vector<float> x(5 * 4, 0.0f), d(5 * 4), rows(5);
+  EXPECT_THROW(softmax_xent_fused_rows(d.data(), x.data(), y.data(), 5, 4, 1.0f, rows.data()), Error);
+}
+
 }  // namespace shardtrain::cpu
