@@ -60,34 +60,50 @@ unsigned row_blocks(int64_t rows) {
   return unsigned(rows < 1 ? 1 : (rows > 65535LL * 8 ? 65535LL * 8 : rows));
 }
 
+// The (sample, head) pairs of a batch as strided-batched GEMMs. One stride
+// cannot step over both samples and heads (head h of sample b starts at
+// b*T*3C + h*hs in qkv, at b*NH*T*T + h*T*T in att), so the host loops over
+// whichever of the two is fewer and batches the other: min(B, NH) launches
+// per GEMM instead of B.
+struct HeadGroups {
+  int64_t B, T, C, NH;
+  int64_t hs() const { return C / NH; }
+  bool over_samples() const { return NH < B; }  // batch the samples, loop over heads
+  int64_t groups() const { return over_samples() ? NH : B; }
+  int64_t batch() const { return over_samples() ? B : NH; }
+  // Offsets (in floats) of group g's first pair, and the stride between the
+  // pairs of a group, in qkv [B, T, 3C], out [B, T, C] and att [B, NH, T, T].
+  int64_t qkv(int64_t g) const { return over_samples() ? g * hs() : g * T * 3 * C; }
+  int64_t qkv_stride() const { return over_samples() ? T * 3 * C : hs(); }
+  int64_t out(int64_t g) const { return over_samples() ? g * hs() : g * T * C; }
+  int64_t out_stride() const { return over_samples() ? T * C : hs(); }
+  int64_t att(int64_t g) const { return over_samples() ? g * T * T : g * NH * T * T; }
+  int64_t att_stride() const { return over_samples() ? NH * T * T : T * T; }
+};
+
 }  // namespace
 
 void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
                        int64_t NH) {
   check_dims("cuda::attention_forward", B, T, C, NH);
   if (B == 0 || T == 0) return;
-  const int64_t hs = C / NH, C3 = 3 * C, TT = T * T;
+  const HeadGroups h{B, T, C, NH};
+  const int64_t hs = h.hs(), C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(float(hs));  // as the CPU computes it
-  // One sample at a time, its NH heads batched: head h of sample b starts
-  // h*hs channels into the sample's rows (stride hs between heads), and its
-  // probabilities are the h-th [T, T] block of att (stride T*T). One stride
-  // cannot also step over samples (T*3C apart in qkv), hence the host loop.
-  for (int64_t b = 0; b < B; ++b) {
-    const float* x = qkv + b * T * C3;
-    float* p = att + b * NH * TT;
+  for (int64_t g = 0; g < h.groups(); ++g) {
+    const float* x = qkv + h.qkv(g);
     // S = scale * Q K^T, all T x T (the masked half is overwritten by the softmax).
-    gemm_strided_batched(false, true, T, T, hs, scale, x, C3, hs, x + C, C3, hs, 0.0f, p, T, TT,
-                         NH);
+    gemm_strided_batched(false, true, T, T, hs, scale, x, C3, h.qkv_stride(), x + C, C3, h.qkv_stride(), 0.0f,
+                         att + h.att(g), T, h.att_stride(), h.batch());
   }
   causal_softmax_kernel<<<row_blocks(B * NH * T), kThreads, 0, compute_stream()>>>(att, B * NH * T,
                                                                                   T);
   ST_CUDA_CHECK_LAUNCH("causal_softmax_kernel");
-  for (int64_t b = 0; b < B; ++b) {
-    const float* x = qkv + b * T * C3;
+  for (int64_t g = 0; g < h.groups(); ++g) {
     // O = P V (the zeros above the diagonal keep it causal), written into
-    // head h's channels of out[b] (stride hs between heads).
-    gemm_strided_batched(false, false, T, hs, T, 1.0f, att + b * NH * TT, T, TT, x + 2 * C, C3, hs,
-                         0.0f, out + b * T * C, C, hs, NH);
+    // the head's channels of out.
+    gemm_strided_batched(false, false, T, hs, T, 1.0f, att + h.att(g), T, h.att_stride(), qkv + h.qkv(g) + 2 * C,
+                         C3, h.qkv_stride(), 0.0f, out + h.out(g), C, h.out_stride(), h.batch());
   }
 }
 
@@ -95,32 +111,36 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         int64_t B, int64_t T, int64_t C, int64_t NH) {
   check_dims("cuda::attention_backward", B, T, C, NH);
   if (B == 0 || T == 0) return;
-  const int64_t hs = C / NH, C3 = 3 * C, TT = T * T;
+  const HeadGroups h{B, T, C, NH};
+  const int64_t hs = h.hs(), C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(float(hs));
-  // dP / dS of one sample's NH heads. The reduce slot is not touched by gemm
-  // (bf16 GEMMs use gemm_a and gemm_b), so it stays ours across the GEMMs;
-  // reusing it sample after sample is ordered by the compute stream.
-  float* dp = static_cast<float*>(scratch(ScratchSlot::reduce, size_t(NH * TT) * sizeof(float)));
-  for (int64_t b = 0; b < B; ++b) {
-    const float* x = qkv + b * T * C3;
-    float* dx = dqkv + b * T * C3;
-    const float* dO = dout + b * T * C;
-    const float* p = att + b * NH * TT;
-    // dP = dO V^T;  dV = P^T dO (overwrites head h's v channels).
-    gemm_strided_batched(false, true, T, T, hs, 1.0f, dO, C, hs, x + 2 * C, C3, hs, 0.0f, dp, T,
-                         TT, NH);
-    gemm_strided_batched(true, false, T, hs, T, 1.0f, p, T, TT, dO, C, hs, 0.0f, dx + 2 * C, C3,
-                         hs, NH);
-    // Softmax backward, row by row: dS = P * (dP - sum_j P dP); 0 where masked.
-    softmax_backward_kernel<<<row_blocks(NH * T), kThreads, 0, compute_stream()>>>(dp, p, NH * T,
-                                                                                  T);
-    ST_CUDA_CHECK_LAUNCH("softmax_backward_kernel");
+  // dP, then dS in place, for every (sample, head), laid out as att. The
+  // reduce slot is not touched by gemm (bf16 GEMMs use gemm_a and gemm_b),
+  // so it stays ours across the GEMMs.
+  float* dp = static_cast<float*>(scratch(ScratchSlot::reduce, size_t(B * NH * T * T) * sizeof(float)));
+  for (int64_t g = 0; g < h.groups(); ++g) {
+    const float* x = qkv + h.qkv(g);
+    float* dx = dqkv + h.qkv(g);
+    const float* dO = dout + h.out(g);
+    const float* p = att + h.att(g);
+    // dP = dO V^T;  dV = P^T dO (overwrites the head's v channels).
+    gemm_strided_batched(false, true, T, T, hs, 1.0f, dO, C, h.out_stride(), x + 2 * C, C3, h.qkv_stride(), 0.0f,
+                         dp + h.att(g), T, h.att_stride(), h.batch());
+    gemm_strided_batched(true, false, T, hs, T, 1.0f, p, T, h.att_stride(), dO, C, h.out_stride(), 0.0f,
+                         dx + 2 * C, C3, h.qkv_stride(), h.batch());
+  }
+  // Softmax backward, row by row: dS = P * (dP - sum_j P dP); 0 where masked.
+  softmax_backward_kernel<<<row_blocks(B * NH * T), kThreads, 0, compute_stream()>>>(dp, att, B * NH * T, T);
+  ST_CUDA_CHECK_LAUNCH("softmax_backward_kernel");
+  for (int64_t g = 0; g < h.groups(); ++g) {
+    const float* x = qkv + h.qkv(g);
+    float* dx = dqkv + h.qkv(g);
     // S = scale Q K^T:  dQ = scale dS K;  dK = scale dS^T Q. Together with dV
     // every channel of dx is written: no zeroing pass.
-    gemm_strided_batched(false, false, T, hs, T, scale, dp, T, TT, x + C, C3, hs, 0.0f, dx, C3, hs,
-                         NH);
-    gemm_strided_batched(true, false, T, hs, T, scale, dp, T, TT, x, C3, hs, 0.0f, dx + C, C3, hs,
-                         NH);
+    gemm_strided_batched(false, false, T, hs, T, scale, dp + h.att(g), T, h.att_stride(), x + C, C3,
+                         h.qkv_stride(), 0.0f, dx, C3, h.qkv_stride(), h.batch());
+    gemm_strided_batched(true, false, T, hs, T, scale, dp + h.att(g), T, h.att_stride(), x, C3, h.qkv_stride(),
+                         0.0f, dx + C, C3, h.qkv_stride(), h.batch());
   }
 }
 

@@ -268,29 +268,36 @@ TEST(CudaConv2d, Col2imIsTheGatherOfCpuCol2im) {
   report("im2col", "f32", rel_error(col_out, col_ref), gpu_test::kLimitF32);
 }
 
+// Three shapes: as many heads as samples, fewer heads (the GEMMs batch the
+// samples, one launch per head) and more heads (batched heads, one launch
+// per sample).
 TEST(CudaAttention, ForwardAndBackwardMatchCpu) {
   ST_REQUIRE_GPU();
   RestoreF32 restore;
-  const int64_t B = 4, T = 64, C = 128, NH = 4;
-  const Tensor qkv = random_host({B, T, 3 * C}, 5001), dout = random_host({B, T, C}, 5002);
-  Tensor out_ref = Tensor::empty({B, T, C}), att_ref = Tensor::empty({B, NH, T, T});
-  cpu::attention_forward(out_ref.f32(), att_ref.f32(), qkv.f32(), B, T, C, NH);
-  Tensor dqkv_ref = Tensor::empty({B, T, 3 * C});
-  std::vector<float> scratch(size_t(T * T));
-  cpu::attention_backward(dqkv_ref.f32(), scratch.data(), dout.f32(), qkv.f32(), att_ref.f32(), B,
-                          T, C, NH);
+  struct Dims { int64_t B, T, C, NH; const char* suffix; };
+  for (const Dims& d : {Dims{4, 64, 128, 4, ""}, Dims{6, 48, 64, 2, "_b6h2"}, Dims{2, 40, 128, 8, "_b2h8"}}) {
+    const int64_t B = d.B, T = d.T, C = d.C, NH = d.NH;
+    const Tensor qkv = random_host({B, T, 3 * C}, 5001), dout = random_host({B, T, C}, 5002);
+    Tensor out_ref = Tensor::empty({B, T, C}), att_ref = Tensor::empty({B, NH, T, T});
+    cpu::attention_forward(out_ref.f32(), att_ref.f32(), qkv.f32(), B, T, C, NH);
+    Tensor dqkv_ref = Tensor::empty({B, T, 3 * C});
+    std::vector<float> scratch(size_t(T * T));
+    cpu::attention_backward(dqkv_ref.f32(), scratch.data(), dout.f32(), qkv.f32(), att_ref.f32(), B,
+                            T, C, NH);
 
-  const Tensor d_qkv = dev(qkv), d_dout = dev(dout);
-  for (const Precision& p : kPrecisions) {
-    cuda::set_gemm_precision(p.value);
-    const Tensor out = poisoned({B, T, C}), att = poisoned({B, NH, T, T});
-    cuda::attention_forward(out.f32(), att.f32(), d_qkv.f32(), B, T, C, NH);
-    report("attention_forward", p.name, rel_error(out, out_ref), p.limit);
-    report("attention_forward_att", p.name, rel_error(att, att_ref), p.limit);
-    // Backward from the GPU's own probabilities, as training would run it.
-    const Tensor dqkv = poisoned({B, T, 3 * C});
-    cuda::attention_backward(dqkv.f32(), d_dout.f32(), d_qkv.f32(), att.f32(), B, T, C, NH);
-    report("attention_backward", p.name, rel_error(dqkv, dqkv_ref), p.limit);
+    const Tensor d_qkv = dev(qkv), d_dout = dev(dout);
+    const std::string s = d.suffix;
+    for (const Precision& p : kPrecisions) {
+      cuda::set_gemm_precision(p.value);
+      const Tensor out = poisoned({B, T, C}), att = poisoned({B, NH, T, T});
+      cuda::attention_forward(out.f32(), att.f32(), d_qkv.f32(), B, T, C, NH);
+      report("attention_forward" + s, p.name, rel_error(out, out_ref), p.limit);
+      report("attention_forward_att" + s, p.name, rel_error(att, att_ref), p.limit);
+      // Backward from the GPU's own probabilities, as training would run it.
+      const Tensor dqkv = poisoned({B, T, 3 * C});
+      cuda::attention_backward(dqkv.f32(), d_dout.f32(), d_qkv.f32(), att.f32(), B, T, C, NH);
+      report("attention_backward" + s, p.name, rel_error(dqkv, dqkv_ref), p.limit);
+    }
   }
 }
 
