@@ -17,8 +17,8 @@ struct Context {
   cudaStream_t compute = nullptr, comm = nullptr, copy = nullptr;
   cublasHandle_t blas = nullptr;
   GemmPrecision precision = GemmPrecision::f32;
-  std::array<void*, 4> scratch{};
-  std::array<size_t, 4> scratch_bytes{};
+  std::array<void*, kScratchSlots> scratch{};
+  std::array<size_t, kScratchSlots> scratch_bytes{};
 };
 
 Context g;

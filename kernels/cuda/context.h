@@ -90,7 +90,8 @@ inline unsigned grid_for(int64_t n, int threads = 256) {
 // per-call workspaces such as reduction partials and labels copied from the
 // host). Valid until the next call of the same slot; ordered on the compute
 // stream.
-enum class ScratchSlot { reduce, labels, gemm_a, gemm_b };
+enum class ScratchSlot { reduce, labels, gemm_a, gemm_b, conv_cols, conv_partials };
+inline constexpr size_t kScratchSlots = 6;
 void* scratch(ScratchSlot slot, size_t bytes);
 
 }  // namespace shardtrain::cuda

@@ -33,28 +33,33 @@ void check_shape(const char* fn, const Conv2dShape& s) {
                       " pad=" + std::to_string(s.pad));
 }
 
-// One thread per col entry (c, ki, kj, oh, ow): the pixel that output sees
-// through that tap, or 0 in the padding.
-__global__ void im2col_kernel(float* col, const float* image, Geometry g) {
-  const int64_t P = g.OH * g.OW, total = g.C * g.K * g.K * P;
+// One thread per col entry (b, c, ki, kj, oh, ow) of `batch` samples (their
+// cols one after another): the pixel that output sees through that tap, or 0
+// in the padding.
+__global__ void im2col_kernel(float* col, const float* image, Geometry g, int64_t batch) {
+  const int64_t P = g.OH * g.OW, per = g.C * g.K * g.K * P, total = batch * per;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ow = i % g.OW, oh = (i / g.OW) % g.OH, row = i / P;
+    const int64_t b = i / per, e = i - b * per;
+    const int64_t ow = e % g.OW, oh = (e / g.OW) % g.OH, row = e / P;
     const int64_t kj = row % g.K, ki = (row / g.K) % g.K, c = row / (g.K * g.K);
     const int64_t ih = oh * g.stride - g.pad + ki, iw = ow * g.stride - g.pad + kj;
-    col[i] = (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) ? image[(c * g.H + ih) * g.W + iw]
-                                                          : 0.0f;
+    const float* img = image + b * g.C * g.H * g.W;
+    col[i] = (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) ? img[(c * g.H + ih) * g.W + iw] : 0.0f;
   }
 }
 
 // One thread per pixel (c, ih, iw): the sum, in (ki, kj) order, of the col
 // entries im2col copied from it (the taps with ih = oh*stride - pad + ki for
 // an output row oh in range, likewise for columns). Overwrites the image.
-__global__ void col2im_kernel(float* image, const float* col, Geometry g) {
-  const int64_t P = g.OH * g.OW, total = g.C * g.H * g.W;
+// Of `batch` samples: image b from col b.
+__global__ void col2im_kernel(float* image, const float* col, Geometry g, int64_t batch) {
+  const int64_t P = g.OH * g.OW, per = g.C * g.H * g.W, total = batch * per;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t iw = i % g.W, ih = (i / g.W) % g.H, c = i / (g.H * g.W);
+    const int64_t b = i / per, e = i - b * per;
+    const int64_t iw = e % g.W, ih = (e / g.W) % g.H, c = e / (g.H * g.W);
+    const float* cb = col + b * g.C * g.K * g.K * P;
     float acc = 0.0f;
     for (int64_t ki = 0; ki < g.K; ++ki) {
       const int64_t y = ih + g.pad - ki;  // = oh * stride
@@ -64,7 +69,7 @@ __global__ void col2im_kernel(float* image, const float* col, Geometry g) {
         const int64_t x = iw + g.pad - kj;  // = ow * stride
         if (x < 0 || x % g.stride != 0 || x / g.stride >= g.OW) continue;
         const int64_t ow = x / g.stride;
-        acc += col[((c * g.K + ki) * g.K + kj) * P + oh * g.OW + ow];
+        acc += cb[((c * g.K + ki) * g.K + kj) * P + oh * g.OW + ow];
       }
     }
     image[i] = acc;
@@ -105,26 +110,65 @@ __global__ void conv_bias_grad_kernel(float* dbias, const float* dout, int64_t B
   if (threadIdx.x == 0) dbias[oc] = total;
 }
 
+// dW[e] = (accumulate or not first ? dW[e] : 0) + partial[0][e] + ... +
+// partial[n-1][e], the samples in order as the per-sample GEMMs did.
+__global__ void add_partials_kernel(float* dw, const float* partial, int64_t n, int64_t per,
+                                    bool overwrite) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < per;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    float acc = overwrite ? 0.0f : dw[e];
+    for (int64_t b = 0; b < n; ++b) acc += partial[b * per + e];
+    dw[e] = acc;
+  }
+}
+
+int64_t g_cols_limit_bytes = int64_t(128) << 20;  // set_conv_cols_limit
+
+// Samples per pass: as many as fit the cols workspace limit (at least one).
+int64_t samples_per_pass(const Conv2dShape& s) {
+  const int64_t per_sample = s.col_floats() * int64_t(sizeof(float));
+  const int64_t n = per_sample > 0 ? g_cols_limit_bytes / per_sample : s.B;
+  return n < 1 ? 1 : (n > s.B ? s.B : n);
+}
+
+// The cols of samples [b0, b0 + n) in the conv_cols scratch slot (or the
+// images themselves for a 1x1 stride-1 unpadded kernel).
+const float* batch_cols(const float* in, int64_t b0, int64_t n, const Conv2dShape& s) {
+  const float* images = in + b0 * s.C * s.H * s.W;
+  if (col_is_image(s)) return images;
+  auto* cols = static_cast<float*>(scratch(ScratchSlot::conv_cols, size_t(n * s.col_floats()) * sizeof(float)));
+  const int64_t total = n * s.col_floats();
+  im2col_kernel<<<grid_for(total, kThreads), kThreads, 0, compute_stream()>>>(cols, images, geometry(s), n);
+  ST_CUDA_CHECK_LAUNCH("im2col_kernel");
+  return cols;
+}
+
 }  // namespace
+
+int64_t set_conv_cols_limit(int64_t bytes) {
+  const int64_t before = g_cols_limit_bytes;
+  g_cols_limit_bytes = bytes;
+  return before;
+}
 
 void im2col(float* col, const float* image, const Conv2dShape& s) {
   check_shape("cuda::im2col", s);
   const int64_t n = s.col_floats();
-  im2col_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(col, image, geometry(s));
+  im2col_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(col, image, geometry(s), 1);
   ST_CUDA_CHECK_LAUNCH("im2col_kernel");
 }
 
 void col2im(float* image, const float* col, const Conv2dShape& s) {
   check_shape("cuda::col2im", s);
   const int64_t n = s.C * s.H * s.W;
-  col2im_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(image, col, geometry(s));
+  col2im_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(image, col, geometry(s), 1);
   ST_CUDA_CHECK_LAUNCH("col2im_kernel");
 }
 
-// One im2col and one GEMM per sample: the caller's col workspace holds one
-// sample. (A batched im2col into a B-sample workspace and one strided-batched
-// GEMM would cut the launches from 2B to 2.)
-void conv2d_forward(float* out, const float* in, const float* weight, const float* bias, float* col,
+// The samples in passes of samples_per_pass (all of them, for the reference
+// models): one im2col and one strided-batched GEMM per pass instead of one of
+// each per sample. The caller's one-sample col workspace is not needed.
+void conv2d_forward(float* out, const float* in, const float* weight, const float* bias, float*,
                     const Conv2dShape& s) {
   check_shape("cuda::conv2d_forward", s);
   const int64_t P = s.OH() * s.OW(), CKK = s.C * s.K * s.K;
@@ -136,21 +180,21 @@ void conv2d_forward(float* out, const float* in, const float* weight, const floa
         out, bias, s.B, s.OC, P);
     ST_CUDA_CHECK_LAUNCH("fill_bias_planes_kernel");
   }
-  for (int64_t b = 0; b < s.B; ++b) {
-    const float* image = in + b * s.C * s.H * s.W;
-    const float* cols = image;
-    if (!col_is_image(s)) {
-      cuda::im2col(col, image, s);
-      cols = col;
-    }
-    // out_b[OC, P] = W[OC, CKK] * col[CKK, P]
-    gemm(false, false, s.OC, P, CKK, 1.0f, weight, CKK, cols, P, bias != nullptr ? 1.0f : 0.0f,
-         out + b * s.OC * P, P);
+  const int64_t pass = samples_per_pass(s);
+  for (int64_t b0 = 0; b0 < s.B; b0 += pass) {
+    const int64_t n = s.B - b0 < pass ? s.B - b0 : pass;
+    const float* cols = batch_cols(in, b0, n, s);
+    // out_b[OC, P] = W[OC, CKK] * col_b[CKK, P] for each sample b (W shared: stride 0).
+    gemm_strided_batched(false, false, s.OC, P, CKK, 1.0f, weight, CKK, 0, cols, P, CKK * P,
+                         bias != nullptr ? 1.0f : 0.0f, out + b0 * s.OC * P, P, s.OC * P, n);
   }
 }
 
+// Per pass: one im2col, one strided-batched GEMM for the samples' weight
+// gradients (partials, added in sample order by one kernel), one for their
+// col gradients, one col2im.
 void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
-                     const float* weight, float* col, const Conv2dShape& s, bool accumulate) {
+                     const float* weight, float*, const Conv2dShape& s, bool accumulate) {
   check_shape("cuda::conv2d_backward", s);
   const int64_t P = s.OH() * s.OW(), CKK = s.C * s.K * s.K, image_size = s.C * s.H * s.W;
   if (s.B == 0 && !accumulate)  // no samples: the sums are empty
@@ -162,28 +206,34 @@ void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout
                                                                              s.OC, P, accumulate);
     ST_CUDA_CHECK_LAUNCH("conv_bias_grad_kernel");
   }
-  for (int64_t b = 0; b < s.B; ++b) {
-    const float* image = in + b * image_size;
-    const float* g = dout + b * s.OC * P;
-    // The first sample overwrites (beta 0) unless accumulating: no zeroing pass.
-    const bool overwrite = b == 0 && !accumulate;
-    const float* cols = image;
-    if (!col_is_image(s)) {
-      cuda::im2col(col, image, s);
-      cols = col;
-    }
-    // dW[OC, CKK] (+)= dout_b[OC, P] * col[CKK, P]^T
-    gemm(false, true, s.OC, CKK, P, 1.0f, g, P, cols, P, overwrite ? 0.0f : 1.0f, dweight, CKK);
+  const int64_t pass = samples_per_pass(s), per = s.OC * CKK;
+  for (int64_t b0 = 0; b0 < s.B; b0 += pass) {
+    const int64_t n = s.B - b0 < pass ? s.B - b0 : pass;
+    const float* g = dout + b0 * s.OC * P;
+    const float* cols = batch_cols(in, b0, n, s);
+    // partial_b[OC, CKK] = dout_b[OC, P] * col_b[CKK, P]^T, then added into dW.
+    auto* partial = static_cast<float*>(scratch(ScratchSlot::conv_partials, size_t(n * per) * sizeof(float)));
+    gemm_strided_batched(false, true, s.OC, CKK, P, 1.0f, g, P, s.OC * P, cols, P, CKK * P, 0.0f, partial, CKK,
+                         per, n);
+    const bool overwrite = b0 == 0 && !accumulate;  // no zeroing pass
+    add_partials_kernel<<<grid_for(per, kThreads), kThreads, 0, compute_stream()>>>(dweight, partial, n, per,
+                                                                                   overwrite);
+    ST_CUDA_CHECK_LAUNCH("add_partials_kernel");
     if (din == nullptr) continue;
-    // dcol[CKK, P] = W^T * dout_b, then gathered back onto the image. col is
-    // free again (the dW GEMM above, earlier on the same stream, was its last
-    // reader), so it holds dcol.
-    float* dimage = din + b * image_size;
+    // dcol_b[CKK, P] = W^T * dout_b, gathered back onto image b. The cols
+    // are free again (the GEMM above, earlier on the stream, read them last),
+    // so they hold dcol.
+    float* dimages = din + b0 * image_size;
     if (col_is_image(s)) {
-      gemm(true, false, CKK, P, s.OC, 1.0f, weight, CKK, g, P, 0.0f, dimage, P);
+      gemm_strided_batched(true, false, CKK, P, s.OC, 1.0f, weight, CKK, 0, g, P, s.OC * P, 0.0f, dimages, P,
+                           image_size, n);
     } else {
-      gemm(true, false, CKK, P, s.OC, 1.0f, weight, CKK, g, P, 0.0f, col, P);
-      cuda::col2im(dimage, col, s);
+      auto* dcols = const_cast<float*>(cols);  // the conv_cols scratch slot
+      gemm_strided_batched(true, false, CKK, P, s.OC, 1.0f, weight, CKK, 0, g, P, s.OC * P, 0.0f, dcols, P,
+                           CKK * P, n);
+      const int64_t total = n * image_size;
+      col2im_kernel<<<grid_for(total, kThreads), kThreads, 0, compute_stream()>>>(dimages, dcols, geometry(s), n);
+      ST_CUDA_CHECK_LAUNCH("col2im_kernel");
     }
   }
 }

@@ -20,14 +20,21 @@ void im2col(float* col, const float* image, const Conv2dShape& s);
 // image). A gather, one thread per pixel: deterministic, no atomics.
 void col2im(float* image, const float* col, const Conv2dShape& s);
 
-// out[B, OC, OH, OW]; bias may be null; col is a device workspace of
-// s.col_floats() floats (one sample).
+// out[B, OC, OH, OW]; bias may be null. `col` (the CPU's one-sample
+// workspace) is not used: the samples go in passes, each one im2col into a
+// context scratch buffer of up to set_conv_cols_limit bytes (128 MiB) and
+// one strided-batched GEMM, instead of one of each per sample.
 void conv2d_forward(float* out, const float* in, const float* weight, const float* bias,
                     float* col, const Conv2dShape& s);
 
 // din (may be null) is overwritten; dweight/dbias (dbias may be null)
-// overwritten, or added to when accumulate. col as in forward.
+// overwritten, or added to when accumulate (the samples' weight gradients
+// added in sample order). Passes as in forward.
 void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
                      const float* weight, float* col, const Conv2dShape& s, bool accumulate);
+
+// The cols workspace limit of a pass in bytes (at least one sample per pass
+// whatever it is); returns the one before. For tests of the multi-pass path.
+int64_t set_conv_cols_limit(int64_t bytes);
 
 }  // namespace shardtrain::cuda

@@ -200,16 +200,21 @@ TEST(CudaConv2d, ForwardAndBackwardMatchCpu) {
   struct Case {
     const char* name;
     Conv2dShape s;
+    int64_t samples_per_pass = 0;  // 0: all at once (the default limit)
   };
   const Case cases[] = {
       {"conv2d_k5s1p2", {8, 3, 28, 28, 16, 5, 1, 2}},
       {"conv2d_k5s2p2", {8, 3, 28, 28, 16, 5, 2, 2}},
       {"conv2d_k3s2p1_nonsquare", {4, 16, 15, 12, 32, 3, 2, 1}},
       {"conv2d_k1", {4, 16, 14, 14, 32, 1, 1, 0}},  // col is the image itself
+      {"conv2d_k5s1p2_passes3", {8, 3, 28, 28, 16, 5, 1, 2}, 3},  // passes of 3, 3 and 2 samples
+      {"conv2d_k1_passes1", {4, 16, 14, 14, 32, 1, 1, 0}, 1},
   };
   uint64_t seed = 4000;
   for (const Case& c : cases) {
     const Conv2dShape& s = c.s;
+    const int64_t limit = c.samples_per_pass > 0 ? c.samples_per_pass * s.col_floats() * 4 : int64_t(128) << 20;
+    const int64_t default_limit = cuda::set_conv_cols_limit(limit);
     const int64_t in_n = s.B * s.C * s.H * s.W, out_n = s.B * s.OC * s.OH() * s.OW();
     const int64_t w_n = s.OC * s.C * s.K * s.K;
     const Tensor in = random_host({in_n}, seed += 10), w = random_host({w_n}, seed += 1);
@@ -249,6 +254,7 @@ TEST(CudaConv2d, ForwardAndBackwardMatchCpu) {
       report(name + "_backward_acc_dweight", p.name, rel_error(dw_acc, dw_acc_ref), p.limit);
       report(name + "_backward_acc_dbias", p.name, rel_error(db_acc, db_acc_ref), p.limit);
     }
+    cuda::set_conv_cols_limit(default_limit);
   }
 }
 
