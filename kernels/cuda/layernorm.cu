@@ -6,12 +6,13 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 namespace shardtrain::cuda {
 namespace {
 
 constexpr int kThreads = 256;        // row kernels: one block per row
-constexpr int kColumnThreads = 64;   // column sums: one thread per column
+constexpr int kColumnThreads = 64;   // column sums: one thread per column of a block
 constexpr int64_t kMaxRowBlocks = 65535;
 
 __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* in,
@@ -72,20 +73,42 @@ __global__ void layernorm_din_kernel(float* din, const float* dout, const float*
   }
 }
 
-// dbias[c] (+)= sum_n dy[n, c]; dweight[c] (+)= sum_n norm[n, c] * dy[n, c],
-// rows added in order n = 0..N-1 by the one thread that owns column c.
-__global__ void layernorm_dparams_kernel(float* dweight, float* dbias, const float* dout,
-                                         const float* in, const float* mean, const float* rstd,
-                                         int64_t N, int64_t C, bool accumulate) {
+// The parameter gradients in two deterministic stages. Stage 1: block
+// (column group, chunk) sums kRowsPerChunk rows of each of its columns, in
+// row order, into partial[chunk, c] (dweight's, then dbias's). Stage 2: one
+// thread per column adds the chunks in order onto dweight/dbias (or 0). One
+// thread looping over all N rows, as before, left most of the GPU idle:
+// C threads, each N dependent steps.
+constexpr int64_t kRowsPerChunk = 32;
+
+__global__ void layernorm_dparams_partial_kernel(float* partial_w, float* partial_b, const float* dout,
+                                                 const float* in, const float* mean, const float* rstd,
+                                                 int64_t N, int64_t C) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t chunk = blockIdx.y;
+  if (c >= C) return;
+  const int64_t first = chunk * kRowsPerChunk;
+  const int64_t last = first + kRowsPerChunk < N ? first + kRowsPerChunk : N;
+  float dw = 0.0f, db = 0.0f;
+  for (int64_t n = first; n < last; ++n) {
+    const float dy = dout[n * C + c];
+    const float norm = __fmul_rn(__fsub_rn(in[n * C + c], mean[n]), rstd[n]);
+    db = __fadd_rn(db, dy);
+    dw = __fadd_rn(dw, __fmul_rn(norm, dy));
+  }
+  partial_w[chunk * C + c] = dw;
+  partial_b[chunk * C + c] = db;
+}
+
+__global__ void layernorm_dparams_sum_kernel(float* dweight, float* dbias, const float* partial_w,
+                                             const float* partial_b, int64_t chunks, int64_t C, bool accumulate) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < C; c += stride) {
     float dw = accumulate ? dweight[c] : 0.0f;
     float db = accumulate ? dbias[c] : 0.0f;
-    for (int64_t n = 0; n < N; ++n) {
-      const float dy = dout[n * C + c];
-      const float norm = __fmul_rn(__fsub_rn(in[n * C + c], mean[n]), rstd[n]);
-      db = __fadd_rn(db, dy);
-      dw = __fadd_rn(dw, __fmul_rn(norm, dy));
+    for (int64_t k = 0; k < chunks; ++k) {
+      dw = __fadd_rn(dw, partial_w[k * C + c]);
+      db = __fadd_rn(db, partial_b[k * C + c]);
     }
     dweight[c] = dw;
     dbias[c] = db;
@@ -113,10 +136,20 @@ void layernorm_backward(float* din, float* dweight, float* dbias, const float* d
                                                                            mean, rstd, N, C);
     ST_CUDA_CHECK_LAUNCH("layernorm_din_kernel");
   }
+  const int64_t chunks = N > 0 ? (N + kRowsPerChunk - 1) / kRowsPerChunk : 0;
+  auto* partial = static_cast<float*>(scratch(ScratchSlot::reduce, size_t(2 * chunks * C + 1) * sizeof(float)));
+  if (chunks > 0) {
+    const dim3 grid(unsigned((C + kColumnThreads - 1) / kColumnThreads), unsigned(chunks));
+    ST_CUDA_REQUIRE(chunks <= 65535, "layernorm_backward: " + std::to_string(N) + " rows exceed " +
+                                         std::to_string(65535 * kRowsPerChunk));
+    layernorm_dparams_partial_kernel<<<grid, kColumnThreads, 0, compute_stream()>>>(
+        partial, partial + chunks * C, dout, in, mean, rstd, N, C);
+    ST_CUDA_CHECK_LAUNCH("layernorm_dparams_partial_kernel");
+  }
   // With N == 0 this still zeroes dweight/dbias when !accumulate, as the CPU.
-  layernorm_dparams_kernel<<<grid_for(C, kColumnThreads), kColumnThreads, 0, compute_stream()>>>(
-      dweight, dbias, dout, in, mean, rstd, N, C, accumulate);
-  ST_CUDA_CHECK_LAUNCH("layernorm_dparams_kernel");
+  layernorm_dparams_sum_kernel<<<grid_for(C, kColumnThreads), kColumnThreads, 0, compute_stream()>>>(
+      dweight, dbias, partial, partial + chunks * C, chunks, C, accumulate);
+  ST_CUDA_CHECK_LAUNCH("layernorm_dparams_sum_kernel");
 }
 
 }  // namespace shardtrain::cuda

@@ -1,9 +1,9 @@
 // LayerNorm over the last dimension C of [N, C] on the GPU (device pointers,
 // compute stream), with the semantics of kernels/cpu/layernorm.h. Forward and
 // din run one block per row (mean, then the variance of the centered values,
-// by fixed-order tree sums); dweight and dbias are column sums in which each
-// thread owns a column and adds rows n = 0..N-1 in order, as the CPU does, so
-// every result is deterministic.
+// by fixed-order tree sums); dweight and dbias are column sums over chunks of
+// 32 rows added in row order, then the chunks added in order (the CPU adds
+// all rows in one run), so every result is deterministic.
 #pragma once
 
 #include <cstdint>
