@@ -92,31 +92,13 @@ gpu_training_checks() {
       check_row train "$m loss@$K cpu vs cuda" - - "$GPU_TRAIN_LOSS_LIMIT" "FAIL(missing run)"
     fi
 
-    # DDP on 2 ranks sharing the GPU: gradients over MPI with device buffers
-    # (NCCL refuses two ranks on one GPU); the loss must track the 1-rank run.
-    if [ $has_key = 1 ] && [ "$m" = mlp ]; then
-      local rd2=$W/runs/$m-cuda-ddp2 f2=$W/logs/train-$m-cuda-ddp2.log
-      run "train-$m-cuda-ddp2" 90 mpirun -n 2 shardtrain train "$cfg" "${common[@]}" --set "$key=cuda" \
-        --set parallel.strategy=ddp --set comm.backend=mpi --run-dir "$rd2" --overwrite
-      local rc2=$? loss2
-      loss2=$(grep -oE "step $K/[0-9]+ +loss [0-9.eE+-]+" "$f2" | tail -1 | awk '{print $NF}')
-      local ms2 sps2 tl2
-      tl2=$(json_get "$rd2/result.json" '"%.4f" % j["final"]["test_loss"]')
-      ms2=$(json_get "$rd2/result.json" '"%.2f" % (1000*j["per_rank"][0]["step_time_median_s"])')
-      sps2=$(json_get "$rd2/result.json" '"%.0f" % j["samples_per_s"]')
-      say "$m cuda ddp x2 (device MPI): exit $rc2, loss@$K ${loss2:--}, test_loss $tl2"
-      [ $rc2 -eq 0 ] || body "$f2" | grep -v '^\[train\]' | tail -8 | sed 's/^/  ! /'
-      train_row "$m" "cuda-ddp2" "$K" "${loss2:--}" "$tl2" "$ms2" "$sps2" - "$(rc_word $rc2)"
-      # The progress line's loss is rank 0's half of the batch, so the runs
-      # are compared by their test loss (same global batches, same model).
-      local tl1; tl1=$(json_get "$W/runs/$m-cuda/result.json" '"%.6f" % j["final"]["test_loss"]')
-      tl2=$(json_get "$rd2/result.json" '"%.6f" % j["final"]["test_loss"]')
-      if [ -n "$tl1" ] && [ -n "$tl2" ] && [ "$tl1" != "-" ] && [ "$tl2" != "-" ]; then
-        local rel2 ok2
-        rel2=$(awk -v a="$tl1" -v b="$tl2" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%.3e", d / (a < 0 ? -a : a) }')
-        ok2=$(awk -v r="$rel2" -v l="$GPU_TRAIN_LOSS_LIMIT" 'BEGIN { print (r < l) ? "PASS" : "FAIL" }')
-        check_row train "$m test_loss cuda 1 vs 2 ranks (ddp)" - "$rel2" "$GPU_TRAIN_LOSS_LIMIT" "$ok2"
-      fi
+    # DDP and FSDP on 2 ranks sharing the GPU: collectives over MPI with
+    # device buffers (NCCL refuses two ranks on one GPU); the test loss must
+    # track the 1-rank run. FSDP on a GPU is refused by the config until it
+    # has been checked on one: SHARDTRAIN_UNVERIFIED_GPU_FSDP=1 lets this run it.
+    if [ $has_key = 1 ] && { [ "$m" = mlp ] || [ "$m" = gpt ]; }; then
+      [ "$m" = mlp ] && gpu_two_ranks "$m" ddp "$K" "${common[@]}" --set "$key=cuda"
+      gpu_two_ranks "$m" fsdp "$K" "${common[@]}" --set "$key=cuda"
     fi
 
     # Throughput: `bench step` times the training step against its GEMMs alone.
@@ -149,6 +131,39 @@ gpu_training_checks() {
     # what people use today, against this run's cuda row.
     [ $has_key = 1 ] && gpu_torch_reference "$m" "$cfg" "$K" "${common[@]}"
   done
+}
+
+# gpu_two_ranks MODEL STRATEGY K SETTINGS...: K steps on 2 ranks sharing the
+# GPU (comm.backend = mpi), a row `cuda-<strategy>2`, and the test loss
+# against the model's 1-rank cuda run (the progress line's loss is rank 0's
+# half of the batch, so the runs are compared by their test loss: same global
+# batches, same model).
+gpu_two_ranks() {
+  local m=$1 strategy=$2 K=$3; shift 3
+  local cfg; cfg=$(gpu_train_config "$m")
+  local rd2=$W/runs/$m-cuda-${strategy}2 name=train-$m-cuda-${strategy}2
+  local f2=$W/logs/$name.log
+  SHARDTRAIN_UNVERIFIED_GPU_FSDP=1 run "$name" 90 mpirun -x SHARDTRAIN_UNVERIFIED_GPU_FSDP -n 2 \
+    shardtrain train "$cfg" "$@" --set parallel.strategy="$strategy" --set comm.backend=mpi --run-dir "$rd2" --overwrite
+  local rc2=$? loss2
+  loss2=$(grep -oE "step $K/[0-9]+ +loss [0-9.eE+-]+" "$f2" | tail -1 | awk '{print $NF}')
+  local ms2 sps2 tl2
+  tl2=$(json_get "$rd2/result.json" '"%.4f" % j["final"]["test_loss"]')
+  ms2=$(json_get "$rd2/result.json" '"%.2f" % (1000*j["per_rank"][0]["step_time_median_s"])')
+  sps2=$(json_get "$rd2/result.json" '"%.0f" % j["samples_per_s"]')
+  say "$m cuda $strategy x2 (device MPI): exit $rc2, loss@$K ${loss2:--}, test_loss $tl2"
+  [ $rc2 -eq 0 ] || body "$f2" | grep -v '^\[train\]' | tail -8 | sed 's/^/  ! /'
+  train_row "$m" "cuda-${strategy}2" "$K" "${loss2:--}" "$tl2" "$ms2" "$sps2" - "$(rc_word $rc2)"
+  local tl1; tl1=$(json_get "$W/runs/$m-cuda/result.json" '"%.6f" % j["final"]["test_loss"]')
+  tl2=$(json_get "$rd2/result.json" '"%.6f" % j["final"]["test_loss"]')
+  if [ -n "$tl1" ] && [ -n "$tl2" ] && [ "$tl1" != "-" ] && [ "$tl2" != "-" ]; then
+    local rel2 ok2
+    rel2=$(awk -v a="$tl1" -v b="$tl2" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%.3e", d / (a < 0 ? -a : a) }')
+    ok2=$(awk -v r="$rel2" -v l="$GPU_TRAIN_LOSS_LIMIT" 'BEGIN { print (r < l) ? "PASS" : "FAIL" }')
+    check_row train "$m test_loss cuda 1 vs 2 ranks ($strategy)" - "$rel2" "$GPU_TRAIN_LOSS_LIMIT" "$ok2"
+  else
+    check_row train "$m test_loss cuda 1 vs 2 ranks ($strategy)" - - "$GPU_TRAIN_LOSS_LIMIT" "FAIL(missing run)"
+  fi
 }
 
 # gpu_torch_reference MODEL CONFIG K SETTINGS...: K steps of the config in

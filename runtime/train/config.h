@@ -97,6 +97,12 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 // mixed-precision dtypes).
 parallel::FsdpOptions fsdp_options(const Config& config);
 
+// SHARDTRAIN_UNVERIFIED_GPU_FSDP=1 in the environment: FSDP with
+// runtime.device = "cuda" is accepted although its device path has not yet
+// run on a GPU (scripts/gpu-check.sh sets it to check that path; the run log
+// says so). Without it the config refuses the combination.
+bool unverified_gpu_fsdp_allowed();
+
 // The fully resolved configuration as TOML (every key, defaults included).
 std::string to_toml(const Config& config);
 

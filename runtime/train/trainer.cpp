@@ -171,7 +171,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
                         "MiB); with the gather and gradient buffers {:.2f} MiB in all",
                         how, config.parallel.fsdp.prefetch, config.parallel.fsdp.param_dtype,
                         config.parallel.fsdp.reduce_dtype,
-                        config.parallel.fsdp.param_dtype == "bf16"
+                        config.parallel.fsdp.param_dtype == "bf16" && s.device.is_cpu()
                             ? fmt::format(", GEMMs on bf16 operands ({})", cpu::native_bf16_gemm()
                                                                              ? "OpenBLAS sbgemm"
                                                                              : "rounded, through sgemm: this "
@@ -179,6 +179,9 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
                             : std::string(),
                         double(mem.persistent_bytes) / (1 << 20), double(mem.ddp_persistent_bytes) / (1 << 20),
                         double(mem.implementation_bytes) / (1 << 20)));
+    if (!s.device.is_cpu())
+      run.log("[init] warning: FSDP on a GPU runs because SHARDTRAIN_UNVERIFIED_GPU_FSDP=1; its device path "
+              "has not yet been checked on a GPU (scripts/gpu-check.sh checks it)");
   }
 
   // The same sampler as the streaming loader's (whose thread draws from its

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -140,6 +141,19 @@ TEST(Config, ResolvedTomlRoundTrips) {
   EXPECT_EQ(to_toml(again), to_toml(c));
   EXPECT_EQ(again.train.epochs, 4);
   EXPECT_EQ(again.optim.kind, "adamw");
+}
+
+TEST(Config, FsdpOnAGpuOnlyWhenTheUnverifiedPathIsAskedFor) {
+  const std::vector<std::string> sets = {"parallel.strategy=fsdp", "runtime.device=cuda"};
+  ::unsetenv("SHARDTRAIN_UNVERIFIED_GPU_FSDP");
+  const std::string e = error_of("", sets);
+  EXPECT_THAT(e, HasSubstr("has not been checked on a GPU yet"));
+  EXPECT_THAT(e, HasSubstr("SHARDTRAIN_UNVERIFIED_GPU_FSDP=1"));
+  ::setenv("SHARDTRAIN_UNVERIFIED_GPU_FSDP", "1", 1);
+  EXPECT_EQ(error_of("", sets), "(no error)");
+  ::setenv("SHARDTRAIN_UNVERIFIED_GPU_FSDP", "yes", 1);  // only "1"
+  EXPECT_THAT(error_of("", sets), HasSubstr("SHARDTRAIN_UNVERIFIED_GPU_FSDP=1"));
+  ::unsetenv("SHARDTRAIN_UNVERIFIED_GPU_FSDP");
 }
 
 TEST(Config, ExamplesAreValid) {
