@@ -128,6 +128,36 @@ void bm_conv2d_forward(benchmark::State& state) {
   set_gflops(state, s.forward_flops());
 }
 
+// The same layer's backward: weight, bias and input gradients.
+void bm_conv2d_backward(benchmark::State& state) {
+  const Conv2dShape s{128, 32, 14, 14, 64, 5, 1, 2};
+  const auto in = random_buffer(s.B * s.C * s.H * s.W, 20);
+  const auto w = random_buffer(s.OC * s.C * s.K * s.K, 21);
+  const auto dout = random_buffer(s.B * s.OC * s.OH() * s.OW(), 23);
+  std::vector<float> dw(w.size()), db(static_cast<size_t>(s.OC)), din(in.size()),
+      col(static_cast<size_t>(s.col_floats()));
+  for (auto _ : state) {
+    conv2d_backward(din.data(), dw.data(), db.data(), dout.data(), in.data(), w.data(), col.data(), s, false);
+    benchmark::ClobberMemory();
+  }
+  set_gflops(state, 2 * s.forward_flops());
+}
+
+// im2col and col2im alone, one sample of that layer (128 of each per
+// backward, 128 im2col per forward).
+void bm_im2col(benchmark::State& state, bool adjoint) {
+  const Conv2dShape s{1, 32, 14, 14, 64, 5, 1, 2};
+  auto image = random_buffer(s.C * s.H * s.W, 24);
+  auto col = random_buffer(s.col_floats(), 25);
+  for (auto _ : state) {
+    if (adjoint) col2im(image.data(), col.data(), s);
+    else im2col(col.data(), image.data(), s);
+    benchmark::ClobberMemory();
+  }
+  state.counters["floats/ns"] = benchmark::Counter(double(s.col_floats()) * 1e-9,
+                                                   benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // Registers fn(state, arg) under a formatted name (RegisterBenchmark copies it).
 template <class Fn, class Arg>
 benchmark::internal::Benchmark* add(const std::string& name, Fn fn, Arg arg) {
@@ -156,6 +186,15 @@ void register_all() {
   }
   benchmark::RegisterBenchmark("conv2d_fwd/B128_32to64_5x5_pad2_14x14", bm_conv2d_forward)
       ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("conv2d_bwd/B128_32to64_5x5_pad2_14x14", bm_conv2d_backward)
+      ->Unit(benchmark::kMillisecond);
+  add("conv2d_im2col/32x14x14_5x5_pad2", bm_im2col, false);
+  add("conv2d_col2im/32x14x14_5x5_pad2", bm_im2col, true);
+  // That layer's per-sample GEMMs (conv2d.cpp): out = W col, dW += dout col^T,
+  // dcol = W^T dout.
+  add("cnn_conv2/fwd_NN/64x196x800", bm_gemm, GemmCall{false, false, 64, 196, 800});
+  add("cnn_conv2/dW_NT/64x800x196", bm_gemm, GemmCall{false, true, 64, 800, 196});
+  add("cnn_conv2/dcol_TN/800x196x64", bm_gemm, GemmCall{true, false, 800, 196, 64});
 }
 
 }  // namespace

@@ -22,6 +22,10 @@ void im2col(float* col, const float* image, const Conv2dShape& s);
 // image[C, H, W] = sum of col entries that map to each pixel (overwrites image).
 void col2im(float* image, const float* col, const Conv2dShape& s);
 
+// Tests: which row copies im2col/col2im use at stride 1, 2 AVX-512, 1 AVX2,
+// 0 portable (capped at what the CPU has; the default). Returns the one before.
+int set_conv_row_isa(int isa);
+
 // out[B, OC, OH, OW]; col is a workspace of s.col_floats() floats.
 void conv2d_forward(float* out, const float* in, const float* weight, const float* bias,
                     float* col, const Conv2dShape& s);

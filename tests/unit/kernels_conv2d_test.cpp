@@ -82,6 +82,43 @@ TEST(Conv2d, Col2imIsTheAdjointOfIm2col) {
   }
 }
 
+// im2col and col2im against their definitions, bit for bit, with each row
+// copy the CPU has (AVX-512, AVX2, portable): widths below, at and above one
+// vector (7, 8, 14, 16, 17, 33 columns) so full vectors and masked tails run.
+TEST(Conv2d, Im2colAndCol2imAreTheirDefinitionsWithEveryRowCopy) {
+  const std::vector<Conv2dShape> shapes = {
+      {1, 3, 7, 7, 1, 3, 1, 1},   {1, 2, 8, 8, 1, 5, 1, 2}, {1, 32, 14, 14, 1, 5, 1, 2},
+      {1, 2, 16, 16, 1, 3, 1, 0}, {1, 2, 5, 17, 1, 3, 1, 1}, {1, 1, 4, 33, 1, 5, 1, 2},
+      {1, 3, 7, 5, 1, 3, 2, 1}};  // stride 2: the general path
+  for (const int isa : {2, 1, 0}) {
+    const int before = set_conv_row_isa(isa);
+    for (const auto& s : shapes) {
+      const int64_t OH = s.OH(), OW = s.OW();
+      const auto x = uniform_vector(s.C * s.H * s.W, 6);
+      const auto y = uniform_vector(s.col_floats(), 7);
+      std::vector<float> col(s.col_floats(), 99.0f), img(x.size(), 99.0f);
+      im2col(col.data(), x.data(), s);
+      col2im(img.data(), y.data(), s);
+      std::vector<float> want_col(s.col_floats()), want_img(x.size(), 0.0f);
+      for (int64_t c = 0; c < s.C; ++c)
+        for (int64_t ki = 0; ki < s.K; ++ki)
+          for (int64_t kj = 0; kj < s.K; ++kj)
+            for (int64_t oh = 0; oh < OH; ++oh)
+              for (int64_t ow = 0; ow < OW; ++ow) {
+                const int64_t r = (c * s.K + ki) * s.K + kj, ih = oh * s.stride - s.pad + ki,
+                              iw = ow * s.stride - s.pad + kj;
+                const bool inside = ih >= 0 && ih < s.H && iw >= 0 && iw < s.W;
+                const size_t e = size_t(r * OH * OW + oh * OW + ow);
+                want_col[e] = inside ? x[size_t((c * s.H + ih) * s.W + iw)] : 0.0f;
+                if (inside) want_img[size_t((c * s.H + ih) * s.W + iw)] += y[e];
+              }
+      EXPECT_EQ(col, want_col) << name(s) << " row copies " << isa;
+      EXPECT_EQ(img, want_img) << name(s) << " row copies " << isa;
+    }
+    set_conv_row_isa(before);
+  }
+}
+
 TEST(Conv2d, BackwardMatchesFiniteDifferences) {
   for (const auto& s : kShapes) {
     auto in = uniform_vector(s.B * s.C * s.H * s.W, 6);
