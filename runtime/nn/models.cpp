@@ -57,8 +57,12 @@ std::vector<std::unique_ptr<Block>> cnn(const ModelSpec& spec, Shape shape, int6
     Layers layers;
     layers.push_back(std::make_unique<Conv2d>(shape[0], spec.channels[i], spec.kernel_size, 1,
                                               spec.kernel_size / 2));
-    layers.push_back(std::make_unique<ReLU>());
+    // Pool, then ReLU: the same outputs and gradients as ReLU then pool, bit
+    // for bit (ReLU is monotonic, so the max of the ReLUs is the ReLU of the
+    // max; where the window's max is <= 0 both give 0 and a 0 gradient), with
+    // the ReLU on a quarter of the elements.
     layers.push_back(std::make_unique<MaxPool2d>(2, 2));
+    layers.push_back(std::make_unique<ReLU>());
     shape = add_block(blocks, fmt::format("conv{}", i), std::move(layers), shape);
   }
   add_block(blocks, "head", classifier_layers(shape.numel(), spec.fc_hidden, classes), shape);

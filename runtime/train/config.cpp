@@ -166,7 +166,7 @@ const std::vector<Field>& schema() {
 
       KEY("model.kind", "`\"mlp\"`, `\"cnn\"` or `\"gpt\"` (a byte-level language model on text data from `shardtrain prep text`; its test_loss and test_accuracy are per token: next-byte cross-entropy and accuracy).", model.kind),
       KEY("model.hidden", "mlp: widths of the hidden layers (one Block each).", model.hidden),
-      KEY("model.channels", "cnn: output channels of each conv-relu-maxpool stage (one Block each).", model.channels),
+      KEY("model.channels", "cnn: output channels of each conv-maxpool-relu stage (one Block each; pooling before the ReLU computes exactly what ReLU before pooling does, on a quarter of the elements).", model.channels),
       KEY("model.kernel_size", "cnn: square convolution kernel (odd; padded to keep height and width).", model.kernel_size),
       KEY("model.fc_hidden", "cnn: widths of hidden layers in the classifier head.", model.fc_hidden),
       KEY("model.n_layer", "gpt: transformer Blocks.", model.n_layer),
