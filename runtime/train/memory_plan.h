@@ -5,7 +5,10 @@
 // the way the runtime allocates them; the trainer prints its own plan next
 // to the measured peak (tests/integration/plan_test.sh holds them within
 // 10%). Counted: tensors (what the allocator accounts); not counted: the
-// in-memory data set, MPI's and HDF5's own buffers, code.
+// in-memory data set, MPI's and HDF5's own buffers, code, and on a GPU the
+// CUDA context's scratch buffers (kernels/cuda/context.h: conv2d's im2col
+// passes up to 128 MiB, attention's score gradients as large as its
+// probabilities, cuBLAS's bf16 operand copies).
 #pragma once
 
 #include "runtime/nn/model.h"
