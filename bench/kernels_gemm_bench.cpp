@@ -114,9 +114,12 @@ void bm_mlp_step_linear(benchmark::State& state, int64_t batch) {
   set_gflops(state, flops);
 }
 
-// 32 -> 64 channels, 5x5, pad 2 on 14x14 (the second conv of a small CNN).
-void bm_conv2d_forward(benchmark::State& state) {
-  const Conv2dShape s{128, 32, 14, 14, 64, 5, 1, 2};
+// The small CNN's convolutions (examples/fmnist_cnn.toml, batch 128): 1 -> 32
+// channels, 5x5, pad 2 on 28x28, then 32 -> 64 on 14x14.
+const Conv2dShape kConv1{128, 1, 28, 28, 32, 5, 1, 2};
+const Conv2dShape kConv2{128, 32, 14, 14, 64, 5, 1, 2};
+
+void bm_conv2d_forward(benchmark::State& state, Conv2dShape s) {
   const auto in = random_buffer(s.B * s.C * s.H * s.W, 20);
   const auto w = random_buffer(s.OC * s.C * s.K * s.K, 21), b = random_buffer(s.OC, 22);
   std::vector<float> out(static_cast<size_t>(s.B * s.OC * s.OH() * s.OW())),
@@ -128,19 +131,20 @@ void bm_conv2d_forward(benchmark::State& state) {
   set_gflops(state, s.forward_flops());
 }
 
-// The same layer's backward: weight, bias and input gradients.
-void bm_conv2d_backward(benchmark::State& state) {
-  const Conv2dShape s{128, 32, 14, 14, 64, 5, 1, 2};
+// The same layer's backward: weight, bias and input gradients (the first
+// layer computes none for its input, as in the model).
+void bm_conv2d_backward(benchmark::State& state, Conv2dShape s) {
   const auto in = random_buffer(s.B * s.C * s.H * s.W, 20);
   const auto w = random_buffer(s.OC * s.C * s.K * s.K, 21);
   const auto dout = random_buffer(s.B * s.OC * s.OH() * s.OW(), 23);
   std::vector<float> dw(w.size()), db(static_cast<size_t>(s.OC)), din(in.size()),
       col(static_cast<size_t>(s.col_floats()));
   for (auto _ : state) {
-    conv2d_backward(din.data(), dw.data(), db.data(), dout.data(), in.data(), w.data(), col.data(), s, false);
+    conv2d_backward(s.C == 1 ? nullptr : din.data(), dw.data(), db.data(), dout.data(), in.data(), w.data(),
+                    col.data(), s, false);
     benchmark::ClobberMemory();
   }
-  set_gflops(state, 2 * s.forward_flops());
+  set_gflops(state, (s.C == 1 ? 1 : 2) * s.forward_flops());
 }
 
 // im2col and col2im alone, one sample of that layer (128 of each per
@@ -184,10 +188,10 @@ void register_all() {
     add(fmt::format("mlp_b{}/step_linear_layers", batch), bm_mlp_step_linear, batch)
         ->Unit(benchmark::kMillisecond);
   }
-  benchmark::RegisterBenchmark("conv2d_fwd/B128_32to64_5x5_pad2_14x14", bm_conv2d_forward)
-      ->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("conv2d_bwd/B128_32to64_5x5_pad2_14x14", bm_conv2d_backward)
-      ->Unit(benchmark::kMillisecond);
+  add("conv2d_fwd/B128_1to32_5x5_pad2_28x28", bm_conv2d_forward, kConv1)->Unit(benchmark::kMillisecond);
+  add("conv2d_bwd/B128_1to32_5x5_pad2_28x28", bm_conv2d_backward, kConv1)->Unit(benchmark::kMillisecond);
+  add("conv2d_fwd/B128_32to64_5x5_pad2_14x14", bm_conv2d_forward, kConv2)->Unit(benchmark::kMillisecond);
+  add("conv2d_bwd/B128_32to64_5x5_pad2_14x14", bm_conv2d_backward, kConv2)->Unit(benchmark::kMillisecond);
   add("conv2d_im2col/32x14x14_5x5_pad2", bm_im2col, false);
   add("conv2d_col2im/32x14x14_5x5_pad2", bm_im2col, true);
   // That layer's per-sample GEMMs (conv2d.cpp): out = W col, dW += dout col^T,
