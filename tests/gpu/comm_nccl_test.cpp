@@ -6,6 +6,7 @@
 // depend on the rank so that several ranks check real reductions.
 //   GPUCHECK kernel=nccl_<op> dtype=<f32|bf16> relerr=<e> limit=<l> ok=<0|1>
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/mpi_environment.h"
 
 #include "runtime/comm/gpu_backend.h"
 #include "runtime/core/error.h"
@@ -31,23 +32,9 @@ namespace {
 
 std::unique_ptr<comm::NcclCommunicator> g_comm;  // made once (NCCL set-up takes ~1 s)
 
-// MPI for the whole binary (gtest_main here, not the MPI test main); the
-// communicator goes before MPI_Finalize.
-class MpiEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    int initialized = 0, provided = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-  }
-  void TearDown() override {
-    g_comm.reset();
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
-  }
-};
-[[maybe_unused]] ::testing::Environment* const g_env = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
+// MPI for the whole binary; the communicator goes before MPI_Finalize.
+[[maybe_unused]] ::testing::Environment* const g_env =
+    ::testing::AddGlobalTestEnvironment(new MpiEnvironment([] { g_comm.reset(); }));
 
 comm::NcclCommunicator& world() {
   if (!g_comm) {

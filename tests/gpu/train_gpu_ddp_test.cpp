@@ -12,6 +12,7 @@
 #include "runtime/core/clock.h"
 #include "runtime/parallel/ddp.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/mpi_environment.h"
 #include "tests/gpu/train_gpu_cases.h"
 
 #include <gtest/gtest.h>
@@ -25,20 +26,6 @@ using namespace shardtrain::gpu_test;
 
 namespace {
 
-// MPI for the whole binary (NCCL's unique id travels over it).
-class MpiEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    int initialized = 0, provided = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-  }
-  void TearDown() override {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
-  }
-};
 [[maybe_unused]] ::testing::Environment* const g_env = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
 
 struct DdpRun {
