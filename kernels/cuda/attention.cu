@@ -41,12 +41,14 @@ __global__ void causal_softmax_kernel(float* att, int64_t rows, int64_t T) {
 }
 
 // One block per row of the score gradient (rows of length T, query t = r % T):
-// dS = P * (dP - sum_{j<=t} P dP) in place over dP, 0 where masked.
-__global__ void softmax_backward_kernel(float* dp, const float* p, int64_t rows, int64_t T) {
+// dS = P * (dP - sum_{j<=t} P dP) in place over dP, 0 where masked. dP's
+// [T, T] blocks are contiguous; P's are p_block apart (T*T, or NH*T*T when
+// the blocks are one head's over the samples).
+__global__ void softmax_backward_kernel(float* dp, const float* p, int64_t rows, int64_t T, int64_t p_block) {
   __shared__ float sh[kThreads];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     float* drow = dp + r * T;
-    const float* prow = p + r * T;
+    const float* prow = p + (r / T) * p_block + (r % T) * T;
     const int64_t t = r % T;
     float part = 0.0f;
     for (int64_t j = threadIdx.x; j <= t; j += kThreads) part += prow[j] * drow[j];
@@ -112,35 +114,33 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   check_dims("cuda::attention_backward", B, T, C, NH);
   if (B == 0 || T == 0) return;
   const HeadGroups h{B, T, C, NH};
-  const int64_t hs = h.hs(), C3 = 3 * C;
+  const int64_t hs = h.hs(), C3 = 3 * C, TT = T * T;
   const float scale = 1.0f / std::sqrt(float(hs));
-  // dP, then dS in place, for every (sample, head), laid out as att. The
-  // reduce slot is not touched by gemm (bf16 GEMMs use gemm_a and gemm_b),
-  // so it stays ours across the GEMMs.
-  float* dp = static_cast<float*>(scratch(ScratchSlot::reduce, size_t(B * NH * T * T) * sizeof(float)));
+  // dP, then dS in place, for one group's (sample, head) pairs: batch() [T, T]
+  // blocks, contiguous. The reduce slot is not touched by gemm (bf16 GEMMs
+  // use gemm_a and gemm_b), so it stays ours across the GEMMs; reusing it
+  // group after group is ordered by the compute stream.
+  float* dp = static_cast<float*>(scratch(ScratchSlot::reduce, size_t(h.batch() * TT) * sizeof(float)));
   for (int64_t g = 0; g < h.groups(); ++g) {
     const float* x = qkv + h.qkv(g);
     float* dx = dqkv + h.qkv(g);
     const float* dO = dout + h.out(g);
     const float* p = att + h.att(g);
-    // dP = dO V^T;  dV = P^T dO (overwrites the head's v channels).
+    // dP = dO V^T;  dV = P^T dO (overwrites the heads' v channels).
     gemm_strided_batched(false, true, T, T, hs, 1.0f, dO, C, h.out_stride(), x + 2 * C, C3, h.qkv_stride(), 0.0f,
-                         dp + h.att(g), T, h.att_stride(), h.batch());
+                         dp, T, TT, h.batch());
     gemm_strided_batched(true, false, T, hs, T, 1.0f, p, T, h.att_stride(), dO, C, h.out_stride(), 0.0f,
                          dx + 2 * C, C3, h.qkv_stride(), h.batch());
-  }
-  // Softmax backward, row by row: dS = P * (dP - sum_j P dP); 0 where masked.
-  softmax_backward_kernel<<<row_blocks(B * NH * T), kThreads, 0, compute_stream()>>>(dp, att, B * NH * T, T);
-  ST_CUDA_CHECK_LAUNCH("softmax_backward_kernel");
-  for (int64_t g = 0; g < h.groups(); ++g) {
-    const float* x = qkv + h.qkv(g);
-    float* dx = dqkv + h.qkv(g);
+    // Softmax backward, row by row: dS = P * (dP - sum_j P dP); 0 where masked.
+    softmax_backward_kernel<<<row_blocks(h.batch() * T), kThreads, 0, compute_stream()>>>(
+        dp, p, h.batch() * T, T, h.att_stride());
+    ST_CUDA_CHECK_LAUNCH("softmax_backward_kernel");
     // S = scale Q K^T:  dQ = scale dS K;  dK = scale dS^T Q. Together with dV
     // every channel of dx is written: no zeroing pass.
-    gemm_strided_batched(false, false, T, hs, T, scale, dp + h.att(g), T, h.att_stride(), x + C, C3,
-                         h.qkv_stride(), 0.0f, dx, C3, h.qkv_stride(), h.batch());
-    gemm_strided_batched(true, false, T, hs, T, scale, dp + h.att(g), T, h.att_stride(), x, C3, h.qkv_stride(),
-                         0.0f, dx + C, C3, h.qkv_stride(), h.batch());
+    gemm_strided_batched(false, false, T, hs, T, scale, dp, T, TT, x + C, C3, h.qkv_stride(), 0.0f, dx, C3,
+                         h.qkv_stride(), h.batch());
+    gemm_strided_batched(true, false, T, hs, T, scale, dp, T, TT, x, C3, h.qkv_stride(), 0.0f, dx + C, C3,
+                         h.qkv_stride(), h.batch());
   }
 }
 

@@ -18,9 +18,9 @@ namespace shardtrain::cuda {
 void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
                        int64_t NH);
 
-// dqkv [B, T, 3C] is overwritten. The score gradients of every sample and
-// head (B*NH*T*T floats, as large as att) live in
-// cuda::scratch(ScratchSlot::reduce) for the call.
+// dqkv [B, T, 3C] is overwritten. The score gradients of one group (the NH
+// heads of a sample, or one head over the B samples: max(B, NH)*T*T floats
+// at most) live in cuda::scratch(ScratchSlot::reduce) for the call.
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                         int64_t B, int64_t T, int64_t C, int64_t NH);
 

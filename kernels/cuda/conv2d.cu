@@ -124,9 +124,14 @@ __global__ void add_partials_kernel(float* dw, const float* partial, int64_t n, 
 
 int64_t g_cols_limit_bytes = int64_t(128) << 20;  // set_conv_cols_limit
 
-// Samples per pass: as many as fit the cols workspace limit (at least one).
+// Samples per pass: as many as keep the pass's workspace within the limit
+// (at least one). Per sample: its cols and its weight-gradient partial, and
+// with bf16 GEMMs their bf16 copies (gemm.cu packs both operands, the shared
+// weight once per sample).
 int64_t samples_per_pass(const Conv2dShape& s) {
-  const int64_t per_sample = s.col_floats() * int64_t(sizeof(float));
+  const int64_t cols = s.col_floats(), weights = s.OC * s.C * s.K * s.K;
+  int64_t per_sample = (cols + weights) * int64_t(sizeof(float));
+  if (gemm_precision() == GemmPrecision::bf16) per_sample += (cols + weights) * 2;
   const int64_t n = per_sample > 0 ? g_cols_limit_bytes / per_sample : s.B;
   return n < 1 ? 1 : (n > s.B ? s.B : n);
 }

@@ -22,8 +22,9 @@ void col2im(float* image, const float* col, const Conv2dShape& s);
 
 // out[B, OC, OH, OW]; bias may be null. `col` (the CPU's one-sample
 // workspace) is not used: the samples go in passes, each one im2col into a
-// context scratch buffer of up to set_conv_cols_limit bytes (128 MiB) and
-// one strided-batched GEMM, instead of one of each per sample.
+// context scratch buffer and one strided-batched GEMM, instead of one of each
+// per sample. A pass's workspace (cols, weight-gradient partials, their bf16
+// copies) stays within set_conv_cols_limit bytes (128 MiB), or one sample's.
 void conv2d_forward(float* out, const float* in, const float* weight, const float* bias,
                     float* col, const Conv2dShape& s);
 
@@ -33,7 +34,7 @@ void conv2d_forward(float* out, const float* in, const float* weight, const floa
 void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
                      const float* weight, float* col, const Conv2dShape& s, bool accumulate);
 
-// The cols workspace limit of a pass in bytes (at least one sample per pass
+// The workspace limit of a pass in bytes (at least one sample per pass
 // whatever it is); returns the one before. For tests of the multi-pass path.
 int64_t set_conv_cols_limit(int64_t bytes);
 

@@ -118,7 +118,12 @@ void Ddp::launch_ready() {
     launch(ready_.front());
   } else {
     comm_.begin_group();
-    for (size_t b : ready_) launch(b);
+    try {
+      for (size_t b : ready_) launch(b);
+    } catch (...) {
+      comm_.end_group();  // an open group would defer every later collective
+      throw;
+    }
     comm_.end_group();
   }
   ready_.clear();

@@ -213,8 +213,7 @@ TEST(CudaConv2d, ForwardAndBackwardMatchCpu) {
   uint64_t seed = 4000;
   for (const Case& c : cases) {
     const Conv2dShape& s = c.s;
-    const int64_t limit = c.samples_per_pass > 0 ? c.samples_per_pass * s.col_floats() * 4 : int64_t(128) << 20;
-    const int64_t default_limit = cuda::set_conv_cols_limit(limit);
+    const int64_t default_limit = cuda::set_conv_cols_limit(int64_t(128) << 20);
     const int64_t in_n = s.B * s.C * s.H * s.W, out_n = s.B * s.OC * s.OH() * s.OW();
     const int64_t w_n = s.OC * s.C * s.K * s.K;
     const Tensor in = random_host({in_n}, seed += 10), w = random_host({w_n}, seed += 1);
@@ -236,6 +235,12 @@ TEST(CudaConv2d, ForwardAndBackwardMatchCpu) {
     const std::string name = c.name;
     for (const Precision& p : kPrecisions) {
       cuda::set_gemm_precision(p.value);
+      if (c.samples_per_pass > 0) {
+        // A pass holds each sample's cols and weight-gradient partial, and
+        // under bf16 their bf16 copies too (conv2d.cu, samples_per_pass).
+        const int64_t floats = s.col_floats() + s.OC * s.C * s.K * s.K;
+        cuda::set_conv_cols_limit(c.samples_per_pass * floats * (p.value == cuda::GemmPrecision::bf16 ? 6 : 4));
+      }
       const Tensor d_col = poisoned({std::max<int64_t>(1, s.col_floats())});
       const Tensor out = poisoned({out_n});
       cuda::conv2d_forward(out.f32(), d_in.f32(), d_w.f32(), d_bias.f32(), d_col.f32(), s);

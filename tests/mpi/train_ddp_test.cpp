@@ -124,6 +124,7 @@ class GroupRecorder final : public comm::Communicator {
   comm::WorkPtr allreduce(const Tensor& t, comm::ReduceOp op) override {
     if (open_) ++group_sizes.back();
     else group_sizes.push_back(0);  // a lone all-reduce: size 0
+    if (++allreduces_ == fail_at) throw Error("all-reduce refused (test)");
     return inner_.allreduce(t, op);
   }
   comm::WorkPtr reduce_scatter(const Tensor& in, const Tensor& out, comm::ReduceOp op) override {
@@ -143,11 +144,14 @@ class GroupRecorder final : public comm::Communicator {
     EXPECT_TRUE(open_) << "end_group without begin_group";
     open_ = false;
   }
+  bool open() const { return open_; }
   std::vector<int> group_sizes;  // per launch: the group's all-reduces, 0 for one outside a group
+  int fail_at = -1;              // the all-reduce (1-based) that throws instead of running
 
  private:
   comm::Communicator& inner_;
   bool open_ = false;
+  int allreduces_ = 0;
 };
 
 TEST(Ddp, BucketBatchesLaunchAsGroupsWithTheSameResult) {
@@ -178,6 +182,23 @@ TEST(Ddp, BucketBatchesLaunchAsGroupsWithTheSameResult) {
   for (int step = 0; step < 3; ++step) want.insert(want.end(), per_step.begin(), per_step.end());
   EXPECT_EQ(rb.group_sizes, want);
   EXPECT_EQ(db.take_stats().collectives, 3 * int64_t(n));
+}
+
+TEST(Ddp, AnErrorInsideABucketBatchClosesTheGroup) {
+  parallel::DdpOptions o;
+  o.first_bucket_mb = 0.0005;
+  o.bucket_mb = 0.001;
+  o.bucket_batch = 2;
+  nn::ModelSpec spec;
+  spec.hidden = {16, 16, 16, 16};
+  Trainee t(spec, 6);
+  GroupRecorder recorder(world());
+  parallel::Ddp ddp(*t.model, recorder, o);
+  recorder.fail_at = 2;  // the second all-reduce of the first group (every rank alike)
+  const Slice s = my_slice();
+  EXPECT_THROW(train_steps(t, 1, s.begin, s.end, 1, &ddp), Error);
+  EXPECT_FALSE(recorder.open());
+  world().barrier()->wait();  // the first group's one issued all-reduce completed everywhere
 }
 
 TEST(Ddp, BucketBatchesWithNoSyncLaunchOnlyAfterTheLastMicroBatch) {

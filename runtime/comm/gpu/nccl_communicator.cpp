@@ -320,7 +320,11 @@ WorkPtr NcclCommunicator::issue(OpCode op, const Tensor& a, const Tensor& b, int
     const cudaStream_t compute = cuda::compute_stream(), comm = cuda::comm_stream();
     ST_CUDA_CHECK(cudaEventRecord(ready_, compute));
     ST_CUDA_CHECK(cudaStreamWaitEvent(comm, ready_, 0));
-    ST_CUDA_CHECK(cudaEventRecord(p.start, comm));
+    // Inside a group the collective runs only from end_group on, after the
+    // waits for every member's input: its start is recorded there, or it
+    // would count the backward of the group's later buckets as its time
+    // (and toward comm.timeout_s).
+    if (!in_group_) ST_CUDA_CHECK(cudaEventRecord(p.start, comm));
     // [debug] slow_comm_ms: the collective starts late on the GPU, as the MPI
     // backend's engine starts it late on the host (not inside a group,
     // whose collectives launch together at end_group). Unlike there, the
@@ -361,9 +365,9 @@ void NcclCommunicator::end_group() {
     ST_CHECK(in_group_, "comm '{}': end_group without begin_group", name_);
     in_group_ = false;
     group.swap(group_);
-    const ncclResult_t r = nccl().GroupEnd();
     try {
-      ST_NCCL_CHECK(r);
+      for (auto& p : group) ST_CUDA_CHECK(cudaEventRecord(p.start, cuda::comm_stream()));
+      ST_NCCL_CHECK(nccl().GroupEnd());
       for (auto& p : group) ST_CUDA_CHECK(cudaEventRecord(p.done, cuda::comm_stream()));
     } catch (const std::exception& e) {
       OpRecord op;

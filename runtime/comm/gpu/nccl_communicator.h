@@ -35,7 +35,8 @@
 //
 // Groups: begin_group()/end_group() wrap the collectives issued between them
 // in ncclGroupStart/End (a batch of bucket all-reduces launched as one, fewer
-// kernel launches); their completion events are recorded at end_group().
+// kernel launches); their start and completion events are recorded at
+// end_group(), around the group's launch.
 // Issue from one thread while a group is open; barrier() is not allowed
 // inside one.
 //
