@@ -151,8 +151,10 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     for (const auto& b : ddp->buckets())
       buckets += fmt::format(" [blocks {}-{}: {:.2f} MiB]", b.first_block, b.last_block,
                              double(b.numel) * 4 / (1 << 20));
-    run.log(fmt::format("[init] ddp: {} gradient bucket(s){}, gradients travel as {}",
-                        ddp->buckets().size(), buckets, config.parallel.ddp.grad_dtype));
+    const int64_t batch = config.parallel.ddp.bucket_batch;
+    run.log(fmt::format("[init] ddp: {} gradient bucket(s){}, gradients travel as {}{}", ddp->buckets().size(),
+                        buckets, config.parallel.ddp.grad_dtype,
+                        batch > 1 ? fmt::format("; issued {} at a time as one group", batch) : std::string()));
   }
   if (fsdp) {
     const parallel::FsdpMemory mem =
