@@ -44,6 +44,30 @@ gpu_train_config() {  # MODEL -> config file
   case $1 in mlp) echo "$REPO/examples/fmnist_mlp.toml" ;; cnn) echo "$REPO/examples/fmnist_cnn.toml" ;; gpt) echo "$REPO/examples/gpt_kjv.toml" ;; esac
 }
 
+# run_figures RUN_DIR LOG K: "loss@K test_loss step_ms samples/s" of a
+# `shardtrain train` run, "-" for what is missing. loss@K is the progress
+# line of step K (the loss of that batch).
+run_figures() {
+  local loss; loss=$(grep -oE "step $3/[0-9]+ +loss [0-9.eE+-]+" "$2" | tail -1 | awk '{print $NF}')
+  echo "${loss:--}" \
+    "$(json_get "$1/result.json" '"%.4f" % j["final"]["test_loss"]')" \
+    "$(json_get "$1/result.json" '"%.2f" % (1000*j["per_rank"][0]["step_time_median_s"])')" \
+    "$(json_get "$1/result.json" '"%.0f" % j["samples_per_s"]')"
+}
+
+# compare_row CHECK A B: a `train` check row with |A - B| / |A| (|A - B|
+# when A is 0) against GPU_TRAIN_LOSS_LIMIT; FAIL(missing run) without both.
+compare_row() {
+  local a=$2 b=$3
+  if [ -z "$a" ] || [ -z "$b" ] || [ "$a" = - ] || [ "$b" = - ]; then
+    check_row train "$1" - - "$GPU_TRAIN_LOSS_LIMIT" "FAIL(missing run)"; return
+  fi
+  local rel ok
+  rel=$(awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%.3e", (a == 0 ? d : d / (a < 0 ? -a : a)) }')
+  ok=$(awk -v r="$rel" -v l="$GPU_TRAIN_LOSS_LIMIT" 'BEGIN { print (r < l) ? "PASS" : "FAIL" }')
+  check_row train "$1" - "$rel" "$GPU_TRAIN_LOSS_LIMIT" "$ok"
+}
+
 gpu_training_checks() {
   local K=$GPU_TRAIN_STEPS key=$GPU_TRAIN_DEVICE_KEY
   mkdir -p "$W/runs"
@@ -71,26 +95,14 @@ gpu_training_checks() {
       local devset=(); [ $has_key = 1 ] && devset=(--set "$key=$dev")
       local rd=$W/runs/$m-$dev
       run "train-$m-$dev" 90 shardtrain train "$cfg" "${common[@]}" "${devset[@]}" --run-dir "$rd" --overwrite
-      local rc=$? f=$W/logs/train-$m-$dev.log
-      # loss@K: the progress line of step K (the loss of that batch).
-      local loss; loss=$(grep -oE "step $K/$K +loss [0-9.eE+-]+|step $K/[0-9]+ +loss [0-9.eE+-]+" "$f" | tail -1 | awk '{print $NF}')
-      local tl ms sps
-      tl=$(json_get "$rd/result.json" '"%.4f" % j["final"]["test_loss"]')
-      ms=$(json_get "$rd/result.json" '"%.2f" % (1000*j["per_rank"][0]["step_time_median_s"])')
-      sps=$(json_get "$rd/result.json" '"%.0f" % j["samples_per_s"]')
-      say "$m $dev: exit $rc, loss@$K ${loss:--}, test_loss $tl, step ${ms} ms, ${sps} samples/s"
+      local rc=$? f=$W/logs/train-$m-$dev.log loss tl ms sps
+      read -r loss tl ms sps < <(run_figures "$rd" "$f" "$K")
+      say "$m $dev: exit $rc, loss@$K $loss, test_loss $tl, step ${ms} ms, ${sps} samples/s"
       [ $rc -eq 0 ] || body "$f" | grep -v '^\[train\]' | tail -8 | sed 's/^/  ! /'
-      train_row "$m" "$dev" "$K" "${loss:--}" "$tl" "$ms" "$sps" - "$(rc_word $rc)"
+      train_row "$m" "$dev" "$K" "$loss" "$tl" "$ms" "$sps" - "$(rc_word $rc)"
       [ $dev = cpu ] && loss_cpu=$loss || loss_gpu=$loss
     done
-    if [ -n "$loss_cpu" ] && [ -n "$loss_gpu" ]; then
-      local rel ok
-      rel=$(awk -v a="$loss_cpu" -v b="$loss_gpu" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%.3e", (a == 0 ? d : d / (a < 0 ? -a : a)) }')
-      ok=$(awk -v r="$rel" -v l="$GPU_TRAIN_LOSS_LIMIT" 'BEGIN { print (r < l) ? "PASS" : "FAIL" }')
-      check_row train "$m loss@$K cpu vs cuda" - "$rel" "$GPU_TRAIN_LOSS_LIMIT" "$ok"
-    elif [ $has_key = 1 ]; then
-      check_row train "$m loss@$K cpu vs cuda" - - "$GPU_TRAIN_LOSS_LIMIT" "FAIL(missing run)"
-    fi
+    [ $has_key = 1 ] && compare_row "$m loss@$K cpu vs cuda" "$loss_cpu" "$loss_gpu"
 
     # DDP and FSDP on 2 ranks sharing the GPU: collectives over MPI with
     # device buffers (NCCL refuses two ranks on one GPU); the test loss must
@@ -145,25 +157,14 @@ gpu_two_ranks() {
   local f2=$W/logs/$name.log
   SHARDTRAIN_UNVERIFIED_GPU_FSDP=1 run "$name" 90 mpirun -x SHARDTRAIN_UNVERIFIED_GPU_FSDP -n 2 \
     shardtrain train "$cfg" "$@" --set parallel.strategy="$strategy" --set comm.backend=mpi --run-dir "$rd2" --overwrite
-  local rc2=$? loss2
-  loss2=$(grep -oE "step $K/[0-9]+ +loss [0-9.eE+-]+" "$f2" | tail -1 | awk '{print $NF}')
-  local ms2 sps2 tl2
-  tl2=$(json_get "$rd2/result.json" '"%.4f" % j["final"]["test_loss"]')
-  ms2=$(json_get "$rd2/result.json" '"%.2f" % (1000*j["per_rank"][0]["step_time_median_s"])')
-  sps2=$(json_get "$rd2/result.json" '"%.0f" % j["samples_per_s"]')
-  say "$m cuda $strategy x2 (device MPI): exit $rc2, loss@$K ${loss2:--}, test_loss $tl2"
+  local rc2=$? loss2 tl2 ms2 sps2
+  read -r loss2 tl2 ms2 sps2 < <(run_figures "$rd2" "$f2" "$K")
+  say "$m cuda $strategy x2 (device MPI): exit $rc2, loss@$K $loss2, test_loss $tl2"
   [ $rc2 -eq 0 ] || body "$f2" | grep -v '^\[train\]' | tail -8 | sed 's/^/  ! /'
-  train_row "$m" "cuda-${strategy}2" "$K" "${loss2:--}" "$tl2" "$ms2" "$sps2" - "$(rc_word $rc2)"
-  local tl1; tl1=$(json_get "$W/runs/$m-cuda/result.json" '"%.6f" % j["final"]["test_loss"]')
-  tl2=$(json_get "$rd2/result.json" '"%.6f" % j["final"]["test_loss"]')
-  if [ -n "$tl1" ] && [ -n "$tl2" ] && [ "$tl1" != "-" ] && [ "$tl2" != "-" ]; then
-    local rel2 ok2
-    rel2=$(awk -v a="$tl1" -v b="$tl2" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%.3e", d / (a < 0 ? -a : a) }')
-    ok2=$(awk -v r="$rel2" -v l="$GPU_TRAIN_LOSS_LIMIT" 'BEGIN { print (r < l) ? "PASS" : "FAIL" }')
-    check_row train "$m test_loss cuda 1 vs 2 ranks ($strategy)" - "$rel2" "$GPU_TRAIN_LOSS_LIMIT" "$ok2"
-  else
-    check_row train "$m test_loss cuda 1 vs 2 ranks ($strategy)" - - "$GPU_TRAIN_LOSS_LIMIT" "FAIL(missing run)"
-  fi
+  train_row "$m" "cuda-${strategy}2" "$K" "$loss2" "$tl2" "$ms2" "$sps2" - "$(rc_word $rc2)"
+  local test_loss='"%.6f" % j["final"]["test_loss"]'
+  compare_row "$m test_loss cuda 1 vs 2 ranks ($strategy)" "$(json_get "$W/runs/$m-cuda/result.json" "$test_loss")" \
+    "$(json_get "$rd2/result.json" "$test_loss")"
 }
 
 # gpu_torch_reference MODEL CONFIG K SETTINGS...: K steps of the config in

@@ -23,9 +23,9 @@
 // widest the CPU has (GCC's target_clones: an ifunc, resolved once). Only for
 // kernels whose results cannot depend on the vector width: element by element,
 // or reductions written with explicit partial sums (lane_sum): the compiler
-// may not reorder float arithmetic, and ISO C++ mode (-std=c++20) does not
-// contract a*b+c into an FMA, so every clone gives the same bits as the
-// baseline (kernels_activation_test checks GELU's bit for bit).
+// may not reorder float arithmetic, and kernels/cpu is built with
+// -ffp-contract=off (no a*b+c turned into an FMA), so every clone gives the
+// same bits as the baseline (kernels_activation_test checks GELU's bit for bit).
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define ST_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else

@@ -55,8 +55,6 @@ void copy_input_async(std::initializer_list<InputPart> parts, int slot) {
   if (!copies.empty()) device_memory_ops().copy_input_async(copies, device, slot);
 }
 
-void copy_input_async(const Tensor& dst, const Tensor& src, int slot) { copy_input_async({{dst, src}}, slot); }
-
 void read_back_async(const Tensor& dst, const Tensor& src) {
   ST_CHECK(dst.device().is_cpu() && dst.numel() == src.numel() && dst.dtype() == src.dtype(),
            "read_back_async: {} {} on {} into {} {} on {}", src.shape().str(), dtype_name(src.dtype()),

@@ -78,7 +78,6 @@ struct InputPart {
   const Tensor& src;
 };
 void copy_input_async(std::initializer_list<InputPart> parts, int slot = 0);
-void copy_input_async(const Tensor& dst, const Tensor& src, int slot = 0);
 // DeviceMemoryOps::read_back_async / wait_read_back: device `src` into the
 // host tensor `dst` (pinned), waited for later; a plain copy on the host.
 void read_back_async(const Tensor& dst, const Tensor& src);

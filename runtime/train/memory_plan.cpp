@@ -90,7 +90,7 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
   // memory, not counted.
   if (config.runtime.device == "cuda")
     add("GPU input slots and losses",
-        local * data.sample.numel() * kF32 + 3 * local * data.tokens * int64_t(sizeof(int32_t)));
+        local * data.sample.numel() * kF32 + local * data.tokens * (2 * int64_t(sizeof(int32_t)) + kF32));
   for (const MemoryComponent& c : p.components) p.peak_bytes += c.bytes;
   return p;
 }

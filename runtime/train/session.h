@@ -55,7 +55,7 @@ std::vector<optim::ParamRange> optimizer_ranges(const nn::FlatParameters& flat);
 struct StepBuffers {
   Tensor x;                       // [local batch, sample...]; language model: i32 [local batch, T]
   Tensor x_host;                  // x on the host (pinned), where batches are gathered; x itself on the CPU
-  int input_slot = 0;             // which of the two (x, x_host) pairs x and x_host are (GPU)
+  int input_slot = 0;             // GPU: which of the two input slots x, x_host, y and y_host are
   Tensor dlogits;                 // [local batch, classes]; language model: [local batch, T, V]
   std::vector<int32_t> labels;    // local batch; language model: local batch * T
   // GPU only (undefined on the CPU, where the loss takes `labels` directly):
@@ -70,8 +70,8 @@ struct StepBuffers {
                                     Device device = Device::cpu());
 
   // On a GPU, switches x, x_host, y and y_host to the other input slot and
-  // waits until its host buffers may be refilled: the next batch is gathered there and
-  // copied while the step before still computes (device_memory.h). Call
+  // waits until its host buffers may be refilled: the next batch is gathered
+  // there and copied while the step before still computes (device_memory.h). Call
   // before gathering each step's batch; nothing happens on the CPU. Steps
   // that never call it reuse one slot: correct, without the overlap.
   void next_input();

@@ -40,25 +40,21 @@ inline Case cnn_case() {
   return c;
 }
 
-// The small GPT of examples/gpt_kjv.toml.
-inline Case gpt_case() {
-  Case c{"gpt", {}, Shape{64}, 256, 32, true};
+// A byte-level GPT over T tokens, batch 32.
+inline Case gpt_case(const char* name, int64_t T, int64_t layers, int64_t heads, int64_t channels) {
+  Case c{name, {}, Shape{T}, 256, 32, true};
   c.spec.kind = "gpt";
-  c.spec.n_layer = 2;
-  c.spec.n_head = 4;
-  c.spec.n_embd = 128;
+  c.spec.n_layer = layers;
+  c.spec.n_head = heads;
+  c.spec.n_embd = channels;
   return c;
 }
 
+// The small GPT of examples/gpt_kjv.toml.
+inline Case gpt_case() { return gpt_case("gpt", 64, 2, 4, 128); }
+
 // A wider GPT, big enough to show what the GPU does with more work per step.
-inline Case gpt_wide_case() {
-  Case c{"gpt-wide", {}, Shape{256}, 256, 32, true};
-  c.spec.kind = "gpt";
-  c.spec.n_layer = 6;
-  c.spec.n_head = 8;
-  c.spec.n_embd = 512;
-  return c;
-}
+inline Case gpt_wide_case() { return gpt_case("gpt-wide", 256, 6, 8, 512); }
 
 struct ModelRun {
   std::unique_ptr<nn::Model> model;

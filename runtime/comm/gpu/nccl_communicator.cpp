@@ -309,8 +309,13 @@ WorkPtr NcclCommunicator::issue(OpCode op, const Tensor& a, const Tensor& b, int
 
   std::unique_lock lock(issue_mu_);
   // Being aborted (a collective failed or timed out): nothing may be issued on
-  // the communicator any more, and the watchdog is ending the job.
-  while (aborting_.load()) std::this_thread::sleep_for(std::chrono::seconds(1));
+  // the communicator any more, and the watchdog is ending the job. Wait
+  // without the lock, which the abort itself takes (abort_nccl).
+  while (aborting_.load()) {
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    lock.lock();
+  }
   ST_CHECK(!shut_down_, "comm '{}': {} after the communicator was shut down", name_, op_name(op));
   p.record.seq = next_seq_++;
   p.work = std::make_shared<Work>(op_name(op), p.record.seq, bytes);
