@@ -9,6 +9,8 @@
 #include "kernels/cpu/linear.h"
 #include "runtime/core/error.h"
 
+#include <cmath>
+
 #ifdef SHARDTRAIN_HAVE_CUDA
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/attention.h"
@@ -179,6 +181,7 @@ void softmax_xent_fused_rows(const Tensor& dlogits, const Tensor& logits, const 
 }
 
 void check_labels(const int32_t* labels, int64_t n, int64_t classes) { cpu::check_labels(labels, n, classes); }
+void check_token_ids(const int32_t* ids, int64_t n, int64_t vocab) { cpu::check_embedding_ids(ids, n, vocab); }
 
 double softmax_xent_forward(const Tensor& logits, const int32_t* labels) {
   const bool gpu = ST_ON_GPU("softmax_xent", {&logits});
@@ -315,6 +318,27 @@ double sum_squares(const Tensor& x) {
   const bool gpu = ST_ON_GPU("sum_squares", {&x});
   if (gpu) { ST_GPU_ONLY(return cuda::sum_squares(x.f32(), x.numel())); }
   return cpu::sum_squares(x.f32(), x.numel());
+}
+
+void sum_squares(const Tensor& sq, const Tensor& x) {
+  const bool gpu = ST_ON_GPU("sum_squares", {&sq, &x});
+  require_numel("sum_squares", sq, 1, "result");
+  if (gpu) { ST_GPU_ONLY(cuda::sum_squares_into(sq.f32(), x.f32(), x.numel())); return; }
+  sq.f32()[0] = float(cpu::sum_squares(x.f32(), x.numel()));
+}
+
+void clip_to_max_norm(const Tensor& grads, double max_norm) {
+  const bool gpu = ST_ON_GPU("clip_to_max_norm", {&grads});
+  if (gpu) { ST_GPU_ONLY(cuda::clip_to_max_norm(grads.f32(), grads.numel(), max_norm)); return; }
+  if (max_norm > 0)
+    cpu::clip_to_norm(grads.f32(), grads.numel(), std::sqrt(cpu::sum_squares(grads.f32(), grads.numel())), max_norm);
+}
+
+void clip_to_squared_norm(const Tensor& grads, const Tensor& sq, double max_norm) {
+  const bool gpu = ST_ON_GPU("clip_to_squared_norm", {&grads, &sq});
+  require_numel("clip_to_squared_norm", sq, 1, "squared norm");
+  if (gpu) { ST_GPU_ONLY(cuda::clip_to_squared_norm(grads.f32(), grads.numel(), sq.f32(), max_norm)); return; }
+  cpu::clip_to_norm(grads.f32(), grads.numel(), std::sqrt(double(sq.f32()[0])), max_norm);
 }
 
 void scale_inplace(const Tensor& x, float s) {

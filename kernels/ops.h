@@ -55,6 +55,10 @@ void softmax_xent_fused_rows(const Tensor& dlogits, const Tensor& logits, const 
                              const Tensor& row_loss);
 // An Error naming the first of n host labels outside [0, classes).
 void check_labels(const int32_t* labels, int64_t n, int64_t classes);
+// The same for n host token ids against an embedding of `vocab` rows, with
+// the embedding kernels' message: what goes to a GPU is checked here first
+// (its kernels find a bad id too, but report it only at the next wait).
+void check_token_ids(const int32_t* ids, int64_t n, int64_t vocab);
 double softmax_xent_forward(const Tensor& logits, const int32_t* labels);
 int64_t count_correct(const Tensor& logits, const int32_t* labels);
 
@@ -90,7 +94,14 @@ void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor&
 // out = a + b, elementwise (out may alias a or b): residual connections.
 void add(const Tensor& out, const Tensor& a, const Tensor& b);
 
-double sum_squares(const Tensor& x);
+double sum_squares(const Tensor& x);  // read back to the host (a GPU: waits)
+// sq [1] f32 := float(sum of squares of x), on x's device, without a wait.
+void sum_squares(const Tensor& sq, const Tensor& x);
+// Global-norm clipping on the gradients' own device, without a host wait
+// (cpu::clip_to_norm): by the norm of grads itself, summed in double, or by
+// a squared norm sq [1] f32 on the same device (FSDP's, summed over shards).
+void clip_to_max_norm(const Tensor& grads, double max_norm);
+void clip_to_squared_norm(const Tensor& grads, const Tensor& sq, double max_norm);
 // out := in converted between f32 and bf16 (round to nearest even), on
 // either device: DDP's bf16 wire format.
 void convert(const Tensor& out, const Tensor& in);

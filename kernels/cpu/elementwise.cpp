@@ -17,6 +17,10 @@ void scale_inplace(float* x, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
+void clip_to_norm(float* x, int64_t n, double norm, double max_norm) {
+  if (max_norm > 0 && norm > max_norm) scale_inplace(x, n, float(max_norm / (norm + 1e-6)));
+}
+
 void add(float* out, const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }

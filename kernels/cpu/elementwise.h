@@ -10,6 +10,10 @@ namespace shardtrain::cpu {
 // Sum of squares, accumulated in double in a fixed order (deterministic).
 double sum_squares(const float* x, int64_t n);
 void scale_inplace(float* x, int64_t n, float s);
+// Global-norm clipping (torch.nn.utils.clip_grad_norm_): x *= max_norm /
+// (norm + 1e-6), that factor rounded to float, when norm > max_norm > 0. The
+// CUDA kernels compute the same factor on the device.
+void clip_to_norm(float* x, int64_t n, double norm, double max_norm);
 // out = a + b (out may alias a or b): residual connections.
 void add(float* out, const float* a, const float* b, int64_t n);
 // y += x

@@ -5,21 +5,15 @@
 #include <algorithm>
 
 namespace shardtrain::cpu {
-namespace {
-
-// All ids are checked before anything is written, so a bad id leaves the
-// outputs (in particular accumulated gradients) untouched.
-void check_ids(const int32_t* ids, int64_t N, int64_t V) {
+void check_embedding_ids(const int32_t* ids, int64_t N, int64_t V) {
   for (int64_t n = 0; n < N; ++n)
     ST_CHECK(ids[n] >= 0 && ids[n] < V, "embedding: id {} at position {} is outside [0, {})",
              ids[n], n, V);
 }
 
-}  // namespace
-
 void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t V,
                        int64_t C) {
-  check_ids(ids, N, V);
+  check_embedding_ids(ids, N, V);
   for (int64_t n = 0; n < N; ++n) {
     const float* row = table + int64_t(ids[n]) * C;
     std::copy(row, row + C, out + n * C);
@@ -28,7 +22,7 @@ void embedding_forward(float* out, const int32_t* ids, const float* table, int64
 
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t V,
                         int64_t C, bool accumulate) {
-  check_ids(ids, N, V);
+  check_embedding_ids(ids, N, V);
   if (!accumulate) std::fill(dtable, dtable + V * C, 0.0f);
   // Rows are added in order n = 0..N-1: a repeated id sums its rows in a
   // fixed order, so the result is the same on every run.

@@ -6,6 +6,11 @@
 
 namespace shardtrain::cpu {
 
+// An Error naming the first id outside [0, V) and its position. The kernels
+// below check all ids before they write anything, so a bad id leaves the
+// outputs (accumulated gradients in particular) untouched.
+void check_embedding_ids(const int32_t* ids, int64_t N, int64_t V);
+
 void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t V,
                        int64_t C);
 

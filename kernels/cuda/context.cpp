@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <mutex>
 
 namespace shardtrain::cuda {
@@ -19,6 +20,8 @@ struct Context {
   GemmPrecision precision = GemmPrecision::f32;
   std::array<void*, kScratchSlots> scratch{};
   std::array<size_t, kScratchSlots> scratch_bytes{};
+  DeviceErrorRecord* error_device = nullptr;  // filled by kernels
+  DeviceErrorRecord* error_host = nullptr;    // pinned: its published copy
 };
 
 Context g;
@@ -49,7 +52,7 @@ class CudaMemoryOps final : public DeviceMemoryOps {
     ST_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g.compute));
     // Host memory on either side: wait, so the caller may read the result or
     // reuse its source (a pinned source is read asynchronously otherwise).
-    if (dst_device.is_cpu() || src_device.is_cpu()) ST_CUDA_CHECK(cudaStreamSynchronize(g.compute));
+    if (dst_device.is_cpu() || src_device.is_cpu()) sync_compute();
   }
   void synchronize(Device device) override {
     require(device);
@@ -114,6 +117,7 @@ class CudaMemoryOps final : public DeviceMemoryOps {
     if (read_back_ == nullptr) return;
     bind_thread();
     ST_CUDA_CHECK(cudaEventSynchronize(read_back_));
+    raise_device_error();
   }
 
  private:
@@ -206,6 +210,10 @@ void init_device(int index) {
   ST_CUDA_CHECK(cudaStreamCreateWithFlags(&g.copy, cudaStreamNonBlocking));
   ST_CUBLAS_CHECK(cublasCreate(&g.blas));
   ST_CUBLAS_CHECK(cublasSetStream(g.blas, g.compute));
+  ST_CUDA_CHECK(cudaMalloc(&g.error_device, sizeof(DeviceErrorRecord)));
+  ST_CUDA_CHECK(cudaMemset(g.error_device, 0, sizeof(DeviceErrorRecord)));
+  ST_CUDA_CHECK(cudaHostAlloc(&g.error_host, sizeof(DeviceErrorRecord), cudaHostAllocDefault));
+  std::memset(g.error_host, 0, sizeof(DeviceErrorRecord));
   g.device = index;
   register_allocator(Device::cuda(index), &device_allocator());
   register_pinned_host_allocator(&pinned_allocator());
@@ -243,6 +251,42 @@ GemmPrecision gemm_precision() { return g.precision; }
 void sync_compute() {
   bind_thread();
   ST_CUDA_CHECK(cudaStreamSynchronize(g.compute));
+  raise_device_error();
+}
+
+DeviceErrorRecord* device_error_record() {
+  ST_CHECK(g.device >= 0, "no CUDA device brought up in this process");
+  return g.error_device;
+}
+
+void publish_device_error() {
+  ST_CUDA_CHECK(cudaMemcpyAsync(g.error_host, device_error_record(), sizeof(DeviceErrorRecord),
+                                cudaMemcpyDeviceToHost, compute_stream()));
+}
+
+void raise_device_error() {
+  if (g.error_host == nullptr) return;
+  // A copy published after the host's wait may be writing the record while
+  // it is read here: a nonzero kind is only a hint, read whole after a drain.
+  if (reinterpret_cast<volatile const int*>(&g.error_host->kind)[0] == 0) return;
+  bind_thread();
+  ST_CUDA_CHECK(cudaStreamSynchronize(g.compute));
+  const DeviceErrorRecord record = *g.error_host;
+  // Cleared, so the error is raised once and the context stays usable.
+  ST_CUDA_CHECK(cudaMemsetAsync(g.error_device, 0, sizeof(DeviceErrorRecord), g.compute));
+  ST_CUDA_CHECK(cudaStreamSynchronize(g.compute));
+  std::memset(g.error_host, 0, sizeof(DeviceErrorRecord));
+  fail(device_error_message(record));
+}
+
+std::string device_error_message(const DeviceErrorRecord& r) {
+  switch (DeviceErrorKind(r.kind)) {
+    case DeviceErrorKind::none: return "no error";
+    case DeviceErrorKind::embedding_id:
+      // The CPU kernel's message (kernels/cpu/embedding.cpp).
+      return fmt::format("embedding: id {} at position {} is outside [0, {})", r.value, r.position, r.limit);
+  }
+  return fmt::format("device error of unknown kind {}", r.kind);
 }
 
 void* scratch(ScratchSlot slot, size_t bytes) {

@@ -74,8 +74,30 @@ void set_gemm_precision(GemmPrecision p);
 GemmPrecision gemm_precision();
 
 // Blocks until the compute stream has drained (used where the host must read
-// a result: a loss, a norm). Never a device-wide synchronization.
+// a result: a loss, a norm), then raises a kernel-found error (below). Never
+// a device-wide synchronization.
 void sync_compute();
+
+// Errors that kernels find (an embedding id outside the table) are raised on
+// the host at its next wait for the compute stream, not by a wait of their
+// own: a check that waited would stall every step (the GPU idle while the
+// host issues the next kernels). The kernel that finds one fills the record,
+// first error kept, and skips the bad element instead of reading outside its
+// buffers; publish_device_error() queues the record's copy into pinned host
+// memory behind it. Every host wait for the compute stream (sync_compute,
+// copies to the host, wait_read_back) then calls raise_device_error(), which
+// throws the Error once and clears the record.
+enum class DeviceErrorKind : int { none = 0, embedding_id = 1 };
+struct DeviceErrorRecord {
+  int kind;            // DeviceErrorKind
+  int value;           // the bad value (an id)
+  long long position;  // where it was
+  long long limit;     // the bound it broke ([0, limit))
+};
+DeviceErrorRecord* device_error_record();  // device memory, zeroed when created
+void publish_device_error();
+void raise_device_error();
+std::string device_error_message(const DeviceErrorRecord& r);
 
 // Blocks per grid for n elements at `threads` per block, capped at a grid that
 // a grid-stride loop covers.

@@ -145,7 +145,7 @@ std::vector<T> download(const T* device_values, int64_t N) {
   std::vector<T> host(static_cast<size_t>(N));
   ST_CUDA_CHECK(cudaMemcpyAsync(host.data(), device_values, size_t(N) * sizeof(T),
                                 cudaMemcpyDeviceToHost, compute_stream()));
-  ST_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+  sync_compute();  // and raises an error a kernel found
   return host;
 }
 

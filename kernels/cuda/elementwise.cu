@@ -36,6 +36,19 @@ __global__ void sum_partials_kernel(double* result, const double* partial, int64
   if (threadIdx.x == 0) *result = total;
 }
 
+__global__ void double_to_float_kernel(float* out, const double* in) { *out = float(*in); }
+
+// cpu::clip_to_norm with norm = sqrt(*sq): the same double arithmetic (IEEE
+// sqrt and division on both sides) and the same float factor.
+template <typename Sq>
+__global__ void clip_kernel(float* x, int64_t n, const Sq* sq, double max_norm) {
+  const double norm = sqrt(double(*sq));
+  if (!(max_norm > 0 && norm > max_norm)) return;
+  const float s = float(max_norm / (norm + 1e-6));
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) x[i] *= s;
+}
+
 __global__ void scale_kernel(float* x, int64_t n, float s) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) x[i] *= s;
@@ -80,10 +93,9 @@ __global__ void u8_normalize_kernel(float* out, const uint8_t* in, int64_t n, fl
     out[i] = __fadd_rn(__fmul_rn(float(in[i]), a), b);
 }
 
-}  // namespace
-
-double sum_squares(const float* x, int64_t n) {
-  if (n <= 0) return 0.0;
+// The sum of squares of x (n > 0) into the reduce scratch; the result's
+// device address, valid until that slot's next use.
+const double* sum_squares_on_device(const float* x, int64_t n) {
   unsigned blocks = grid_for(n, kThreads);
   if (blocks > kMaxReduceBlocks) blocks = kMaxReduceBlocks;
   // partials[blocks] followed by the result.
@@ -94,10 +106,41 @@ double sum_squares(const float* x, int64_t n) {
   ST_CUDA_CHECK_LAUNCH("sum_squares_partial_kernel");
   sum_partials_kernel<<<1, kThreads, 0, stream>>>(result, partial, int64_t(blocks));
   ST_CUDA_CHECK_LAUNCH("sum_partials_kernel");
+  return result;
+}
+
+}  // namespace
+
+double sum_squares(const float* x, int64_t n) {
+  if (n <= 0) return 0.0;
+  const double* result = sum_squares_on_device(x, n);
   double host = 0.0;
-  ST_CUDA_CHECK(cudaMemcpyAsync(&host, result, sizeof(double), cudaMemcpyDeviceToHost, stream));
-  ST_CUDA_CHECK(cudaStreamSynchronize(stream));
+  ST_CUDA_CHECK(cudaMemcpyAsync(&host, result, sizeof(double), cudaMemcpyDeviceToHost, compute_stream()));
+  sync_compute();  // and raises an error a kernel found
   return host;
+}
+
+void sum_squares_into(float* sq, const float* x, int64_t n) {
+  cudaStream_t stream = compute_stream();
+  if (n <= 0) {
+    ST_CUDA_CHECK(cudaMemsetAsync(sq, 0, sizeof(float), stream));
+    return;
+  }
+  double_to_float_kernel<<<1, 1, 0, stream>>>(sq, sum_squares_on_device(x, n));
+  ST_CUDA_CHECK_LAUNCH("double_to_float_kernel");
+}
+
+void clip_to_max_norm(float* x, int64_t n, double max_norm) {
+  if (n <= 0 || !(max_norm > 0)) return;
+  const double* sq = sum_squares_on_device(x, n);
+  clip_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(x, n, sq, max_norm);
+  ST_CUDA_CHECK_LAUNCH("clip_kernel");
+}
+
+void clip_to_squared_norm(float* x, int64_t n, const float* sq, double max_norm) {
+  if (n <= 0 || !(max_norm > 0)) return;
+  clip_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(x, n, sq, max_norm);
+  ST_CUDA_CHECK_LAUNCH("clip_kernel");
 }
 
 void scale_inplace(float* x, int64_t n, float s) {

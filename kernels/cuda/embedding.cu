@@ -24,8 +24,23 @@ __global__ void check_ids_kernel(unsigned long long* first_bad, const int32_t* i
   }
 }
 
-// Checks every id before anything is written (so a bad id leaves the outputs,
-// accumulated gradients in particular, untouched); an Error as on the CPU.
+// One thread: the first bad id into the context's error record, unless it
+// holds an earlier error.
+__global__ void record_bad_id_kernel(DeviceErrorRecord* record, const unsigned long long* first_bad,
+                                     const int32_t* ids, int64_t V) {
+  const unsigned long long n = *first_bad;
+  if (n == kNoBadId || record->kind != int(DeviceErrorKind::none)) return;
+  record->kind = int(DeviceErrorKind::embedding_id);
+  record->value = ids[n];
+  record->position = static_cast<long long>(n);
+  record->limit = V;
+}
+
+// The ids are checked on the device without waiting for the answer: a bad
+// one is raised at the host's next wait for the compute stream (context.h),
+// and the kernels below skip it. Callers that can check on the host first
+// do (the training step checks its batch's ids before the copy), so the
+// error comes at the call, as on the CPU.
 void check_ids(const int32_t* ids, int64_t N, int64_t V) {
   if (N <= 0) return;
   cudaStream_t stream = compute_stream();
@@ -34,30 +49,26 @@ void check_ids(const int32_t* ids, int64_t N, int64_t V) {
   ST_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xFF, sizeof(unsigned long long), stream));
   check_ids_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(first_bad, ids, N, V);
   ST_CUDA_CHECK_LAUNCH("check_ids_kernel");
-  unsigned long long bad = 0;
-  ST_CUDA_CHECK(cudaMemcpyAsync(&bad, first_bad, sizeof bad, cudaMemcpyDeviceToHost, stream));
-  ST_CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (bad == kNoBadId) return;
-  int32_t id = 0;
-  ST_CUDA_CHECK(cudaMemcpyAsync(&id, ids + bad, sizeof id, cudaMemcpyDeviceToHost, stream));
-  ST_CUDA_CHECK(cudaStreamSynchronize(stream));
-  fail("embedding: id " + std::to_string(id) + " at position " + std::to_string(bad) +
-       " is outside [0, " + std::to_string(V) + ")");
+  record_bad_id_kernel<<<1, 1, 0, stream>>>(device_error_record(), first_bad, ids, V);
+  ST_CUDA_CHECK_LAUNCH("record_bad_id_kernel");
+  publish_device_error();
 }
 
+// A row whose id is outside [0, V) reads as zeros.
 __global__ void embedding_forward_kernel(float* out, const int32_t* ids, const float* table,
-                                         int64_t N, int64_t C) {
+                                         int64_t N, int64_t V, int64_t C) {
   const int64_t total = N * C;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
     const int64_t n = i / C, c = i - n * C;
-    out[i] = table[int64_t(ids[n]) * C + c];
+    const int64_t id = ids[n];
+    out[i] = (id >= 0 && id < V) ? table[id * C + c] : 0.0f;
   }
 }
 
 // One thread per table element e = (v, c): starts from dtable[e] (accumulate)
 // or 0 and adds dout[n, c] for every n with ids[n] == v, n ascending (the
-// CPU's order). The block stages the ids through shared memory in tiles.
+// CPU's order); an id outside [0, V) matches no element. The block stages the ids through shared memory in tiles.
 __global__ void embedding_backward_kernel(float* dtable, const float* dout, const int32_t* ids,
                                           int64_t N, int64_t V, int64_t C, bool accumulate) {
   __shared__ int32_t tile[kThreads];
@@ -105,7 +116,7 @@ void embedding_forward(float* out, const int32_t* ids, const float* table, int64
   check_ids(ids, N, V);
   if (N <= 0 || C <= 0) return;
   embedding_forward_kernel<<<grid_for(N * C, kThreads), kThreads, 0, compute_stream()>>>(
-      out, ids, table, N, C);
+      out, ids, table, N, V, C);
   ST_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
 }
 

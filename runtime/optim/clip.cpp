@@ -2,18 +2,8 @@
 
 #include "kernels/ops.h"
 
-#include <cmath>
-
 namespace shardtrain::optim {
 
-void clip_to_norm(const Tensor& grads, double norm, double max_norm) {
-  if (max_norm > 0 && norm > max_norm) ops::scale_inplace(grads, float(max_norm / (norm + 1e-6)));
-}
-
-double clip_grad_norm(const Tensor& grads, double max_norm) {
-  const double norm = std::sqrt(ops::sum_squares(grads));
-  clip_to_norm(grads, norm, max_norm);
-  return norm;
-}
+void clip_grad_norm(const Tensor& grads, double max_norm) { ops::clip_to_max_norm(grads, max_norm); }
 
 }  // namespace shardtrain::optim

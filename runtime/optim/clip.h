@@ -5,11 +5,11 @@
 
 namespace shardtrain::optim {
 
-// L2 norm of all gradients; when max_norm > 0 and the norm exceeds it, the
-// gradients are scaled by max_norm / (norm + 1e-6). Returns the norm before
-// clipping. A strategy whose gradients are sharded combines the per-rank
-// squared norms first (sum_squares in kernels/ops.h) and calls clip_to_norm.
-double clip_grad_norm(const Tensor& grads, double max_norm);
-void clip_to_norm(const Tensor& grads, double norm, double max_norm);
+// When max_norm > 0 and the L2 norm of all gradients exceeds it, the
+// gradients are scaled by max_norm / (norm + 1e-6). On a GPU the norm stays
+// on the device: no wait inside the step. A strategy whose gradients are
+// sharded sums the per-rank squared norms first (ops::sum_squares and
+// ops::clip_to_squared_norm in kernels/ops.h).
+void clip_grad_norm(const Tensor& grads, double max_norm);
 
 }  // namespace shardtrain::optim

@@ -3,11 +3,9 @@
 #include "runtime/parallel/collective_record.h"
 #include "kernels/ops.h"
 #include "runtime/core/device_memory.h"
-#include "runtime/optim/clip.h"
 #include "runtime/telemetry/recorder.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -288,14 +286,13 @@ void Fsdp::wait_gradients() {
   while (!reduces_.empty()) advance_oldest_reduce();
 }
 
-double Fsdp::clip_grad_norm(double max_norm) {
+void Fsdp::clip_grad_norm(double max_norm) {
   wait_gradients();
-  Tensor sq = Tensor::empty({1});
-  sq.f32()[0] = float(ops::sum_squares(shard_grads_));  // padding holds zeros
+  // On the shards' device: on a GPU the squared norm never visits the host.
+  Tensor sq = Tensor::empty({1}, DType::f32, device_);
+  ops::sum_squares(sq, shard_grads_);  // padding holds zeros
   shard_comm_.allreduce(sq, comm::ReduceOp::sum)->wait();  // replicas hold the same shards
-  const double norm = std::sqrt(double(sq.f32()[0]));
-  optim::clip_to_norm(shard_grads_, norm, max_norm);
-  return norm;
+  ops::clip_to_squared_norm(shard_grads_, sq, max_norm);
 }
 
 void Fsdp::shards_loaded() {

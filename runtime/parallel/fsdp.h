@@ -146,9 +146,9 @@ class Fsdp final : public nn::BlockHooks {
 
   // Global-norm clipping of the sharded gradients (waits for all of them):
   // the per-rank squared norms are summed over the group (one f32
-  // all-reduce), then each rank scales its shard as optim::clip_grad_norm
-  // would the full gradient. Returns the norm before clipping (every rank).
-  double clip_grad_norm(double max_norm);
+  // all-reduce, on the shards' device), then each rank scales its shard as
+  // optim::clip_grad_norm would the full gradient.
+  void clip_grad_norm(double max_norm);
 
   // This rank's master parameters and gradients: shard_numel() elements each.
   const Tensor& shard_params() const { return shard_params_; }

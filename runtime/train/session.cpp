@@ -172,9 +172,12 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
   const bool gpu = b.y.defined();
   if (gpu) {
     // The batch and its labels to the GPU on the copy stream; the first
-    // kernel waits for them. A bad label is an Error here, before any copy.
+    // kernel waits for them. A bad label, or a bad token id, is an Error
+    // here, before any copy. A language model's ids index its embedding,
+    // whose rows are the logits' classes (its vocabulary).
     telemetry::Span span("h2d", "data");
     ops::check_labels(b.labels.data(), local * rows, classes);
+    if (b.x_host.dtype() == DType::i32) ops::check_token_ids(b.x_host.i32(), b.x_host.numel(), classes);
     std::copy_n(b.labels.data(), local * rows, b.y_host.i32());
     copy_input_async({{b.x, b.x_host}, {b.y, b.y_host}}, b.input_slot);
   }

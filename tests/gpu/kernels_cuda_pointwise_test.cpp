@@ -22,6 +22,7 @@
 
 #if defined(SHARDTRAIN_HAVE_CUDA)
 #include "kernels/cuda/activation.h"
+#include "kernels/cuda/context.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
@@ -104,6 +105,34 @@ TEST(CudaElementwise, SumSquaresMatchesCpuAndRepeats) {
   // A short vector (one partial block).
   const double small = cuda::sum_squares(d.f32(), 37);
   report("sum_squares", "f32", rel_error_scalar(small, cpu::sum_squares(x.f32(), 37)), kLimitF32);
+}
+
+// Clipping keeps the norm on the device. By a squared norm given in f32 the
+// factor is the CPU's bit for bit (same double sqrt and division); by the
+// norm of x itself it differs only through the sum's order.
+TEST(CudaElementwise, ClippingMatchesCpu) {
+  ST_REQUIRE_GPU();
+  const int64_t n = (int64_t(1) << 18) + 3;
+  const Tensor x = random_host({n}, 105, -0.5f, 0.5f);
+  const double norm = std::sqrt(cpu::sum_squares(x.f32(), n));  // about 147
+  for (const double max_norm : {1.0, 1000.0, 0.0}) {  // clipped, not clipped, off
+    const Tensor d = dev(x);
+    cuda::clip_to_max_norm(d.f32(), n, max_norm);
+    const Tensor want = clone_host(x);
+    cpu::clip_to_norm(want.f32(), n, norm, max_norm);
+    report("clip_to_max_norm", "f32", rel_error(d, want), kLimitF32);
+
+    const Tensor sq = poisoned({1});
+    const Tensor e = dev(x);
+    cuda::sum_squares_into(sq.f32(), e.f32(), n);
+    const float sq_host = to_host(sq).f32()[0];
+    report("sum_squares_into", "f32", rel_error_scalar(sq_host, norm * norm), kLimitF32);
+    cuda::clip_to_squared_norm(e.f32(), n, sq.f32(), max_norm);
+    const Tensor want_sq = clone_host(x);
+    cpu::clip_to_norm(want_sq.f32(), n, std::sqrt(double(sq_host)), max_norm);
+    const Tensor got = to_host(e);
+    EXPECT_EQ(std::memcmp(got.raw(), want_sq.raw(), got.nbytes()), 0) << "max_norm " << max_norm;
+  }
 }
 
 TEST(CudaElementwise, ScaleInplaceMatchesCpu) {
@@ -519,7 +548,10 @@ TEST(CudaEmbedding, ForwardMatchesCpu) {
   report("embedding_forward", "f32", rel_error(out, want), kLimitF32);
 }
 
-TEST(CudaEmbedding, BadIdIsTheCpuErrorAndWritesNothing) {
+// A bad id is not waited for at the call: the kernels skip it (its row reads
+// as zeros, adds no gradient) and the host's next wait for the compute
+// stream raises the CPU's Error, once.
+TEST(CudaEmbedding, BadIdIsTheCpuErrorAtTheNextWait) {
   ST_REQUIRE_GPU();
   const int64_t N = 1000, V = 256, C = 64;
   const Tensor table = random_host({V, C}, 1201);
@@ -527,25 +559,42 @@ TEST(CudaEmbedding, BadIdIsTheCpuErrorAndWritesNothing) {
   ids.i32()[700] = 256;  // the first bad position
   ids.i32()[900] = -3;
   const Tensor dtable = dev(table), dids = dev(ids);
-  const Tensor out = dev(random_host({N, C}, 1203));
-  const Tensor before = to_host(out);
-  std::string cpu_message, gpu_message;
+  const Tensor out = poisoned({N, C});
+  std::string cpu_message;
   try {
-    std::vector<float> host_out(size_t(N * C));
-    cpu::embedding_forward(host_out.data(), ids.i32(), table.f32(), N, V, C);
+    cpu::check_embedding_ids(ids.i32(), N, V);
   } catch (const Error& e) {
     cpu_message = e.what();
   }
-  try {
-    cuda::embedding_forward(out.f32(), dids.i32(), dtable.f32(), N, V, C);
-  } catch (const Error& e) {
-    gpu_message = e.what();
-  }
   EXPECT_FALSE(cpu_message.empty());
-  EXPECT_EQ(gpu_message, cpu_message);
-  EXPECT_THROW(cuda::embedding_backward(dtable.f32(), out.f32(), dids.i32(), N, V, C, true), Error);
-  report("embedding_forward", "f32", rel_error(out, before), kLimitF32);  // untouched
-  report("embedding_backward", "f32", rel_error(dtable, table), kLimitF32);  // untouched
+  const auto raised_at_wait = [&](const char* what) {
+    std::string gpu_message;
+    try {
+      cuda::sync_compute();
+    } catch (const Error& e) {
+      gpu_message = e.what();
+    }
+    EXPECT_EQ(gpu_message, cpu_message) << what;
+    EXPECT_NO_THROW(cuda::sync_compute()) << what << ": raised once";
+  };
+  EXPECT_NO_THROW(cuda::embedding_forward(out.f32(), dids.i32(), dtable.f32(), N, V, C));
+  raised_at_wait("forward");
+  // What the CPU computes with the bad rows zero (and skipped below).
+  Tensor good = clone_host(ids);
+  good.i32()[700] = good.i32()[900] = 0;
+  Tensor want = Tensor::empty({N, C});
+  cpu::embedding_forward(want.f32(), good.i32(), table.f32(), N, V, C);
+  for (const int64_t n : {int64_t(700), int64_t(900)}) std::fill_n(want.f32() + n * C, C, 0.0f);
+  report("embedding_forward.bad_id", "f32", rel_error(out, want), kLimitF32);
+
+  const Tensor dout = random_host({N, C}, 1203);
+  EXPECT_NO_THROW(cuda::embedding_backward(dtable.f32(), dev(dout).f32(), dids.i32(), N, V, C, true));
+  raised_at_wait("backward");
+  Tensor dout_good = clone_host(dout);
+  for (const int64_t n : {int64_t(700), int64_t(900)}) std::fill_n(dout_good.f32() + n * C, C, 0.0f);
+  Tensor want_table = clone_host(table);
+  cpu::embedding_backward(want_table.f32(), dout_good.f32(), good.i32(), N, V, C, true);
+  report("embedding_backward.bad_id", "f32", rel_error(dtable, want_table), kLimitF32);
 }
 
 TEST(CudaEmbedding, BackwardMatchesCpuOverwritingAndAccumulating) {

@@ -23,6 +23,7 @@ struct Case {
   int64_t classes;  // gpt: vocabulary
   int64_t batch;
   bool lm = false;
+  double clip = 0.0;  // optim.clip_grad_norm (0: off)
 };
 
 inline Case mlp_case() {
@@ -101,7 +102,7 @@ inline void load(const Case& c, int64_t step, train::StepBuffers& b) {
 inline double step(const Case& c, ModelRun& r, int64_t i, parallel::Ddp* ddp = nullptr) {
   load(c, i, r.buffers);
   const train::StepPhases p =
-      train::train_step(*r.model, *r.opt, r.buffers, 0.05f, 0.0, c.batch, 1, ddp);
+      train::train_step(*r.model, *r.opt, r.buffers, 0.05f, c.clip, c.batch, 1, ddp);
   return p.loss_sum / double(r.buffers.labels.size());
 }
 

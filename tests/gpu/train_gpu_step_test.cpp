@@ -8,6 +8,7 @@
 //   GPUTRAIN model=<m> precision=<p> batch=<b> step_ms=<t> samples_s=<s> tflops=<f>
 #include "kernels/cpu/gemm.h"
 #include "kernels/devices.h"
+#include "kernels/ops.h"
 #include "runtime/core/clock.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/train/session.h"
@@ -15,6 +16,7 @@
 #include "tests/gpu/train_gpu_cases.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -79,6 +81,20 @@ TEST(GpuTraining, GptMatchesCpu) {
   compare_with_cpu(gpt_case(), "f32", 1e-4);
   compare_with_cpu(gpt_case(), "tf32", 1e-2);
   compare_with_cpu(gpt_case(), "bf16", 5e-2);
+}
+
+// Global-norm clipping, whose norm stays on the device: the limit is half
+// the first step's gradient norm (measured on the CPU), so it clips.
+TEST(GpuTraining, GptWithClippingMatchesCpu) {
+  ST_REQUIRE_GPU();
+  Case c = gpt_case();
+  ModelRun probe = make_run(c, Device::cpu());
+  step(c, probe, 0);  // no clipping: the step's gradients stay as computed
+  const double norm = std::sqrt(ops::sum_squares(probe.model->flat().grads()));
+  ASSERT_GT(norm, 0.0);
+  c.name = "gpt_clip";
+  c.clip = 0.5 * norm;
+  compare_with_cpu(c, "f32", 1e-4);
 }
 
 TEST(GpuTraining, Throughput) {

@@ -107,6 +107,14 @@ TEST(Embedding, OutOfRangeIdIsAnErrorNamingPositionAndId) {
     EXPECT_THROW(embedding_backward(dtable.data(), out.data(), ids.data(), 3, V, C, true), Error);
     // Checked before any write: the accumulated gradient is untouched.
     EXPECT_EQ(dtable, std::vector<float>(V * C, 1.0f));
+    // The check a GPU's batch gets on the host, with the same message.
+    try {
+      check_embedding_ids(ids.data(), 3, V);
+      ADD_FAILURE() << "no error for id " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.what(), "embedding: id " + std::to_string(bad) + " at position 1 is outside [0, " +
+                              std::to_string(V) + ")");
+    }
   }
 }
 

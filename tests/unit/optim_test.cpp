@@ -1,3 +1,4 @@
+#include "kernels/ops.h"
 #include "runtime/optim/clip.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/optim/schedule.h"
@@ -107,12 +108,36 @@ TEST(Schedule, StepDecayAndConstant) {
 
 TEST(Clip, ScalesToMaxNormOnlyWhenAbove) {
   Tensor g = filled({3.0f, 4.0f});
-  EXPECT_DOUBLE_EQ(clip_grad_norm(g, 10.0), 5.0);
-  EXPECT_FLOAT_EQ(g.f32()[0], 3.0f);
-  EXPECT_DOUBLE_EQ(clip_grad_norm(g, 1.0), 5.0);
+  clip_grad_norm(g, 10.0);
+  EXPECT_EQ(g.f32()[0], 3.0f);
+  EXPECT_EQ(g.f32()[1], 4.0f);
+  clip_grad_norm(g, 1.0);
+  // The factor torch.nn.utils.clip_grad_norm_ uses: max / (norm + 1e-6).
+  const float s = float(1.0 / (5.0 + 1e-6));
+  EXPECT_EQ(g.f32()[0], 3.0f * s);
+  EXPECT_EQ(g.f32()[1], 4.0f * s);
   EXPECT_NEAR(std::hypot(g.f32()[0], g.f32()[1]), 1.0, 1e-6);
-  EXPECT_NEAR(g.f32()[0] / g.f32()[1], 0.75, 1e-6);
   Tensor h = filled({3.0f, 4.0f});
-  EXPECT_DOUBLE_EQ(clip_grad_norm(h, 0.0), 5.0);  // 0 = off
-  EXPECT_FLOAT_EQ(h.f32()[1], 4.0f);
+  clip_grad_norm(h, 0.0);  // 0 = off
+  EXPECT_EQ(h.f32()[1], 4.0f);
+}
+
+// FSDP's form: the squared norm in a tensor (summed over shards), then the
+// same factor as clipping by the norm of the whole.
+TEST(Clip, SquaredNormFormMatchesTheWhole) {
+  const Tensor a = filled({3.0f, 0.5f}), b = filled({4.0f, -2.0f});
+  Tensor whole = filled({3.0f, 0.5f, 4.0f, -2.0f});
+  clip_grad_norm(whole, 1.5);
+  Tensor sq_a = Tensor::empty({1}), sq_b = Tensor::empty({1});
+  ops::sum_squares(sq_a, a);
+  ops::sum_squares(sq_b, b);
+  EXPECT_EQ(sq_a.f32()[0], 9.25f);
+  Tensor sq = filled({sq_a.f32()[0] + sq_b.f32()[0]});
+  ops::clip_to_squared_norm(a, sq, 1.5);
+  ops::clip_to_squared_norm(b, sq, 1.5);
+  EXPECT_EQ(a.f32()[0], whole.f32()[0]);
+  EXPECT_EQ(a.f32()[1], whole.f32()[1]);
+  EXPECT_EQ(b.f32()[0], whole.f32()[2]);
+  EXPECT_EQ(b.f32()[1], whole.f32()[3]);
+  EXPECT_THROW(ops::clip_to_squared_norm(a, filled({1.0f, 2.0f}), 1.5), Error);
 }
