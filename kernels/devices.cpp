@@ -61,4 +61,11 @@ size_t gpu_reserved_bytes() {
   return 0;
 }
 
+size_t gpu_workspace_bytes() {
+#ifdef SHARDTRAIN_HAVE_CUDA
+  if (cuda::device_initialized()) return cuda::scratch_bytes();
+#endif
+  return 0;
+}
+
 }  // namespace shardtrain

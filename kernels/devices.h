@@ -29,5 +29,8 @@ void set_gpu_gemm_precision(const std::string& name);
 void synchronize_gpu();
 // Bytes the caching allocator holds from the driver (reserved, >= in use).
 size_t gpu_reserved_bytes();
+// Bytes of the kernels' own workspaces (conv passes, attention's score
+// gradients, bf16 operand copies), held outside the tensor accounting.
+size_t gpu_workspace_bytes();
 
 }  // namespace shardtrain

@@ -289,6 +289,12 @@ std::string device_error_message(const DeviceErrorRecord& r) {
   return fmt::format("device error of unknown kind {}", r.kind);
 }
 
+size_t scratch_bytes() {
+  size_t total = 0;
+  for (const size_t b : g.scratch_bytes) total += b;
+  return total;
+}
+
 void* scratch(ScratchSlot slot, size_t bytes) {
   const size_t i = size_t(slot);
   if (g.scratch_bytes[i] < bytes) {

@@ -115,5 +115,6 @@ inline unsigned grid_for(int64_t n, int threads = 256) {
 enum class ScratchSlot { reduce, labels, gemm_a, gemm_b, conv_cols, conv_partials };
 inline constexpr size_t kScratchSlots = 6;
 void* scratch(ScratchSlot slot, size_t bytes);
+size_t scratch_bytes();  // all slots together: the kernels' workspaces
 
 }  // namespace shardtrain::cuda

@@ -421,6 +421,17 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
                         "predicted {:.2f} MiB (measured/predicted {:.3f}; `shardtrain plan` breaks it down)",
                         peak / (1 << 20), s.device.str(), double(memory_plan.peak_bytes) / (1 << 20),
                         peak / double(memory_plan.peak_bytes)));
+    if (!s.device.is_cpu()) {
+      // What the tensors do not show: the caching allocator's cached blocks
+      // and the kernels' workspaces (this rank's).
+      const size_t reserved = gpu_reserved_bytes(), workspace = gpu_workspace_bytes();
+      result["memory"]["gpu_reserved_bytes"] = int64_t(reserved);
+      result["memory"]["gpu_workspace_bytes"] = int64_t(workspace);
+      run.log(fmt::format("[summary] memory: rank {} holds {:.2f} MiB of {} from the driver for tensors (cached "
+                          "blocks included) and {:.2f} MiB of kernel workspaces outside the plan",
+                          comm ? comm->rank() : 0, double(reserved) / (1 << 20), s.device.str(),
+                          double(workspace) / (1 << 20)));
+    }
   }
   const std::string summary = run_telemetry.finish(result);
   if (comm) result["comm_engine_priority_raised"] = comm::engine_priority_raised();

@@ -74,6 +74,8 @@ TEST(GpuTraining, CnnMatchesCpu) {
   ST_REQUIRE_GPU();
   compare_with_cpu(cnn_case(), "f32", 1e-4);
   compare_with_cpu(cnn_case(), "tf32", 1e-2);
+  // The convolutions' cols live in the context's workspace, and it says so.
+  EXPECT_GT(gpu_workspace_bytes(), size_t(0));
 }
 
 TEST(GpuTraining, GptMatchesCpu) {
