@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
@@ -22,6 +23,7 @@ struct Context {
   std::array<size_t, kScratchSlots> scratch_bytes{};
   DeviceErrorRecord* error_device = nullptr;  // filled by kernels
   DeviceErrorRecord* error_host = nullptr;    // pinned: its published copy
+  unsigned long long* first_bad = nullptr;    // device_first_bad()
 };
 
 Context g;
@@ -111,6 +113,7 @@ class CudaMemoryOps final : public DeviceMemoryOps {
     bind_thread();
     if (read_back_ == nullptr) ST_CUDA_CHECK(cudaEventCreateWithFlags(&read_back_, cudaEventDisableTiming));
     ST_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g.compute));
+    publish_device_error();  // for wait_read_back to raise
     ST_CUDA_CHECK(cudaEventRecord(read_back_, g.compute));
   }
   void wait_read_back() override {
@@ -211,7 +214,10 @@ void init_device(int index) {
   ST_CUBLAS_CHECK(cublasCreate(&g.blas));
   ST_CUBLAS_CHECK(cublasSetStream(g.blas, g.compute));
   ST_CUDA_CHECK(cudaMalloc(&g.error_device, sizeof(DeviceErrorRecord)));
-  ST_CUDA_CHECK(cudaMemset(g.error_device, 0, sizeof(DeviceErrorRecord)));
+  ST_CUDA_CHECK(cudaMalloc(&g.first_bad, sizeof(unsigned long long)));
+  ST_CUDA_CHECK(cudaMemsetAsync(g.error_device, 0, sizeof(DeviceErrorRecord), g.compute));
+  ST_CUDA_CHECK(cudaMemsetAsync(g.first_bad, 0xFF, sizeof(unsigned long long), g.compute));
+  ST_CUDA_CHECK(cudaStreamSynchronize(g.compute));
   ST_CUDA_CHECK(cudaHostAlloc(&g.error_host, sizeof(DeviceErrorRecord), cudaHostAllocDefault));
   std::memset(g.error_host, 0, sizeof(DeviceErrorRecord));
   g.device = index;
@@ -250,6 +256,7 @@ GemmPrecision gemm_precision() { return g.precision; }
 
 void sync_compute() {
   bind_thread();
+  publish_device_error();
   ST_CUDA_CHECK(cudaStreamSynchronize(g.compute));
   raise_device_error();
 }
@@ -259,8 +266,14 @@ DeviceErrorRecord* device_error_record() {
   return g.error_device;
 }
 
+unsigned long long* device_first_bad() {
+  ST_CHECK(g.device >= 0, "no CUDA device brought up in this process");
+  return g.first_bad;
+}
+
 void publish_device_error() {
-  ST_CUDA_CHECK(cudaMemcpyAsync(g.error_host, device_error_record(), sizeof(DeviceErrorRecord),
+  if (g.error_host == nullptr) return;
+  ST_CUDA_CHECK(cudaMemcpyAsync(g.error_host, g.error_device, sizeof(DeviceErrorRecord),
                                 cudaMemcpyDeviceToHost, compute_stream()));
 }
 
@@ -268,7 +281,7 @@ void raise_device_error() {
   if (g.error_host == nullptr) return;
   // A copy published after the host's wait may be writing the record while
   // it is read here: a nonzero kind is only a hint, read whole after a drain.
-  if (reinterpret_cast<volatile const int*>(&g.error_host->kind)[0] == 0) return;
+  if (std::atomic_ref<int>(g.error_host->kind).load(std::memory_order_relaxed) == 0) return;
   bind_thread();
   ST_CUDA_CHECK(cudaStreamSynchronize(g.compute));
   const DeviceErrorRecord record = *g.error_host;

@@ -79,14 +79,18 @@ GemmPrecision gemm_precision();
 void sync_compute();
 
 // Errors that kernels find (an embedding id outside the table) are raised on
-// the host at its next wait for the compute stream, not by a wait of their
+// the host at a later wait for the compute stream, not by a wait of their
 // own: a check that waited would stall every step (the GPU idle while the
 // host issues the next kernels). The kernel that finds one fills the record,
 // first error kept, and skips the bad element instead of reading outside its
-// buffers; publish_device_error() queues the record's copy into pinned host
-// memory behind it. Every host wait for the compute stream (sync_compute,
-// copies to the host, wait_read_back) then calls raise_device_error(), which
-// throws the Error once and clears the record.
+// buffers. The waits that raise it: sync_compute (and so
+// DeviceMemoryOps::copy to or from the host and synchronize, and the
+// reductions read back to the host) and DeviceMemoryOps::wait_read_back (the
+// training step's one wait). Each queues the record's copy into pinned host
+// memory before it waits (publish_device_error), then throws the Error once
+// and clears the record (raise_device_error). Other waits (the input slots'
+// events, collectives' Work::wait, other threads) do not raise: the error
+// waits for the next of those that do.
 enum class DeviceErrorKind : int { none = 0, embedding_id = 1 };
 struct DeviceErrorRecord {
   int kind;            // DeviceErrorKind
@@ -95,6 +99,10 @@ struct DeviceErrorRecord {
   long long limit;     // the bound it broke ([0, limit))
 };
 DeviceErrorRecord* device_error_record();  // device memory, zeroed when created
+// A device word for checks that look for the first bad position: all bits
+// set when no check holds it (an atomicMin target; whoever reads it sets it
+// back to all bits set, so no memset is needed per check).
+unsigned long long* device_first_bad();
 void publish_device_error();
 void raise_device_error();
 std::string device_error_message(const DeviceErrorRecord& r);

@@ -126,7 +126,8 @@ void sum_squares_into(float* sq, const float* x, int64_t n) {
     ST_CUDA_CHECK(cudaMemsetAsync(sq, 0, sizeof(float), stream));
     return;
   }
-  double_to_float_kernel<<<1, 1, 0, stream>>>(sq, sum_squares_on_device(x, n));
+  const double* sum = sum_squares_on_device(x, n);
+  double_to_float_kernel<<<1, 1, 0, stream>>>(sq, sum);
   ST_CUDA_CHECK_LAUNCH("double_to_float_kernel");
 }
 

@@ -25,33 +25,32 @@ __global__ void check_ids_kernel(unsigned long long* first_bad, const int32_t* i
 }
 
 // One thread: the first bad id into the context's error record, unless it
-// holds an earlier error.
-__global__ void record_bad_id_kernel(DeviceErrorRecord* record, const unsigned long long* first_bad,
+// holds an earlier error; the word is set back for the next check.
+__global__ void record_bad_id_kernel(DeviceErrorRecord* record, unsigned long long* first_bad,
                                      const int32_t* ids, int64_t V) {
   const unsigned long long n = *first_bad;
-  if (n == kNoBadId || record->kind != int(DeviceErrorKind::none)) return;
+  if (n == kNoBadId) return;
+  *first_bad = kNoBadId;
+  if (record->kind != int(DeviceErrorKind::none)) return;
   record->kind = int(DeviceErrorKind::embedding_id);
   record->value = ids[n];
   record->position = static_cast<long long>(n);
   record->limit = V;
 }
 
-// The ids are checked on the device without waiting for the answer: a bad
-// one is raised at the host's next wait for the compute stream (context.h),
-// and the kernels below skip it. Callers that can check on the host first
-// do (the training step checks its batch's ids before the copy), so the
-// error comes at the call, as on the CPU.
+// The ids are checked on the device without waiting for the answer (two
+// launches): a bad one is raised at a later host wait (context.h), and the
+// kernels below skip it. Callers that can check on the host first do (the
+// training step checks its batch's ids before the copy), so there the
+// error comes before the call, as on the CPU.
 void check_ids(const int32_t* ids, int64_t N, int64_t V) {
   if (N <= 0) return;
   cudaStream_t stream = compute_stream();
-  auto* first_bad =
-      static_cast<unsigned long long*>(scratch(ScratchSlot::reduce, sizeof(unsigned long long)));
-  ST_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xFF, sizeof(unsigned long long), stream));
+  unsigned long long* first_bad = device_first_bad();
   check_ids_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(first_bad, ids, N, V);
   ST_CUDA_CHECK_LAUNCH("check_ids_kernel");
   record_bad_id_kernel<<<1, 1, 0, stream>>>(device_error_record(), first_bad, ids, V);
   ST_CUDA_CHECK_LAUNCH("record_bad_id_kernel");
-  publish_device_error();
 }
 
 // A row whose id is outside [0, V) reads as zeros.

@@ -1,9 +1,9 @@
 // Token and position embeddings on the GPU (device pointers, ids device int32,
 // compute stream), with the semantics of kernels/cpu/embedding.h but one: an
 // id outside [0, V) is found on the device and raised, naming the first bad
-// position and its id as the CPU does, at the host's next wait for the
-// compute stream (context.h), not at the call; meanwhile its row reads as
-// zeros and adds no gradient. The backward sums run in order n = 0..N-1
+// position and its id as the CPU does, at a later host wait for the compute
+// stream (the ones context.h names), not at the call; meanwhile its row
+// reads as zeros and adds no gradient. The backward sums run in order n = 0..N-1
 // (b = 0..B-1) per output element, so they are deterministic and match the
 // CPU.
 #pragma once

@@ -31,10 +31,12 @@ class DeviceMemoryOps {
   // Copy between any two of host and device memory. Ordered on the compute
   // stream; returns once host memory on either side may be used again (a
   // device-to-host copy has landed, a host-to-device copy has read its
-  // source).
+  // source). A copy that waits also raises an error a kernel found earlier
+  // (an embedding id outside its table; kernels/cuda/context.h).
   virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
                     size_t bytes) = 0;
-  // Wait until everything issued to the device's compute stream has finished.
+  // Wait until everything issued to the device's compute stream has finished;
+  // then raise an error a kernel found, as copy does.
   virtual void synchronize(Device device) = 0;
   // An input batch (its buffers: samples, labels) from pinned host memory
   // into input slot `slot` (0 or 1) on the device, on the copy stream, as
@@ -58,6 +60,7 @@ class DeviceMemoryOps {
   // issued before it, without waiting: `dst` holds the values once
   // wait_read_back() returns (a step's losses, read once at its end while
   // the device goes on). One read-back is outstanding at a time.
+  // wait_read_back raises an error a kernel found before the read-back.
   virtual void read_back_async(void* dst, const void* src, size_t bytes, Device device) = 0;
   virtual void wait_read_back() = 0;
 };

@@ -173,11 +173,17 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
   if (gpu) {
     // The batch and its labels to the GPU on the copy stream; the first
     // kernel waits for them. A bad label, or a bad token id, is an Error
-    // here, before any copy. A language model's ids index its embedding,
-    // whose rows are the logits' classes (its vocabulary).
+    // here, before any copy, naming its place in its micro-batch as the CPU
+    // kernels do. A language model's ids index its embedding, whose rows are
+    // the logits' classes (its vocabulary).
     telemetry::Span span("h2d", "data");
-    ops::check_labels(b.labels.data(), local * rows, classes);
-    if (b.x_host.dtype() == DType::i32) ops::check_token_ids(b.x_host.i32(), b.x_host.numel(), classes);
+    const bool token_ids = b.x_host.dtype() == DType::i32;
+    for (int64_t m = 0; m < micro_batches; ++m) {
+      const int64_t begin = local * m / micro_batches, end = local * (m + 1) / micro_batches;
+      ops::check_labels(b.labels.data() + begin * rows, (end - begin) * rows, classes);
+      if (token_ids)
+        ops::check_token_ids(b.x_host.i32() + begin * sample.numel(), (end - begin) * sample.numel(), classes);
+    }
     std::copy_n(b.labels.data(), local * rows, b.y_host.i32());
     copy_input_async({{b.x, b.x_host}, {b.y, b.y_host}}, b.input_slot);
   }

@@ -101,7 +101,9 @@ struct StepPhases {
 // only after the last: no_sync), fused softmax cross-entropy, the wait for
 // the gradient all-reduce, optional clipping, the update. The gradient is that
 // of the mean loss over the global batch. ddp may be null (one rank).
-// On a GPU the labels travel with the batch (checked on the host first), the
+// On a GPU the labels travel with the batch (they and a language model's
+// token ids are checked on the host first, per micro-batch, with the CPU
+// kernels' messages), the
 // loss stays on the device until the step's end, and the step waits for the
 // device once, for the last forward's losses, after issuing everything else.
 StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& buffers, float lr,

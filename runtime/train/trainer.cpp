@@ -404,14 +404,20 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   // a GPU run the plan describes the GPU's share: parameters, state,
   // activations).
   {
-    const double mine = double(memory_stats(s.device).high_water_bytes);
+    // On a GPU also what the tensors do not show: the bytes the caching
+    // allocator holds from the driver (its cached blocks included) and the
+    // kernels' workspaces (cuBLAS's own not counted).
+    const std::vector<double> mine = {double(memory_stats(s.device).high_water_bytes),
+                                      double(gpu_reserved_bytes()), double(gpu_workspace_bytes())};
     const std::vector<std::vector<double>> all =
-        comm ? gather_from_ranks(*comm, {mine}) : std::vector<std::vector<double>>{{mine}};
+        comm ? gather_from_ranks(*comm, mine) : std::vector<std::vector<double>>{mine};
     json per_rank = json::array();
-    double peak = 0;
+    double peak = 0, reserved = 0, workspace = 0;
     for (const auto& r : all) {
       per_rank.push_back(int64_t(r[0]));
       peak = std::max(peak, r[0]);
+      reserved = std::max(reserved, r[1]);
+      workspace = std::max(workspace, r[2]);
     }
     result["memory"] = {{"peak_bytes", int64_t(peak)},
                         {"peak_bytes_per_rank", per_rank},
@@ -422,15 +428,12 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
                         peak / (1 << 20), s.device.str(), double(memory_plan.peak_bytes) / (1 << 20),
                         peak / double(memory_plan.peak_bytes)));
     if (!s.device.is_cpu()) {
-      // What the tensors do not show: the caching allocator's cached blocks
-      // and the kernels' workspaces (this rank's).
-      const size_t reserved = gpu_reserved_bytes(), workspace = gpu_workspace_bytes();
       result["memory"]["gpu_reserved_bytes"] = int64_t(reserved);
       result["memory"]["gpu_workspace_bytes"] = int64_t(workspace);
-      run.log(fmt::format("[summary] memory: rank {} holds {:.2f} MiB of {} from the driver for tensors (cached "
-                          "blocks included) and {:.2f} MiB of kernel workspaces outside the plan",
-                          comm ? comm->rank() : 0, double(reserved) / (1 << 20), s.device.str(),
-                          double(workspace) / (1 << 20)));
+      run.log(fmt::format("[summary] memory: a rank holds up to {:.2f} MiB of {} from the driver for tensors "
+                          "(cached blocks included) and {:.2f} MiB of kernel workspaces outside the plan "
+                          "(cuBLAS's own not counted)",
+                          reserved / (1 << 20), s.device.str(), workspace / (1 << 20)));
     }
   }
   const std::string summary = run_telemetry.finish(result);

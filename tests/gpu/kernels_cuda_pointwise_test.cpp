@@ -17,6 +17,7 @@
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/optimizer_update.h"
 #include "kernels/cpu/pool.h"
+#include "runtime/core/device_memory.h"
 #include "runtime/core/error.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -595,6 +596,19 @@ TEST(CudaEmbedding, BadIdIsTheCpuErrorAtTheNextWait) {
   Tensor want_table = clone_host(table);
   cpu::embedding_backward(want_table.f32(), dout_good.f32(), good.i32(), N, V, C, true);
   report("embedding_backward.bad_id", "f32", rel_error(dtable, want_table), kLimitF32);
+
+  // The training step's one wait, for the read-back of its losses, raises it too.
+  EXPECT_NO_THROW(cuda::embedding_forward(out.f32(), dids.i32(), dtable.f32(), N, V, C));
+  const Tensor row_host = Tensor::empty_pinned({C});
+  read_back_async(row_host, out.view(0, {C}));
+  std::string at_read_back;
+  try {
+    wait_read_back(out.device());
+  } catch (const Error& e) {
+    at_read_back = e.what();
+  }
+  EXPECT_EQ(at_read_back, cpu_message);
+  EXPECT_NO_THROW(cuda::sync_compute());
 }
 
 TEST(CudaEmbedding, BackwardMatchesCpuOverwritingAndAccumulating) {

@@ -10,6 +10,7 @@
 #include "kernels/devices.h"
 #include "kernels/ops.h"
 #include "runtime/core/clock.h"
+#include "runtime/core/error.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/train/session.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -19,7 +20,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <thread>
+#include <vector>
 
 using namespace shardtrain;
 using namespace shardtrain::gpu_test;
@@ -97,6 +100,36 @@ TEST(GpuTraining, GptWithClippingMatchesCpu) {
   c.name = "gpt_clip";
   c.clip = 0.5 * norm;
   compare_with_cpu(c, "f32", 1e-4);
+}
+
+// A bad token id or label stops a GPU step before its batch is copied, with
+// the CPU step's message (the place within its micro-batch: the bad value
+// sits in the second of two).
+TEST(GpuTraining, BadTokenIdOrLabelIsTheCpuError) {
+  ST_REQUIRE_GPU();
+  const Case c = gpt_case();
+  for (const bool bad_label : {false, true}) {
+    std::vector<std::string> messages;
+    for (const Device d : {Device::cpu(), gpu()}) {
+      ModelRun r = make_run(c, d);
+      load(c, 0, r.buffers);
+      const int64_t at = (c.batch / 2) * c.sample[0] + 5;
+      if (bad_label)
+        r.buffers.labels[size_t(at)] = 300;
+      else
+        r.buffers.x_host.i32()[at] = 300;
+      std::string message;
+      try {
+        train::train_step(*r.model, *r.opt, r.buffers, 0.05f, 0.0, c.batch, 2, nullptr);
+      } catch (const Error& e) {
+        message = e.what();
+      }
+      messages.push_back(message);
+    }
+    EXPECT_NE(messages[0].find(bad_label ? "row 5 " : "position 5 "), std::string::npos) << messages[0];
+    EXPECT_EQ(messages[1], messages[0]) << (bad_label ? "label" : "token id");
+  }
+  EXPECT_NO_THROW(synchronize_gpu());  // nothing was left on the device to raise
 }
 
 TEST(GpuTraining, Throughput) {
