@@ -1,5 +1,6 @@
 #include "kernels/cuda/conv2d.h"
 
+#include "kernels/cuda/column_sum.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/gemm.h"
 
@@ -85,16 +86,15 @@ __global__ void fill_bias_planes_kernel(float* out, const float* bias, int64_t B
     out[i] = bias[(i / P) % OC];
 }
 
-// One block per output channel: dbias[oc] (+)= sum_b sum_p dout[b, oc, p].
-// Each sample's plane is summed by a fixed-shape tree (strided per-thread
-// partials, then a shared-memory halving), and the samples are added in
-// order, as the CPU does sample by sample: deterministic.
-__global__ void conv_bias_grad_kernel(float* dbias, const float* dout, int64_t B, int64_t OC,
-                                      int64_t P, bool accumulate) {
+// sums[b, oc] = sum_p dout[b, oc, p]: one block per plane, a fixed-shape tree
+// (strided per-thread partials, then a shared-memory halving), so the sums
+// are deterministic. The bias gradient then adds them over the samples
+// (column_sums). Before, one block per channel looped over all samples: 32 or
+// 64 blocks for the CNN, each 128 dependent plane sums.
+__global__ void conv_plane_sums_kernel(float* sums, const float* dout, int64_t B, int64_t OC, int64_t P) {
   __shared__ float sh[kThreads];
   const int64_t oc = blockIdx.x;
-  float total = accumulate ? dbias[oc] : 0.0f;
-  for (int64_t b = 0; b < B; ++b) {
+  for (int64_t b = blockIdx.y; b < B; b += gridDim.y) {
     const float* plane = dout + (b * OC + oc) * P;
     float part = 0.0f;
     for (int64_t p = threadIdx.x; p < P; p += kThreads) part += plane[p];
@@ -104,10 +104,9 @@ __global__ void conv_bias_grad_kernel(float* dbias, const float* dout, int64_t B
       if (int(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
       __syncthreads();
     }
-    total += sh[0];  // every thread keeps the same running total
-    __syncthreads();  // before the next sample overwrites sh
+    if (threadIdx.x == 0) sums[b * OC + oc] = sh[0];
+    __syncthreads();  // before the next plane overwrites sh
   }
-  if (threadIdx.x == 0) dbias[oc] = total;
 }
 
 // dW[e] = (accumulate or not first ? dW[e] : 0) + partial[0][e] + ... +
@@ -205,11 +204,18 @@ void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout
   if (s.B == 0 && !accumulate)  // no samples: the sums are empty
     ST_CUDA_CHECK(cudaMemsetAsync(dweight, 0, size_t(s.OC * CKK) * sizeof(float),
                                   compute_stream()));
-  // dbias for all samples in one launch (it reads dout only).
-  if (dbias != nullptr) {
-    conv_bias_grad_kernel<<<unsigned(s.OC), kThreads, 0, compute_stream()>>>(dbias, dout, s.B,
-                                                                             s.OC, P, accumulate);
-    ST_CUDA_CHECK_LAUNCH("conv_bias_grad_kernel");
+  // dbias for all samples at once (it reads dout only): each plane's sum,
+  // then those added over the samples. The plane sums borrow the partials'
+  // workspace, which the passes below reuse after them on the stream.
+  if (dbias != nullptr && s.OC > 0) {
+    float* sums = nullptr;
+    if (s.B > 0) {
+      sums = static_cast<float*>(scratch(ScratchSlot::conv_partials, size_t(s.B * s.OC) * sizeof(float)));
+      const dim3 grid(unsigned(s.OC), unsigned(s.B < 65535 ? s.B : 65535));
+      conv_plane_sums_kernel<<<grid, kThreads, 0, compute_stream()>>>(sums, dout, s.B, s.OC, P);
+      ST_CUDA_CHECK_LAUNCH("conv_plane_sums_kernel");
+    }
+    column_sums(dbias, sums, s.B, s.OC, accumulate);
   }
   const int64_t pass = samples_per_pass(s), per = s.OC * CKK;
   for (int64_t b0 = 0; b0 < s.B; b0 += pass) {

@@ -1,5 +1,6 @@
 #include "kernels/cuda/linear.h"
 
+#include "kernels/cuda/column_sum.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/gemm.h"
 
@@ -16,20 +17,6 @@ __global__ void fill_bias_rows_kernel(float* out, const float* bias, int64_t N, 
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x)
     out[i] = bias[i % OC];
-}
-
-// dbias[o] (+)= sum_n dout[n, o]: one thread per column adding the rows in
-// order, as cpu::linear_backward does (so the result is deterministic and
-// bitwise the CPU's). Neighbouring threads read neighbouring columns of a
-// row, so the loads coalesce.
-__global__ void column_sum_kernel(float* dbias, const float* dout, int64_t N, int64_t OC,
-                                  bool accumulate) {
-  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < OC;
-       o += int64_t(gridDim.x) * blockDim.x) {
-    float acc = accumulate ? dbias[o] : 0.0f;
-    for (int64_t n = 0; n < N; ++n) acc += dout[n * OC + o];
-    dbias[o] = acc;
-  }
 }
 
 void check_sizes(const char* fn, int64_t N, int64_t IC, int64_t OC) {
@@ -62,10 +49,7 @@ void linear_backward(float* din, float* dweight, float* dbias, const float* dout
   // dW[OC,IC] (+)= dout^T * in; with N == 0 the GEMM's empty sum zeroes dW
   // (or leaves it when accumulating).
   gemm(true, false, OC, IC, N, 1.0f, dout, OC, in, IC, accumulate ? 1.0f : 0.0f, dweight, IC);
-  if (dbias == nullptr || OC == 0) return;
-  column_sum_kernel<<<grid_for(OC, kThreads), kThreads, 0, compute_stream()>>>(dbias, dout, N, OC,
-                                                                              accumulate);
-  ST_CUDA_CHECK_LAUNCH("column_sum_kernel");
+  if (dbias != nullptr) column_sums(dbias, dout, N, OC, accumulate);
 }
 
 }  // namespace shardtrain::cuda

@@ -23,6 +23,7 @@
 
 #if defined(SHARDTRAIN_HAVE_CUDA)
 #include "kernels/cuda/activation.h"
+#include "kernels/cuda/column_sum.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/elementwise.h"
@@ -133,6 +134,32 @@ TEST(CudaElementwise, ClippingMatchesCpu) {
     cpu::clip_to_norm(want_sq.f32(), n, std::sqrt(double(sq_host)), max_norm);
     const Tensor got = to_host(e);
     EXPECT_EQ(std::memcmp(got.raw(), want_sq.raw(), got.nbytes()), 0) << "max_norm " << max_norm;
+  }
+}
+
+// Bias gradients: column sums in two stages against the CPU's rows in order,
+// for shapes that fill no chunk, one and a part, and many (the wide GPT's
+// 8,192 rows, plus a remainder), overwriting and accumulating.
+TEST(CudaColumnSum, MatchesRowsInOrder) {
+  ST_REQUIRE_GPU();
+  struct Shape2 {
+    int64_t N, C;
+  };
+  for (const Shape2 s : {Shape2{1, 1}, Shape2{cuda::kColumnSumRows + 3, 65}, Shape2{8195, 257}, Shape2{0, 7}}) {
+    const Tensor x = random_host({s.N > 0 ? s.N : 1, s.C}, 106);
+    const Tensor dx = dev(x);
+    for (const bool accumulate : {false, true}) {
+      const Tensor start = random_host({s.C}, 107);
+      const Tensor out = accumulate ? dev(start) : poisoned({s.C});
+      cuda::column_sums(out.f32(), dx.f32(), s.N, s.C, accumulate);
+      Tensor want = clone_host(start);
+      for (int64_t c = 0; c < s.C; ++c) {
+        float acc = accumulate ? start.f32()[c] : 0.0f;
+        for (int64_t n = 0; n < s.N; ++n) acc += x.f32()[n * s.C + c];
+        want.f32()[c] = acc;
+      }
+      report(accumulate ? "column_sums_acc" : "column_sums", "f32", rel_error(out, want), kLimitF32);
+    }
   }
 }
 
