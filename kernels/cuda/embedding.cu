@@ -67,7 +67,8 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* ids, const f
 
 // One thread per table element e = (v, c): starts from dtable[e] (accumulate)
 // or 0 and adds dout[n, c] for every n with ids[n] == v, n ascending (the
-// CPU's order); an id outside [0, V) matches no element. The block stages the ids through shared memory in tiles.
+// CPU's order); an id outside [0, V) matches no element. The block stages
+// the ids through shared memory in tiles.
 __global__ void embedding_backward_kernel(float* dtable, const float* dout, const int32_t* ids,
                                           int64_t N, int64_t V, int64_t C, bool accumulate) {
   __shared__ int32_t tile[kThreads];
