@@ -63,7 +63,9 @@ __global__ void pack_bf16_kernel(__nv_bfloat16* dst, const float* src, int64_t r
 }
 
 // One operand as cuBLAS will read it: the original f32 matrix, or its bf16
-// copy packed in a scratch slot (then ld = stored width, stride = rows*cols).
+// copy packed in a scratch slot (then ld = stored width, stride = rows*cols,
+// or 0 with a single copy when every product reads the same matrix, as the
+// convolutions' shared weight does).
 struct Operand {
   const void* ptr;
   int64_t ld, stride;
@@ -72,12 +74,13 @@ struct Operand {
 Operand prepare(const float* X, int64_t rows, int64_t cols, int64_t ld, int64_t stride,
                 int64_t batch, bool to_bf16, ScratchSlot slot) {
   if (!to_bf16) return {X, ld, stride};
+  if (stride == 0) batch = 1;
   const int64_t n = batch * rows * cols;
   auto* dst = static_cast<__nv_bfloat16*>(scratch(slot, size_t(n) * sizeof(__nv_bfloat16)));
   pack_bf16_kernel<<<grid_for(n), 256, 0, compute_stream()>>>(dst, X, rows, cols, ld, stride,
                                                                batch);
   ST_CUDA_CHECK_LAUNCH("pack_bf16_kernel");
-  return {dst, std::max<int64_t>(1, cols), rows * cols};
+  return {dst, std::max<int64_t>(1, cols), stride == 0 ? 0 : rows * cols};
 }
 
 // The common path. Row-major C = op(A) op(B) is column-major C^T =

@@ -147,6 +147,14 @@ TEST(CudaGemm, StridedBatchedMatchesCpuLoop) {
       g.beta = 1.0f;
       check_gemm(g, seed += 10);
     }
+  // One A for every product (stride 0), as the convolutions' weight: under
+  // bf16 it is packed once, not once per product.
+  GemmCase shared{"gemm_strided_batched_shared_a", false, false, M, N, K, K, N, N, 1.0f, 0.0f};
+  shared.batch = batch;
+  shared.stride_a = 0;
+  shared.stride_b = K * N;
+  shared.stride_c = M * N;
+  check_gemm(shared, seed += 10);
 }
 
 TEST(CudaLinear, ForwardAndBackwardMatchCpu) {
