@@ -347,7 +347,14 @@ EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t b
                     comm::Communicator* comm, bool language_model, nn::BlockHooks* hooks) {
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
   const int64_t first = data.size() * rank / world, last = data.size() * (rank + 1) / world;
-  batch = std::max<int64_t>(1, std::min(batch, last - first));
+  // Shares differ by one sample at most. Every rank uses the batch of the
+  // largest share and, with hooks (FSDP gathers each Block in every forward,
+  // a collective), makes the same number of forward passes: a rank whose
+  // share is used up runs its last pass again on one sample and counts
+  // nothing. Otherwise one rank's extra pass would gather alone.
+  const int64_t largest_share = (data.size() + world - 1) / world;
+  batch = std::max<int64_t>(1, std::min(batch, largest_share));
+  const int64_t passes = hooks ? (largest_share + batch - 1) / batch : (last - first + batch - 1) / batch;
   // A language model reads T of a sample's T+1 tokens and predicts T labels.
   const Shape sample = language_model ? model.input_sample() : data.info().sample_shape;
   const int64_t rows = language_model ? sample.numel() : 1;
@@ -363,9 +370,12 @@ EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t b
   std::vector<int32_t> last_bytes(language_model ? size_t(batch) : 0);
   double loss = 0.0;
   int64_t correct = 0;
-  for (int64_t start = first; start < last; start += batch) {
-    const int64_t len = std::min(batch, last - start);
-    std::iota(indices.begin(), indices.begin() + len, start);
+  for (int64_t pass = 0; pass < passes; ++pass) {
+    const int64_t start = first + pass * batch;
+    const bool counted = start < last;
+    // An uncounted pass reads sample 0, which exists: passes > 0 means data.
+    const int64_t len = counted ? std::min(batch, last - start) : 1;
+    std::iota(indices.begin(), indices.begin() + len, counted ? start : 0);
     Tensor xs = x_host.view(0, batched(len, sample));
     if (language_model) {
       data.gather_bytes(indices.data(), len, windows.data(), last_bytes.data());
@@ -374,6 +384,7 @@ EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t b
       data.gather(indices.data(), len, xs.f32(), labels.data());
     }
     Tensor logits = model.forward(gpu ? to_device_into(x_dev, xs) : xs, hooks);
+    if (!counted) continue;
     loss += ops::softmax_xent_forward(logits, labels.data());
     correct += ops::count_correct(logits, labels.data());
   }

@@ -127,7 +127,8 @@ struct EvalResult {
 // the sums are combined: every rank returns the same result. With
 // language_model, samples are windows of T+1 tokens and every one of the T
 // next-token predictions counts. `hooks` see every Block's forward (FSDP
-// gathers each Block for it).
+// gathers each Block for it); with hooks every rank makes the same number of
+// forward passes, also when the split does not divide evenly.
 EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t batch,
                     comm::Communicator* comm = nullptr, bool language_model = false,
                     nn::BlockHooks* hooks = nullptr);

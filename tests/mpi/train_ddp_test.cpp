@@ -254,28 +254,10 @@ TEST(Ddp, ModelMismatchIsAnErrorOnEveryRankNamingTheRank) {
 }
 
 TEST(Ddp, DistributedEvaluationMatchesOneRank) {
-  // A 103-sample split (uneven over 2-4 ranks) written by rank 0.
+  // A 103-sample split (uneven over 2-4 ranks).
   auto& c = world();
-  // Every rank uses the directory named after rank 0's process id.
-  const auto pid0 = int64_t(train::gather_from_ranks(c, {double(::getpid())})[0][0]);
-  const std::string dir = fmt::format("/tmp/shardtrain-ddp-eval-{}", pid0);
   const int64_t n = 103;
-  if (c.rank() == 0) {
-    std::filesystem::create_directories(dir);
-    io::format_v1::ShardHeader h;
-    h.split = "test";
-    h.num_classes = int32_t(kClasses);
-    h.num_samples = n;
-    h.sample_shape = kSample;
-    h.dtype = io::SampleDType::f32;
-    std::vector<float> x(size_t(n * kSample.numel()));
-    std::vector<int32_t> y(static_cast<size_t>(n));
-    Rng r(5);
-    for (float& v : x) v = r.uniform(-1, 1);
-    for (int32_t& v : y) v = int32_t(r.below(kClasses));
-    io::write_shard(dir + "/part-00000.h5", h, x.data(), y.data());
-  }
-  c.barrier()->wait();
+  const std::string dir = write_test_split(c, "ddp-eval", n);
   const io::InMemoryDataset data = io::InMemoryDataset::load(dir);
   Trainee t(cnn_spec(), 3);
   const train::EvalResult one = train::evaluate(*t.model, data, 10);

@@ -17,8 +17,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <string>
 #include <iostream>
 
 using namespace shardtrain;
@@ -238,6 +241,31 @@ TEST(Fsdp, ShardGradOpMatchesDdp) {
 
 // The equality tests run with poison_freed: prove that freed Blocks really
 // are NaN between steps, so a Block computed without its gather would show.
+// Evaluation gathers every Block in each forward, so every rank must make
+// the same number of passes: a batch of n / W samples divides the smaller
+// shares and not the larger (103 samples over 2-4 ranks), and a split of one
+// sample leaves all ranks but one without any.
+TEST(Fsdp, EvaluationWithUnevenSharesMatchesOneRank) {
+  auto& c = world();
+  for (const int64_t n : {int64_t(103), int64_t(1)}) {
+    const std::string dir = write_test_split(c, "fsdp-eval-" + std::to_string(n), n);
+    const io::InMemoryDataset data = io::InMemoryDataset::load(dir);
+    const int64_t batch = std::max<int64_t>(1, n / c.size());
+    auto whole = nn::build_model(cnn_spec(), kSample, kClasses);
+    whole->initialize(5);
+    const train::EvalResult one = train::evaluate(*whole, data, batch);
+    auto model = nn::build_model(cnn_spec(), kSample, kClasses);
+    model->initialize(5);
+    parallel::Fsdp fsdp(*model, c, opts(parallel::ShardingMode::full_shard));
+    const train::EvalResult all = train::evaluate(*model, data, batch, &c, false, &fsdp);
+    EXPECT_EQ(all.samples, n);
+    EXPECT_DOUBLE_EQ(all.accuracy, one.accuracy) << n << " samples";  // counts are exact
+    EXPECT_NEAR(all.loss, one.loss, 1e-6) << n << " samples";
+    c.barrier()->wait();
+    if (c.rank() == 0) std::filesystem::remove_all(dir);
+  }
+}
+
 TEST(Fsdp, FreedBlocksArePoisonedUntilGathered) {
   auto model = nn::build_model(cnn_spec(), kSample, kClasses);
   model->initialize(5);

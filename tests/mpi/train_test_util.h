@@ -3,6 +3,7 @@
 // rank; each rank's slice of a global batch; parameter comparison.
 #pragma once
 
+#include "io/dataset_writer.h"
 #include "runtime/core/rng.h"
 #include "runtime/core/tensor.h"
 #include "runtime/nn/models.h"
@@ -11,9 +12,13 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 namespace shardtrain::train::testing {
@@ -24,6 +29,31 @@ inline constexpr int64_t kClasses = 4;
 
 // The default configuration, a hang failing the test within a minute.
 inline comm::Communicator& world() { return comm::testing::world("auto"); }
+
+// A test split of n random samples (kSample, kClasses) that rank 0 writes
+// into a directory named after its process id (every rank gets the same
+// name); the caller removes it.
+inline std::string write_test_split(comm::Communicator& c, const std::string& name, int64_t n) {
+  const auto pid0 = int64_t(gather_from_ranks(c, {double(::getpid())})[0][0]);
+  const std::string dir = "/tmp/shardtrain-" + name + "-" + std::to_string(pid0);
+  if (c.rank() == 0) {
+    std::filesystem::create_directories(dir);
+    io::format_v1::ShardHeader h;
+    h.split = "test";
+    h.num_classes = int32_t(kClasses);
+    h.num_samples = n;
+    h.sample_shape = kSample;
+    h.dtype = io::SampleDType::f32;
+    std::vector<float> x(size_t(n * kSample.numel()));
+    std::vector<int32_t> y(static_cast<size_t>(n));
+    Rng r(5);
+    for (float& v : x) v = r.uniform(-1, 1);
+    for (int32_t& v : y) v = int32_t(r.below(uint64_t(kClasses)));
+    io::write_shard(dir + "/part-00000.h5", h, x.data(), y.data());
+  }
+  c.barrier()->wait();
+  return dir;
+}
 
 inline nn::ModelSpec cnn_spec() {
   nn::ModelSpec spec;
