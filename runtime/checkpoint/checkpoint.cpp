@@ -8,9 +8,13 @@
 #include "runtime/core/device_memory.h"
 #include "runtime/core/error.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 namespace shardtrain::checkpoint {
 namespace {
@@ -146,8 +150,15 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
   const std::string tmp = path + ".tmp";
   const auto tensors = tensors_of(b);
   h5::File file;
+  // Every rank makes and checks the directory: where it is node-local (or a
+  // relative path from another working directory) the others would wait
+  // in the collective create for a rank that cannot write there.
   agreed(c, [&] {
-    if (c.rank == 0) io::make_parent_directory(path);
+    io::make_parent_directory(path);
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    ST_CHECK(::access(dir.empty() ? "." : dir.c_str(), W_OK) == 0,
+             "{}: rank {} cannot write the checkpoint directory: {}", dir.empty() ? "." : dir, c.rank,
+             std::strerror(errno));
   });
   agreed(c, [&] {
     h5::silence_errors();
@@ -215,6 +226,16 @@ Header load(const std::string& path, MPI_Comm mpi_comm, const Identity& expected
   std::vector<int64_t> pieces;
   std::vector<uint32_t> crcs;
   const auto tensors = tensors_of(b);
+  // Every rank must see the file before the collective open (which would
+  // wait for a rank that cannot).
+  agreed(c, [&] {
+    std::error_code ec;
+    ST_CHECK(!std::filesystem::is_directory(path, ec),
+             "{} is a directory: name a checkpoint file in it, or resume with --resume auto and the run "
+             "directory", path);
+    ST_CHECK(std::filesystem::is_regular_file(path, ec), "{}: no such file on rank {} (a checkpoint must be "
+             "visible to every rank: a shared file system, and an absolute path)", path, c.rank);
+  });
   agreed(c, [&] {
     h5::PropList fapl = io::mpio::file_access(mpi_comm);
     file = h5::open_file(path, fapl.get());  // its errors name the file

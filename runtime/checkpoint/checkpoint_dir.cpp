@@ -1,5 +1,7 @@
 #include "runtime/checkpoint/checkpoint_dir.h"
 
+#include "runtime/core/error.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -66,6 +68,19 @@ std::vector<std::string> keep_latest(const std::string& dir, int64_t keep) {
     if (drop && fs::remove(e.path, ec)) removed.push_back(e.path);
   }
   return removed;
+}
+
+std::vector<std::string> set_aside_newer_than(const std::string& dir, int64_t step, const std::string& tag) {
+  std::vector<std::string> moved;
+  for (const Entry& e : scan(dir)) {
+    if (!e.complete || e.step <= step) continue;
+    const std::string to = e.path + ".superseded-" + tag;
+    std::error_code ec;
+    fs::rename(e.path, to, ec);
+    ST_CHECK(!ec, "cannot set {} aside as {}: {}", e.path, to, ec.message());
+    moved.push_back(to);
+  }
+  return moved;
 }
 
 }  // namespace shardtrain::checkpoint

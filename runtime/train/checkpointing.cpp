@@ -1,9 +1,11 @@
 #include "runtime/train/checkpointing.h"
 
 #include "runtime/checkpoint/checkpoint_dir.h"
+#include "runtime/comm/agree_or_throw.h"
 #include "runtime/core/clock.h"
 
 #include <csignal>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -104,6 +106,20 @@ std::pair<std::string, double> Checkpointing::save(const checkpoint::Progress& p
   if (rank_ == 0) checkpoint::keep_latest(dir_, keep_);
   MPI_Barrier(MPI_COMM_WORLD);  // nobody lists the directory while rank 0 prunes it
   return {path, now_seconds() - t0};
+}
+
+std::vector<std::string> Checkpointing::set_aside_newer_than(int64_t step) {
+  std::vector<std::string> moved;
+  std::string error;
+  if (rank_ == 0) {
+    try {
+      moved = checkpoint::set_aside_newer_than(dir_, step, std::to_string(std::time(nullptr)));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  comm::agree_or_throw(MPI_COMM_WORLD, error);  // nobody lists the directory while rank 0 renames
+  return moved;
 }
 
 std::optional<std::string> Checkpointing::resolve(const std::string& resume) const {

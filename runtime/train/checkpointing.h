@@ -29,6 +29,11 @@ class Checkpointing {
   // path and the seconds it took.
   std::pair<std::string, double> save(const checkpoint::Progress& progress, int64_t step_of_fault_hook = -1);
 
+  // Collective: rank 0 sets the complete checkpoints newer than `step` (where
+  // this run starts) aside (checkpoint::set_aside_newer_than); returns their
+  // new paths on rank 0.
+  std::vector<std::string> set_aside_newer_than(int64_t step);
+
   // What `--resume` names: "auto" (the newest complete checkpoint in dir(),
   // nullopt when there is none) or a file.
   std::optional<std::string> resolve(const std::string& resume) const;

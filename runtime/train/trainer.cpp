@@ -63,6 +63,10 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   }
 
   // ---- init: run directory, communicator, data, model, optimizer ----------
+  ST_CHECK(options.resume != "auto" || !options.run_dir.empty() || !config.run.dir.empty() ||
+               !config.checkpoint.dir.empty(),
+           "--resume auto resumes the newest checkpoint of a run directory: name it with --run-dir (or set "
+           "run.dir or checkpoint.dir); without one this run gets a new directory, which holds none");
   std::string dir = !options.run_dir.empty() ? options.run_dir
                     : !config.run.dir.empty() ? config.run.dir
                                               : RunDir::default_path(config.source);
@@ -202,6 +206,8 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   Checkpointing checkpoints(config, dir, s, fsdp.get(), mpi.rank(), mpi.world_size());
   int64_t step = 0, epoch = 0, first_batch = 0;  // where training starts: 0, or the checkpoint's position
   std::string resumed_from;
+  std::optional<double> time_to_target;  // training seconds until the target was reached
+  int64_t last_checkpoint = -1;
   if (!options.resume.empty()) {
     // Rank 0 picks the file, so that every rank loads the same one.
     const std::string path = mpi.broadcast_string(checkpoints.resolve(options.resume).value_or(""), 0);
@@ -214,6 +220,8 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
       epoch = h.progress.epoch;
       first_batch = h.progress.batch;
       resumed_from = path;
+      last_checkpoint = step;  // nothing to write again at this step
+      if (h.progress.target_reached_ms >= 0) time_to_target = double(h.progress.target_reached_ms) / 1000.0;
       run.log(fmt::format("[resume] {}: step {} (epoch {}, next batch {}), written by {} rank(s) with {}{}; loaded "
                           "onto {} rank(s) with {} in {:.2f} s",
                           path, step, epoch, first_batch, h.origin.world, h.origin.strategy,
@@ -225,15 +233,31 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
                             h.progress.total_steps, total_steps));
       for (const std::string& change : checkpoints.config_changes(h))
         run.log("[resume] config changed since the checkpoint: " + change);
+      if (time_to_target)
+        run.log(fmt::format("[resume] the checkpoint's run reached its target after {:.1f} s of training: nothing "
+                            "left to train (the final evaluation runs again)",
+                            *time_to_target));
     }
   }
+  const int64_t start_step = step;
+  if (checkpoints.enabled())
+    for (const std::string& moved : checkpoints.set_aside_newer_than(step))
+      run.log(fmt::format("[checkpoint] {} is newer than step {}, where this run starts: an earlier run's, set "
+                          "aside (no longer listed, loaded or pruned)",
+                          moved, step));
   if (checkpoints.enabled())
     run.log(fmt::format("[init] checkpoints every {} steps and at the end to {}, newest {} kept",
                         config.checkpoint.every_steps, checkpoints.dir(), config.checkpoint.keep));
-  int64_t last_checkpoint = -1;
   RunTelemetry* step_records = nullptr;  // once training starts: the step before carries a checkpoint's time
+  // The sampler position of the next batch, as the loop below moves it (not
+  // derived from `step`: a resumed run may have another number of batches
+  // per epoch than the run that wrote its checkpoint).
+  int64_t next_epoch = epoch, next_batch = first_batch;
+  int64_t last_eval_step = -1;
   auto save_checkpoint = [&] {
-    const checkpoint::Progress at{step, step / steps_per_epoch, step % steps_per_epoch, total_steps, 0};
+    checkpoint::Progress at{step, next_epoch, next_batch, total_steps, 0};
+    at.evaluated_step = last_eval_step;
+    at.target_reached_ms = time_to_target ? int64_t(std::llround(*time_to_target * 1000.0)) : -1;
     const auto [path, seconds] = checkpoints.save(at, step);
     if (step_records) step_records->add_checkpoint(seconds);
     last_checkpoint = step;
@@ -272,11 +296,10 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   int64_t trained_samples = 0;  // by this process (a resumed run counts from its start)
   double loss_sum = 0.0;  // this rank's, since the last evaluation
   int64_t loss_samples = 0;
-  std::optional<double> time_to_target;
   EvalResult last_eval;
-  int64_t last_eval_step = -1;
   std::string status = "completed";
   const int rank = mpi.rank();
+  bool checkpoint_after_eval = false;
 
   auto run_eval = [&] {
     const double t_eval = now_seconds();
@@ -331,6 +354,8 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
                                              {epoch, b, step, steps_per_epoch}, lr, ddp.get(), fsdp.get(), rank,
                                              stage_bytes);
         ++step;
+        next_epoch = b + 1 < steps_per_epoch ? epoch : epoch + 1;
+        next_batch = b + 1 < steps_per_epoch ? b + 1 : 0;
         trained_samples += config.train.global_batch_size;
         const double loss = phases.loss_sum;
         // Every rank holds the same parameters after the update, but each sees
@@ -344,18 +369,28 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
             throw Error(fmt::format("training diverged at step {} (loss {})", step, loss));
           break;
         }
-        if (checkpoints.due(step)) save_checkpoint();
+        // A checkpoint due where the epoch (or the run) ends waits for the
+        // evaluation that follows, so that it records it: a run resumed
+        // from it neither skips that evaluation nor misses a target reached
+        // there.
+        if (checkpoints.due(step)) {
+          if (b + 1 < steps_per_epoch && step < total_steps)
+            save_checkpoint();
+          else
+            checkpoint_after_eval = true;
+        }
         loss_sum += loss;
         loss_samples += sampler.local_batch() * buffers.tokens;  // the loss is per label: per token for gpt
         const double step_s = run_telemetry.step_seconds();
         const std::string line =
             progress.update(step, epoch, config.train.epochs, loss / double(sampler.local_batch() * buffers.tokens), lr,
-                            double(trained_samples) / step_s, step_s / double(step));
+                            double(trained_samples) / step_s, step_s / double(step - start_step));
         if (!line.empty()) run.log(line);
       }
       live_step = -1;
       if (status != "completed") break;
       run_eval();
+      if (std::exchange(checkpoint_after_eval, false)) save_checkpoint();
       mllog.end("epoch_stop", nullptr, {{"epoch_num", epoch + 1}});
     }
     // `final` is evaluated at the end of every run, also one cut short by max_steps.

@@ -138,5 +138,36 @@ check_refused "another model" "$ck" "models differ at parameter 0" --set model.h
 check_refused "truncated" trunc.h5 "cannot open as an HDF5 file|truncated"
 check_refused "corrupted" corrupt.h5 "params as written by rank [0-9] fails its checksum"
 check_refused "missing" nothere.h5 "no such file"
+check_refused "a directory" A/checkpoints "is a directory"
+
+# --- runs that reuse a directory ----------------------------------------------------
+# A fresh run (--overwrite) where an earlier run left checkpoints 10..40:
+# they are set aside, retention keeps this run's, --resume auto finds them.
+cp -r A O
+if train 1 none O --overwrite --set train.max_steps=15 &&
+   [ "$(ls O/checkpoints | grep -E '^step-[0-9]+\.h5$' | tr '\n' ' ')" = "step-00000010.h5 step-00000015.h5 " ] &&
+   [ "$(ls O/checkpoints | grep -c superseded)" -eq 4 ] &&
+   train 1 none O --set train.max_steps=15 --resume auto && grep -q 'resume\] O/checkpoints/step-00000015.h5' O.txt; then
+  echo "ok   a fresh run over an earlier run's checkpoints sets them aside: $(ls O/checkpoints | tr '\n' ' ')"
+else
+  fail "fresh run over old checkpoints"; tail -5 O.txt; ls O/checkpoints
+fi
+# A run that reached its target at the end of epoch 1 (step 20): its
+# checkpoint there follows the evaluation and records the target, so that a
+# resumed run (a requeued job) trains no further.
+if train 1 none T --set target.value=0.5 && grep -q 'target .* reached at epoch 1.00 (step 20)' T.txt &&
+   train 1 none T --set target.value=0.5 --resume auto && grep -q 'reached its target' T.txt &&
+   [ "$("$PY" -c "import json; r=json.load(open('T/result.json')); print(r['steps'], r['time_to_target_s'] is not None)")" = "20 True" ]; then
+  echo "ok   target reached at step 20, resumed: nothing left to train ($(grep -m1 -o 'reached its target.*' T.txt | cut -c1-80))"
+else
+  fail "resume after the target"; tail -5 T.txt
+fi
+# --resume auto with no directory to look in is an error, not a fresh start.
+if ! timeout 60 "${mpirun[@]}" -np 1 "$st" train "$cfg" "${common[@]}" --resume auto >noauto.txt 2>&1 &&
+   grep -q 'resume auto resumes the newest checkpoint of a run directory' noauto.txt; then
+  echo "ok   --resume auto without a run directory: $(grep -m1 -o 'error.*' noauto.txt | cut -c1-100)"
+else
+  fail "--resume auto without a run directory"; tail -3 noauto.txt
+fi
 
 [ "$failures" -eq 0 ] || { echo "$failures case(s) failed"; exit 1; }

@@ -53,6 +53,26 @@ TEST_F(CheckpointDirTest, KeepLatestPrunesOldCheckpointsAndStaleTemporaries) {
   EXPECT_TRUE(fs::exists(dir_ + "/step-00000050.h5.tmp"));
 }
 
+// A run resumed from step 20 of a directory that holds 30 and 40 (or one
+// started afresh there): those belong to an earlier run. Set aside, they are
+// neither listed nor pruned in place of the new run's checkpoints.
+TEST_F(CheckpointDirTest, NewerCheckpointsOfAnEarlierRunAreSetAside) {
+  for (int s : {10, 20, 30, 40}) touch(fmt::format("step-{:08d}.h5", s));
+  const auto moved = set_aside_newer_than(dir_, 20, "t1");
+  ASSERT_EQ(moved.size(), 2u);
+  EXPECT_EQ(moved[0], checkpoint_path(dir_, 30) + ".superseded-t1");
+  EXPECT_TRUE(fs::exists(moved[1]));
+  ASSERT_EQ(list_checkpoints(dir_).size(), 2u);
+  EXPECT_EQ(latest_checkpoint(dir_)->step, 20);
+  touch("step-00000025.h5");  // the resumed run's next checkpoint
+  keep_latest(dir_, 2);
+  EXPECT_TRUE(fs::exists(checkpoint_path(dir_, 25)));
+  EXPECT_TRUE(fs::exists(moved[0]));  // never pruned
+  EXPECT_TRUE(set_aside_newer_than(dir_, 25, "t2").empty());
+  EXPECT_EQ(set_aside_newer_than(dir_, 0, "t3").size(), 2u);  // a fresh start
+  EXPECT_TRUE(list_checkpoints(dir_).empty());
+}
+
 TEST(CheckpointPieces, FsdpPiecesTileTheFlatBufferOverTheRanks) {
   const std::vector<nn::BlockRange> blocks = {{0, 48}, {48, 112}, {160, 16}};
   for (int world : {1, 2, 3, 4, 7}) {
