@@ -64,6 +64,7 @@ ShardCache::ShardCache(std::string source_dir, StageOptions options)
            "{}: the cache directory is the source split directory itself", cache_dir_);
 
   cached_.assign(manifest_.shards.size(), false);
+  pinned_.assign(manifest_.shards.size(), false);
   last_used_.assign(manifest_.shards.size(), 0);
 }
 
@@ -165,10 +166,15 @@ bool ShardCache::stage_one(int index, const Log& log) {
   }
   const ManifestShard& shard = manifest_.shards[size_t(index)];
   const std::string dst = cache_path(index);
-  if (!evict_for(index, shard.bytes, log)) {
+  const Room room = evict_for(index, shard.bytes, log);
+  if (room != Room::fits) {
     remove_quietly(dst);
-    emit(log, fmt::format("{:.1f} MB is more than the cache's capacity ({} GB): read from the source",
-                          mb(shard.bytes), options_.capacity_gb));
+    emit(log, room == Room::too_large
+                  ? fmt::format("{:.1f} MB is more than the cache's capacity ({} GB): read from the source",
+                                mb(shard.bytes), options_.capacity_gb)
+                  : fmt::format("no room within {} GB: the cached copies are in use by the loader; read from "
+                                "the source",
+                                options_.capacity_gb));
     return true;
   }
   if (adopt_existing(index, log)) return true;
@@ -251,20 +257,25 @@ bool ShardCache::adopt_existing(int index, const Log& log) {
   return true;
 }
 
-bool ShardCache::evict_for(int index, int64_t incoming_bytes, const Log& log) {
-  if (options_.capacity_gb <= 0) return true;
+ShardCache::Room ShardCache::evict_for(int index, int64_t incoming_bytes, const Log& log) {
+  if (options_.capacity_gb <= 0) return Room::fits;
   const double capacity = options_.capacity_gb * 1e9;
-  if (double(incoming_bytes) > capacity) return false;
+  if (double(incoming_bytes) > capacity) return Room::too_large;
   std::vector<int> victims;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Evict nothing unless the unpinned copies can make room.
+    int64_t evictable = 0;
+    for (size_t j = 0; j < cached_.size(); ++j)
+      if (cached_[j] && !pinned_[j] && int(j) != index) evictable += manifest_.shards[j].bytes;
+    if (double(cached_bytes_ - evictable + incoming_bytes) > capacity) return Room::in_use;
     while (double(cached_bytes_ + incoming_bytes) > capacity) {
       int victim = -1;
       for (size_t j = 0; j < cached_.size(); ++j) {
-        if (!cached_[j] || int(j) == index) continue;
+        if (!cached_[j] || pinned_[j] || int(j) == index) continue;
         if (victim < 0 || last_used_[j] < last_used_[size_t(victim)]) victim = int(j);
       }
-      if (victim < 0) break;
+      if (victim < 0) break;  // cannot happen: the unpinned copies make room
       // From here on path_for returns the source for it: removing the file is safe.
       cached_[size_t(victim)] = false;
       cached_bytes_ -= manifest_.shards[size_t(victim)].bytes;
@@ -278,7 +289,13 @@ bool ShardCache::evict_for(int index, int64_t incoming_bytes, const Log& log) {
     emit(log, fmt::format("evicted {} (least recently used) to stay within {} GB", manifest_.shards[size_t(v)].file,
                           options_.capacity_gb));
   }
-  return true;
+  return Room::fits;
+}
+
+void ShardCache::pin(int index, bool pinned) {
+  check_index(index);
+  std::lock_guard<std::mutex> lock(mu_);
+  pinned_[size_t(index)] = pinned;
 }
 
 void ShardCache::mark_cached(int index, bool kept) {

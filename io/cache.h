@@ -105,6 +105,13 @@ class ShardCache {
   // returns a partial or unverified copy. Thread-safe.
   std::string path_for(int index);
   bool cached(int index) const;
+  // A pinned copy is never evicted: the loader pins a shard before it checks
+  // that the copy is there on every rank and keeps it pinned while it reads
+  // the copy. Evicting a copy the loader holds open would free no disk space
+  // (the file lives on, unlinked, until closed) and, between the check and
+  // the collective open, would leave the ranks in different calls. When the
+  // unpinned copies cannot make room for a shard, it stays on the source.
+  void pin(int index, bool pinned);
   StageStats stats() const;
   // Where shard `index` is in the source / would be in the cache (no check,
   // no LRU mark). The cache path is the same string on every node that uses
@@ -116,7 +123,8 @@ class ShardCache {
   void copy_loop(const std::vector<int>& order, const Log& log);
   bool stage_one(int index, const Log& log);  // copy + verify (+ one retry); false if it failed
   bool adopt_existing(int index, const Log& log);  // a valid copy already in the cache
-  bool evict_for(int index, int64_t incoming_bytes, const Log& log);  // false: cannot fit
+  enum class Room { fits, too_large, in_use };
+  Room evict_for(int index, int64_t incoming_bytes, const Log& log);
   void remove_stale_temp_files();  // left by a killed copier; the copier's own start only
   void mark_cached(int index, bool kept);
   void check_index(int index) const;
@@ -126,7 +134,7 @@ class ShardCache {
   Manifest manifest_;
   RateLimiter limiter_;
   mutable std::mutex mu_;
-  std::vector<bool> cached_;
+  std::vector<bool> cached_, pinned_;
   std::vector<uint64_t> last_used_;  // LRU clock per shard (set when cached, then by path_for)
   uint64_t clock_ = 0;
   int64_t cached_bytes_ = 0;

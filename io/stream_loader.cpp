@@ -338,13 +338,21 @@ void StreamLoader::Impl::reopen_cached_shards() {
   for (size_t s = 0; s < n; ++s) have[s] = open_paths[s] == source_files[s] && locator.cached(int(s)) ? 1 : 0;
   MPI_Allreduce(have.data(), all.data(), int(n), MPI_INT, MPI_MIN, comm);
   std::vector<std::string> want(n);
+  const std::vector<int> candidates = all;
   for (size_t s = 0; s < n; ++s) {
-    if (all[s]) want[s] = locator.path_for(int(s));
+    if (all[s]) {
+      want[s] = locator.path_for(int(s));
+      // Pinned before the check: from here on the stager leaves it alone.
+      if (locator.pin) locator.pin(int(s), true);
+    }
     have[s] = all[s] && ::access(want[s].c_str(), R_OK) == 0 ? 1 : 0;
   }
   MPI_Allreduce(have.data(), all.data(), int(n), MPI_INT, MPI_MIN, comm);
   for (size_t s = 0; s < n; ++s) {
-    if (!all[s]) continue;
+    if (!all[s]) {
+      if (candidates[s] && locator.pin) locator.pin(int(s), false);
+      continue;
+    }
     shards[s].reset();  // collective close
     open_shard(int(s), want[s]);
   }

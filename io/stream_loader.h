@@ -69,6 +69,9 @@ struct LoaderStats {
 struct ShardLocator {
   std::function<bool(int)> cached;
   std::function<std::string(int)> path_for;
+  // Optional: keeps the stager from evicting a copy (ShardCache::pin) from
+  // before the loader checks it until it is no longer read.
+  std::function<void(int, bool)> pin;
 };
 
 class StreamLoader {

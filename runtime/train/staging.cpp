@@ -18,7 +18,7 @@ io::ShardLocator Staging::locator() {
   // cached; the loader asks `cached` first and wants the copy's path.
   if (stager_)
     return {[cache](int i) { return cache->cached(i) && !cache->path_for(i).empty(); },
-            [cache](int i) { return cache->cache_path(i); }};
+            [cache](int i) { return cache->cache_path(i); }, [cache](int i, bool p) { cache->pin(i, p); }};
   return {[](int) { return true; }, [cache](int i) { return cache->cache_path(i); }};
 }
 

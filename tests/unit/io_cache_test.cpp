@@ -433,6 +433,44 @@ TEST(ShardCache, EvictsTheLeastRecentlyUsedPastTheCapacity) {
   EXPECT_TRUE(fifo.cached(2));
 }
 
+// A copy the loader has open (pinned) is never evicted: removing it would
+// free no disk space while the loader reads it. With only pinned copies to
+// evict, the next shard stays on the source and the capacity holds.
+TEST(ShardCache, PinnedCopiesAreNeverEvicted) {
+  TempDir dir;
+  make_split(dir / "train", {1000, 1000, 1000, 1000});
+  StageOptions o = options_for(dir / "cache");
+  o.capacity_gb = 2500e-9;  // room for two shards
+  ShardCache cache(dir / "train", o);
+  cache.start({0, 1});
+  cache.wait();
+  cache.pin(0, true);
+  cache.path_for(0);  // 0 used last, but pinned either way; 1 goes
+  cache.start({2});
+  cache.wait();
+  EXPECT_TRUE(cache.cached(0));
+  EXPECT_FALSE(cache.cached(1));
+  EXPECT_TRUE(cache.cached(2));
+  cache.pin(2, true);
+  std::vector<std::string> lines;
+  cache.start({3}, [&](const std::string& line) { lines.push_back(line); });
+  cache.wait();
+  EXPECT_FALSE(cache.cached(3));
+  EXPECT_EQ(cache.path_for(3), dir / "train/part-00003.h5");
+  EXPECT_TRUE(cache.cached(0));
+  EXPECT_TRUE(cache.cached(2));
+  EXPECT_FALSE(fs::exists(dir / "cache/train/part-00003.h5"));
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines.back().find("in use by the loader"), std::string::npos) << lines.back();
+  EXPECT_EQ(cache.stats().shards_evicted, 1);
+  cache.pin(2, false);  // no longer read: may go
+  cache.start({3});
+  cache.wait();
+  EXPECT_TRUE(cache.cached(3));
+  EXPECT_FALSE(cache.cached(2));
+  EXPECT_TRUE(cache.cached(0));
+}
+
 TEST(ShardCache, AShardLargerThanTheCapacityStaysOnTheSource) {
   TempDir dir;
   make_split(dir / "train", {1000, 5000});
