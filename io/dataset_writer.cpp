@@ -164,4 +164,21 @@ void write_shard(const std::string& path, const ShardHeader& header, const void*
   writer.finish();
 }
 
+void remove_stale_shards(const std::string& dir, int shards) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    const bool tmp = name.ends_with(".tmp");
+    if (tmp) name.resize(name.size() - 4);
+    int index = 0;
+    if (format_v1::parse_shard_file_name(name, &index) && (tmp || index >= shards)) {
+      std::error_code remove_ec;
+      std::filesystem::remove(it->path(), remove_ec);
+      ST_CHECK(!remove_ec, "{}: cannot remove stale shard file: {}", it->path().string(),
+               remove_ec.message());
+    }
+  }
+  ST_CHECK(!ec, "{}: cannot list directory: {}", dir, ec.message());
+}
+
 }  // namespace shardtrain::io

@@ -54,4 +54,9 @@ class ShardWriter {
 void write_shard(const std::string& path, const format_v1::ShardHeader& header, const void* x,
                  const int32_t* y);
 
+// Removes shard files (and leftover .tmp files) of an earlier run with more
+// than `shards` shards from `dir`, so that it holds exactly this run's; an
+// Error naming a file it cannot remove.
+void remove_stale_shards(const std::string& dir, int shards);
+
 }  // namespace shardtrain::io

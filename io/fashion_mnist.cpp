@@ -43,25 +43,6 @@ Split read_split(const std::string& source_dir, const std::string& name, const s
   return split;
 }
 
-// Removes shard files (and leftover .tmp files) of an earlier run with more
-// shards, so the directory holds exactly this run's shards.
-void remove_stale_shards(const fs::path& dir, int shards) {
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    const bool tmp = name.ends_with(".tmp");
-    if (tmp) name.resize(name.size() - 4);
-    int index = 0;
-    if (format_v1::parse_shard_file_name(name, &index) && (tmp || index >= shards)) {
-      std::error_code remove_ec;
-      fs::remove(it->path(), remove_ec);
-      ST_CHECK(!remove_ec, "{}: cannot remove stale shard file: {}", it->path().string(),
-               remove_ec.message());
-    }
-  }
-  ST_CHECK(!ec, "{}: cannot list directory: {}", dir.string(), ec.message());
-}
-
 void write_split(const Split& split, const std::string& out_dir, int shards,
                  const std::function<void(const std::string&)>& progress) {
   const fs::path dir = fs::path(out_dir) / split.name;
@@ -95,7 +76,7 @@ void write_split(const Split& split, const std::string& out_dir, int shards,
     write_shard(path, header, split.images.data.data() + begin * sample_bytes, labels.data());
     if (progress) progress(fmt::format("wrote {} ({} samples)", path, end - begin));
   }
-  remove_stale_shards(dir, shards);
+  remove_stale_shards(dir.string(), shards);
   write_split_manifest(dir.string());
   if (progress) progress(fmt::format("wrote {}", manifest_path(dir.string())));
 }

@@ -39,11 +39,7 @@ void write_text_split(const fs::path& dir, const std::string& split, const uint8
   std::error_code ec;
   fs::create_directories(dir, ec);
   ST_CHECK(!ec, "{}: cannot create directory: {}", dir.string(), ec.message());
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {  // replace earlier shards
-    int index = 0;
-    if (format_v1::parse_shard_file_name(it->path().filename().string(), &index) && index > 0)
-      fs::remove(it->path(), ec);
-  }
+  remove_stale_shards(dir.string(), 1);  // replace an earlier run's shards
   format_v1::ShardHeader header;
   header.split = split;
   header.num_classes = kByteVocabulary;
