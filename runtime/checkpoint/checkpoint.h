@@ -89,8 +89,8 @@ void save(const std::string& path, MPI_Comm comm, const Header& header, const Bu
 // e.g. an FSDP shard's padding, is zeroed) and returns the file's header.
 Header load(const std::string& path, MPI_Comm comm, const Identity& expected, Buffers& buffers);
 
-// The header alone, read by this process with POSIX I/O (no MPI): for
-// listing checkpoints and `shardtrain checkpoint info`.
+// The header alone, read by this process with POSIX I/O (no MPI), e.g. to
+// inspect a checkpoint without a job (the tests use it).
 Header read_header(const std::string& path);
 
 // A short fingerprint of a resolved config's TOML ("fnv1a64:<16 hex>"),

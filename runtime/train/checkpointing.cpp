@@ -139,12 +139,17 @@ checkpoint::Header Checkpointing::load(const std::string& path) {
 
 std::vector<std::string> Checkpointing::config_changes(const checkpoint::Header& h, size_t limit) const {
   const auto before = toml_values(h.origin.config_toml), now = toml_values(config_toml_);
-  std::vector<std::string> out;
+  std::vector<std::string> all;
   for (const auto& [key, value] : now) {
     const auto it = before.find(key);
     const std::string old = it == before.end() ? "(unset)" : it->second;
-    if (old != value && out.size() < limit) out.push_back(fmt::format("{}: {} -> {}", key, old, value));
+    if (old != value) all.push_back(fmt::format("{}: {} -> {}", key, old, value));
   }
+  for (const auto& [key, value] : before)  // keys this build no longer has
+    if (!now.contains(key)) all.push_back(fmt::format("{}: {} -> (no such key now)", key, value));
+  if (all.size() <= limit) return all;
+  std::vector<std::string> out(all.begin(), all.begin() + std::ptrdiff_t(limit));
+  out.push_back(fmt::format("... and {} more (the checkpoint's config is its `config` attribute)", all.size() - limit));
   return out;
 }
 

@@ -42,7 +42,8 @@ class Checkpointing {
   checkpoint::Header load(const std::string& path);
 
   // Config lines that differ between the checkpoint's config and this run's
-  // (run.dir left out), as "key: old -> new"; at most `limit`.
+  // (run.dir left out), as "key: old -> new"; past `limit`, one line saying
+  // how many more.
   std::vector<std::string> config_changes(const checkpoint::Header& h, size_t limit = 8) const;
 
  private:
