@@ -34,6 +34,22 @@ std::string rank_file(const std::string& dir, const char* stem, int rank, const 
 
 }  // namespace
 
+std::vector<std::string> set_aside_earlier_telemetry(const std::string& run_dir, int rank, const std::string& tag) {
+  std::vector<std::string> paths = {rank_file(run_dir, "rank", rank, "jsonl"),
+                                    rank_file(run_dir, "trace-rank", rank, "json")};
+  if (rank == 0) paths.push_back((fs::path(run_dir) / "mllog.txt").string());
+  std::vector<std::string> moved;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    if (!fs::exists(p, ec)) continue;
+    const std::string to = p + ".before-" + tag;
+    fs::rename(p, to, ec);
+    ST_CHECK(!ec, "{}: cannot set the earlier run's file aside as {}: {}", p, to, ec.message());
+    moved.push_back(to);
+  }
+  return moved;
+}
+
 RunTelemetry::RunTelemetry(const Config& config, const std::string& run_dir, int rank, int world,
                            comm::Communicator* comm, double run_start)
     : config_(config), dir_(run_dir), rank_(rank), world_(world), comm_(comm),

@@ -22,6 +22,12 @@
 
 namespace shardtrain::train {
 
+// A resumed run writes its telemetry afresh (the summary describes this
+// process's steps); the earlier run's files (this rank's step records and
+// trace, and on rank 0 mllog.txt) are renamed to <name>.before-<tag> first,
+// out of the report's way but not lost. Returns the new names.
+std::vector<std::string> set_aside_earlier_telemetry(const std::string& run_dir, int rank, const std::string& tag);
+
 class RunTelemetry {
  public:
   RunTelemetry(const Config& config, const std::string& run_dir, int rank, int world,

@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cmath>
 #include <csignal>
+#include <ctime>
 #include <filesystem>
 #include <optional>
 
@@ -78,6 +79,13 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   run.log(fmt::format("[init] shardtrain {} on {} rank(s), strategy {}; config {}; run dir {}",
                       "0.1.0", mpi.world_size(), strategy, config.source, dir));
   if (const std::string note = blas_core_note(); !note.empty()) run.log("[init] " + note);
+  if (!options.resume.empty() && config.telemetry.enabled) {
+    const std::string tag = mpi.broadcast_string(std::to_string(std::time(nullptr)), 0);
+    const std::vector<std::string> moved = set_aside_earlier_telemetry(dir, mpi.rank(), tag);
+    if (!moved.empty())
+      run.log(fmt::format("[resume] the earlier run's telemetry kept as {}{}", moved.front(),
+                          moved.size() > 1 ? fmt::format(" and {} more *.before-{}", moved.size() - 1, tag) : ""));
+  }
   telemetry::MlLog mllog(mpi.rank() == 0 && config.telemetry.enabled
                              ? (std::filesystem::path(dir) / "mllog.txt").string()
                              : std::string());

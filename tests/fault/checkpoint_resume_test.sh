@@ -71,6 +71,10 @@ if train 4 fsdp B --resume auto && grep -q 'resume\] B/checkpoints/step-00000010
 else
   fail "resume at the same world size: difference ${d:-none}"; tail -5 B.txt
 fi
+# The killed run's telemetry is kept beside the resumed run's, not overwritten.
+kept=$(ls B/telemetry B | grep -cE '^(rank-0000[0-3]\.jsonl|mllog\.txt)\.before-[0-9]+$')
+[ "$kept" -eq 5 ] && echo "ok   the killed run's step records (4 ranks) and mllog.txt kept as *.before-<time>" ||
+  fail "earlier telemetry kept: $kept files, expected 5: $(ls B/telemetry B | tr '\n' ' ')"
 
 # --- resharded: 4 -> 2, 3 (FSDP), 2 (DDP), 1 -----------------------------------------
 for run in "2 fsdp" "3 fsdp" "2 ddp" "1 none"; do
