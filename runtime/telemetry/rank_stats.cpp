@@ -45,6 +45,7 @@ RankStats rank_stats(int rank, const std::vector<StepRecord>& records) {
     s.io_requests += static_cast<double>(r.io_requests);
     s.io_read_s += r.io_read_s;
     s.mem_peak_bytes = std::max(s.mem_peak_bytes, static_cast<double>(r.mem_cpu_peak_bytes));
+    s.mem_gpu_peak_bytes = std::max(s.mem_gpu_peak_bytes, static_cast<double>(r.mem_gpu_peak_bytes));
     s.cpu_process_s += r.cpu_process_s;
   }
   s.step_median_s = percentile(steps, 0.5);
@@ -77,6 +78,7 @@ constexpr double RankStats::*kPackedFields[] = {
     &RankStats::samples_per_s,      &RankStats::io_bytes,
     &RankStats::io_requests,        &RankStats::io_read_s,
     &RankStats::mem_peak_bytes,     &RankStats::cpu_process_s,
+    &RankStats::mem_gpu_peak_bytes,
 };
 static_assert(2 + std::size(kPackedFields) == RankStats::kPackedSize);
 

@@ -39,6 +39,7 @@ json rank_json(const RankStats& s) {
           {"io_requests", std::llround(s.io_requests)},
           {"io_read_s", s.io_read_s},
           {"mem_peak_bytes", std::llround(s.mem_peak_bytes)},
+          {"mem_gpu_peak_bytes", std::llround(s.mem_gpu_peak_bytes)},
           {"cpu_process_s", s.cpu_process_s}};
 }
 

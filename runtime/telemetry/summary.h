@@ -32,10 +32,11 @@ struct RankStats {
   double comm_s = 0;  // total communication (overlapped or not)
   double samples_per_s = 0;
   double io_bytes = 0, io_requests = 0, io_read_s = 0;
-  double mem_peak_bytes = 0, cpu_process_s = 0;
+  double mem_peak_bytes = 0, cpu_process_s = 0;  // host memory
+  double mem_gpu_peak_bytes = 0;                  // the rank's GPU (0 without one)
 
   // A fixed-length vector (kPackedSize doubles) for one MPI gather.
-  static constexpr size_t kPackedSize = 22;
+  static constexpr size_t kPackedSize = 23;
   std::vector<double> pack() const;
   static RankStats unpack(const std::vector<double>& v);
 };

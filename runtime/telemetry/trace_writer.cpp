@@ -142,6 +142,11 @@ void TraceWriter::write(const std::vector<SpanEvent>& spans) {
     }
   }
   std::fwrite(out.data(), 1, out.size(), f_);
+  // To the kernel now: a job that fails ends in MPI_Abort or _exit, which
+  // drop stdio's buffer, and would leave a file cut inside an event. Ended
+  // after a whole event, it is a valid trace (the Trace Event Format allows
+  // the closing bracket to be missing).
+  std::fflush(f_);
 }
 
 void TraceWriter::close(const std::vector<std::pair<int, std::string>>& threads) {

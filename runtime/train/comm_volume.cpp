@@ -13,8 +13,9 @@ bool hybrid(const std::string& strategy, const std::string& sharding) {
 }  // namespace
 
 double theory_wire_bytes(const std::string& strategy, const std::string& fsdp_sharding, int64_t parameters,
-                         int world, int shard_group, int gather_bytes, int reduce_bytes) {
-  const double psi = double(parameters), n = world, g = gather_bytes, r = reduce_bytes;
+                         int world, int shard_group, int gather_bytes, int reduce_bytes, int micro_batches) {
+  // FSDP gathers for every micro-batch: g counts k times.
+  const double psi = double(parameters), n = world, g = double(gather_bytes) * micro_batches, r = reduce_bytes;
   if (world <= 1) return 0.0;
   if (hybrid(strategy, fsdp_sharding)) {
     const double s = shard_group, nodes = double(world) / s;
@@ -28,10 +29,14 @@ double theory_wire_bytes(const std::string& strategy, const std::string& fsdp_sh
 }
 
 std::string comm_volume_line(const std::string& strategy, const std::string& fsdp_sharding, int64_t parameters,
-                             int world, double measured, int shard_group, int gather_bytes, int reduce_bytes) {
+                             int world, double measured, int shard_group, int gather_bytes, int reduce_bytes,
+                             int micro_batches) {
   const double theory = theory_wire_bytes(strategy, fsdp_sharding, parameters, world, shard_group, gather_bytes,
-                                          reduce_bytes);
-  const int g = gather_bytes, r = reduce_bytes;
+                                          reduce_bytes, micro_batches);
+  const int r = reduce_bytes;
+  // What is gathered per step, written out: "4" or, with k micro-batches, "k x 4".
+  const std::string g = micro_batches > 1 && strategy == "fsdp" ? fmt::format("{} x {}", micro_batches, gather_bytes)
+                                                                : fmt::format("{}", gather_bytes);
   const std::string formula =
       hybrid(strategy, fsdp_sharding)
           ? fmt::format("({}+{}+{})(n-1)/n + 2(R-1)/(R n) x 4 B with n = {}, R = {},", g, g, r, shard_group,

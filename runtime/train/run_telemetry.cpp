@@ -82,6 +82,7 @@ void RunTelemetry::begin_step(int64_t step, double epoch) {
   cpu_thread_ = cpu_seconds(RUSAGE_THREAD);
   cpu_process_ = cpu_seconds(RUSAGE_SELF);
   reset_peak_memory(Device::cpu());
+  if (!device_.is_cpu()) reset_peak_memory(device_);  // the step's own GPU peak, as for the host
   own_s_ += now_seconds() - t0;
 }
 

@@ -30,6 +30,7 @@
 #include <csignal>
 #include <ctime>
 #include <filesystem>
+#include <memory>
 #include <optional>
 
 namespace shardtrain::train {
@@ -95,10 +96,14 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   mllog.event("global_batch_size", config.train.global_batch_size);
   mllog.event("opt_base_learning_rate", config.optim.lr);
   // What the flight recorder says this rank was doing (read from its thread).
-  std::atomic<int64_t> live_step{-1};
+  // Shared with the recorder's context: the recorder stays armed after this
+  // function returns or throws (main's error handler dumps it), so the
+  // context must not point into this stack frame.
+  const auto live_step_shared = std::make_shared<std::atomic<int64_t>>(-1);
+  std::atomic<int64_t>& live_step = *live_step_shared;
   if (config.telemetry.enabled)
-    telemetry::FlightRecorder::arm(dir, mpi.rank(), size_t(config.telemetry.flight_spans), [&] {
-      const int64_t st = live_step.load();
+    telemetry::FlightRecorder::arm(dir, mpi.rank(), size_t(config.telemetry.flight_spans), [live_step_shared] {
+      const int64_t st = live_step_shared->load();
       return st < 0 ? std::string("initializing or evaluating") : fmt::format("in step {}", st);
     });
 
@@ -318,6 +323,8 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
       telemetry::Span span("eval", "eval", step);
       // FSDP: each Block gathered for its forward, as in training.
       last_eval = evaluate(model, s.test_data, config.train.eval_batch_size, comm.get(), s.language_model, fsdp.get());
+      // Its gathers are the evaluation's (eval_s), not the next step's.
+      if (fsdp) fsdp->take_stats();
     }
     mllog.end("eval_stop", nullptr, {{"epoch_num", epoch_num}});
     mllog.event("eval_accuracy", last_eval.accuracy, {{"epoch_num", epoch_num}});
@@ -508,7 +515,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     const int gather_bytes = config.parallel.fsdp.param_dtype == "bf16" ? 2 : 4, reduce_bytes = reduced == "bf16" ? 2 : 4;
     run.log(comm_volume_line(strategy, config.parallel.fsdp.sharding, model.flat().parameter_count(), mpi.world_size(),
                              result["timing"]["comm_wire_bytes"].get<double>(), fsdp ? fsdp->shard_group_size() : 0,
-                             gather_bytes, reduce_bytes));
+                             gather_bytes, reduce_bytes, int(config.train.accumulation_steps)));
   }
   if (comm && !comm::engine_priority_raised())
     run.log("[summary] note: the communication threads could not raise their priority (no "

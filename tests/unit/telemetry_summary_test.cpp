@@ -65,6 +65,7 @@ TEST(RankStats, MediansP95FractionsAndUtilization) {
     r.io_requests = 2;
     r.io_read_s = 0.001;
     r.mem_cpu_peak_bytes = 1000 * (i + 1);
+    r.mem_gpu_peak_bytes = 3000 - 100 * i;
     r.cpu_process_s = 0.1;
     records.push_back(r);
   }
@@ -91,6 +92,7 @@ TEST(RankStats, MediansP95FractionsAndUtilization) {
   EXPECT_DOUBLE_EQ(s.io_bytes, 500);
   EXPECT_DOUBLE_EQ(s.io_requests, 10);
   EXPECT_DOUBLE_EQ(s.mem_peak_bytes, 5000);
+  EXPECT_DOUBLE_EQ(s.mem_gpu_peak_bytes, 3000);
   EXPECT_NEAR(s.cpu_process_s, 0.5, 1e-12);
 }
 
@@ -180,9 +182,9 @@ TEST(Summary, DocumentedKeysAndAcrossRankStatistics) {
   for (const char* key : {"rank", "steps", "step_time_median_s", "step_time_p95_s", "step_time_mean_s", "busy_time_median_s", "au",
                           "data_wait_frac", "comm_exposed_frac", "blocked_on_peers_frac", "compute_median_s",
                           "data_wait_median_s", "comm_exposed_median_s", "comm_s", "samples_per_s", "io_bytes",
-                          "io_requests", "io_read_s", "mem_peak_bytes", "cpu_process_s"})
+                          "io_requests", "io_read_s", "mem_peak_bytes", "mem_gpu_peak_bytes", "cpu_process_s"})
     EXPECT_TRUE(s["per_rank"][0].contains(key)) << key;
-  EXPECT_EQ(s["per_rank"][0].size(), 20u);
+  EXPECT_EQ(s["per_rank"][0].size(), 21u);
   for (const char* key : {"step_time_median_s", "busy_time_median_s", "au", "data_wait_frac", "comm_exposed_frac",
                           "blocked_on_peers_frac"}) {
     ASSERT_TRUE(s["across_ranks"].contains(key)) << key;

@@ -116,6 +116,25 @@ TEST(Trace, AWriterClosedEarlyStillLeavesAValidArray) {
   fs::remove_all(dir);
 }
 
+// A job that fails ends in MPI_Abort or _exit, which never run the writer's
+// destructor: whatever write() was given is on disk by then, ending after a
+// whole event (a trace without its closing bracket, which the Trace Event
+// Format accepts).
+TEST(Trace, WhatWasWrittenIsOnDiskBeforeTheWriterCloses) {
+  const fs::path dir = fresh_dir("flushed");
+  const fs::path file = dir / "trace-rank-00000.json";
+  TraceWriter w(file.string(), 0, 0.0);
+  w.write({span(Recorder::intern("step"), "compute", 1.0, 2.0, 1), span(Recorder::intern("step"), "compute", 2.0, 3.0, 1)});
+  std::ifstream in(file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '}');
+  const auto j = nlohmann::json::parse(text + "]");
+  EXPECT_EQ(j.size(), 4u);  // the process name and sort index, then the two spans
+  w.close({});
+  fs::remove_all(dir);
+}
+
 TEST(Trace, AMissingOrCorruptRankFileIsAnErrorNamingIt) {
   const fs::path dir = fresh_dir("corrupt");
   const std::string good = (dir / "trace-rank-00000.json").string();
