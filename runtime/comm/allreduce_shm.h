@@ -41,6 +41,7 @@
 #include "runtime/comm/inplace_allreduce.h"
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -66,7 +67,10 @@ class AllreduceShm {
   // by every step.
   AllreduceShm(ShmWindow& window, int64_t& step, std::span<Op> ops, const BackoffPolicy& policy);
 
-  void run();
+  // `moved_on(i)` (may be empty) is called when a step first waits for op i
+  // > 0, ops [0, i) complete: the communicator tells its watchdog which
+  // collective of the group the rank is in now.
+  void run(const std::function<void(size_t)>& moved_on = {});
 
  private:
   // Where a piece of the step sits: op `op`, bytes [offset, offset + length)

@@ -290,7 +290,7 @@ void MpiCommunicator::execute(std::span<Task> tasks) {
     if (algo == Algo::oneshot)
       run_oneshot(tasks, current);
     else if (algo == Algo::shm)
-      run_shm(tasks);
+      run_shm(tasks, current);
     else
       run(tasks.front());
   } catch (const std::exception& e) {
@@ -313,8 +313,7 @@ void MpiCommunicator::run_oneshot(std::span<Task> tasks, const Task*& current) {
   AllreduceOneshot algorithm(*transport_, inplace_ops_, scratch_, oneshot_workspace_);
   algorithm.post();
   for (size_t i = 0; i < tasks.size(); ++i) {
-    current = &tasks[i];
-    if (i > 0) monitor_->started(tasks[i].record, tasks[i].work->started_at());
+    if (i > 0) move_on(tasks, i, current);
     algorithm.finish(i);
     tasks[i].work->mark_arrived(inplace_ops_[i].arrived_at);
   }
@@ -322,10 +321,20 @@ void MpiCommunicator::run_oneshot(std::span<Task> tasks, const Task*& current) {
 
 // All-reduces through shared memory, small ones queued together packed into
 // common steps.
-void MpiCommunicator::run_shm(std::span<Task> tasks) {
+void MpiCommunicator::run_shm(std::span<Task> tasks, const Task*& current) {
   fill_inplace_ops(tasks);
-  AllreduceShm(*shm_, shm_step_, inplace_ops_, policy_).run();
+  AllreduceShm(*shm_, shm_step_, inplace_ops_, policy_).run([&](size_t i) { move_on(tasks, i, current); });
   for (size_t i = 0; i < tasks.size(); ++i) tasks[i].work->mark_arrived(inplace_ops_[i].arrived_at);
+}
+
+// Within a group, collectives [0, i) are complete and the rank now waits in
+// #i: what the watchdog names, and when its timeout starts (not at the
+// group's start, which would count the earlier ones' time against it).
+void MpiCommunicator::move_on(std::span<Task> tasks, size_t i, const Task*& current) {
+  current = &tasks[i];
+  if (!monitor_) return;
+  monitor_->finished(tasks[i - 1].record);
+  monitor_->started(tasks[i].record, now_seconds());
 }
 
 // On the thread running tasks (the engine, or a waiting caller).

@@ -6,6 +6,9 @@
 //   mismatch-op    rank 1 issues a broadcast where the others all-reduce
 //   mismatch-size  rank 1 all-reduces twice as many bytes
 //   freeze         rank 1 stops its whole process (SIGSTOP): it cannot answer
+//   skip-in-group  the others issue #1, then #2 and #3 while #1 waits for a
+//                  late rank 1 (so #2 and #3 run as one group); rank 1 runs
+//                  #1 and #2 and never issues #3
 //   ok             nobody misbehaves (the probe exits 0)
 //
 //   comm_watchdog_probe MODE [--bytes N] [--algorithm auto|shm|oneshot|mpi|ring] [--timeout S]
@@ -44,8 +47,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (mode != "skip" && mode != "mismatch-op" && mode != "mismatch-size" && mode != "freeze" && mode != "ok") {
-    std::fprintf(stderr, "usage: comm_watchdog_probe skip|mismatch-op|mismatch-size|freeze|ok [--bytes N] "
+  if (mode != "skip" && mode != "mismatch-op" && mode != "mismatch-size" && mode != "freeze" &&
+      mode != "skip-in-group" && mode != "ok") {
+    std::fprintf(stderr, "usage: comm_watchdog_probe skip|mismatch-op|mismatch-size|freeze|skip-in-group|ok [--bytes N] "
                          "[--algorithm A] [--timeout S]\n");
     return 2;
   }
@@ -56,7 +60,23 @@ int main(int argc, char** argv) {
     world->allreduce(t, comm::ReduceOp::sum)->wait();  // #0: everyone
 
     const bool culprit = world->rank() == 1 && mode != "ok";
-    if (!culprit) {
+    if (mode == "skip-in-group") {
+      Tensor b = Tensor::zeros({n}), c = Tensor::zeros({n});  // disjoint buffers: they may be grouped
+      if (culprit) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        world->allreduce(t, comm::ReduceOp::sum)->wait();
+        world->allreduce(b, comm::ReduceOp::sum)->wait();
+        std::this_thread::sleep_for(std::chrono::seconds(60));
+      } else {
+        auto first = world->allreduce(t, comm::ReduceOp::sum);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // #1 is running: #2 and #3 queue
+        auto second = world->allreduce(b, comm::ReduceOp::sum);
+        auto third = world->allreduce(c, comm::ReduceOp::sum);
+        first->wait();
+        second->wait();
+        third->wait();
+      }
+    } else if (!culprit) {
       world->allreduce(t, comm::ReduceOp::sum)->wait();  // #1
     } else if (mode == "skip") {
       std::this_thread::sleep_for(std::chrono::seconds(60));

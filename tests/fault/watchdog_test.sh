@@ -62,6 +62,16 @@ case_ skip-ring-3 3 "skip --bytes 1048576 --algorithm ring" \
   "allreduce #1 \(1048576 bytes, f32, ring\) on communicator 'world' \(rank [02] of 3\) not complete" \
   "ranks that never arrived: 1 \(last completed #0, nothing in flight\)"
 
+# The same inside a group: #2 and #3 queued behind #1 run as one, and rank
+# 1 never issues #3. The report names #3 and rank 1, not #2 (which rank 1
+# completed) as if every rank had arrived.
+case_ skip-in-group-shm-2 2 "skip-in-group --bytes 4096" \
+  "watchdog: allreduce #3 \(4096 bytes, f32, shm\) on communicator 'world' \(rank 0 of 2\) not complete" \
+  "ranks that never arrived: 1 \(last completed #2, nothing in flight\)"
+case_ skip-in-group-oneshot-3 3 "skip-in-group --bytes 4096 --algorithm oneshot" \
+  "watchdog: allreduce #3 \(4096 bytes, f32, oneshot\) on communicator 'world' \(rank [02] of 3\) not complete" \
+  "ranks that never arrived: 1 \(last completed #2, nothing in flight\)"
+
 # Rank 1 issues a broadcast where the others all-reduce: caught at once in
 # shared memory (what each rank announced) and by the one-shot (its first
 # message meets the broadcast's arrival check).
