@@ -143,8 +143,25 @@ void Watchdog::check_timeouts() {
   for (const auto& m : monitors) {
     const MonitorSnapshot s = m->snapshot(now);
     if (s.running < 0 || s.running_s <= m->timeout_s()) continue;
-    diagnose_and_abort(*m, s.current, fmt::format("not complete after {:.1f} s", s.running_s));
+    diagnose_timeout(*m, s);
   }
+}
+
+void Watchdog::diagnose_timeout(const CommMonitor& monitor, const MonitorSnapshot& stuck) {
+  const auto peers = ask_everyone(monitor);  // up to kAnswerWait_s
+  const MonitorSnapshot now = monitor.snapshot(now_seconds());
+  if (now.completed > stuck.current.seq) {
+    // The answers would describe a state that no longer holds ("every rank
+    // arrived"): the collective was late, not stuck.
+    std::fprintf(stderr,
+                 "shardtrain: watchdog: %s #%lld on communicator '%s' completed after comm.timeout_s = %.1f s (a "
+                 "rank arrived late); the job goes on\n",
+                 op_name(stuck.current.op), static_cast<long long>(stuck.current.seq), monitor.name().c_str(),
+                 monitor.timeout_s());
+    std::fflush(stderr);
+    return;
+  }
+  diagnose_and_abort(monitor, stuck.current, fmt::format("not complete after {:.1f} s", stuck.running_s), &peers);
 }
 
 // Asks every rank of the world for its snapshots; waits at most kAnswerWait_s.
@@ -186,10 +203,11 @@ std::vector<std::optional<MonitorSnapshot>> Watchdog::ask_everyone(const CommMon
   return peers;  // requests left pending: the job is about to end
 }
 
-void Watchdog::diagnose_and_abort(const CommMonitor& monitor, const OpRecord& op, const std::string& what) {
+void Watchdog::diagnose_and_abort(const CommMonitor& monitor, const OpRecord& op, const std::string& what,
+                                  const std::vector<std::optional<MonitorSnapshot>>* peers) {
   StuckCollective stuck{monitor.name(), monitor.rank(), monitor.size(), {}, op, what};
   for (int r = 0; r < monitor.size(); ++r) stuck.world_ranks.push_back(monitor.world_rank(r));
-  const std::string line = describe(stuck, ask_everyone(monitor));
+  const std::string line = describe(stuck, peers ? *peers : ask_everyone(monitor));
   // Several ranks usually time out together; the lowest one reports, the
   // others give it a moment to end the job before they report themselves.
   if (lower_rank_diagnosing_) {

@@ -64,7 +64,13 @@ class Watchdog {
   void loop();
   void serve_queries();
   void check_timeouts();
-  [[noreturn]] void diagnose_and_abort(const CommMonitor& monitor, const OpRecord& op, const std::string& what);
+  // `peers`: the snapshots already asked for (null: asks now).
+  [[noreturn]] void diagnose_and_abort(const CommMonitor& monitor, const OpRecord& op, const std::string& what,
+                                       const std::vector<std::optional<MonitorSnapshot>>* peers = nullptr);
+  // A collective past the timeout: diagnosed and the job ended, unless it
+  // completed while the peers were asked (a rank arrived late, after the
+  // timeout): then one line says so and the job goes on.
+  void diagnose_timeout(const CommMonitor& monitor, const MonitorSnapshot& stuck);
   std::vector<std::optional<MonitorSnapshot>> ask_everyone(const CommMonitor& monitor);
   void fill(Reply& reply);
 
