@@ -42,9 +42,9 @@ for m in ("cnn", "mlp"):
     t = r["timing"]
     print(f"  {m} DDP 2 ranks: final {100*r['final']['test_accuracy']:.2f}%, time to target {r['time_to_target_s']:.1f} s, "
           f"{r['samples_per_s']:.0f} samples/s; communication {1e3*t['comm_s']:.2f} ms/step, exposed {1e3*t['comm_exposed_s']:.3f} ms "
-          f"({100*t['comm_exposed_frac']:.1f}%), blocked on other ranks {1e3*t['blocked_on_peers_s']:.3f} ms")
-one = json.load(open(f"{out}/weak-cnn-1/result.json"))["per_rank"][0]["samples_per_s_per_rank"]
+          f"({100*t['comm_exposed_of_comm']:.1f}%), blocked on other ranks {1e3*t['blocked_on_peers_s']:.3f} ms")
+one = json.load(open(f"{out}/weak-cnn-1/result.json"))["per_rank"][0]["samples_per_s"]
 two = json.load(open(f"{out}/weak-cnn-2/result.json"))["per_rank"]
-two_mean = sum(p["samples_per_s_per_rank"] for p in two) / len(two)
+two_mean = sum(p["samples_per_s"] for p in two) / len(two)
 print(f"  CNN weak scaling 1 -> 2 ranks (128 samples per rank per step): {one:.0f} -> {two_mean:.0f} samples/s per rank, efficiency {two_mean/one:.2f}")
 PYEOF

@@ -182,7 +182,9 @@ std::string RunTelemetry::finish(nlohmann::json& result) {
                       {"compute_s", compute / n},
                       {"comm_s", comm / n},
                       {"comm_exposed_s", exposed / n},
-                      {"comm_exposed_frac", comm > 0 ? exposed / comm : 0.0},
+                      // Of the communication, not of the step (summary.json's
+                      // comm_exposed_frac is of the step): named apart.
+                      {"comm_exposed_of_comm", comm > 0 ? exposed / comm : 0.0},
                       {"blocked_on_peers_s", peers / n},
                       {"comm_bytes", bytes / n},
                       {"comm_wire_bytes", wire / n}};

@@ -74,6 +74,15 @@ grep -q "Storage throughput over time (" missed/report.html || grep -q 'alt="Sto
   || fail "missed: no storage plot although the steps read data"
 pass "target not reached, storage plot"
 
+# --- telemetry off: no step records, no summary.json: result.json's per_rank
+# (the summary's rows, computed in memory) is what the report has -----------------
+"$PY" "$make_run" notel --ranks 2 --steps 50
+rm -rf notel/telemetry notel/summary.json notel/summary.txt notel/trace.json
+"$PY" "$report" notel > outn.txt || fail "notel: the report failed"
+grep -q "per-rank summary (no telemetry files in this run)" notel/report.html || fail "notel: per-rank figures not taken from result.json"
+if grep -q "No per-rank figures" notel/report.html; then fail "notel: says it has no per-rank figures"; fi
+pass "telemetry off: per-rank figures from result.json"
+
 # --- bad input: one line naming the file, exit status 1 ----------------------------------
 expect_error "$WORK/missing-dir" "$PY" "$report" "$WORK/missing-dir"
 cp -r run1 corrupt && echo '{"ranks": 1, "per_rank": [' > corrupt/summary.json

@@ -398,15 +398,11 @@ def table_rows(run):
         return rows, "summary.json"
     if computed:
         return [computed[r] for r in sorted(computed)], "the step records (no summary.json yet)"
-    rows = []
-    for r in (run.result or {}).get("per_rank") or []:
-        if isinstance(r, dict) and is_number(r.get("step_s")) and r["step_s"] > 0:
-            rows.append({"rank": r.get("rank", len(rows)), "step_time_mean_s": r["step_s"],
-                         "au": r.get("compute_s", 0) / r["step_s"],
-                         "data_wait_frac": r.get("data_s", 0) / r["step_s"],
-                         "comm_exposed_frac": r.get("comm_exposed_s", 0) / r["step_s"],
-                         "blocked_on_peers_frac": r.get("blocked_on_peers_s", 0) / r["step_s"]})
-    return rows, "result.json's mean step timing (no telemetry in this run)"
+    # Without telemetry files, result.json's per_rank holds the same rows as
+    # summary.json would (the summary is computed in memory either way).
+    rows = [dict(r, rank=r.get("rank", i)) for i, r in enumerate((run.result or {}).get("per_rank") or [])
+            if isinstance(r, dict) and is_number(r.get("step_time_mean_s")) and r["step_time_mean_s"] > 0]
+    return rows, "result.json's per-rank summary (no telemetry files in this run)"
 
 
 def stragglers(run, rows):
@@ -475,14 +471,16 @@ def plot_breakdown(plt, ticker, run, strag):
                  "peers": [s.peers.mean() for s in run.ranks]}
         source = "telemetry"
     else:
-        per_rank = [r for r in (run.result or {}).get("per_rank") or [] if isinstance(r, dict)]
+        per_rank = [r for r in (run.result or {}).get("per_rank") or []
+                    if isinstance(r, dict) and is_number(r.get("step_time_mean_s"))]
         if not per_rank:
             return None
         ranks = [r.get("rank", i) for i, r in enumerate(per_rank)]
-        parts = {"compute": [r.get("compute_s", 0) for r in per_rank],
-                 "data": [r.get("data_s", 0) for r in per_rank],
-                 "communication": [r.get("comm_exposed_s", 0) for r in per_rank],
-                 "peers": [r.get("blocked_on_peers_s", 0) for r in per_rank]}
+        # The mean step split by the summary's fractions (they add up to 1).
+        def part(key):
+            return [r["step_time_mean_s"] * (r.get(key) or 0) for r in per_rank]
+        parts = {"compute": part("au"), "data": part("data_wait_frac"),
+                 "communication": part("comm_exposed_frac"), "peers": part("blocked_on_peers_frac")}
         source = "result.json"
     n = len(ranks)
     fig, ax = plt.subplots(figsize=(min(18, max(8, 0.22 * n + 4)), 4.2))
