@@ -101,7 +101,12 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& op
     native_ = std::make_unique<MpiNative>(comm_);
     // The world's window is set up with its sub-communicators (it needs to
     // know whether it spans several nodes, emulated ones included).
-    if (kind_ != Kind::world && options_.shared_memory) shm_ = ShmWindow::create(comm_, AllreduceShm::kWindowBytes);
+    // Emulated nodes (ranks_per_node) are separate nodes: the cross-node
+    // communicator's ranks share no memory there, even where the machine
+    // would let them (its collectives must cross the emulated links).
+    const bool emulated_cross = kind_ == Kind::cross && options_.ranks_per_node > 0;
+    if (kind_ != Kind::world && options_.shared_memory && !emulated_cross)
+      shm_ = ShmWindow::create(comm_, AllreduceShm::kWindowBytes);
   }
   monitor_ = std::make_shared<CommMonitor>(name_, rank_, size_, world_ranks, options_.timeout_s);
   if (watchdog_) watchdog_->add(monitor_);
