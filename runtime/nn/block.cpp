@@ -58,7 +58,12 @@ void SequentialBlock::ensure_capacity(int64_t batch, Device device) {
   if (batch <= capacity_ && device == device_) return;
   capacity_ = batch;
   device_ = device;
+  // The old buffers go first: assigned over, each would live until its
+  // replacement exists, and the peak would hold both (measured: 1.058 of
+  // the plan when evaluation grew the buffers).
   outputs_.clear();
+  grad_a_ = Tensor();
+  grad_b_ = Tensor();
   int64_t widest = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
     outputs_.push_back(Tensor::empty(batched(batch, shapes_[i + 1]), DType::f32, device));

@@ -79,6 +79,8 @@ void Model::backward(const Tensor& dout, bool accumulate, BlockHooks* hooks) {
     int64_t widest = 0;
     for (size_t i = 1; i + 1 < shapes_.size(); ++i) widest = std::max(widest, shapes_[i].numel());
     capacity_ = batch_;
+    grad_a_ = Tensor();  // freed before their replacements: no overlap at the peak
+    grad_b_ = Tensor();
     grad_a_ = Tensor::empty({std::max<int64_t>(1, batch_ * widest)}, DType::f32, dout.device());
     grad_b_ = Tensor::empty({std::max<int64_t>(1, batch_ * widest)}, DType::f32, dout.device());
   }
