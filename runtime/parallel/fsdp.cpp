@@ -286,6 +286,11 @@ void Fsdp::wait_gradients() {
   while (!reduces_.empty()) advance_oldest_reduce();
 }
 
+int64_t collectives_per_step(int64_t blocks, ShardingMode mode, int64_t micro_batches) {
+  const int64_t gathers_per_pass = mode == ShardingMode::shard_grad_op ? blocks : 2 * blocks - 1;
+  return micro_batches * gathers_per_pass + blocks + (mode == ShardingMode::hybrid ? blocks : 0);
+}
+
 void Fsdp::clip_grad_norm(double max_norm) {
   wait_gradients();
   // On the shards' device: on a GPU the squared norm never visits the host.

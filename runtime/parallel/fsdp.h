@@ -57,6 +57,13 @@ enum class ShardingMode {
   hybrid,         // full_shard within each node, shards replicated (gradients all-reduced) across nodes
 };
 
+// Collectives of one step over `blocks` Blocks with `micro_batches`
+// forward/backward passes: every pass gathers each Block for its forward and,
+// FULL_SHARD (and HYBRID within the node), again for its backward except the
+// last Block (still gathered); one reduce-scatter per Block and step (no_sync
+// accumulates in between); HYBRID adds one cross-node all-reduce per Block.
+int64_t collectives_per_step(int64_t blocks, ShardingMode mode, int64_t micro_batches);
+
 struct FsdpOptions {
   ShardingMode mode = ShardingMode::full_shard;
   // K: all-gathers in flight ahead of the Block being computed (>= 0); the

@@ -121,10 +121,11 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     comm::CommOptions comm_options = config.comm;
     if (config.debug.slow_rank == mpi.rank() && config.debug.slow_comm_ms > 0) {
       // Spread the per-step delay over the step's collectives: one per DDP
-      // bucket; FSDP gathers each Block twice and reduce-scatters it once.
-      const auto collectives = strategy == "ddp"
-                                   ? parallel::Ddp::plan_buckets(model.flat(), config.parallel.ddp).size()
-                                   : size_t(3 * model.num_blocks());
+      // bucket; FSDP's as parallel::collectives_per_step counts them.
+      const auto collectives =
+          strategy == "ddp" ? parallel::Ddp::plan_buckets(model.flat(), config.parallel.ddp).size()
+                            : size_t(parallel::collectives_per_step(model.num_blocks(), fsdp_options(config).mode,
+                                                                    config.train.accumulation_steps));
       comm_options.debug_delay_s = config.debug.slow_comm_ms * 1e-3 / double(collectives);
     }
     comm = comm::make_mpi_world_communicator(comm_options);

@@ -307,6 +307,22 @@ TEST(Fsdp, GradientAccumulationReduceScattersOncePerStep) {
   EXPECT_EQ(f.stats.reduce_scatters, kSteps * f.blocks);
 }
 
+// What `debug.slow_comm_ms` spreads its delay over: the collectives of a
+// step as counted, for each mode with one and two micro-batches.
+TEST(Fsdp, CollectivesPerStepAsCounted) {
+  for (const auto mode : {parallel::ShardingMode::full_shard, parallel::ShardingMode::shard_grad_op,
+                          parallel::ShardingMode::hybrid})
+    for (const int64_t k : {int64_t(1), int64_t(2)}) {
+      comm::Communicator* comm = mode == parallel::ShardingMode::hybrid ? &two_rank_nodes() : nullptr;
+      const FsdpRun f = fsdp_params(cnn_spec(), sgd(), kSteps, opts(mode), k, 0.0, comm);
+      const int64_t counted = f.stats.allgathers + f.stats.reduce_scatters + f.stats.replica_allreduces;
+      const int64_t per_step = parallel::collectives_per_step(f.blocks, mode, k);
+      // HYBRID on one node has no cross-node all-reduces.
+      const int64_t missing = mode == parallel::ShardingMode::hybrid && f.replicas == 1 ? f.blocks : 0;
+      EXPECT_EQ(counted, kSteps * (per_step - missing)) << "mode " << int(mode) << ", " << k << " micro-batches";
+    }
+}
+
 TEST(Fsdp, GradientClippingMatchesDdp) {
   // 0.05 is below the gradient norm of these steps: clipping really scales.
   const Tensor ddp = ddp_params(cnn_spec(), sgd(), kSteps, nullptr, 0.05);
