@@ -17,17 +17,15 @@ int64_t bytes_of(const AllreduceShm::Op& op) { return op.numel * int64_t(dtype_s
 AllreduceShm::AllreduceShm(ShmWindow& window, int64_t& step, std::span<Op> ops, const BackoffPolicy& policy)
     : w_(window), step_(step), ops_(ops), policy_(policy), sources_(size_t(window.size())) {}
 
-void AllreduceShm::run(const std::function<void(size_t)>& moved_on) {
+void AllreduceShm::run(const std::function<void(size_t, size_t)>& step_started) {
   size_t next = 0;     // the first op not done yet
   int64_t offset = 0;  // bytes of it done (a large one goes in chunks)
-  size_t reported = 0;
   while (next < ops_.size()) {
-    if (next > reported && moved_on) moved_on(next);
-    reported = next;
     const int64_t e = ++step_;
     std::byte* half = w_.data(w_.rank()) + size_t(e % 2) * size_t(kHalfBytes);
     // 1. Copy in, once every rank is done reading this half (step e-2).
     plan(next, offset);
+    if (step_started) step_started(next, placed_[planned_ - 1].op + 1);
     wait_all(&ShmWindow::Control::done, e - 2, false);
     copy_in(half);
     // 2. Arrive: the step's descriptors, then the arrival.

@@ -67,10 +67,11 @@ class AllreduceShm {
   // by every step.
   AllreduceShm(ShmWindow& window, int64_t& step, std::span<Op> ops, const BackoffPolicy& policy);
 
-  // `moved_on(i)` (may be empty) is called when a step first waits for op i
-  // > 0, ops [0, i) complete: the communicator tells its watchdog which
-  // collective of the group the rank is in now.
-  void run(const std::function<void(size_t)>& moved_on = {});
+  // `step_started(first, end)` (may be empty) is called as each step starts,
+  // with the ops [first, end) it packs; ops before `first` are complete. The
+  // communicator tells its watchdog which collective of the group the rank
+  // is in now, and when each one started (not when the group did).
+  void run(const std::function<void(size_t, size_t)>& step_started = {});
 
  private:
   // Where a piece of the step sits: op `op`, bytes [offset, offset + length)

@@ -318,7 +318,7 @@ void MpiCommunicator::run_oneshot(std::span<Task> tasks, const Task*& current) {
   AllreduceOneshot algorithm(*transport_, inplace_ops_, scratch_, oneshot_workspace_);
   algorithm.post();
   for (size_t i = 0; i < tasks.size(); ++i) {
-    if (i > 0) move_on(tasks, i, current);
+    if (i > 0) move_on(tasks, i, i, i + 1, current);
     algorithm.finish(i);
     tasks[i].work->mark_arrived(inplace_ops_[i].arrived_at);
   }
@@ -328,18 +328,33 @@ void MpiCommunicator::run_oneshot(std::span<Task> tasks, const Task*& current) {
 // common steps.
 void MpiCommunicator::run_shm(std::span<Task> tasks, const Task*& current) {
   fill_inplace_ops(tasks);
-  AllreduceShm(*shm_, shm_step_, inplace_ops_, policy_).run([&](size_t i) { move_on(tasks, i, current); });
+  size_t in = 0, reached = 0;  // the task the rank waits in; tasks [0, reached) started
+  AllreduceShm(*shm_, shm_step_, inplace_ops_, policy_).run([&](size_t first, size_t end) {
+    if (first > in || end > reached) move_on(tasks, first > in ? first : 0, std::max(first, reached), end, current);
+    in = std::max(in, first);
+    reached = std::max(reached, end);
+  });
   for (size_t i = 0; i < tasks.size(); ++i) tasks[i].work->mark_arrived(inplace_ops_[i].arrived_at);
 }
 
-// Within a group, collectives [0, i) are complete and the rank now waits in
-// #i: what the watchdog names, and when its timeout starts (not at the
-// group's start, which would count the earlier ones' time against it).
-void MpiCommunicator::move_on(std::span<Task> tasks, size_t i, const Task*& current) {
-  current = &tasks[i];
+// Within a group: the rank now waits in #waits_in (those before it are
+// complete; 0: no change) and starts collectives [begin, end) (their first
+// step; the group's first ones were marked by the progress engine). The
+// watchdog names #waits_in and times it from now, not from the group's
+// start, which would count the earlier ones against its timeout; and each
+// one's wait for its peers (started -> arrived,
+// Work::blocked_waiting_for_peers) leaves out this rank's own transfers of
+// the earlier ones.
+void MpiCommunicator::move_on(std::span<Task> tasks, size_t waits_in, size_t begin, size_t end,
+                              const Task*& current) {
+  const double now = now_seconds();
+  if (begin > 0)
+    for (size_t k = begin; k < end; ++k) tasks[k].work->mark_started(tasks[k].work->algorithm(), now);
+  if (waits_in == 0) return;
+  current = &tasks[waits_in];
   if (!monitor_) return;
-  monitor_->finished(tasks[i - 1].record);
-  monitor_->started(tasks[i].record, now_seconds());
+  monitor_->finished(tasks[waits_in - 1].record);
+  monitor_->started(tasks[waits_in].record, now);
 }
 
 // On the thread running tasks (the engine, or a waiting caller).

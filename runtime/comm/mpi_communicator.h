@@ -80,7 +80,7 @@ class MpiCommunicator final : public Communicator, private Executor {
   void fill_inplace_ops(std::span<Task> tasks);
   void run_oneshot(std::span<Task> tasks, const Task*& current);
   void run_shm(std::span<Task> tasks, const Task*& current);
-  void move_on(std::span<Task> tasks, size_t i, const Task*& current);
+  void move_on(std::span<Task> tasks, size_t waits_in, size_t begin, size_t end, const Task*& current);
   // Whether a task first waits for every rank to arrive and agree
   // (ArrivalBarrier): every task run with MPI's collectives, unless
   // CommOptions::check_arrival is off (a barrier is one anyway).
