@@ -186,7 +186,7 @@ def lr_at(step, base, s, total):
         progress = min(1.0, (step - s["warmup_steps"]) / span)
         return s["min_lr"] + (base - s["min_lr"]) * 0.5 * (1.0 + math.cos(math.pi * progress))
     if s["kind"] == "step":
-        return base * s["gamma"] ** (step // s["step_size"])
+        return base * s["gamma"] ** ((step - s["warmup_steps"]) // s["step_size"])
     return base
 
 

@@ -30,8 +30,9 @@ float LrSchedule::at(int64_t step) const {
     return float(config_.min_lr +
                  (base_lr_ - config_.min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress)));
   }
-  if (config_.kind == "step")
-    return float(base_lr_ * std::pow(double(config_.gamma), double(step / config_.step_size)));
+  if (config_.kind == "step")  // its steps count from the end of warmup, as cosine's progress does
+    return float(base_lr_ *
+                 std::pow(double(config_.gamma), double((step - config_.warmup_steps) / config_.step_size)));
   return base_lr_;
 }
 

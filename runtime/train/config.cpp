@@ -189,7 +189,7 @@ const std::vector<Field>& schema() {
       KEY("schedule.kind", "Learning-rate schedule after warmup: `\"constant\"`, `\"cosine\"` (to min_lr over the run) or `\"step\"`.", schedule.kind),
       KEY("schedule.warmup_steps", "Linear warmup steps from lr/warmup_steps to lr.", schedule.warmup_steps),
       KEY("schedule.min_lr", "cosine: final learning rate.", schedule.min_lr),
-      KEY("schedule.step_size", "step: multiply the learning rate by gamma every this many steps.", schedule.step_size),
+      KEY("schedule.step_size", "step: multiply the learning rate by gamma every this many steps after warmup.", schedule.step_size),
       KEY("schedule.gamma", "step: decay factor.", schedule.gamma),
 
       KEY("target.metric", "`\"test_accuracy\"` (reached when >= value) or `\"test_loss\"` (reached when <= value).", target.metric),

@@ -98,6 +98,15 @@ TEST(Schedule, StepDecayAndConstant) {
   EXPECT_FLOAT_EQ(s.at(99), 1.0f);
   EXPECT_FLOAT_EQ(s.at(100), 0.5f);
   EXPECT_FLOAT_EQ(s.at(250), 0.25f);
+  // With warmup, the steps count from its end (as PyTorch's StepLR after a
+  // warmup phase): the full rate for step_size steps, then the decays.
+  c.warmup_steps = 10;
+  LrSchedule w(c, 1.0f, 1000);
+  EXPECT_FLOAT_EQ(w.at(9), 1.0f);
+  EXPECT_FLOAT_EQ(w.at(10), 1.0f);
+  EXPECT_FLOAT_EQ(w.at(109), 1.0f);
+  EXPECT_FLOAT_EQ(w.at(110), 0.5f);
+  c.warmup_steps = 0;
   ScheduleConfig k;
   EXPECT_FLOAT_EQ(LrSchedule(k, 0.3f, 10).at(7), 0.3f);
   c.step_size = 0;
