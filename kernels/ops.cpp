@@ -61,6 +61,18 @@ void require_numel(const char* op, const Tensor& t, int64_t n, const char* what)
 
 float* opt(const Tensor& t) { return t.defined() ? t.f32() : nullptr; }
 
+// The output-size formulas ((H + 2p - K) / stride + 1) truncate toward zero:
+// a window larger than the (padded) input would still give one output.
+void check_conv_shape(const char* op, const cpu::Conv2dShape& s) {
+  ST_CHECK(s.B >= 0 && s.C > 0 && s.OC > 0 && s.K > 0 && s.stride > 0 && s.pad >= 0 && s.H + 2 * s.pad >= s.K &&
+               s.W + 2 * s.pad >= s.K,
+           "{}: kernel {} (stride {}, padding {}) does not fit a {}x{} input", op, s.K, s.stride, s.pad, s.H, s.W);
+}
+void check_pool_shape(const char* op, const cpu::Pool2dShape& s) {
+  ST_CHECK(s.B >= 0 && s.C > 0 && s.K > 0 && s.stride > 0 && s.H >= s.K && s.W >= s.K,
+           "{}: window {} (stride {}) does not fit a {}x{} input", op, s.K, s.stride, s.H, s.W);
+}
+
 }  // namespace
 
 void linear_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias) {
@@ -80,6 +92,7 @@ void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbi
   require_numel("linear_backward", dout, N * OC, "output gradient");
   if (din.defined()) require_numel("linear_backward", din, N * IC, "input gradient");
   require_numel("linear_backward", dweight, OC * IC, "weight gradient");
+  if (dbias.defined()) require_numel("linear_backward", dbias, OC, "bias gradient");
   if (gpu) { ST_GPU_ONLY(cuda::linear_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), N, IC, OC, accumulate)); return; }
   cpu::linear_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), N,
                        IC, OC, accumulate);
@@ -118,9 +131,11 @@ void gelu_backward(const Tensor& din, const Tensor& dout, const Tensor& in) {
 void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
                     const Tensor& col, const cpu::Conv2dShape& s) {
   const bool gpu = ST_ON_GPU("conv2d_forward", {&out, &in, &weight, &bias, &col});
+  check_conv_shape("conv2d_forward", s);
   require_numel("conv2d_forward", in, s.B * s.C * s.H * s.W, "input");
   require_numel("conv2d_forward", out, s.B * s.OC * s.OH() * s.OW(), "output");
   require_numel("conv2d_forward", weight, s.OC * s.C * s.K * s.K, "weight");
+  if (bias.defined()) require_numel("conv2d_forward", bias, s.OC, "bias");
   ST_CHECK(col.numel() >= s.col_floats(), "conv2d_forward: column workspace too small");
   if (gpu) { ST_GPU_ONLY(cuda::conv2d_forward(out.f32(), in.f32(), weight.f32(), opt(bias), col.f32(), s)); return; }
   cpu::conv2d_forward(out.f32(), in.f32(), weight.f32(), opt(bias), col.f32(), s);
@@ -130,6 +145,11 @@ void conv2d_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbi
                      const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& col,
                      const cpu::Conv2dShape& s, bool accumulate) {
   const bool gpu = ST_ON_GPU("conv2d_backward", {&din, &dweight, &dbias, &dout, &in, &weight, &col});
+  check_conv_shape("conv2d_backward", s);
+  require_numel("conv2d_backward", in, s.B * s.C * s.H * s.W, "input");
+  require_numel("conv2d_backward", weight, s.OC * s.C * s.K * s.K, "weight");
+  require_numel("conv2d_backward", dweight, s.OC * s.C * s.K * s.K, "weight gradient");
+  if (dbias.defined()) require_numel("conv2d_backward", dbias, s.OC, "bias gradient");
   require_numel("conv2d_backward", dout, s.B * s.OC * s.OH() * s.OW(), "output gradient");
   if (din.defined()) require_numel("conv2d_backward", din, s.B * s.C * s.H * s.W, "input gradient");
   ST_CHECK(col.numel() >= s.col_floats(), "conv2d_backward: column workspace too small");
@@ -141,6 +161,7 @@ void conv2d_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbi
 void maxpool2d_forward(const Tensor& out, const Tensor& argmax, const Tensor& in,
                        const cpu::Pool2dShape& s) {
   const bool gpu = ST_ON_GPU("maxpool2d_forward", {&out, &argmax, &in});
+  check_pool_shape("maxpool2d_forward", s);
   require_numel("maxpool2d_forward", in, s.B * s.C * s.H * s.W, "input");
   require_numel("maxpool2d_forward", out, s.B * s.C * s.OH() * s.OW(), "output");
   require_numel("maxpool2d_forward", argmax, out.numel(), "arg-max indices");
@@ -151,7 +172,9 @@ void maxpool2d_forward(const Tensor& out, const Tensor& argmax, const Tensor& in
 void maxpool2d_backward(const Tensor& din, const Tensor& dout, const Tensor& argmax,
                         const cpu::Pool2dShape& s) {
   const bool gpu = ST_ON_GPU("maxpool2d_backward", {&din, &dout, &argmax});
+  check_pool_shape("maxpool2d_backward", s);
   require_numel("maxpool2d_backward", din, s.B * s.C * s.H * s.W, "input gradient");
+  require_numel("maxpool2d_backward", dout, s.B * s.C * s.OH() * s.OW(), "output gradient");
   require_numel("maxpool2d_backward", argmax, dout.numel(), "arg-max indices");
   if (gpu) { ST_GPU_ONLY(cuda::maxpool2d_backward(din.f32(), dout.f32(), argmax.i32(), s)); return; }
   cpu::maxpool2d_backward(din.f32(), dout.f32(), argmax.i32(), s);

@@ -29,7 +29,10 @@ Shape Conv2d::output_shape(const Shape& in) const {
   ST_CHECK(in.ndim() == 3 && in[0] == C_, "conv2d expects samples of shape [{}, H, W], got {}", C_,
            in.str());
   cpu::Conv2dShape s{1, C_, in[1], in[2], OC_, K_, stride_, pad_};
-  ST_CHECK(s.OH() > 0 && s.OW() > 0, "conv2d kernel {} does not fit a {}x{} input", K_, in[1], in[2]);
+  // The size formula truncates toward zero: a kernel larger than the padded
+  // input would still give OH = 1, so the sizes are compared directly.
+  ST_CHECK(in[1] + 2 * pad_ >= K_ && in[2] + 2 * pad_ >= K_, "conv2d kernel {} (padding {}) does not fit a {}x{} input",
+           K_, pad_, in[1], in[2]);
   return Shape{OC_, s.OH(), s.OW()};
 }
 
