@@ -11,6 +11,7 @@ class ReLU final : public Layer {
   Shape output_shape(const Shape& in) const override { return in; }
   void forward(const Tensor& in, const Tensor& out) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
+  void release_activations() override { out_ = Tensor(); }
 
  private:
   Tensor out_;  // ReLU's backward needs only its output
@@ -22,6 +23,7 @@ class GELU final : public Layer {
   Shape output_shape(const Shape& in) const override { return in; }
   void forward(const Tensor& in, const Tensor& out) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
+  void release_activations() override { in_ = Tensor(); }
 
  private:
   Tensor in_;

@@ -73,6 +73,14 @@ void SequentialBlock::ensure_capacity(int64_t batch, Device device) {
   grad_b_ = Tensor::empty({batch * widest}, DType::f32, device);
 }
 
+void SequentialBlock::release_activations() {
+  outputs_.clear();
+  grad_a_ = Tensor();
+  grad_b_ = Tensor();
+  capacity_ = 0;
+  for (auto& layer : layers_) layer->release_activations();
+}
+
 Tensor SequentialBlock::forward(const Tensor& in) {
   batch_ = in.dim(0);
   ensure_capacity(batch_, in.device());

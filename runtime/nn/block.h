@@ -28,6 +28,12 @@ class Block {
   virtual Tensor forward(const Tensor& in) = 0;
   // din: [B, in sample] to be written, or undefined when not needed.
   virtual void backward(const Tensor& dout, const Tensor& din, bool accumulate) = 0;
+  // Frees its activation and gradient buffers and its layers' saved inputs;
+  // the next forward allocates them again. Model::forward calls it on every
+  // Block before a batch larger than any before: otherwise the old buffers
+  // (held by the Blocks and by the next Block's saved input) would live
+  // beside the new ones at the peak.
+  virtual void release_activations() = 0;
 
   // Human-readable structure, e.g. "linear(784->1024) relu".
   virtual std::string describe() const = 0;
@@ -54,6 +60,7 @@ class SequentialBlock final : public Block {
   Shape output_shape(const Shape& in) const override;
   Tensor forward(const Tensor& in) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
+  void release_activations() override;
   std::string describe() const override;
   int64_t activation_bytes(int64_t batch) const override;
 

@@ -18,6 +18,10 @@ class Conv2d final : public Layer {
   Shape output_shape(const Shape& in) const override;
   void forward(const Tensor& in, const Tensor& out) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
+  void release_activations() override {
+    in_ = Tensor();
+    col_ = Tensor();
+  }
 
  private:
   cpu::Conv2dShape shape_for(const Tensor& in) const;

@@ -19,6 +19,7 @@ class Embedding final : public Layer {
   Shape output_shape(const Shape& in) const override;
   void forward(const Tensor& in, const Tensor& out) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
+  void release_activations() override { ids_ = Tensor(); }
 
  private:
   int64_t vocab_, max_positions_, channels_;

@@ -32,6 +32,10 @@ class Layer {
   virtual void forward(const Tensor& in, const Tensor& out) = 0;
   // din undefined: the input gradient is not needed (first layer of a model).
   virtual void backward(const Tensor& dout, const Tensor& din, bool accumulate) = 0;
+  // Drops what forward kept for backward and buffers grown with the batch
+  // (Model::forward calls it before a larger batch than any before, so that
+  // the old buffers are gone before the new ones are allocated).
+  virtual void release_activations() {}
 
   // Bytes of the buffers the layer itself allocates for `batch` samples of
   // shape `in` (im2col, normalization statistics, argmax): what

@@ -21,6 +21,11 @@ class LayerNorm final : public Layer {
   void forward(const Tensor& in, const Tensor& out) override;
   // din is required (a LayerNorm is never a model's first layer on data).
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
+  void release_activations() override {
+    in_ = Tensor();
+    mean_ = Tensor();
+    rstd_ = Tensor();
+  }
 
  private:
   int64_t channels_;

@@ -16,6 +16,7 @@ class Linear final : public Layer {
   Shape output_shape(const Shape& in) const override;
   void forward(const Tensor& in, const Tensor& out) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
+  void release_activations() override { in_ = Tensor(); }
 
  private:
   int64_t in_features_, out_features_;

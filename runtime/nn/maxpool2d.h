@@ -14,6 +14,7 @@ class MaxPool2d final : public Layer {
   Shape output_shape(const Shape& in) const override;
   void forward(const Tensor& in, const Tensor& out) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
+  void release_activations() override { argmax_ = Tensor(); }
   // The argmax of every output element (i32).
   int64_t workspace_bytes(const Shape& in, int64_t batch) const override {
     return 4 * batch * output_shape(in).numel();

@@ -61,6 +61,11 @@ Tensor Model::forward(const Tensor& x, BlockHooks* hooks) {
            "model input of shape {} does not hold samples of shape {}", x.shape().str(),
            input_sample().str());
   batch_ = x.dim(0);
+  if (batch_ > largest_forward_) {
+    // Every Block grows: the old buffers go first (Block::release_activations).
+    for (auto& block : blocks_) block->release_activations();
+    largest_forward_ = batch_;
+  }
   Tensor h = x.reshape(batched(batch_, input_sample()));
   for (int i = 0; i < num_blocks(); ++i) {
     if (hooks) hooks->before_forward(i);

@@ -57,6 +57,7 @@ class Model {
   Tensor grad_a_, grad_b_;     // gradients between blocks, ping-pong
   Device device_ = Device::cpu();
   int64_t capacity_ = 0, batch_ = 0;
+  int64_t largest_forward_ = 0;  // the largest batch a forward has seen
 };
 
 }  // namespace shardtrain::nn

@@ -92,6 +92,13 @@ void TransformerBlock::ensure_capacity(int64_t batch, Device device) {
   scratch_ = Tensor::empty({T_ * T_}, DType::f32, device);
 }
 
+void TransformerBlock::release_activations() {
+  for (Tensor* t : {&ln1_out_, &qkv_out_, &att_, &attn_out_, &res1_, &ln2_out_, &fc_out_, &gelu_out_, &out_, &g_a_,
+                    &g_b_, &g_3c_, &g_4c_, &scratch_, &in_})
+    *t = Tensor();
+  capacity_ = 0;
+}
+
 Tensor TransformerBlock::forward(const Tensor& in) {
   batch_ = in.dim(0);
   ensure_capacity(batch_, in.device());

@@ -25,6 +25,7 @@ class TransformerBlock final : public Block {
   int64_t activation_bytes(int64_t batch) const override;
   Tensor forward(const Tensor& in) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
+  void release_activations() override;
   std::string describe() const override;
 
  private:
