@@ -166,6 +166,9 @@ template <typename SetSync>
 void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, int64_t micro_batches,
                       nn::BlockHooks* hooks, SetSync set_sync, StepPhases& phases) {
   const int64_t local = b.x.dim(0);
+  ST_CHECK(micro_batches >= 1 && micro_batches <= local,
+           "{} micro-batches of a {}-sample batch: each needs at least one sample (train.accumulation_steps)",
+           micro_batches, local);
   const Shape& sample = model.input_sample();
   // Per sample: b.tokens rows of logits (1, or T for a language model).
   const int64_t classes = b.dlogits.shape().cols(), rows = b.tokens;

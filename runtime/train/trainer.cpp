@@ -209,10 +209,14 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   io::Sampler sampler(s.train_size(), config.train.global_batch_size, mpi.rank(), mpi.world_size(),
                       uint64_t(config.train.seed), io::sampler_options(config.data.loader, info.shard_sizes));
   const int64_t micro_batches = config.train.accumulation_steps;
-  ST_CHECK(sampler.local_batch() >= micro_batches,
-           "train.accumulation_steps = {} exceeds this rank's {} samples per step (global batch "
-           "{} over {} ranks)",
-           micro_batches, sampler.local_batch(), config.train.global_batch_size, mpi.world_size());
+  // Checked against the smallest rank's share, the same answer on every
+  // rank: a rank that alone refused would leave the others waiting in their
+  // first collective (a hang until comm.timeout_s, with this message lost).
+  const int64_t smallest_share = config.train.global_batch_size / mpi.world_size();
+  ST_CHECK(smallest_share >= micro_batches,
+           "train.accumulation_steps = {} exceeds the {} samples per step of the smallest rank's share (global "
+           "batch {} over {} ranks)",
+           micro_batches, smallest_share, config.train.global_batch_size, mpi.world_size());
   const int64_t steps_per_epoch = sampler.batches_per_epoch();
   int64_t total_steps = steps_per_epoch * config.train.epochs;
   if (config.train.max_steps > 0) total_steps = std::min(total_steps, config.train.max_steps);

@@ -89,3 +89,16 @@ timeout 120 "${mpi[@]}" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set paralle
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { cat mpi.out; fail "2 ranks with strategy none: rc $rc"; }
 grep -q 'trains on one rank, but the job has 2 ranks' mpi.out || { cat mpi.out; fail "no clear error under mpirun"; }
 pass "2 ranks with strategy none: clear error, exit $rc"
+
+# Accumulation steps that only some ranks' shares cannot hold (128 over 3
+# ranks: 42, 43, 43): every rank refuses alike, at once; a rank refusing
+# alone left the others waiting in their first all-reduce.
+rc=0
+mpi3=("${mpi[@]}")
+mpi3[2]=3
+timeout 120 "${mpi3[@]}" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set train.accumulation_steps=43 \
+  --run-dir r-acc >acc.out 2>&1 || rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { cat acc.out; fail "accumulation 43 on 3 ranks: rc $rc"; }
+grep -q 'train.accumulation_steps = 43 exceeds the 42 samples per step of the smallest rank' acc.out ||
+  { cat acc.out; fail "accumulation 43 on 3 ranks: no clear error"; }
+pass "accumulation steps beyond the smallest share on 3 ranks: clear error, exit $rc"
