@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -159,7 +160,7 @@ const std::vector<Field>& schema() {
       KEY("data.prefetch_batches", "stream: batches read ahead of training (the queue's depth).", data.loader.prefetch_batches),
       KEY("data.transfer", "stream: HDF5 MPI-IO transfer mode, `\"independent\"` (cheapest for small samples in shuffled order) or `\"collective\"` (merges the ranks' interleaved reads into large ones: order = \"shard\", large samples); the mode HDF5 actually used is reported.", data.loader.transfer),
       KEY("data.cold_cache", "stream: drop the shard files' pages from the page cache after reading, so every epoch reads from storage (a small data set behaves like one larger than memory).", data.loader.cold_cache),
-      KEY("data.verify_checksums", "stream: before training, check every shard against its checksum in manifest.json (each rank reads its share of the files once); a mismatch names the shard.", data.loader.verify_checksums),
+      KEY("data.verify_checksums", "stream only (refused with the memory loader): before training, check every shard against its checksum in manifest.json (each rank reads its share of the files once); a mismatch names the shard.", data.loader.verify_checksums),
       KEY("data.order", "Sampling order: `\"global\"` (a shuffle of all samples per epoch) or `\"shard\"` (shards in shuffled order, samples shuffled within a window: mostly sequential reads).", data.loader.order),
       KEY("data.shuffle_window", "order = \"shard\": samples shuffled together (0: one shard's worth).", data.loader.shuffle_window),
       KEY("data.last_batch", "The last partial global batch of an epoch: `\"drop\"` it, or `\"pad\"` it with samples from the start of the epoch's order.", data.loader.last_batch),
@@ -313,6 +314,9 @@ void validate(const Config& c) {
   require(l.last_batch == "drop" || l.last_batch == "pad",
           fmt::format("data.last_batch \"{}\" is not a policy (choose \"drop\" or \"pad\")", l.last_batch));
   require(!l.cold_cache || l.mode == "stream", "data.cold_cache needs data.loader = \"stream\"");
+  // The memory loader does not verify: accepted, the key would be ignored.
+  require(!l.verify_checksums || l.mode == "stream",
+          "data.verify_checksums needs data.loader = \"stream\" (the memory loader does not check checksums)");
   const io::StageOptions& st = c.io.stage;
   require(!st.enabled || !st.cache_dir.empty(), "io.stage.enabled needs io.stage.cache_dir");
   require(!st.enabled || l.mode == "stream", "io.stage.enabled needs data.loader = \"stream\"");
@@ -446,6 +450,11 @@ void apply_leaves(Config& config, const toml::table& table, const std::string& p
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   toml::table root;
+  // toml++ reads a directory (or /dev/null) as an empty document: every key
+  // at its default, silently.
+  std::error_code ec;
+  ST_CHECK(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec),
+           "{}: not a config file (a directory or a device); give a .toml file", path);
   try {
     root = toml::parse_file(path);
   } catch (const toml::parse_error& e) {

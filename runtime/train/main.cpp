@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   train::TrainOptions train_opts;
   auto* train_cmd = app.add_subcommand("train", "Train a model as a config file describes");
   train_cmd->add_option("config", config_path, "TOML config (see examples/ and docs/config.md)")->required();
-  train_cmd->add_option("--set", overrides, "Override a config key: --set train.epochs=3 (repeatable)");
+  train_cmd->add_option("--set", overrides, "Override a config key: --set train.epochs=3 (repeatable)")->allow_extra_args(false);
   train_cmd->add_option("--run-dir", train_opts.run_dir, "Run directory (default: run.dir, else runs/<name>-<time>)");
   train_cmd->add_flag("--overwrite", train_opts.overwrite, "Reuse a run directory that holds an earlier run");
   train_cmd->add_option("--resume", train_opts.resume,
@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   train::BenchStepOptions bench_opts;
   auto* step_cmd = bench_cmd->add_subcommand("step", "Training-step GFLOP/s against the same GEMMs alone");
   step_cmd->add_option("config", config_path, "TOML config")->required();
-  step_cmd->add_option("--set", overrides, "Override a config key (repeatable)");
+  step_cmd->add_option("--set", overrides, "Override a config key (repeatable)")->allow_extra_args(false);
   step_cmd->add_option("--steps", bench_opts.steps, "Steps per round")->capture_default_str();
   step_cmd->add_option("--rounds", bench_opts.rounds, "Alternating rounds (medians reported)")->capture_default_str();
   step_cmd->add_option("--warmup", bench_opts.warmup, "Untimed steps first")->capture_default_str();
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   train::BenchTelemetryOptions tel_opts;
   auto* tel_cmd = bench_cmd->add_subcommand("telemetry", "Step time with telemetry on and off, alternating");
   tel_cmd->add_option("config", config_path, "TOML config")->required();
-  tel_cmd->add_option("--set", overrides, "Override a config key (repeatable)");
+  tel_cmd->add_option("--set", overrides, "Override a config key (repeatable)")->allow_extra_args(false);
   tel_cmd->add_option("--steps", tel_opts.steps, "Steps per round")->capture_default_str();
   tel_cmd->add_option("--rounds", tel_opts.rounds, "Rounds per setting")->capture_default_str();
   tel_cmd->add_option("--warmup", tel_opts.warmup, "Untimed steps first")->capture_default_str();
@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
   // config
   auto* config_cmd = app.add_subcommand("config", "Validate a config and print it resolved, or print the key reference");
   config_cmd->add_option("config", config_path, "TOML config");
-  config_cmd->add_option("--set", overrides, "Override a config key (repeatable)");
+  config_cmd->add_option("--set", overrides, "Override a config key (repeatable)")->allow_extra_args(false);
   bool reference = false;
   config_cmd->add_flag("--reference", reference, "Print the reference of every key as Markdown (docs/config.md)");
 
@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
   bool plan_json = false;
   auto* plan_cmd = app.add_subcommand("plan", "Predict the peak memory per rank of a config for DDP and each FSDP strategy");
   plan_cmd->add_option("config", config_path, "TOML config")->required();
-  plan_cmd->add_option("--set", overrides, "Override a config key (repeatable)");
+  plan_cmd->add_option("--set", overrides, "Override a config key (repeatable)")->allow_extra_args(false);
   plan_cmd->add_option("--ranks", plan_ranks, "Ranks of the job")->required();
   plan_cmd->add_flag("--json", plan_json, "Print JSON (one object per strategy)");
 

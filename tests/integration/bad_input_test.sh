@@ -15,6 +15,11 @@ printf '[train\n' > syntax.toml
 expect_error "syntax.toml:1:" "$SHARDTRAIN" train syntax.toml
 expect_error "--set train.epochs: config key train.epochs: expected an integer" "$SHARDTRAIN" train "$cfg" --set train.epochs=many
 expect_error "expected key=value" "$SHARDTRAIN" train "$cfg" --set train.epochs
+# A directory is not an empty config; --set takes one value, not the path after it.
+expect_error "$SOURCE_DIR/examples: not a config file" "$SHARDTRAIN" config "$SOURCE_DIR/examples"
+"$SHARDTRAIN" config --set train.epochs=3 "$cfg" | grep -q '^epochs = 3$' || fail "--set before the config path"
+pass "--set before the config path takes one value"
+expect_error "data.verify_checksums needs data.loader = \"stream\"" "$SHARDTRAIN" config "$cfg" --set data.verify_checksums=true
 expect_error "unknown config key optim.learning_rate" "$SHARDTRAIN" train "$cfg" --set optim.learning_rate=0.1
 expect_error "parallel.fsdp.sharding \"zero3\" is not one (choose \"full\", \"grad_op\" or \"hybrid\")" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=fsdp --set parallel.fsdp.sharding=zero3 --run-dir r-fsdp
 
