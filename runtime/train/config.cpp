@@ -147,7 +147,7 @@ const std::vector<Field>& schema() {
       KEY("train.seed", "Seed of initialization and shuffling. Same seed and world size, same result bit for bit.", train.seed),
       KEY("train.epochs", "Passes over the training split.", train.epochs),
       KEY("train.max_steps", "Stop after this many optimizer steps (0 = no limit); the final evaluation still runs.", train.max_steps),
-      KEY("train.global_batch_size", "Samples per optimizer step across all ranks (fixed whatever the world size). The last partial batch of an epoch is dropped.", train.global_batch_size),
+      KEY("train.global_batch_size", "Samples per optimizer step across all ranks (fixed whatever the world size). The last partial batch of an epoch is dropped or padded (data.last_batch).", train.global_batch_size),
       KEY("train.accumulation_steps", "Micro-batches per optimizer step: each rank splits its slice of the global batch into this many forward/backward passes and reduces gradients once (DDP's no_sync).", train.accumulation_steps),
       KEY("train.eval_batch_size", "Samples per forward pass during evaluation.", train.eval_batch_size),
       KEY("train.progress_every_s", "Seconds between progress lines on the terminal (0 = every step).", train.progress_every_s),
