@@ -59,8 +59,7 @@ void SequentialBlock::ensure_capacity(int64_t batch, Device device) {
   capacity_ = batch;
   device_ = device;
   // The old buffers go first: assigned over, each would live until its
-  // replacement exists, and the peak would hold both (measured: 1.058 of
-  // the plan when evaluation grew the buffers).
+  // replacement exists, and the peak would hold both.
   outputs_.clear();
   grad_a_ = Tensor();
   grad_b_ = Tensor();
