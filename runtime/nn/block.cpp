@@ -56,13 +56,11 @@ int64_t SequentialBlock::activation_bytes(int64_t batch) const {
 // evaluation) and are then reused: no allocation in the steady state.
 void SequentialBlock::ensure_capacity(int64_t batch, Device device) {
   if (batch <= capacity_ && device == device_) return;
-  capacity_ = batch;
-  device_ = device;
   // The old buffers go first: assigned over, each would live until its
   // replacement exists, and the peak would hold both.
-  outputs_.clear();
-  grad_a_ = Tensor();
-  grad_b_ = Tensor();
+  release_activations();
+  capacity_ = batch;
+  device_ = device;
   int64_t widest = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
     outputs_.push_back(Tensor::empty(batched(batch, shapes_[i + 1]), DType::f32, device));

@@ -73,6 +73,7 @@ int64_t TransformerBlock::activation_bytes(int64_t batch) const {
 
 void TransformerBlock::ensure_capacity(int64_t batch, Device device) {
   if (batch <= capacity_ && device == device_) return;
+  release_activations();  // the old buffers first: no overlap with the new ones
   capacity_ = batch;
   device_ = device;
   const int64_t N = batch * T_;
