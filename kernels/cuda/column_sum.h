@@ -2,8 +2,9 @@
 // stream): bias gradients, out[c] (+)= sum over rows n of x[n, c].
 //
 // One thread per column adding all N rows in order (what the CPU does) left
-// most of the GPU idle: C threads, each making N dependent steps, so a bias
-// gradient of the wide GPT (8,192 rows) took about as long as its GEMM. Here
+// most of the GPU idle: C threads, each making N dependent steps (estimated
+// at about 0.3 ms per call at the wide GPT's 8,192 rows, not yet measured:
+// docs/BENCHMARKS.md). Here
 // in two stages: blocks of 64 columns by kColumnSumRows rows write partial
 // sums (rows in order), then one thread per column adds the chunks in order
 // onto out (or 0). The order depends on N and C only, so the sums are

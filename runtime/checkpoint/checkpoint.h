@@ -48,11 +48,9 @@ struct Progress {
   int64_t epoch = 0, batch = 0; // the sampler position: the next global batch
   int64_t total_steps = 0;      // the learning-rate schedule's horizon
   int64_t optimizer_steps = 0;  // the optimizer's own count (bias correction, first momentum step)
-  // The evaluation state: the step last evaluated (-1: none yet), and the
-  // milliseconds after which the run reached its target (-1: not reached),
-  // so that a resumed run neither repeats nor skips an evaluation and does
-  // not train past a target it had reached. Files without them read as -1.
-  int64_t evaluated_step = -1;
+  // The milliseconds of training after which the run reached its target
+  // (-1: not reached; also for files without it), so that a resumed run
+  // does not train past a target it had reached.
   int64_t target_reached_ms = -1;
 };
 

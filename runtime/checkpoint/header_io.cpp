@@ -58,7 +58,6 @@ void write_header(hid_t file, const Header& h) {
   write_int_attribute(file, "sampler_batch", h.progress.batch);
   write_int_attribute(file, "schedule_total_steps", h.progress.total_steps);
   write_int_attribute(file, "optimizer_steps", h.progress.optimizer_steps);
-  write_int_attribute(file, "evaluated_step", h.progress.evaluated_step);
   write_int_attribute(file, "target_reached_ms", h.progress.target_reached_ms);
   write_string_attribute(file, "strategy", h.origin.strategy);
   write_string_attribute(file, "sharding", h.origin.sharding);
@@ -90,7 +89,6 @@ Header read_header_attributes(hid_t file) {
   h.progress.batch = read_int_attribute(file, "sampler_batch");
   h.progress.total_steps = read_int_attribute(file, "schedule_total_steps");
   h.progress.optimizer_steps = read_int_attribute(file, "optimizer_steps");
-  if (has_attribute(file, "evaluated_step")) h.progress.evaluated_step = read_int_attribute(file, "evaluated_step");
   if (has_attribute(file, "target_reached_ms"))
     h.progress.target_reached_ms = read_int_attribute(file, "target_reached_ms");
   h.origin.strategy = read_string_attribute(file, "strategy");

@@ -271,10 +271,8 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   // derived from `step`: a resumed run may have another number of batches
   // per epoch than the run that wrote its checkpoint).
   int64_t next_epoch = epoch, next_batch = first_batch;
-  int64_t last_eval_step = -1;
   auto save_checkpoint = [&] {
     checkpoint::Progress at{step, next_epoch, next_batch, total_steps, 0};
-    at.evaluated_step = last_eval_step;
     at.target_reached_ms = time_to_target ? int64_t(std::llround(*time_to_target * 1000.0)) : -1;
     const auto [path, seconds] = checkpoints.save(at, step);
     if (step_records) step_records->add_checkpoint(seconds);
@@ -315,6 +313,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   double loss_sum = 0.0;  // this rank's, since the last evaluation
   int64_t loss_samples = 0;
   EvalResult last_eval;
+  int64_t last_eval_step = -1;
   std::string status = "completed";
   const int rank = mpi.rank();
   bool checkpoint_after_eval = false;
