@@ -3,7 +3,7 @@
 // strategy. docs/formats.md describes the file.
 //
 // Every tensor (parameters, each optimizer state buffer) is one f32 dataset
-// in the model's flat coordinates; each rank writes its pieces (pieces.h) and
+// in the model's flat coordinates; each rank writes its pieces (runtime/parallel/pieces.h) and
 // a CRC-32 of what it wrote. Loading first verifies every saved rank's
 // checksums (the check spread over the current ranks), then each rank reads
 // the pieces its current layout needs. A file that cannot be opened, holds
@@ -16,7 +16,7 @@
 // file behind and every earlier checkpoint intact.
 #pragma once
 
-#include "runtime/checkpoint/pieces.h"
+#include "runtime/parallel/pieces.h"
 #include "runtime/core/tensor.h"
 
 #include <mpi.h>
@@ -28,6 +28,9 @@
 #include <vector>
 
 namespace shardtrain::checkpoint {
+
+using parallel::Piece;
+using parallel::Pieces;
 
 inline constexpr int kFormatVersion = 1;
 

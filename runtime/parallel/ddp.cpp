@@ -2,7 +2,10 @@
 
 #include "kernels/ops.h"
 #include "runtime/core/clock.h"
-#include "runtime/parallel/collective_record.h"
+#include "runtime/core/dtype_names.h"
+#include "runtime/optim/clip.h"
+#include "runtime/parallel/none_strategy.h"
+#include "runtime/parallel/optimizer_span.h"
 #include "runtime/telemetry/recorder.h"
 
 #include <algorithm>
@@ -38,13 +41,7 @@ const char* algorithm_literal(const std::string& a) {
 
 Ddp::Ddp(nn::Model& model, comm::Communicator& comm, const DdpOptions& options)
     : model_(model), comm_(comm), options_(options) {
-  ST_CHECK(options.bucket_mb > 0 && options.first_bucket_mb > 0,
-           "parallel.ddp.bucket_mb and parallel.ddp.first_bucket_mb must be positive");
-  ST_CHECK(options.grad_dtype == "f32" || options.grad_dtype == "bf16",
-           "parallel.ddp.grad_dtype \"{}\" is not a dtype (choose \"f32\" or \"bf16\")",
-           options.grad_dtype);
-  ST_CHECK(options.bucket_batch >= 1, "parallel.ddp.bucket_batch must be at least 1 (it is {})",
-           options.bucket_batch);
+  validate(options);
   buckets_ = plan_buckets(model.flat(), options);
   bucket_of_block_.resize(model.flat().blocks().size());
   for (size_t i = 0; i < buckets_.size(); ++i)
@@ -52,7 +49,7 @@ Ddp::Ddp(nn::Model& model, comm::Communicator& comm, const DdpOptions& options)
       bucket_of_block_[size_t(blk)] = i;
   pending_.assign(buckets_.size(), 0);
   works_.resize(buckets_.size());
-  if (options.grad_dtype == "bf16")
+  if (options.grad_dtype == DType::bf16)
     for (const Bucket& bucket : buckets_)
       wire_.push_back(Tensor::empty({bucket.numel}, DType::bf16, model.device()));
 }
@@ -138,7 +135,6 @@ void Ddp::launch(size_t b) {
     ops::convert(wire_[b], grads);
     works_[b] = comm_.allreduce(wire_[b], comm::ReduceOp::sum);
   }
-  stats_.bytes += works_[b]->bytes();
   const int64_t n = comm_.size();
   stats_.wire_bytes += 2 * (n - 1) * works_[b]->bytes() / n;
 }
@@ -150,8 +146,7 @@ void Ddp::wait_bucket(size_t b) {
     telemetry::Span span("wait bucket", "comm", int64_t(b));
     w.wait();
   }
-  const telemetry::CollectiveRecord rec = collective_record(w, comm_.size());
-  stats_.records.push_back(rec);
+  stats_.add_completed(w, comm_.size());
   telemetry::Recorder& recorder = telemetry::Recorder::instance();
   if (recorder.enabled()) {
     if (comm_lane_ < 0) comm_lane_ = recorder.lane("comm engine");
@@ -166,11 +161,6 @@ void Ddp::wait_bucket(size_t b) {
     e.detail = algorithm_literal(w.algorithm());
     recorder.record(e);
   }
-  stats_.comm_s += w.finished_at() - w.arrived_at();
-  stats_.peer_wait_s += w.arrived_at() - w.started_at();
-  stats_.exposed_s += w.blocked_on_transfer();
-  stats_.blocked_peers_s += w.blocked_waiting_for_peers();
-  ++stats_.collectives;
   if (!wire_.empty())
     ops::convert(model_.flat().grads().view(buckets_[b].offset, {buckets_[b].numel}), wire_[b]);
   works_[b].reset();
@@ -178,6 +168,42 @@ void Ddp::wait_bucket(size_t b) {
 
 void Ddp::wait_gradients() {
   for (size_t b = 0; b < buckets_.size(); ++b) wait_bucket(b);
+}
+
+void Ddp::update(optim::Optimizer& optimizer, float lr, double clip_grad_norm, double& optimizer_s) {
+  const nn::FlatParameters& flat = model_.flat();
+  if (clip_grad_norm > 0) {
+    wait_gradients();
+    replicated_update(flat, optimizer, lr, clip_grad_norm, optimizer_s);
+    return;
+  }
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    wait_bucket(i);
+    const Bucket& bucket = buckets_[i];
+    timed_optimizer(optimizer_s, int64_t(i), [&] {
+      optimizer.update(flat.params(), flat.grads(), lr, bucket.offset, bucket.offset + bucket.numel);
+    });
+  }
+  optimizer.finish_step();
+}
+
+std::unique_ptr<optim::Optimizer> Ddp::make_optimizer(const optim::OptimizerConfig& config,
+                                                      const std::vector<optim::ParamRange>& full) {
+  return optim::make_optimizer(config, model_.flat().numel(), full, model_.device());
+}
+
+CheckpointView Ddp::checkpoint_view() { return replicated_view(model_.flat(), comm_.rank(), comm_.size()); }
+
+std::string Ddp::describe(const PlanInputs&) const {
+  std::string buckets;
+  for (const Bucket& b : buckets_)
+    buckets += fmt::format(" [blocks {}-{}: {:.2f} MiB]", b.first_block, b.last_block,
+                           double(b.numel) * 4 / (1 << 20));
+  return fmt::format("ddp: {} gradient bucket(s){}, gradients travel as {}{}", buckets_.size(), buckets,
+                     name_of(options_.grad_dtype),
+                     options_.bucket_batch > 1
+                         ? fmt::format("; issued {} at a time as one group", options_.bucket_batch)
+                         : std::string());
 }
 
 CommStats Ddp::take_stats() {

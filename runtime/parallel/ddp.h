@@ -24,59 +24,60 @@
 
 #include "runtime/comm/communicator.h"
 #include "runtime/nn/model.h"
-#include "runtime/telemetry/step_record.h"
+#include "runtime/parallel/comm_stats.h"
+#include "runtime/parallel/ddp_options.h"
+#include "runtime/parallel/strategy.h"
 
 #include <string>
 #include <vector>
 
 namespace shardtrain::parallel {
 
-struct DdpOptions {
-  double bucket_mb = 25.0;
-  double first_bucket_mb = 1.0;
-  std::string grad_dtype = "f32";  // "f32" | "bf16": the dtype gradients travel in
-  int64_t bucket_batch = 1;        // consecutive buckets issued as one group (1: each at once)
-};
-
 struct Bucket {
   int first_block = 0, last_block = 0;  // blocks [first, last] in forward numbering
   int64_t offset = 0, numel = 0;        // range of the flat gradient buffer
 };
 
-// Communication of the steps since the last take_stats() (see comm/work.h).
-struct CommStats {
-  double comm_s = 0;       // data movement: from all ranks' arrival to completion, summed
-  double peer_wait_s = 0;  // collectives waiting for the other ranks to issue them, summed
-  double exposed_s = 0;    // training thread blocked while data moved: exposed communication
-  double blocked_peers_s = 0;  // training thread blocked waiting for other ranks (imbalance)
-  int64_t bytes = 0;       // payload bytes all-reduced
-  // Bytes this rank sends with a bandwidth-optimal algorithm (ring: an
-  // all-reduce 2(N-1)/N of its buffer, an all-gather or reduce-scatter
-  // (N-1)/N of the full buffer): the figure the theory counts, whatever the
-  // algorithm that ran (a shared-memory one sends nothing over a network).
-  int64_t wire_bytes = 0;
-  int64_t collectives = 0;
-  std::vector<telemetry::CollectiveRecord> records;  // one per completed collective
+class DdpSpec final : public StrategySpec {
+ public:
+  explicit DdpSpec(const ParallelOptions& options) : options_(options.ddp) {}
+  std::string name() const override { return "ddp"; }
+  StrategyMemory memory(const nn::FlatParameters& flat, const PlanInputs& in) const override;
+  WireTheory wire_theory(const nn::FlatParameters& flat, const PlanInputs& in) const override;
+  int64_t collectives_per_step(const nn::FlatParameters& flat, int micro_batches) const override;
+  std::unique_ptr<Strategy> start(nn::Model& model, comm::Communicator* comm) const override;
+
+ private:
+  DdpOptions options_;
 };
 
-class Ddp final : public nn::BlockHooks {
+class Ddp final : public Strategy {
  public:
   Ddp(nn::Model& model, comm::Communicator& comm, const DdpOptions& options);
 
   // The buckets a Ddp over these parameters would use (a pure function).
   static std::vector<Bucket> plan_buckets(const nn::FlatParameters& flat, const DdpOptions& options);
 
+  std::string describe(const PlanInputs& in) const override;
   // Checks that every rank built the same model (an error naming the ranks
   // that differ, raised on every rank), then copies rank 0's parameters to all.
-  void broadcast_parameters();
+  void broadcast_parameters() override;
+  std::unique_ptr<optim::Optimizer> make_optimizer(const optim::OptimizerConfig& config,
+                                                   const std::vector<optim::ParamRange>& full) override;
 
   // sync = false: the coming backward only accumulates gradients locally
   // (no_sync, for gradient accumulation); the next synced backward reduces
   // the sum.
-  void set_sync(bool sync) { sync_ = sync; }
+  void set_sync(bool sync) override { sync_ = sync; }
 
   void before_backward(int block) override;
   void after_backward(int block) override;
+
+  // Each bucket's parameters are updated as soon as its all-reduce is done,
+  // so the optimizer overlaps the buckets still in flight (the last one,
+  // launched after the final Block's backward, above all); with clipping,
+  // after every bucket (the norm is over all gradients).
+  void update(optim::Optimizer& optimizer, float lr, double clip_grad_norm, double& optimizer_s) override;
 
   // Blocks until bucket b's all-reduce (if launched this step) completed;
   // its gradients are then the global ones. Buckets complete in order, so
@@ -86,8 +87,10 @@ class Ddp final : public nn::BlockHooks {
   // All buckets: call before anything that needs every gradient (clipping).
   void wait_gradients();
 
-  CommStats take_stats();
+  CommStats take_stats() override;
+  CheckpointView checkpoint_view() override;
   const std::vector<Bucket>& buckets() const { return buckets_; }
+  const DdpOptions& options() const { return options_; }
 
  private:
   void launch(size_t bucket);

@@ -1,8 +1,10 @@
 #include "runtime/parallel/fsdp.h"
 
-#include "runtime/parallel/collective_record.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/ops.h"
 #include "runtime/core/device_memory.h"
+#include "runtime/core/dtype_names.h"
+#include "runtime/parallel/optimizer_span.h"
 #include "runtime/telemetry/recorder.h"
 
 #include <algorithm>
@@ -28,7 +30,7 @@ Fsdp::Fsdp(nn::Model& model, comm::Communicator& comm, const FsdpOptions& option
       replica_comm_(replica_group(comm, options)),
       options_(options),
       layout_(model.flat().blocks(), shard_comm_.size()) {
-  ST_CHECK(options.prefetch >= 0, "FSDP: prefetch must be >= 0, got {}", options.prefetch);
+  validate(options);
   // HYBRID: shard s of replica r must be the same shard on every node.
   ST_CHECK(shard_comm_.size() * replicas() == comm.size(),
            "FSDP HYBRID needs the same number of ranks on every node: the job's {} ranks do not make nodes of {} "
@@ -40,9 +42,6 @@ Fsdp::Fsdp(nn::Model& model, comm::Communicator& comm, const FsdpOptions& option
   ST_CHECK(!options.poison_freed || dev.is_cpu(), "FSDP: poison_freed is a CPU debugging aid");
   shard_params_ = Tensor::zeros({std::max<int64_t>(1, layout_.shard_numel())}, DType::f32, dev);
   shard_grads_ = Tensor::zeros({std::max<int64_t>(1, layout_.shard_numel())}, DType::f32, dev);
-  ST_CHECK((options.param_dtype == DType::f32 || options.param_dtype == DType::bf16) &&
-               (options.reduce_dtype == DType::f32 || options.reduce_dtype == DType::bf16),
-           "FSDP: parameter and reduce dtypes are f32 or bf16");
   // Gather buffers: SHARD_GRAD_OP keeps every Block from forward to backward;
   // the others hold the Block being computed and `prefetch` in flight.
   // Gradient buffers: a Block's from its backward until its reduce-scatter
@@ -172,6 +171,7 @@ void Fsdp::before_forward(int b) {
       if (state_[size_t(i)] == State::gathered) free_block(i);
     }
   }
+  if (low_params()) bf16_gemms_.enter();
   if (state_[size_t(b)] == State::freed) issue_gather(b);
   for (int j = b + 1; j <= std::min(n - 1, b + options_.prefetch) && gathers_.held() < gather_limit_; ++j)
     if (state_[size_t(j)] == State::freed) issue_gather(j);
@@ -179,11 +179,13 @@ void Fsdp::before_forward(int b) {
 }
 
 void Fsdp::after_forward(int b) {
+  bf16_gemms_.leave();
   // The last Block's backward follows at once: keep it.
   if (options_.mode != ShardingMode::shard_grad_op && b != model_.num_blocks() - 1) free_block(b);
 }
 
 void Fsdp::before_backward(int b) {
+  if (low_params()) bf16_gemms_.enter();
   if (state_[size_t(b)] == State::freed) issue_gather(b);
   for (int j = b - 1; j >= std::max(0, b - options_.prefetch) && gathers_.held() < gather_limit_; --j)
     if (state_[size_t(j)] == State::freed) issue_gather(j);
@@ -203,6 +205,7 @@ void Fsdp::before_backward(int b) {
 }
 
 void Fsdp::after_backward(int b) {
+  bf16_gemms_.leave();
   if (sync_) reduce_scatter(b);
   free_block(b);
 }
@@ -300,11 +303,69 @@ void Fsdp::clip_grad_norm(double max_norm) {
   ops::clip_to_squared_norm(shard_grads_, sq, max_norm);
 }
 
-void Fsdp::shards_loaded() {
+void Fsdp::loaded() {
   for (int b = 0; b < model_.num_blocks(); ++b) {
     ST_ASSERT(state_[size_t(b)] != State::in_flight);
     if (state_[size_t(b)] == State::gathered) free_block(b);
   }
+}
+
+std::unique_ptr<optim::Optimizer> Fsdp::make_optimizer(const optim::OptimizerConfig& config,
+                                                       const std::vector<optim::ParamRange>& full) {
+  return optim::make_optimizer(config, shard_numel(), shard_optimizer_ranges(full), device_);
+}
+
+void Fsdp::update(optim::Optimizer& optimizer, float lr, double max_norm, double& optimizer_s) {
+  if (max_norm > 0) {
+    clip_grad_norm(max_norm);  // waits for every gradient shard
+    timed_optimizer(optimizer_s, -1, [&] { optimizer.step(shard_params_, shard_grads_, lr); });
+    return;
+  }
+  for (int blk = model_.num_blocks() - 1; blk >= 0; --blk) {
+    wait_gradients(blk);
+    const BlockShard& sh = layout_.block(blk);
+    timed_optimizer(optimizer_s, blk, [&] {
+      optimizer.update(shard_params_, shard_grads_, lr, sh.local_offset, sh.local_offset + sh.chunk);
+    });
+  }
+  optimizer.finish_step();
+}
+
+CheckpointView Fsdp::checkpoint_view() {
+  CheckpointView v;
+  v.params = shard_params_;
+  v.read = fsdp_shard(layout_, shard_rank());
+  if (replica_rank() == 0) v.write = v.read;
+  return v;
+}
+
+std::string Fsdp::describe(const PlanInputs& in) const {
+  const FsdpMemory mem =
+      fsdp_memory(model_.flat(), shard_group_size(), in.state_floats_per_param, options_, in.micro_batches > 1);
+  const int world = comm_.size();
+  const std::string how =
+      options_.mode == ShardingMode::shard_grad_op ? fmt::format("SHARD_GRAD_OP over {} ranks", world)
+      : options_.mode == ShardingMode::hybrid
+          ? fmt::format("HYBRID (FULL_SHARD over the {} ranks of each node, replicated over {} node(s))",
+                        shard_group_size(), replicas())
+          : fmt::format("FULL_SHARD over {} ranks", world);
+  const std::string gemms =
+      !low_params() ? std::string()
+      : !device_.is_cpu()
+          ? ", GEMMs on bf16 operands"
+          : fmt::format(", GEMMs on bf16 operands ({})", cpu::native_bf16_gemm()
+                                                             ? "OpenBLAS sbgemm"
+                                                             : "rounded, through sgemm: this OpenBLAS has no sbgemm");
+  return fmt::format(
+      "fsdp: {}, {} all-gather(s) prefetched, parameters gathered in {}, gradients reduced in {}{}; per rank: "
+      "parameter + gradient + optimizer shards {:.2f} MiB (DDP: {:.2f} MiB); with the gather and gradient buffers "
+      "{:.2f} MiB in all{}",
+      how, options_.prefetch, name_of(options_.param_dtype), name_of(options_.reduce_dtype), gemms,
+      double(mem.persistent_bytes) / (1 << 20), double(mem.ddp_persistent_bytes) / (1 << 20),
+      double(mem.implementation_bytes) / (1 << 20),
+      device_.is_cpu() ? std::string()
+                       : "\n[init] warning: FSDP on a GPU runs because SHARDTRAIN_UNVERIFIED_GPU_FSDP=1; its device "
+                         "path has not yet been checked on a GPU (scripts/gpu-check.sh checks it)");
 }
 
 Tensor Fsdp::full_parameters() {
@@ -319,19 +380,9 @@ Tensor Fsdp::full_parameters() {
   return full;
 }
 
-void Fsdp::record(comm::Work& w, int group_size) {
-  const telemetry::CollectiveRecord rec = collective_record(w, group_size);
-  CommStats& c = stats_.comm;
-  c.records.push_back(rec);
-  c.comm_s += rec.duration_s;
-  c.peer_wait_s += rec.peer_wait_s;
-  c.exposed_s += w.blocked_on_transfer();
-  c.blocked_peers_s += w.blocked_waiting_for_peers();
-  c.bytes += w.bytes();
-  ++c.collectives;
-}
+void Fsdp::record(comm::Work& w, int group_size) { stats_.comm.add_completed(w, group_size); }
 
-FsdpStats Fsdp::take_stats() {
+FsdpStats Fsdp::take_fsdp_stats() {
   FsdpStats s = stats_;
   stats_ = {};
   return s;

@@ -39,23 +39,20 @@
 // fsdp_memory() predicts these bytes.
 #pragma once
 
+#include "kernels/gemm_precision.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/nn/model.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/parallel/buffer_pool.h"
-#include "runtime/parallel/ddp.h"
+#include "runtime/parallel/comm_stats.h"
+#include "runtime/parallel/fsdp_options.h"
 #include "runtime/parallel/shard_layout.h"
+#include "runtime/parallel/strategy.h"
 
 #include <deque>
 #include <vector>
 
 namespace shardtrain::parallel {
-
-enum class ShardingMode {
-  full_shard,     // parameters gathered for forward, freed, gathered again for backward
-  shard_grad_op,  // parameters gathered for forward and kept until the Block's backward
-  hybrid,         // full_shard within each node, shards replicated (gradients all-reduced) across nodes
-};
 
 // Collectives of one step over `blocks` Blocks with `micro_batches`
 // forward/backward passes: every pass gathers each Block for its forward and,
@@ -64,26 +61,7 @@ enum class ShardingMode {
 // accumulates in between); HYBRID adds one cross-node all-reduce per Block.
 int64_t collectives_per_step(int64_t blocks, ShardingMode mode, int64_t micro_batches);
 
-struct FsdpOptions {
-  ShardingMode mode = ShardingMode::full_shard;
-  // K: all-gathers in flight ahead of the Block being computed (>= 0); the
-  // gather and gradient buffers are K + 1 padded Blocks each.
-  int prefetch = 2;
-  // Debug: fill a freed Block's parameters (and a reduce-scattered Block's
-  // gradients) in the model's flat buffers with NaN.
-  bool poison_freed = false;
-  // Mixed precision. param_dtype bf16: each rank's f32 master shard is
-  // rounded to bf16 for the all-gather (half the bytes) and the Block
-  // computes with those bf16 values (widened to f32 in the gather buffer;
-  // the GEMMs' precision is kernels/cpu/gemm.h's, which the trainer sets to
-  // bf16 with it). reduce_dtype bf16: gradients are reduce-scattered in bf16
-  // (summed in f32 per hop) and widened into the f32 gradient shard. The
-  // optimizer always steps the f32 master shard.
-  DType param_dtype = DType::f32;
-  DType reduce_dtype = DType::f32;
-};
-
-// Communication since the last take_stats(). payload = the padded Block
+// Communication since the last take_fsdp_stats(). payload = the padded Block
 // bytes a collective covers (a gather's output, a reduce-scatter's input);
 // each rank sends and receives (N-1)/N of it.
 struct FsdpStats {
@@ -116,7 +94,22 @@ struct FsdpMemory {
 FsdpMemory fsdp_memory(const nn::FlatParameters& flat, int world, int state_floats_per_param,
                        const FsdpOptions& options, bool accumulation = false);
 
-class Fsdp final : public nn::BlockHooks {
+class FsdpSpec final : public StrategySpec {
+ public:
+  explicit FsdpSpec(const ParallelOptions& options) : options_(options.fsdp) {}
+  std::string name() const override;
+  std::vector<ParallelOptions> plan_variants(const ParallelOptions& base, const Topology& t) const override;
+  StrategyMemory memory(const nn::FlatParameters& flat, const PlanInputs& in) const override;
+  WireTheory wire_theory(const nn::FlatParameters& flat, const PlanInputs& in) const override;
+  int64_t collectives_per_step(const nn::FlatParameters& flat, int micro_batches) const override;
+  std::unique_ptr<Strategy> start(nn::Model& model, comm::Communicator* comm) const override;
+
+ private:
+  int shard_group(const Topology& t) const;  // HYBRID: a node's ranks; else all
+  FsdpOptions options_;
+};
+
+class Fsdp final : public Strategy {
  public:
   // Takes this rank's shard from the model's current parameters. `comm` is
   // every rank of the job; HYBRID shards over comm.node() and replicates
@@ -131,19 +124,28 @@ class Fsdp final : public nn::BlockHooks {
   int replica_rank() const { return replica_comm_ ? replica_comm_->rank() : 0; }
   int replicas() const { return replica_comm_ ? replica_comm_->size() : 1; }
 
+  std::string describe(const PlanInputs& in) const override;
   // Rank 0's parameters to every rank (then each rank takes its shard).
-  void broadcast_parameters();
+  void broadcast_parameters() override;
+  // Over this rank's shard (shard_optimizer_ranges of the model's ranges).
+  std::unique_ptr<optim::Optimizer> make_optimizer(const optim::OptimizerConfig& config,
+                                                   const std::vector<optim::ParamRange>& full) override;
 
   // sync = false: the coming backward only accumulates gradients into the
   // model's full gradient buffer (no reduce-scatter); the next synced
   // backward reduce-scatters the sum.
   // The first no_sync allocates an unsharded gradient accumulator (kept).
-  void set_sync(bool sync);
+  void set_sync(bool sync) override;
 
   void before_forward(int block) override;
   void after_forward(int block) override;
   void before_backward(int block) override;
   void after_backward(int block) override;
+
+  // Each Block's shard is updated as soon as its reduce-scatter is done,
+  // last Block first (the order backward produced them); with clipping,
+  // after all of them (clip_grad_norm below).
+  void update(optim::Optimizer& optimizer, float lr, double clip_grad_norm, double& optimizer_s) override;
 
   // Blocks until Block b's gradient reduce-scatter (if issued) completed;
   // shard_grads() over layout().block(b)'s chunk is then the global sum.
@@ -167,16 +169,22 @@ class Fsdp final : public nn::BlockHooks {
     return layout_.shard_ranges(full, shard_rank());
   }
 
+  // Evaluation gathers every Block as training does.
+  nn::BlockHooks* eval_hooks() override { return this; }
+  // The rank's shard; HYBRID: every node holds the same shards, the first
+  // one writes them.
+  CheckpointView checkpoint_view() override;
   // After shard_params() was overwritten (a checkpoint loaded between
   // steps): no gathered Block is valid any more; the next forward gathers.
-  void shards_loaded();
+  void loaded() override;
 
   // Collective: the whole flat parameter buffer, gathered into a new host tensor
   // (for comparisons and exports; evaluation runs the model with this
   // object as its hooks instead, gathering Block by Block).
   Tensor full_parameters();
 
-  FsdpStats take_stats();
+  CommStats take_stats() override { return take_fsdp_stats().comm; }
+  FsdpStats take_fsdp_stats();
   const ShardLayout& layout() const { return layout_; }
   const FsdpOptions& options() const { return options_; }
 
@@ -224,6 +232,7 @@ class Fsdp final : public nn::BlockHooks {
   std::deque<PendingReduce> reduces_;  // issue order = completion order
   bool sync_ = true;
   FsdpStats stats_;
+  Bf16Gemms bf16_gemms_;  // param_dtype bf16: around every Block's compute
 };
 
 }  // namespace shardtrain::parallel

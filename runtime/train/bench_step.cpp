@@ -44,6 +44,8 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
   in_memory.data.loader.mode = "memory";
   in_memory.parallel.strategy = "none";  // one process: the step alone
   Session s = make_session(in_memory);
+  const std::unique_ptr<parallel::Strategy> none = parallel::make_strategy_spec(in_memory.parallel)->start(*s.model, nullptr);
+  make_optimizer(s, in_memory, *none);
   io::Sampler sampler(s.train_data.size(), config.train.global_batch_size, 0, 1,
                       uint64_t(config.train.seed));
   StepBuffers buffers = make_step_buffers(s, sampler.local_batch());
@@ -55,7 +57,7 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
     buffers.next_input();
     gather_batch(s, buffers, sampler.local_batch());
     train_step(*s.model, *s.optimizer, buffers, config.optim.lr, config.clip_grad_norm,
-               config.train.global_batch_size, config.train.accumulation_steps, nullptr);
+               config.train.global_batch_size, config.train.accumulation_steps, *none);
   };
 
   for (int i = 0; i < opt.warmup; ++i) step();

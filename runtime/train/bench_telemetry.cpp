@@ -3,7 +3,6 @@
 #include "io/sampler.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/core/clock.h"
-#include "runtime/parallel/ddp.h"
 #include "runtime/telemetry/recorder.h"
 #include "runtime/train/timed_step.h"
 
@@ -31,17 +30,16 @@ int bench_telemetry(const Config& config, const BenchTelemetryOptions& opt, cons
   const int rank = mpi.rank(), world = mpi.world_size();
   Config in_memory = config;  // the step is measured with its data in memory
   in_memory.data.loader.mode = "memory";
-  in_memory.parallel.strategy = "ddp";  // data parallel (below), as the trainer runs it
-  Session s = make_session(in_memory);
   // Under mpirun: data parallel, as the trainer runs it, so that the
   // collectives' records and spans are part of what is measured.
+  in_memory.parallel.strategy = world > 1 ? "ddp" : "none";
+  Session s = make_session(in_memory);
   std::unique_ptr<comm::Communicator> comm;
-  std::unique_ptr<parallel::Ddp> ddp;
-  if (world > 1) {
-    comm = comm::make_mpi_world_communicator(config.comm);
-    ddp = std::make_unique<parallel::Ddp>(*s.model, *comm, config.parallel.ddp);
-    ddp->broadcast_parameters();
-  }
+  if (world > 1) comm = comm::make_mpi_world_communicator(config.comm);
+  const std::unique_ptr<parallel::Strategy> strategy =
+      parallel::make_strategy_spec(in_memory.parallel)->start(*s.model, comm.get());
+  strategy->broadcast_parameters();
+  make_optimizer(s, in_memory, *strategy);
   io::Sampler sampler(s.train_data.size(), config.train.global_batch_size, rank, world,
                       uint64_t(config.train.seed));
   StepBuffers buffers = make_step_buffers(s, sampler.local_batch());
@@ -70,7 +68,7 @@ int bench_telemetry(const Config& config, const BenchTelemetryOptions& opt, cons
     RunTelemetry tel(c, scratch, rank, world, comm.get(), t0);
     for (int i = 0; i < steps; ++i, ++step)
       timed_step(c, s, sampler, buffers, tel, {step / per_epoch, step % per_epoch, step, per_epoch},
-                 config.optim.lr, ddp.get(), nullptr, rank);
+                 config.optim.lr, *strategy, rank, 0.0);
     tel.flush();  // the round's last records and spans: per-step work, timed with the steps
     const double t1 = now_seconds();
     if (c.telemetry.enabled) own_on.push_back(tel.own_seconds() / steps);

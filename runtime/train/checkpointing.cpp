@@ -40,11 +40,12 @@ std::map<std::string, std::string> toml_values(const std::string& toml) {
 
 }  // namespace
 
-Checkpointing::Checkpointing(const Config& config, const std::string& run_dir, Session& s, parallel::Fsdp* fsdp,
-                             int rank, int world)
+Checkpointing::Checkpointing(const Config& config, const std::string& run_dir, Session& s,
+                             parallel::Strategy& strategy, const std::string& strategy_name, int rank, int world)
     : config_(config),
       s_(s),
-      fsdp_(fsdp),
+      strategy_(strategy),
+      strategy_name_(strategy_name),
       rank_(rank),
       world_(world),
       dir_(config.checkpoint.dir.empty() ? (std::filesystem::path(run_dir) / "checkpoints").string()
@@ -68,20 +69,12 @@ checkpoint::Identity Checkpointing::identity() const {
 }
 
 checkpoint::Buffers Checkpointing::buffers() const {
+  const parallel::CheckpointView view = strategy_.checkpoint_view();
   checkpoint::Buffers b;
   b.state = s_.optimizer->state();
-  if (fsdp_) {
-    // The rank's shard: parameters and optimizer state over shard_numel().
-    // HYBRID: every node holds the same shards; the first one writes them.
-    b.params = fsdp_->shard_params();
-    b.read = checkpoint::fsdp_shard(fsdp_->layout(), fsdp_->shard_rank());
-    if (fsdp_->replica_rank() == 0) b.write = b.read;
-  } else {
-    // Replicated: each rank writes its slice, every rank reads everything.
-    b.params = s_.model->flat().params();
-    b.write = checkpoint::replicated_slice(s_.model->flat().numel(), rank_, world_);
-    b.read = checkpoint::whole_buffer(s_.model->flat().numel());
-  }
+  b.params = view.params;
+  b.write = view.write;
+  b.read = view.read;
   return b;
 }
 
@@ -91,8 +84,10 @@ std::pair<std::string, double> Checkpointing::save(const checkpoint::Progress& p
   h.identity = identity();
   h.progress = progress;
   h.progress.optimizer_steps = s_.optimizer->steps_taken();
-  h.origin.strategy = config_.parallel.strategy;
-  h.origin.sharding = fsdp_ ? config_.parallel.fsdp.sharding : "";
+  // "fsdp full": the strategy, then its sharding mode.
+  const size_t space = strategy_name_.find(' ');
+  h.origin.strategy = strategy_name_.substr(0, space);
+  h.origin.sharding = space == std::string::npos ? "" : strategy_name_.substr(space + 1);
   h.origin.world = world_;
   h.origin.config_toml = config_toml_;
   const std::string path = checkpoint::checkpoint_path(dir_, progress.step);
@@ -133,7 +128,7 @@ checkpoint::Header Checkpointing::load(const std::string& path) {
   checkpoint::Buffers b = buffers();
   const checkpoint::Header h = checkpoint::load(path, MPI_COMM_WORLD, identity(), b);
   s_.optimizer->set_steps_taken(h.progress.optimizer_steps);
-  if (fsdp_) fsdp_->shards_loaded();
+  strategy_.loaded();
   return h;
 }
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/parallel/fsdp.h"
+#include "runtime/parallel/strategy.h"
 #include "runtime/train/config.h"
 #include "runtime/train/session.h"
 
@@ -15,10 +15,11 @@ namespace shardtrain::train {
 
 class Checkpointing {
  public:
-  // `run_dir` holds checkpoints/ unless checkpoint.dir says otherwise; fsdp
-  // is null for "none" and "ddp".
-  Checkpointing(const Config& config, const std::string& run_dir, Session& s, parallel::Fsdp* fsdp, int rank,
-                int world);
+  // `run_dir` holds checkpoints/ unless checkpoint.dir says otherwise;
+  // `strategy` says what this rank holds (its checkpoint_view) and
+  // `strategy_name` (parallel::StrategySpec::name) is recorded as the origin.
+  Checkpointing(const Config& config, const std::string& run_dir, Session& s, parallel::Strategy& strategy,
+                const std::string& strategy_name, int rank, int world);
 
   const std::string& dir() const { return dir_; }
   bool enabled() const { return every_ > 0; }
@@ -37,8 +38,9 @@ class Checkpointing {
   // What `--resume` names: "auto" (the newest complete checkpoint in dir(),
   // nullopt when there is none) or a file.
   std::optional<std::string> resolve(const std::string& resume) const;
-  // Collective: loads `path` into the model, optimizer and FSDP shards of
-  // this run (any world size, any strategy) and returns its header.
+  // Collective: loads `path` into what this rank holds (the model or its
+  // shard, the optimizer state) at any world size and strategy, and returns
+  // its header.
   checkpoint::Header load(const std::string& path);
 
   // Config lines that differ between the checkpoint's config and this run's
@@ -52,7 +54,8 @@ class Checkpointing {
 
   const Config& config_;
   Session& s_;
-  parallel::Fsdp* fsdp_;
+  parallel::Strategy& strategy_;
+  std::string strategy_name_;
   int rank_, world_;
   std::string dir_, config_toml_;
   int64_t every_, keep_;

@@ -1,5 +1,6 @@
 #include "runtime/train/config.h"
 
+#include "runtime/core/dtype_names.h"
 #include "runtime/core/error.h"
 
 #include <fmt/ranges.h>
@@ -126,6 +127,20 @@ template <> struct Convert<std::vector<int64_t>> {
   static std::string show(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 };
 
+// An enum with an enum_names table (runtime/core/enum_names.h): a string
+// naming one of its values.
+template <typename E>
+  requires NamedEnum<E>
+struct Convert<E> {
+  static constexpr const char* name = "string";
+  static E from(const toml::node& n) {
+    const std::string s = Convert<std::string>::from(n);
+    if (const std::optional<E> v = parse_enum<E>(s)) return *v;
+    throw Error(fmt::format("\"{}\" is not one of {}", s, enum_choices<E>()));
+  }
+  static std::string show(E v) { return Convert<std::string>::show(std::string(name_of(v))); }
+};
+
 template <typename Ref>
 Field field(std::string key, std::string doc, Ref ref) {
   using T = std::remove_cvref_t<decltype(ref(std::declval<Config&>()))>;
@@ -196,8 +211,8 @@ const std::vector<Field>& schema() {
       KEY("target.metric", "`\"test_accuracy\"` (reached when >= value) or `\"test_loss\"` (reached when <= value).", target.metric),
       KEY("target.value", "Stop as soon as an evaluation reaches it (0 = no target). Accuracy is a fraction: 0.88 means 88%.", target.value),
 
-      KEY("parallel.strategy", "`\"none\"` (one rank), `\"ddp\"` (data parallel over all ranks) or `\"fsdp\"` (parameters, gradients and optimizer state sharded over all ranks per Block, ZeRO-3).", parallel.strategy),
-      KEY("parallel.fsdp.sharding", "FSDP: `\"full\"` (FULL_SHARD: gather a Block for forward, free it, gather again for backward) `\"grad_op\"` (SHARD_GRAD_OP: keep gathered Blocks from forward to backward) or `\"hybrid\"` (FULL_SHARD within each node, replicated across nodes: gathers stay in the node, gradient shards are all-reduced across nodes; nodes as comm.ranks_per_node says).", parallel.fsdp.sharding),
+      KEY("parallel.strategy", "`\"none\"` (one rank), `\"ddp\"` (data parallel over all ranks), `\"zero1\"` (as ddp, with the optimizer state sharded over the ranks and the updated parameters all-gathered: ZeRO stage 1) or `\"fsdp\"` (parameters, gradients and optimizer state sharded over all ranks per Block, ZeRO-3).", parallel.strategy),
+      KEY("parallel.fsdp.sharding", "FSDP: `\"full\"` (FULL_SHARD: gather a Block for forward, free it, gather again for backward) `\"grad_op\"` (SHARD_GRAD_OP: keep gathered Blocks from forward to backward) or `\"hybrid\"` (FULL_SHARD within each node, replicated across nodes: gathers stay in the node, gradient shards are all-reduced across nodes; nodes as comm.ranks_per_node says).", parallel.fsdp.mode),
       KEY("parallel.fsdp.param_dtype", "FSDP mixed precision: `\"bf16\"` gathers parameters in bf16 (half the bytes) and computes with them (GEMMs on bf16 operands, f32 accumulation: OpenBLAS's sbgemm where the library has it, else bf16-rounded operands through sgemm); the optimizer keeps f32 master weights in the shard. `\"f32\"`: everything in f32.", parallel.fsdp.param_dtype),
       KEY("parallel.fsdp.reduce_dtype", "FSDP: dtype gradients are reduce-scattered in, `\"f32\"` or `\"bf16\"` (half the bytes; summed in f32 per hop).", parallel.fsdp.reduce_dtype),
       KEY("parallel.fsdp.prefetch", "FSDP: all-gathers in flight ahead of the Block being computed (bounds the gathered Blocks held).", parallel.fsdp.prefetch),
@@ -345,13 +360,7 @@ void validate(const Config& c) {
           fmt::format("target.value {} is above 1: accuracy is a fraction (0.88 means 88%)", c.target.value));
   require(c.train.accumulation_steps >= 1,
           fmt::format("train.accumulation_steps must be at least 1, got {}", c.train.accumulation_steps));
-  require(c.parallel.ddp.bucket_mb > 0 && c.parallel.ddp.first_bucket_mb > 0,
-          "parallel.ddp.bucket_mb and parallel.ddp.first_bucket_mb must be positive");
-  require(c.parallel.ddp.bucket_batch >= 1,
-          fmt::format("parallel.ddp.bucket_batch must be at least 1 (it is {})", c.parallel.ddp.bucket_batch));
-  require(c.parallel.ddp.grad_dtype == "f32" || c.parallel.ddp.grad_dtype == "bf16",
-          fmt::format("parallel.ddp.grad_dtype \"{}\" is not a dtype (choose \"f32\" or \"bf16\")",
-                      c.parallel.ddp.grad_dtype));
+  parallel::validate(c.parallel.ddp);
   require(c.comm.small_message_bytes >= 0, "comm.small_message_bytes must not be negative");
   require(c.comm.chunk_bytes >= 4096, fmt::format("comm.chunk_bytes must be at least 4096, got {}", c.comm.chunk_bytes));
   require(c.comm.allreduce_algorithm == "auto" || c.comm.allreduce_algorithm == "shm" ||
@@ -363,18 +372,8 @@ void validate(const Config& c) {
   require(c.comm.oneshot_bytes >= 0, "comm.oneshot_bytes must not be negative");
   require(c.comm.ranks_per_node >= 0, "comm.ranks_per_node must not be negative");
   require(c.comm.timeout_s > 0, fmt::format("comm.timeout_s must be positive, got {}", c.comm.timeout_s));
-  require(c.parallel.strategy == "none" || c.parallel.strategy == "ddp" || c.parallel.strategy == "fsdp",
-          fmt::format("parallel.strategy \"{}\" is not a strategy (choose \"none\", \"ddp\" or \"fsdp\")",
-                      c.parallel.strategy));
-  require(c.parallel.fsdp.sharding == "full" || c.parallel.fsdp.sharding == "grad_op" ||
-              c.parallel.fsdp.sharding == "hybrid",
-          fmt::format("parallel.fsdp.sharding \"{}\" is not one (choose \"full\", \"grad_op\" or \"hybrid\")",
-                      c.parallel.fsdp.sharding));
-  require(c.parallel.fsdp.prefetch >= 0, "parallel.fsdp.prefetch must not be negative");
-  for (const auto& [key, value] : {std::pair{"param_dtype", c.parallel.fsdp.param_dtype},
-                                   std::pair{"reduce_dtype", c.parallel.fsdp.reduce_dtype}})
-    require(value == "f32" || value == "bf16",
-            fmt::format("parallel.fsdp.{} \"{}\" is not one (choose \"f32\" or \"bf16\")", key, value));
+  parallel::make_strategy_spec(c.parallel);  // an Error naming the valid strategies
+  parallel::validate(c.parallel.fsdp);
   require(c.telemetry.straggler_threshold > 0,
           fmt::format("telemetry.straggler_threshold must be positive, got {}", c.telemetry.straggler_threshold));
   require(c.telemetry.flight_spans >= 1, "telemetry.flight_spans must be at least 1");
@@ -479,18 +478,6 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 bool unverified_gpu_fsdp_allowed() {
   const char* v = std::getenv("SHARDTRAIN_UNVERIFIED_GPU_FSDP");
   return v != nullptr && std::string(v) == "1";
-}
-
-parallel::FsdpOptions fsdp_options(const Config& config) {
-  const Config::Parallel::Fsdp& f = config.parallel.fsdp;
-  parallel::FsdpOptions o;
-  o.mode = f.sharding == "grad_op"  ? parallel::ShardingMode::shard_grad_op
-           : f.sharding == "hybrid" ? parallel::ShardingMode::hybrid
-                                    : parallel::ShardingMode::full_shard;
-  o.prefetch = int(f.prefetch);
-  o.param_dtype = f.param_dtype == "bf16" ? DType::bf16 : DType::f32;
-  o.reduce_dtype = f.reduce_dtype == "bf16" ? DType::bf16 : DType::f32;
-  return o;
 }
 
 std::string to_toml(const Config& config) {

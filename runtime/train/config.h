@@ -9,8 +9,7 @@
 #include "runtime/nn/models.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/optim/schedule.h"
-#include "runtime/parallel/ddp.h"
-#include "runtime/parallel/fsdp.h"
+#include "runtime/parallel/strategy.h"
 
 #include <cstdint>
 #include <string>
@@ -50,16 +49,7 @@ struct Config {
     double value = 0.0;                    // 0 = no target
     bool enabled() const { return value > 0.0; }
   } target;
-  struct Parallel {
-    std::string strategy = "none";  // "none" | "ddp" | "fsdp"
-    parallel::DdpOptions ddp;
-    struct Fsdp {
-      std::string sharding = "full";  // "full" | "grad_op" | "hybrid"
-      int64_t prefetch = 2;           // all-gathers in flight ahead of the Block computed
-      std::string param_dtype = "f32";   // "f32" | "bf16": all-gathered parameters and GEMM operands
-      std::string reduce_dtype = "f32";  // "f32" | "bf16": reduce-scattered gradients
-    } fsdp;
-  } parallel;
+  parallel::ParallelOptions parallel;  // strategy (a name of parallel::strategy_names()), ddp, fsdp
   comm::CommOptions comm;
   struct Runtime {
     int64_t blas_threads = 1;
@@ -92,10 +82,6 @@ struct Config {
 // and taken as a string where that fails), validates. Errors name the file
 // or the --set argument, and the key.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
-
-// The FSDP options [parallel.fsdp] describes (sharding mode, prefetch,
-// mixed-precision dtypes).
-parallel::FsdpOptions fsdp_options(const Config& config);
 
 // SHARDTRAIN_UNVERIFIED_GPU_FSDP=1 in the environment: FSDP with
 // runtime.device = "cuda" is accepted although its device path has not yet

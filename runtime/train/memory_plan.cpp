@@ -1,8 +1,6 @@
 #include "runtime/train/memory_plan.h"
 
 #include "io/dataset.h"
-#include "runtime/parallel/ddp.h"
-#include "runtime/parallel/fsdp.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,60 +15,37 @@ constexpr int64_t kF32 = 4;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-std::string strategy_name(const Config& c) {
-  return c.parallel.strategy == "fsdp" ? "fsdp " + c.parallel.fsdp.sharding : c.parallel.strategy;
-}
-
 }  // namespace
 
-MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanData& data, int ranks,
-                       int shard_group) {
+parallel::Topology plan_topology(const Config& config, int ranks) {
+  const int per_node = config.comm.ranks_per_node > 0 ? int(std::min<int64_t>(config.comm.ranks_per_node, ranks)) : ranks;
+  return {ranks, per_node};
+}
+
+parallel::PlanInputs plan_inputs(const Config& config, const parallel::Topology& t) {
+  parallel::PlanInputs in;
+  in.topology = t;
+  in.state_floats_per_param = optim::state_floats_per_param(config.optim);
+  in.micro_batches = int(config.train.accumulation_steps);
+  in.comm = config.comm;
+  return in;
+}
+
+MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanData& data,
+                       const parallel::Topology& t) {
+  const std::unique_ptr<parallel::StrategySpec> spec = parallel::make_strategy_spec(config.parallel);
+  const int ranks = t.ranks;
   MemoryPlan p;
-  p.strategy = strategy_name(config);
+  p.strategy = spec->name();
   p.ranks = ranks;
   auto add = [&](const std::string& name, int64_t bytes) {
     if (bytes > 0) p.components.push_back({name, bytes});
   };
-  const nn::FlatParameters& flat = model.flat();
-  const int states = optim::state_floats_per_param(config.optim);
-  // Parameters, gradients, optimizer state: full copies, or shards and the
-  // buffers FSDP gathers into.
-  if (config.parallel.strategy == "fsdp") {
-    const parallel::FsdpOptions fo = fsdp_options(config);
-    const std::string& sh = config.parallel.fsdp.sharding;
-    const int group = sh != "hybrid"                 ? ranks
-                      : shard_group > 0                ? shard_group
-                      : config.comm.ranks_per_node > 0 ? int(std::min<int64_t>(config.comm.ranks_per_node, ranks))
-                                                       : ranks;
-    const parallel::FsdpMemory m =
-        parallel::fsdp_memory(flat, group, states, fo, config.train.accumulation_steps > 1);
-    add("parameter shard", m.param_shard_bytes);
-    add("gradient shard", m.grad_shard_bytes);
-    add("optimizer state shard", m.optimizer_shard_bytes);
-    add("gathered Blocks", m.gather_buffer_bytes);
-    add("gradient buffers", m.grad_buffer_bytes);
-    add("gradient accumulator", m.accumulator_bytes);
-    add("bf16 copies (mixed precision)", m.low_precision_bytes);
-    p.persistent_bytes = m.persistent_bytes;
-    // The reduce-scatter's staging in the communicator (runtime/comm/
-    // reduce_scatter_ring.cpp), sized by the largest Block: a ring above
-    // comm.reduce_scatter_small_bytes keeps two chunks in flight and, with
-    // more than 2 ranks, two out-of-place partial sums of a segment.
-    const parallel::ShardLayout layout(flat.blocks(), group);
-    const int64_t padded = layout.max_padded_numel() * (fo.reduce_dtype == DType::bf16 ? 2 : kF32);
-    if (group > 1 && padded > config.comm.reduce_scatter_small_bytes) {
-      const int64_t segment = padded / group;
-      add("communication staging",
-          2 * std::min(segment, config.comm.chunk_bytes) + (group > 2 ? 2 * segment : 0));
-    }
-  } else {
-    add("parameters", flat.numel() * kF32);
-    add("gradients", flat.numel() * kF32);
-    add("optimizer state", flat.numel() * kF32 * states);
-    p.persistent_bytes = flat.numel() * kF32 * (2 + states);
-    if (config.parallel.strategy == "ddp" && config.parallel.ddp.grad_dtype == "bf16")
-      add("bf16 gradient buckets", flat.numel() * 2);
-  }
+  // Parameters, gradients, optimizer state (or their shards) and the
+  // buffers the strategy adds.
+  const parallel::StrategyMemory held = spec->memory(model.flat(), plan_inputs(config, t));
+  for (const MemoryComponent& c : held.components) add(c.name, c.bytes);
+  p.persistent_bytes = held.persistent_bytes;
   // Activations: the Blocks' buffers grow to the largest batch they see,
   // a training micro-batch or an evaluation batch (each rank evaluates its
   // part of the test split); backward adds the buffers between Blocks.
@@ -97,18 +72,15 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
 
 std::vector<MemoryPlan> plan_strategies(const Config& config, const nn::Model& model, const PlanData& data,
                                         int ranks) {
+  const parallel::Topology t = plan_topology(config, ranks);
   std::vector<MemoryPlan> plans;
   Config c = config;
-  c.parallel.strategy = ranks > 1 ? "ddp" : "none";
-  plans.push_back(plan_memory(c, model, data, ranks));
-  c.parallel.strategy = "fsdp";
-  for (const char* sharding : {"full", "grad_op", "hybrid"}) {
-    if (std::string(sharding) == "hybrid" &&
-        (config.comm.ranks_per_node <= 0 || ranks % config.comm.ranks_per_node != 0 ||
-         config.comm.ranks_per_node >= ranks))
-      continue;
-    c.parallel.fsdp.sharding = sharding;
-    plans.push_back(plan_memory(c, model, data, ranks));
+  for (const std::string& name : parallel::strategy_names()) {
+    c.parallel.strategy = name;
+    for (const parallel::ParallelOptions& variant : parallel::make_strategy_spec(c.parallel)->plan_variants(c.parallel, t)) {
+      c.parallel = variant;
+      plans.push_back(plan_memory(c, model, data, t));
+    }
   }
   return plans;
 }

@@ -1,10 +1,10 @@
 // `shardtrain plan`: the bytes one rank will hold at its peak, by component,
-// for a config at a world size, for DDP and each FSDP strategy, before any
-// job runs. Every figure is computed from the model's layout and the
-// config's batch sizes (nn::Model::activation_bytes, parallel::fsdp_memory),
-// the way the runtime allocates them; the trainer prints its own plan next
-// to the measured peak (tests/integration/plan_test.sh holds them within
-// 10%). Counted: tensors (what the allocator accounts); not counted: the
+// for a config at a world size, for every strategy, before any job runs.
+// Every figure is computed from the model's layout and the config's batch
+// sizes (nn::Model::activation_bytes, each strategy's
+// parallel::StrategySpec::memory), the way the runtime allocates them; the
+// trainer prints its own plan next to the measured peak
+// (tests/integration/memory_plan_test.sh holds them within 10%). Counted: tensors (what the allocator accounts); not counted: the
 // in-memory data set, MPI's and HDF5's own buffers, code, and on a GPU the
 // CUDA context's scratch buffers (kernels/cuda/context.h: conv2d's im2col
 // passes up to 128 MiB, attention's score gradients as large as its
@@ -22,13 +22,10 @@
 
 namespace shardtrain::train {
 
-struct MemoryComponent {
-  std::string name;  // "parameters", "gradients", "optimizer state", ...
-  int64_t bytes = 0;
-};
+using parallel::MemoryComponent;
 
 struct MemoryPlan {
-  std::string strategy;  // "none", "ddp", "fsdp full", "fsdp grad_op", "fsdp hybrid"
+  std::string strategy;  // parallel::StrategySpec::name: "none", "ddp", "zero1", "fsdp full", ...
   int ranks = 1;
   std::vector<MemoryComponent> components;
   int64_t peak_bytes = 0;  // their sum: everything is held at once during an evaluation
@@ -43,15 +40,19 @@ struct PlanData {
   int64_t test_samples = 0;
 };
 
-// The plan of `config`'s strategy (config.parallel) at `ranks` ranks, for
-// the rank with the most samples; `model` built from the config.
-// `shard_group`: HYBRID's ranks per node as the job found them (0: from
-// comm.ranks_per_node, else all ranks, as on one machine).
-MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanData& data, int ranks,
-                       int shard_group = 0);
+// Where a plan's job runs: `ranks`, with the nodes comm.ranks_per_node
+// makes (0: all ranks on one node, as on one machine).
+parallel::Topology plan_topology(const Config& config, int ranks);
+// What every strategy's models are asked for this config at `t`.
+parallel::PlanInputs plan_inputs(const Config& config, const parallel::Topology& t);
 
-// The strategies `shardtrain plan` compares: DDP, FULL_SHARD, SHARD_GRAD_OP
-// and HYBRID (when comm.ranks_per_node > 0 divides the ranks).
+// The plan of `config`'s strategy (config.parallel) at `t`, for the rank
+// with the most samples; `model` built from the config.
+MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanData& data,
+                       const parallel::Topology& t);
+
+// The strategies `shardtrain plan` compares: each strategy's plan variants
+// (parallel::StrategySpec::plan_variants) at `ranks`.
 std::vector<MemoryPlan> plan_strategies(const Config& config, const nn::Model& model, const PlanData& data,
                                         int ranks);
 

@@ -7,7 +7,7 @@
 #pragma once
 
 #include "runtime/comm/communicator.h"
-#include "runtime/parallel/ddp.h"
+#include "runtime/parallel/comm_stats.h"
 #include "runtime/telemetry/step_record.h"
 #include "runtime/telemetry/trace.h"
 #include "runtime/train/config.h"

@@ -9,7 +9,6 @@
 #include "runtime/core/device_memory.h"
 #include "runtime/nn/models.h"
 #include "runtime/core/clock.h"
-#include "runtime/optim/clip.h"
 #include "runtime/telemetry/recorder.h"
 
 #include <algorithm>
@@ -88,12 +87,11 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
     s.model->to(s.device);
   }
   s.model->initialize(uint64_t(config.train.seed));
-  // FSDP's optimizer covers the rank's shard only; the trainer makes it once
-  // the shards exist (a full-size state here would be allocated for nothing).
-  if (config.parallel.strategy != "fsdp")
-    s.optimizer = optim::make_optimizer(config.optim, s.model->flat().numel(), optimizer_ranges(s.model->flat()),
-                                        s.device);
   return s;
+}
+
+void make_optimizer(Session& s, const Config& config, parallel::Strategy& strategy) {
+  s.optimizer = strategy.make_optimizer(config.optim, optimizer_ranges(s.model->flat()));
 }
 
 // The step's input on `device`, and where the host gathers it: the same
@@ -157,14 +155,13 @@ void gather_batch(const Session& s, StepBuffers& b, int64_t n) {
 
 namespace {
 
-// The micro-batches' forward and backward through `hooks`; `set_sync(last)`
-// before each backward (DDP and FSDP reduce only after the last: no_sync).
+// The micro-batches' forward and backward through the strategy's hooks;
+// set_sync(last) before each backward (reduce only after the last: no_sync).
 // On the CPU the loss is summed into phases as each forward ends; on a GPU
 // each row's loss stays in b.row_loss, copied back (not waited for) after
 // the last forward: read_step_loss collects it at the step's end.
-template <typename SetSync>
 void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, int64_t micro_batches,
-                      nn::BlockHooks* hooks, SetSync set_sync, StepPhases& phases) {
+                      parallel::Strategy& strategy, StepPhases& phases) {
   const int64_t local = b.x.dim(0);
   ST_CHECK(micro_batches >= 1 && micro_batches <= local,
            "{} micro-batches of a {}-sample batch: each needs at least one sample (train.accumulation_steps)",
@@ -198,7 +195,7 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
     double t0 = now_seconds();
     {
       telemetry::Span span("forward", "compute", m);
-      Tensor logits = model.forward(x, hooks);
+      Tensor logits = model.forward(x, &strategy);
       // The gradient of the mean loss over the global batch's labels.
       const float scale = 1.0f / float(global_batch * rows);
       if (gpu) {
@@ -212,10 +209,10 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
     }
     const double t1 = now_seconds();
     phases.forward_s += t1 - t0;
-    set_sync(m == micro_batches - 1);
+    strategy.set_sync(m == micro_batches - 1);
     {
       telemetry::Span span("backward", "compute", m);
-      model.backward(dlogits, /*accumulate=*/m > 0, hooks);
+      model.backward(dlogits, /*accumulate=*/m > 0, &strategy);
     }
     phases.backward_s += now_seconds() - t1;
   }
@@ -246,82 +243,12 @@ Tensor to_device_into(const Tensor& dev, const Tensor& xs) {
 
 }  // namespace
 
-namespace {
-
-// The update after a step's backward under DDP (or on one rank).
-void ddp_update(nn::Model& model, optim::Optimizer& optimizer, float lr, double clip_grad_norm,
-                parallel::Ddp* ddp, StepPhases& phases) {
-  const nn::FlatParameters& flat = model.flat();
-  if (ddp && clip_grad_norm <= 0) {
-    // Each bucket's parameters are updated as soon as its all-reduce is done,
-    // so the optimizer overlaps the buckets still in flight (the last one,
-    // launched after the final Block's backward, above all).
-    for (size_t i = 0; i < ddp->buckets().size(); ++i) {
-      ddp->wait_bucket(i);
-      const parallel::Bucket& bucket = ddp->buckets()[i];
-      const double t0 = now_seconds();
-      telemetry::Span span("optimizer", "compute", int64_t(i));
-      optimizer.update(flat.params(), flat.grads(), lr, bucket.offset, bucket.offset + bucket.numel);
-      phases.optimizer_s += now_seconds() - t0;
-    }
-    optimizer.finish_step();
-    return;
-  }
-  if (ddp) ddp->wait_gradients();  // clipping needs the norm of all gradients
-  const double t0 = now_seconds();
-  telemetry::Span span("optimizer", "compute");
-  if (clip_grad_norm > 0) optim::clip_grad_norm(flat.grads(), clip_grad_norm);
-  optimizer.step(flat.params(), flat.grads(), lr);
-  phases.optimizer_s += now_seconds() - t0;
-}
-
-// The update after a step's backward under FSDP: this rank's shard.
-void fsdp_update(nn::Model& model, optim::Optimizer& shard_optimizer, float lr, double clip_grad_norm,
-                 parallel::Fsdp& fsdp, StepPhases& phases) {
-  if (clip_grad_norm > 0) {
-    fsdp.clip_grad_norm(clip_grad_norm);  // waits for every gradient shard
-    const double t0 = now_seconds();
-    telemetry::Span span("optimizer", "compute");
-    shard_optimizer.step(fsdp.shard_params(), fsdp.shard_grads(), lr);
-    phases.optimizer_s += now_seconds() - t0;
-    return;
-  }
-  // Each Block's shard is updated as soon as its reduce-scatter is done, last
-  // Block first (the order backward produced them).
-  for (int blk = model.num_blocks() - 1; blk >= 0; --blk) {
-    fsdp.wait_gradients(blk);
-    const parallel::BlockShard& sh = fsdp.layout().block(blk);
-    const double t0 = now_seconds();
-    telemetry::Span span("optimizer", "compute", blk);
-    shard_optimizer.update(fsdp.shard_params(), fsdp.shard_grads(), lr, sh.local_offset, sh.local_offset + sh.chunk);
-    phases.optimizer_s += now_seconds() - t0;
-  }
-  shard_optimizer.finish_step();
-}
-
-}  // namespace
-
 StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& b, float lr,
                       double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
-                      parallel::Ddp* ddp) {
+                      parallel::Strategy& strategy) {
   StepPhases phases;
-  forward_backward(model, b, global_batch, micro_batches, ddp,
-                   [&](bool last) {
-                     if (ddp) ddp->set_sync(last);
-                   },
-                   phases);
-  ddp_update(model, optimizer, lr, clip_grad_norm, ddp, phases);
-  read_step_loss(b, micro_batches, phases);
-  return phases;
-}
-
-StepPhases fsdp_train_step(nn::Model& model, optim::Optimizer& shard_optimizer, StepBuffers& b, float lr,
-                           double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
-                           parallel::Fsdp& fsdp) {
-  StepPhases phases;
-  forward_backward(model, b, global_batch, micro_batches, &fsdp, [&](bool last) { fsdp.set_sync(last); },
-                   phases);
-  fsdp_update(model, shard_optimizer, lr, clip_grad_norm, fsdp, phases);
+  forward_backward(model, b, global_batch, micro_batches, strategy, phases);
+  strategy.update(optimizer, lr, clip_grad_norm, phases.optimizer_s);
   read_step_loss(b, micro_batches, phases);
   return phases;
 }

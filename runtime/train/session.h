@@ -1,14 +1,15 @@
-// What a training job is made of, built from a Config: the data splits, the
-// model (initialized from the seed) and its optimizer. `train` and `bench
-// step` build the same thing through make_session.
+// What a training job is made of, built from a Config: the data splits and
+// the model (initialized from the seed); the optimizer comes from the
+// strategy (parallel::Strategy::make_optimizer: the whole model, or this
+// rank's shard). `train` and `bench step` build the same thing through
+// make_session.
 #pragma once
 
 #include "io/dataset.h"
 #include "io/stream_loader.h"
 #include "runtime/nn/model.h"
 #include "runtime/optim/optimizer.h"
-#include "runtime/parallel/ddp.h"
-#include "runtime/parallel/fsdp.h"
+#include "runtime/parallel/strategy.h"
 #include "runtime/train/config.h"
 
 #include <array>
@@ -23,7 +24,7 @@ struct Session {
   io::InMemoryDataset train_data, test_data;
   std::unique_ptr<io::StreamLoader> train_stream;
   std::unique_ptr<nn::Model> model;
-  std::unique_ptr<optim::Optimizer> optimizer;  // null with parallel.strategy = "fsdp" (the trainer shards it)
+  std::unique_ptr<optim::Optimizer> optimizer;  // set by make_optimizer once the strategy exists
   // model.kind = "gpt": samples are windows of T+1 byte tokens, the model
   // reads T of them (lm_tokens) and is trained on all T next-token labels.
   bool language_model = false;
@@ -50,6 +51,8 @@ Device bring_up_gpu(const Config& config, int local_rank);
 // The optimizer's ranges: runs of contiguous parameters with one weight-decay
 // setting (alignment padding between Blocks belongs to none).
 std::vector<optim::ParamRange> optimizer_ranges(const nn::FlatParameters& flat);
+// s.optimizer: config.optim over what `strategy` has this rank update.
+void make_optimizer(Session& s, const Config& config, parallel::Strategy& strategy);
 
 // Reusable buffers of one training step: no allocation per step.
 struct StepBuffers {
@@ -97,24 +100,19 @@ struct StepPhases {
 };
 
 // One optimizer step on this rank's slice of the global batch (in buffers):
-// `micro_batches` forward/backward passes accumulating gradients (DDP reduces
-// only after the last: no_sync), fused softmax cross-entropy, the wait for
-// the gradient all-reduce, optional clipping, the update. The gradient is that
-// of the mean loss over the global batch. ddp may be null (one rank).
+// `micro_batches` forward/backward passes through the strategy's hooks
+// accumulating gradients (the strategy reduces only after the last:
+// no_sync), fused softmax cross-entropy, then the strategy's update (the
+// wait for the gradients, optional clipping, the optimizer). The gradient is
+// that of the mean loss over the global batch.
 // On a GPU the labels travel with the batch (they and a language model's
 // token ids are checked on the host first, per micro-batch, with the CPU
-// kernels' messages), the
-// loss stays on the device until the step's end, and the step waits for the
-// device once, for the last forward's losses, after issuing everything else.
+// kernels' messages), the loss stays on the device until the step's end,
+// and the step waits for the device once, for the last forward's losses,
+// after issuing everything else.
 StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& buffers, float lr,
-                  double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
-                  parallel::Ddp* ddp);
-// The same step under FSDP: forward and backward through its hooks, then the
-// optimizer over this rank's shard (built with fsdp.shard_optimizer_ranges),
-// Block by Block as each reduce-scatter completes.
-StepPhases fsdp_train_step(nn::Model& model, optim::Optimizer& shard_optimizer, StepBuffers& b, float lr,
-                           double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
-                           parallel::Fsdp& fsdp);
+                      double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
+                      parallel::Strategy& strategy);
 
 struct EvalResult {
   double loss = 0.0;      // mean over samples (language model: over tokens)

@@ -19,7 +19,7 @@ io::ShardLocator Staging::locator() {
   if (stager_)
     return {[cache](int i) { return cache->cached(i) && !cache->path_for(i).empty(); },
             [cache](int i) { return cache->cache_path(i); }, [cache](int i, bool p) { cache->pin(i, p); }};
-  return {[](int) { return true; }, [cache](int i) { return cache->cache_path(i); }};
+  return {[](int) { return true; }, [cache](int i) { return cache->cache_path(i); }, {}};
 }
 
 int64_t Staging::take_bytes() {

@@ -23,8 +23,8 @@ double inject(const Config& c, int rank, double ms, const char* what) {
 }  // namespace
 
 StepPhases timed_step(const Config& config, Session& s, io::Sampler& sampler, StepBuffers& buffers,
-                      RunTelemetry& telemetry, const StepPosition& at, float lr, parallel::Ddp* ddp,
-                      parallel::Fsdp* fsdp, int rank, const std::function<int64_t()>& stage_bytes) {
+                      RunTelemetry& telemetry, const StepPosition& at, float lr, parallel::Strategy& strategy,
+                      int rank, double injected_comm_s, const std::function<int64_t()>& stage_bytes) {
   telemetry.begin_step(at.step, double(at.step) / double(at.steps_per_epoch));
   telemetry::Span step_span("step", "step", at.step);
   double injected = 0;
@@ -54,15 +54,10 @@ StepPhases timed_step(const Config& config, Session& s, io::Sampler& sampler, St
   ST_CHECK(!(config.debug.slow_rank == rank && config.debug.fail_step == at.step),
            "debug.fail_step: injected failure on rank {} at step {}", rank, at.step);
   injected += inject(config, rank, config.debug.slow_compute_ms, "debug slow_compute");
-  const StepPhases phases =
-      fsdp ? fsdp_train_step(*s.model, *s.optimizer, buffers, lr, config.clip_grad_norm,
-                             config.train.global_batch_size, config.train.accumulation_steps, *fsdp)
-           : train_step(*s.model, *s.optimizer, buffers, lr, config.clip_grad_norm,
-                        config.train.global_batch_size, config.train.accumulation_steps, ddp);
+  const StepPhases phases = train_step(*s.model, *s.optimizer, buffers, lr, config.clip_grad_norm,
+                                       config.train.global_batch_size, config.train.accumulation_steps, strategy);
   // slow_comm_ms is injected inside this rank's collectives (comm.debug_delay_s).
-  if ((ddp || fsdp) && config.debug.slow_rank == rank) injected += config.debug.slow_comm_ms * 1e-3;
-  telemetry.end_step(phases,
-                     ddp ? ddp->take_stats() : fsdp ? fsdp->take_stats().comm : parallel::CommStats{}, injected);
+  telemetry.end_step(phases, strategy.take_stats(), injected + injected_comm_s);
   return phases;
 }
 

@@ -52,11 +52,9 @@ std::string describe_target(const Config::Target& t) {
 }  // namespace
 
 int run_training(const Config& config, const TrainOptions& options, const comm::MpiEnv& mpi) {
-  const std::string& strategy = config.parallel.strategy;
-  ST_CHECK(strategy != "none" || mpi.world_size() == 1,
-           "parallel.strategy = \"none\" trains on one rank, but the job has {} ranks (use "
-           "parallel.strategy = \"ddp\" or \"fsdp\")",
-           mpi.world_size());
+  const std::unique_ptr<parallel::StrategySpec> spec = parallel::make_strategy_spec(config.parallel);
+  const std::string strategy = spec->name();
+  spec->check({mpi.world_size(), 1});
   const double init_start = now_seconds();
   telemetry::Recorder& recorder = telemetry::Recorder::instance();
   if (config.telemetry.enabled) {
@@ -117,40 +115,27 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   std::unique_ptr<comm::Communicator> device_comm;  // GPU tensors (runtime.device = "cuda")
   comm::Communicator* grad_comm = nullptr;          // where gradients travel
   FabricInfo fabric;                                // what NCCL reported (rank 0), for the summary
-  if (strategy == "ddp" || strategy == "fsdp") {
+  double injected_comm_s = 0;                       // debug.slow_comm_ms on this rank, per step
+  if (spec->communicates()) {
     comm::CommOptions comm_options = config.comm;
     if (config.debug.slow_rank == mpi.rank() && config.debug.slow_comm_ms > 0) {
-      // Spread the per-step delay over the step's collectives: one per DDP
-      // bucket; FSDP's as parallel::collectives_per_step counts them.
-      const auto collectives =
-          strategy == "ddp" ? parallel::Ddp::plan_buckets(model.flat(), config.parallel.ddp).size()
-                            : size_t(parallel::collectives_per_step(model.num_blocks(), fsdp_options(config).mode,
-                                                                    config.train.accumulation_steps));
-      comm_options.debug_delay_s = config.debug.slow_comm_ms * 1e-3 / double(collectives);
+      // Spread the per-step delay over the step's collectives.
+      comm_options.debug_delay_s = config.debug.slow_comm_ms * 1e-3 /
+                                   double(spec->collectives_per_step(model.flat(), int(config.train.accumulation_steps)));
+      injected_comm_s = config.debug.slow_comm_ms * 1e-3;
     }
     comm = comm::make_mpi_world_communicator(comm_options);
+    grad_comm = comm.get();
     if (!s.device.is_cpu()) {
       device_comm = make_gradient_communicator(*comm, comm_options, s.device, run, &fabric);
       grad_comm = device_comm.get();
     }
   }
-
-  std::unique_ptr<parallel::Ddp> ddp;
-  std::unique_ptr<parallel::Fsdp> fsdp;
-  if (strategy == "ddp") {
-    ddp = std::make_unique<parallel::Ddp>(model, grad_comm ? *grad_comm : *comm, config.parallel.ddp);
-    ddp->broadcast_parameters();
-  } else if (strategy == "fsdp") {
-    const parallel::FsdpOptions fo = fsdp_options(config);
-    // Compute dtype = parameter dtype: bf16 parameters make every GEMM's
-    // operands bf16 (f32 accumulation).
-    if (fo.param_dtype == DType::bf16) cpu::set_gemm_precision(cpu::GemmPrecision::bf16);
-    fsdp = std::make_unique<parallel::Fsdp>(model, grad_comm ? *grad_comm : *comm, fo);
-    fsdp->broadcast_parameters();
-    // The optimizer steps on this rank's shard only, where the shard lives.
-    s.optimizer = optim::make_optimizer(config.optim, fsdp->shard_numel(),
-                                        fsdp->shard_optimizer_ranges(optimizer_ranges(model.flat())), s.device);
-  }
+  const parallel::Topology topology{mpi.world_size(), comm ? comm->node().size() : 1};
+  const parallel::PlanInputs plan_in = plan_inputs(config, topology);
+  const std::unique_ptr<parallel::Strategy> strat = spec->start(model, grad_comm);
+  strat->broadcast_parameters();
+  make_optimizer(s, config, *strat);
   const io::DatasetInfo& info = s.train_info();
   mllog.event("train_samples", s.train_size());
   mllog.event("eval_samples", s.test_data.size());
@@ -164,45 +149,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
                         config.data.loader.cold_cache ? ", cold cache (pages dropped after reading)" : ""));
   run.log(fmt::format("[init] model {} ({} blocks):\n{}", config.model.kind, model.num_blocks(),
                       model.summary()));
-  if (ddp) {
-    std::string buckets;
-    for (const auto& b : ddp->buckets())
-      buckets += fmt::format(" [blocks {}-{}: {:.2f} MiB]", b.first_block, b.last_block,
-                             double(b.numel) * 4 / (1 << 20));
-    const int64_t batch = config.parallel.ddp.bucket_batch;
-    run.log(fmt::format("[init] ddp: {} gradient bucket(s){}, gradients travel as {}{}", ddp->buckets().size(),
-                        buckets, config.parallel.ddp.grad_dtype,
-                        batch > 1 ? fmt::format("; issued {} at a time as one group", batch) : std::string()));
-  }
-  if (fsdp) {
-    const parallel::FsdpMemory mem =
-        parallel::fsdp_memory(model.flat(), fsdp->shard_group_size(), optim::state_floats_per_param(config.optim),
-                              fsdp->options(),
-                              config.train.accumulation_steps > 1);
-    const std::string& sharding = config.parallel.fsdp.sharding;
-    const std::string how =
-        sharding == "grad_op" ? fmt::format("SHARD_GRAD_OP over {} ranks", mpi.world_size())
-        : sharding == "hybrid"
-            ? fmt::format("HYBRID (FULL_SHARD over the {} ranks of each node, replicated over {} node(s))",
-                          fsdp->shard_group_size(), fsdp->replicas())
-            : fmt::format("FULL_SHARD over {} ranks", mpi.world_size());
-    run.log(fmt::format("[init] fsdp: {}, {} all-gather(s) prefetched, parameters gathered in {}, gradients "
-                        "reduced in {}{}; per rank: parameter + gradient + optimizer shards {:.2f} MiB (DDP: {:.2f} "
-                        "MiB); with the gather and gradient buffers {:.2f} MiB in all",
-                        how, config.parallel.fsdp.prefetch, config.parallel.fsdp.param_dtype,
-                        config.parallel.fsdp.reduce_dtype,
-                        config.parallel.fsdp.param_dtype == "bf16" && s.device.is_cpu()
-                            ? fmt::format(", GEMMs on bf16 operands ({})", cpu::native_bf16_gemm()
-                                                                             ? "OpenBLAS sbgemm"
-                                                                             : "rounded, through sgemm: this "
-                                                                               "OpenBLAS has no sbgemm")
-                            : std::string(),
-                        double(mem.persistent_bytes) / (1 << 20), double(mem.ddp_persistent_bytes) / (1 << 20),
-                        double(mem.implementation_bytes) / (1 << 20)));
-    if (!s.device.is_cpu())
-      run.log("[init] warning: FSDP on a GPU runs because SHARDTRAIN_UNVERIFIED_GPU_FSDP=1; its device path "
-              "has not yet been checked on a GPU (scripts/gpu-check.sh checks it)");
-  }
+  if (const std::string line = strat->describe(plan_in); !line.empty()) run.log("[init] " + line);
 
   // The same sampler as the streaming loader's (whose thread draws from its
   // own copy), with data.order and data.last_batch.
@@ -221,7 +168,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   int64_t total_steps = steps_per_epoch * config.train.epochs;
   if (config.train.max_steps > 0) total_steps = std::min(total_steps, config.train.max_steps);
   const optim::LrSchedule schedule(config.schedule, config.optim.lr, total_steps);
-  Checkpointing checkpoints(config, dir, s, fsdp.get(), mpi.rank(), mpi.world_size());
+  Checkpointing checkpoints(config, dir, s, *strat, strategy, mpi.rank(), mpi.world_size());
   int64_t step = 0, epoch = 0, first_batch = 0;  // where training starts: 0, or the checkpoint's position
   std::string resumed_from;
   std::optional<double> time_to_target;  // training seconds until the target was reached
@@ -295,8 +242,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   plan_data.classes = info.num_classes;
   plan_data.tokens = buffers.tokens;
   plan_data.test_samples = s.test_data.size();
-  const MemoryPlan memory_plan =
-      plan_memory(config, model, plan_data, mpi.world_size(), fsdp ? fsdp->shard_group_size() : 0);
+  const MemoryPlan memory_plan = plan_memory(config, model, plan_data, topology);
   reset_high_water(Device::cpu());
   if (!s.device.is_cpu()) reset_high_water(s.device);
   mllog.end("init_stop");
@@ -326,9 +272,9 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     {
       telemetry::Span span("eval", "eval", step);
       // FSDP: each Block gathered for its forward, as in training.
-      last_eval = evaluate(model, s.test_data, config.train.eval_batch_size, comm.get(), s.language_model, fsdp.get());
-      // Its gathers are the evaluation's (eval_s), not the next step's.
-      if (fsdp) fsdp->take_stats();
+      last_eval = evaluate(model, s.test_data, config.train.eval_batch_size, comm.get(), s.language_model,
+                           strat->eval_hooks());
+      strat->end_evaluation();  // its collectives are the evaluation's (eval_s), not the next step's
     }
     mllog.end("eval_stop", nullptr, {{"epoch_num", epoch_num}});
     mllog.event("eval_accuracy", last_eval.accuracy, {{"epoch_num", epoch_num}});
@@ -370,7 +316,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
         live_step = step;
         const float lr = schedule.at(step);
         const StepPhases phases = timed_step(config, s, sampler, buffers, run_telemetry,
-                                             {epoch, b, step, steps_per_epoch}, lr, ddp.get(), fsdp.get(), rank,
+                                             {epoch, b, step, steps_per_epoch}, lr, *strat, rank, injected_comm_s,
                                              stage_bytes);
         ++step;
         next_epoch = b + 1 < steps_per_epoch ? epoch : epoch + 1;
@@ -513,14 +459,9 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
                         double(ls.bytes) / 1e6, ls.requests, ls.batches, ls.read_s, mode));
   }
   if (mpi.rank() == 0 && staging.stager()) run.log(staging.summary());
-  if (comm) {
-    // Bytes per element of what is gathered (FSDP's parameters) and reduced.
-    const std::string& reduced = strategy == "ddp" ? config.parallel.ddp.grad_dtype : config.parallel.fsdp.reduce_dtype;
-    const int gather_bytes = config.parallel.fsdp.param_dtype == "bf16" ? 2 : 4, reduce_bytes = reduced == "bf16" ? 2 : 4;
-    run.log(comm_volume_line(strategy, config.parallel.fsdp.sharding, model.flat().parameter_count(), mpi.world_size(),
-                             result["timing"]["comm_wire_bytes"].get<double>(), fsdp ? fsdp->shard_group_size() : 0,
-                             gather_bytes, reduce_bytes, int(config.train.accumulation_steps)));
-  }
+  if (comm)
+    run.log(comm_volume_line(spec->wire_theory(model.flat(), plan_in), model.flat().parameter_count(),
+                             result["timing"]["comm_wire_bytes"].get<double>()));
   if (comm && !comm::engine_priority_raised())
     run.log("[summary] note: the communication threads could not raise their priority (no "
             "CAP_SYS_NICE); when ranks fill every core, collectives may wait for the scheduler");

@@ -8,6 +8,8 @@
 #include "runtime/nn/models.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/core/rng.h"
+#include "runtime/parallel/ddp.h"
+#include "runtime/parallel/none_strategy.h"
 #include "runtime/train/session.h"
 
 #include <algorithm>
@@ -101,8 +103,9 @@ inline void load(const Case& c, int64_t step, train::StepBuffers& b) {
 // the tests run one rank).
 inline double step(const Case& c, ModelRun& r, int64_t i, parallel::Ddp* ddp = nullptr) {
   load(c, i, r.buffers);
-  const train::StepPhases p =
-      train::train_step(*r.model, *r.opt, r.buffers, 0.05f, c.clip, c.batch, 1, ddp);
+  parallel::NoneStrategy alone(*r.model);
+  const train::StepPhases p = train::train_step(*r.model, *r.opt, r.buffers, 0.05f, c.clip, c.batch, 1,
+                                                ddp ? static_cast<parallel::Strategy&>(*ddp) : alone);
   return p.loss_sum / double(r.buffers.labels.size());
 }
 

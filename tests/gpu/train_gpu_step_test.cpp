@@ -12,6 +12,7 @@
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/parallel/none_strategy.h"
 #include "runtime/train/session.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/train_gpu_cases.h"
@@ -120,7 +121,8 @@ TEST(GpuTraining, BadTokenIdOrLabelIsTheCpuError) {
         r.buffers.x_host.i32()[at] = 300;
       std::string message;
       try {
-        train::train_step(*r.model, *r.opt, r.buffers, 0.05f, 0.0, c.batch, 2, nullptr);
+        parallel::NoneStrategy alone(*r.model);
+        train::train_step(*r.model, *r.opt, r.buffers, 0.05f, 0.0, c.batch, 2, alone);
       } catch (const Error& e) {
         message = e.what();
       }

@@ -21,7 +21,7 @@ expect_error "$SOURCE_DIR/examples: not a config file" "$SHARDTRAIN" config "$SO
 pass "--set before the config path takes one value"
 expect_error "data.verify_checksums needs data.loader = \"stream\"" "$SHARDTRAIN" config "$cfg" --set data.verify_checksums=true
 expect_error "unknown config key optim.learning_rate" "$SHARDTRAIN" train "$cfg" --set optim.learning_rate=0.1
-expect_error "parallel.fsdp.sharding \"zero3\" is not one (choose \"full\", \"grad_op\" or \"hybrid\")" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=fsdp --set parallel.fsdp.sharding=zero3 --run-dir r-fsdp
+expect_error "config key parallel.fsdp.sharding: \"zero3\" is not one of \"full\", \"grad_op\" or \"hybrid\"" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=fsdp --set parallel.fsdp.sharding=zero3 --run-dir r-fsdp
 
 # --- data sets ------------------------------------------------------------------
 expect_error "$WORK/missing" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "data.train=$WORK/missing" --run-dir r1

@@ -74,8 +74,8 @@ Buffers fsdp_buffers(int r, int shards, bool filled) {
 
 Buffers replicated_buffers() {
   Buffers b;
-  b.write = replicated_slice(kFlat, rank(), world());
-  b.read = whole_buffer(kFlat);
+  b.write = parallel::replicated_slice(kFlat, rank(), world());
+  b.read = parallel::whole_buffer(kFlat);
   b.params = Tensor::zeros({kFlat});
   b.state = {{"m", Tensor::zeros({kFlat})}, {"v", Tensor::zeros({kFlat})}};
   return b;

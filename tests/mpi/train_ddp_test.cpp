@@ -8,6 +8,7 @@
 #include "runtime/nn/models.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/parallel/ddp.h"
+#include "runtime/parallel/none_strategy.h"
 #include "runtime/train/session.h"
 
 #include <gmock/gmock.h>
@@ -45,7 +46,9 @@ void train_steps(Trainee& t, int64_t steps, int64_t begin, int64_t end, int64_t 
   train::StepBuffers b(kSample, kClasses, end - begin);
   for (int64_t s = 0; s < steps; ++s) {
     load_batch(s, {begin, end}, b);
-    train::train_step(*t.model, *t.opt, b, 0.1f, 0.0, kGlobalBatch, micro_batches, ddp);
+    parallel::NoneStrategy alone(*t.model);
+    train::train_step(*t.model, *t.opt, b, 0.1f, 0.0, kGlobalBatch, micro_batches,
+                      ddp ? static_cast<parallel::Strategy&>(*ddp) : alone);
   }
 }
 
@@ -98,7 +101,7 @@ TEST(Ddp, NoSyncAccumulationMatchesOneStep) {
 
 TEST(Ddp, Bf16GradientsStayCloseToF32) {
   parallel::DdpOptions bf;
-  bf.grad_dtype = "bf16";
+  bf.grad_dtype = DType::bf16;
   Trainee a(cnn_spec(), 4), b(cnn_spec(), 4);
   parallel::Ddp da(*a.model, world(), {}), db(*b.model, world(), bf);
   da.broadcast_parameters();

@@ -71,7 +71,7 @@ Tensor fsdp_run(const nn::ModelSpec& spec, Device device, comm::Communicator& co
   for (int64_t step = 0; step < kSteps; ++step) {
     load_batch(step, s, b);
     if (!device.is_cpu()) copy_tensor(b.x, b.x_host);
-    train::fsdp_train_step(*model, *opt, b, sgd().lr, 0.05, kGlobalBatch, 1, fsdp);
+    train::train_step(*model, *opt, b, sgd().lr, 0.05, kGlobalBatch, 1, fsdp);
   }
   return fsdp.full_parameters();
 }

@@ -66,7 +66,7 @@ Tensor ddp_params(const nn::ModelSpec& spec, const optim::OptimizerConfig& oc, i
   train::StepBuffers b(kSample, kClasses, s.end - s.begin);
   for (int64_t step = 0; step < steps; ++step) {
     load_batch(step, s, b);
-    train::train_step(*model, *opt, b, oc.lr, clip, kGlobalBatch, 1, &ddp);
+    train::train_step(*model, *opt, b, oc.lr, clip, kGlobalBatch, 1, ddp);
   }
   if (stats) *stats = ddp.take_stats();
   Tensor out = Tensor::empty({model->flat().numel()});
@@ -102,10 +102,10 @@ FsdpRun fsdp_params(const nn::ModelSpec& spec, const optim::OptimizerConfig& oc,
   train::StepBuffers b(kSample, kClasses, s.end - s.begin);
   for (int64_t step = 0; step < steps; ++step) {
     load_batch(step, s, b);
-    train::fsdp_train_step(*model, *opt, b, oc.lr, clip, kGlobalBatch, micro_batches, fsdp);
+    train::train_step(*model, *opt, b, oc.lr, clip, kGlobalBatch, micro_batches, fsdp);
   }
   FsdpRun run;
-  run.stats = fsdp.take_stats();
+  run.stats = fsdp.take_fsdp_stats();
   run.replicas = fsdp.replicas();
   run.shard_group = fsdp.shard_group_size();
   for (int blk = 0; blk < model->num_blocks(); ++blk) run.chunk_numel += fsdp.layout().block(blk).chunk;
@@ -213,9 +213,9 @@ TEST(Fsdp, Bf16MixedPrecisionTracksF32) {
     parallel::FsdpOptions mixed = opts(parallel::ShardingMode::full_shard);
     mixed.param_dtype = DType::bf16;
     mixed.reduce_dtype = DType::bf16;
-    cpu::set_gemm_precision(cpu::GemmPrecision::bf16);  // compute dtype = parameter dtype, as the trainer sets it
+    // Fsdp itself makes the gathered Blocks' GEMMs bf16, and only theirs.
     const FsdpRun bf16 = fsdp_params(spec, sgd(), kSteps, mixed);
-    cpu::set_gemm_precision(cpu::GemmPrecision::f32);
+    EXPECT_EQ(cpu::gemm_precision(), cpu::GemmPrecision::f32);
     const double diff = max_abs_diff(bf16.params, f32.params);
     if (world().rank() == 0)
       std::cout << fmt::format("[diff] {} ranks, {}: bf16 mixed precision vs f32 FSDP max |diff| {:.3g}\n",
@@ -275,7 +275,7 @@ TEST(Fsdp, FreedBlocksArePoisonedUntilGathered) {
   const Slice s = my_slice();
   train::StepBuffers b(kSample, kClasses, s.end - s.begin);
   load_batch(0, s, b);
-  train::fsdp_train_step(*model, *opt, b, 0.1f, 0.0, kGlobalBatch, 1, fsdp);
+  train::train_step(*model, *opt, b, 0.1f, 0.0, kGlobalBatch, 1, fsdp);
   // The rank holds shards only; every Block is bound to a buffer freed
   // (poisoned) after its last use.
   EXPECT_FALSE(model->flat().has_buffers());

@@ -1,6 +1,6 @@
 // Naming, listing and pruning checkpoints; the pieces of each layout.
 #include "runtime/checkpoint/checkpoint_dir.h"
-#include "runtime/checkpoint/pieces.h"
+#include "runtime/parallel/pieces.h"
 
 #include <gtest/gtest.h>
 
@@ -79,7 +79,7 @@ TEST(CheckpointPieces, FsdpPiecesTileTheFlatBufferOverTheRanks) {
     const parallel::ShardLayout layout(blocks, world);
     std::vector<int> written(176, 0);
     for (int r = 0; r < world; ++r)
-      for (const Piece& p : fsdp_shard(layout, r)) {
+      for (const parallel::Piece& p : fsdp_shard(layout, r)) {
         EXPECT_GE(p.local_offset, 0);
         EXPECT_LE(p.local_offset + p.numel(), layout.shard_numel());
         for (int64_t i = p.flat_begin; i < p.flat_end; ++i) ++written[size_t(i)];
@@ -88,9 +88,9 @@ TEST(CheckpointPieces, FsdpPiecesTileTheFlatBufferOverTheRanks) {
       for (int64_t i = b.offset; i < b.offset + b.numel; ++i) EXPECT_EQ(written[size_t(i)], 1) << world << " " << i;
   }
   int64_t total = 0;
-  for (int r = 0; r < 3; ++r) total += total_numel(replicated_slice(176, r, 3));
+  for (int r = 0; r < 3; ++r) total += total_numel(parallel::replicated_slice(176, r, 3));
   EXPECT_EQ(total, 176);
-  EXPECT_EQ(total_numel(whole_buffer(176)), 176);
+  EXPECT_EQ(total_numel(parallel::whole_buffer(176)), 176);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace shardtrain::checkpoint {
+namespace shardtrain::parallel {
 
 struct Piece {
   int64_t flat_begin = 0, flat_end = 0;  // [begin, end) of the flat buffer
@@ -31,8 +31,8 @@ Pieces whole_buffer(int64_t numel);
 Pieces replicated_slice(int64_t numel, int rank, int world);
 // The flat elements an FSDP rank owns (ShardLayout::owned), at their place in
 // its shard buffer; a Block whose chunk is all padding gives no piece.
-Pieces fsdp_shard(const parallel::ShardLayout& layout, int rank);
+Pieces fsdp_shard(const ShardLayout& layout, int rank);
 
 int64_t total_numel(const Pieces& pieces);
 
-}  // namespace shardtrain::checkpoint
+}  // namespace shardtrain::parallel

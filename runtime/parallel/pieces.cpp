@@ -1,6 +1,6 @@
-#include "runtime/checkpoint/pieces.h"
+#include "runtime/parallel/pieces.h"
 
-namespace shardtrain::checkpoint {
+namespace shardtrain::parallel {
 
 Pieces whole_buffer(int64_t numel) { return numel > 0 ? Pieces{{0, numel, 0}} : Pieces{}; }
 
@@ -9,12 +9,12 @@ Pieces replicated_slice(int64_t numel, int rank, int world) {
   return end > begin ? Pieces{{begin, end, begin}} : Pieces{};
 }
 
-Pieces fsdp_shard(const parallel::ShardLayout& layout, int rank) {
+Pieces fsdp_shard(const ShardLayout& layout, int rank) {
   Pieces out;
   for (int b = 0; b < int(layout.blocks().size()); ++b) {
-    const parallel::ShardLayout::Owned o = layout.owned(b, rank);
+    const ShardLayout::Owned o = layout.owned(b, rank);
     if (o.end <= o.begin) continue;
-    const parallel::BlockShard& s = layout.block(b);
+    const BlockShard& s = layout.block(b);
     // Chunk element i is flat element flat_offset + rank * chunk + i.
     out.push_back({o.begin, o.end, s.local_offset + (o.begin - (s.flat_offset + rank * s.chunk))});
   }
@@ -27,4 +27,4 @@ int64_t total_numel(const Pieces& pieces) {
   return n;
 }
 
-}  // namespace shardtrain::checkpoint
+}  // namespace shardtrain::parallel
