@@ -97,6 +97,13 @@ int64_t FlatParameters::block_param_extent(int block) const {
   return end - blocks_[size_t(block)].offset;
 }
 
+void FlatParameters::replace_params(const Tensor& params) {
+  ST_CHECK(params.numel() == numel_ && params.dtype() == DType::f32 && params.device() == params_.device(),
+           "replace_params: {} elements of {} on {} do not replace {} f32 elements on {}", params.numel(),
+           dtype_name(params.dtype()), params.device().str(), numel_, params_.device().str());
+  params_ = params;
+}
+
 void FlatParameters::release_buffers() {
   params_ = Tensor();
   grads_ = Tensor();

@@ -6,6 +6,7 @@
 #include "runtime/parallel/ddp.h"
 #include "runtime/parallel/fsdp.h"
 #include "runtime/parallel/none_strategy.h"
+#include "runtime/parallel/zero1.h"
 
 #include <functional>
 
@@ -26,6 +27,7 @@ const std::vector<Entry>& entries() {
   static const std::vector<Entry> all = {
       entry<NoneSpec>("none"),
       entry<DdpSpec>("ddp"),
+      entry<Zero1Spec>("zero1"),
       entry<FsdpSpec>("fsdp"),
   };
   return all;

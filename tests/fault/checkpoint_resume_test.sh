@@ -7,7 +7,9 @@
 #  - its step-10 checkpoint continues on 2 and 3 FSDP ranks, 2 DDP ranks and
 #    1 rank: the same evaluations and final parameters within 1e-5 (only the
 #    order of the gradient sums differs); a DDP checkpoint continues as FSDP;
-#    HYBRID (2 emulated nodes x 2 ranks) writes and resumes its own;
+#    HYBRID (2 emulated nodes x 2 ranks) writes and resumes its own; ZeRO-1
+#    on 2 ranks ends where FSDP does and its checkpoint continues on 3 FSDP
+#    ranks, an FSDP one on 3 ZeRO-1 ranks;
 #  - a rank killed while writing the step-20 checkpoint leaves step 10
 #    loadable, and --resume auto continues from it;
 #  - another model's checkpoint, a truncated and a corrupted one are refused
@@ -107,6 +109,18 @@ if train 3 fsdp D --resume R2ddp/checkpoints/step-00000020.h5 &&
   echo "ok   2 DDP ranks -> 3 FSDP ranks from step 20: state differs by $d"
 else
   fail "DDP -> FSDP: ${d:-}"; tail -5 D.txt
+fi
+
+# ZeRO-1 writes each rank's slice of the parameters and optimizer state; its
+# checkpoint continues on 3 FSDP ranks and an FSDP one on 3 ZeRO-1 ranks.
+if train 2 zero1 Z && d=$(compare A/checkpoints/step-00000040.h5 Z/checkpoints/step-00000040.h5 1e-5) &&
+   train 3 fsdp ZF --resume Z/checkpoints/step-00000020.h5 &&
+   d2=$(compare A/checkpoints/step-00000040.h5 ZF/checkpoints/step-00000040.h5 1e-5) &&
+   train 3 zero1 FZ --resume A/checkpoints/step-00000020.h5 &&
+   d3=$(compare A/checkpoints/step-00000040.h5 FZ/checkpoints/step-00000040.h5 1e-5); then
+  echo "ok   2 ZeRO-1 ranks: state differs from FULL_SHARD by $d; ZeRO-1 -> 3 FSDP ranks by $d2, FSDP -> 3 ZeRO-1 ranks by $d3"
+else
+  fail "ZeRO-1 checkpoints: ${d:-} ${d2:-} ${d3:-}"; tail -5 Z.txt ZF.txt FZ.txt
 fi
 
 # --- a rank killed while writing a checkpoint -----------------------------------------
