@@ -32,27 +32,9 @@ using namespace train::testing;
 
 constexpr int64_t kSteps = 5;
 
-nn::ModelSpec mlp_spec() {
-  nn::ModelSpec spec;
-  spec.hidden = {40, 24, 16};  // 4 Blocks: prefetch windows of 2 really slide
-  return spec;
-}
-
-optim::OptimizerConfig sgd() {
-  optim::OptimizerConfig oc;
-  oc.lr = 0.1f;
-  oc.momentum = 0.9f;
-  oc.weight_decay = 0.01f;  // decay differs per parameter: the shard ranges must keep it
-  return oc;
-}
-
-optim::OptimizerConfig adamw() {
-  optim::OptimizerConfig oc;
-  oc.kind = "adamw";
-  oc.lr = 0.01f;
-  oc.weight_decay = 0.1f;
-  return oc;
-}
+nn::ModelSpec mlp_spec() { return four_block_mlp_spec(); }
+optim::OptimizerConfig sgd() { return sgd_with_decay(); }
+optim::OptimizerConfig adamw() { return adamw_with_decay(); }
 
 // DDP's parameters after `steps` steps (train::train_step).
 Tensor ddp_params(const nn::ModelSpec& spec, const optim::OptimizerConfig& oc, int64_t steps,

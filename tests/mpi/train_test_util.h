@@ -7,6 +7,7 @@
 #include "runtime/core/rng.h"
 #include "runtime/core/tensor.h"
 #include "runtime/nn/models.h"
+#include "runtime/optim/optimizer.h"
 #include "runtime/train/session.h"
 #include "tests/mpi/comm_test_util.h"
 
@@ -62,6 +63,31 @@ inline nn::ModelSpec cnn_spec() {
   spec.kernel_size = 3;
   spec.fc_hidden = {8};
   return spec;
+}
+
+// An MLP of 4 Blocks: prefetch windows of 2 really slide, buckets and
+// slices cut through it.
+inline nn::ModelSpec four_block_mlp_spec() {
+  nn::ModelSpec spec;
+  spec.hidden = {40, 24, 16};
+  return spec;
+}
+
+// SGD with momentum and weight decay (decay differs per parameter: shard
+// and slice ranges must keep it), and AdamW with weight decay.
+inline optim::OptimizerConfig sgd_with_decay() {
+  optim::OptimizerConfig oc;
+  oc.lr = 0.1f;
+  oc.momentum = 0.9f;
+  oc.weight_decay = 0.01f;
+  return oc;
+}
+inline optim::OptimizerConfig adamw_with_decay() {
+  optim::OptimizerConfig oc;
+  oc.kind = "adamw";
+  oc.lr = 0.01f;
+  oc.weight_decay = 0.1f;
+  return oc;
 }
 
 // The whole global batch of step `step`, identical on every rank.

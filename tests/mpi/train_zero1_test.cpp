@@ -24,27 +24,9 @@ using namespace train::testing;
 
 constexpr int64_t kSteps = 5;
 
-nn::ModelSpec mlp_spec() {
-  nn::ModelSpec spec;
-  spec.hidden = {40, 24, 16};
-  return spec;
-}
-
-optim::OptimizerConfig sgd() {
-  optim::OptimizerConfig oc;
-  oc.lr = 0.1f;
-  oc.momentum = 0.9f;
-  oc.weight_decay = 0.01f;  // decay differs per parameter: the slice's ranges must keep it
-  return oc;
-}
-
-optim::OptimizerConfig adamw() {
-  optim::OptimizerConfig oc;
-  oc.kind = "adamw";
-  oc.lr = 0.01f;
-  oc.weight_decay = 0.1f;
-  return oc;
-}
+nn::ModelSpec mlp_spec() { return four_block_mlp_spec(); }
+optim::OptimizerConfig sgd() { return sgd_with_decay(); }
+optim::OptimizerConfig adamw() { return adamw_with_decay(); }
 
 struct Trained {
   Tensor params;  // the whole flat buffer after the steps, on this rank
