@@ -13,6 +13,19 @@ void Optimizer::update(const Tensor& params, const Tensor& grads, float lr, int6
   }
 }
 
+void append_ranges_within(const std::vector<ParamRange>& full, int64_t begin, int64_t end, int64_t at,
+                          std::vector<ParamRange>& out) {
+  for (const ParamRange& r : full) {
+    const int64_t lo = std::max(begin, r.offset), hi = std::min(end, r.offset + r.numel);
+    if (lo >= hi) continue;
+    const int64_t local = at + (lo - begin);
+    if (!out.empty() && out.back().decay == r.decay && out.back().offset + out.back().numel == local)
+      out.back().numel += hi - lo;
+    else
+      out.push_back({local, hi - lo, r.decay});
+  }
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, int64_t numel,
                                           std::vector<ParamRange> ranges, Device device) {
   ST_CHECK(config.lr >= 0, "optim.lr must not be negative, got {}", config.lr);

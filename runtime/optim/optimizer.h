@@ -77,6 +77,13 @@ inline int state_floats_per_param(const OptimizerConfig& c) {
   return c.kind == "adamw" ? 2 : c.momentum > 0 ? 1 : 0;
 }
 
+// The parts of `full` inside elements [begin, end) of the flat buffer,
+// appended to `out` at offset `at` + (element - begin): the ranges of an
+// optimizer over a shard or slice holding those elements from `at` on. A run
+// that continues the last one of `out` with the same weight decay extends it.
+void append_ranges_within(const std::vector<ParamRange>& full, int64_t begin, int64_t end, int64_t at,
+                          std::vector<ParamRange>& out);
+
 // Builds the optimizer the config names; its state covers `numel` elements
 // and lives on `device` (where the parameters it steps live).
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, int64_t numel,

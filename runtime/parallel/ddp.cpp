@@ -3,7 +3,6 @@
 #include "kernels/ops.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/dtype_names.h"
-#include "runtime/optim/clip.h"
 #include "runtime/parallel/none_strategy.h"
 #include "runtime/parallel/optimizer_span.h"
 #include "runtime/telemetry/recorder.h"

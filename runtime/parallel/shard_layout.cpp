@@ -31,17 +31,11 @@ std::vector<optim::ParamRange> ShardLayout::shard_ranges(const std::vector<optim
                                                          int rank) const {
   std::vector<optim::ParamRange> out;
   for (int b = 0; b < int(blocks_.size()); ++b) {
+    const BlockShard& s = blocks_[size_t(b)];
     const Owned o = owned(b, rank);
-    const int64_t chunk_start = blocks_[size_t(b)].flat_offset + rank * blocks_[size_t(b)].chunk;
-    for (const optim::ParamRange& r : full) {
-      const int64_t lo = std::max(o.begin, r.offset), hi = std::min(o.end, r.offset + r.numel);
-      if (lo >= hi) continue;
-      const int64_t local = blocks_[size_t(b)].local_offset + (lo - chunk_start);
-      if (!out.empty() && out.back().decay == r.decay && out.back().offset + out.back().numel == local)
-        out.back().numel += hi - lo;
-      else
-        out.push_back({local, hi - lo, r.decay});
-    }
+    // Chunk element i is flat element flat_offset + rank * chunk + i.
+    optim::append_ranges_within(full, o.begin, o.end, s.local_offset + (o.begin - (s.flat_offset + rank * s.chunk)),
+                                out);
   }
   return out;
 }

@@ -4,7 +4,6 @@
 #include "runtime/core/dtype_names.h"
 #include "runtime/core/error.h"
 #include "runtime/optim/clip.h"
-#include "runtime/parallel/none_strategy.h"
 #include "runtime/parallel/optimizer_span.h"
 #include "runtime/telemetry/recorder.h"
 
@@ -15,17 +14,6 @@ namespace {
 
 constexpr int64_t kF32 = 4;
 constexpr int64_t kSliceAlign = 16;  // elements: 64 bytes of f32
-
-// The parts of `full` inside [begin, end), in coordinates relative to begin.
-std::vector<optim::ParamRange> ranges_within(const std::vector<optim::ParamRange>& full, int64_t begin,
-                                             int64_t end) {
-  std::vector<optim::ParamRange> out;
-  for (const optim::ParamRange& r : full) {
-    const int64_t lo = std::max(begin, r.offset), hi = std::min(end, r.offset + r.numel);
-    if (lo < hi) out.push_back({lo - begin, hi - lo, r.decay});
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -93,7 +81,9 @@ Tensor Zero1::own(const Tensor& flat_buffer) const { return flat_buffer.view(beg
 
 std::unique_ptr<optim::Optimizer> Zero1::make_optimizer(const optim::OptimizerConfig& config,
                                                         const std::vector<optim::ParamRange>& full) {
-  return optim::make_optimizer(config, end_ - begin_, ranges_within(full, begin_, end_), model_.device());
+  std::vector<optim::ParamRange> ranges;
+  optim::append_ranges_within(full, begin_, end_, 0, ranges);
+  return optim::make_optimizer(config, end_ - begin_, std::move(ranges), model_.device());
 }
 
 void Zero1::update(optim::Optimizer& optimizer, float lr, double max_norm, double& optimizer_s) {

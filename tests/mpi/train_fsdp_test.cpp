@@ -32,9 +32,6 @@ using namespace train::testing;
 
 constexpr int64_t kSteps = 5;
 
-nn::ModelSpec mlp_spec() { return four_block_mlp_spec(); }
-optim::OptimizerConfig sgd() { return sgd_with_decay(); }
-optim::OptimizerConfig adamw() { return adamw_with_decay(); }
 
 // DDP's parameters after `steps` steps (train::train_step).
 Tensor ddp_params(const nn::ModelSpec& spec, const optim::OptimizerConfig& oc, int64_t steps,
@@ -119,9 +116,9 @@ parallel::FsdpOptions opts(parallel::ShardingMode mode, int prefetch = 2) {
 constexpr double kTolerance = 1e-5;
 
 TEST(Fsdp, FullShardMatchesDdp) {
-  for (const nn::ModelSpec& spec : {mlp_spec(), cnn_spec()}) {
-    const Tensor ddp = ddp_params(spec, sgd(), kSteps);
-    const FsdpRun f = fsdp_params(spec, sgd(), kSteps, opts(parallel::ShardingMode::full_shard));
+  for (const nn::ModelSpec& spec : {four_block_mlp_spec(), cnn_spec()}) {
+    const Tensor ddp = ddp_params(spec, sgd_with_decay(), kSteps);
+    const FsdpRun f = fsdp_params(spec, sgd_with_decay(), kSteps, opts(parallel::ShardingMode::full_shard));
     EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << spec.kind;
     if (world().rank() == 0)
       std::cout << fmt::format("[diff] {} ranks, {}: FULL_SHARD vs DDP max |diff| {:.3g}\n", world().size(), spec.kind,
@@ -139,10 +136,10 @@ TEST(Fsdp, FullShardMatchesDdp) {
 // all-reduced across nodes; the same parameters as DDP, and only the
 // shard's chunks cross the nodes.
 TEST(Fsdp, HybridMatchesDdp) {
-  for (const nn::ModelSpec& spec : {mlp_spec(), cnn_spec()}) {
-    const Tensor ddp = ddp_params(spec, sgd(), kSteps);
+  for (const nn::ModelSpec& spec : {four_block_mlp_spec(), cnn_spec()}) {
+    const Tensor ddp = ddp_params(spec, sgd_with_decay(), kSteps);
     const FsdpRun f =
-        fsdp_params(spec, sgd(), kSteps, opts(parallel::ShardingMode::hybrid), 1, 0.0, &two_rank_nodes());
+        fsdp_params(spec, sgd_with_decay(), kSteps, opts(parallel::ShardingMode::hybrid), 1, 0.0, &two_rank_nodes());
     EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << spec.kind;
     if (world().rank() == 0)
       std::cout << fmt::format("[diff] {} ranks ({} node(s) x {}), {}: HYBRID vs DDP max |diff| {:.3g}\n",
@@ -158,8 +155,8 @@ TEST(Fsdp, HybridMatchesDdp) {
 }
 
 TEST(Fsdp, HybridWithAdamWAndClippingMatchesDdp) {
-  const Tensor ddp = ddp_params(cnn_spec(), adamw(), kSteps, nullptr, 0.05);
-  const FsdpRun f = fsdp_params(cnn_spec(), adamw(), kSteps, opts(parallel::ShardingMode::hybrid), 2, 0.05,
+  const Tensor ddp = ddp_params(cnn_spec(), adamw_with_decay(), kSteps, nullptr, 0.05);
+  const FsdpRun f = fsdp_params(cnn_spec(), adamw_with_decay(), kSteps, opts(parallel::ShardingMode::hybrid), 2, 0.05,
                                 &two_rank_nodes());
   EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance);
   expect_identical_across_ranks(f.params);
@@ -173,7 +170,7 @@ TEST(Fsdp, HybridRefusesUnevenNodes) {
   o.ranks_per_node = 2;
   o.timeout_s = 60;
   auto pairs = comm::make_mpi_world_communicator(o);
-  auto model = nn::build_model(mlp_spec(), kSample, kClasses);
+  auto model = nn::build_model(four_block_mlp_spec(), kSample, kClasses);
   try {
     parallel::Fsdp fsdp(*model, *pairs, opts(parallel::ShardingMode::hybrid));
     ADD_FAILURE() << "no error";
@@ -190,13 +187,13 @@ TEST(Fsdp, HybridRefusesUnevenNodes) {
 constexpr double kMixedTolerance = 5e-3;
 
 TEST(Fsdp, Bf16MixedPrecisionTracksF32) {
-  for (const nn::ModelSpec& spec : {mlp_spec(), cnn_spec()}) {
-    const FsdpRun f32 = fsdp_params(spec, sgd(), kSteps, opts(parallel::ShardingMode::full_shard));
+  for (const nn::ModelSpec& spec : {four_block_mlp_spec(), cnn_spec()}) {
+    const FsdpRun f32 = fsdp_params(spec, sgd_with_decay(), kSteps, opts(parallel::ShardingMode::full_shard));
     parallel::FsdpOptions mixed = opts(parallel::ShardingMode::full_shard);
     mixed.param_dtype = DType::bf16;
     mixed.reduce_dtype = DType::bf16;
     // Fsdp itself makes the gathered Blocks' GEMMs bf16, and only theirs.
-    const FsdpRun bf16 = fsdp_params(spec, sgd(), kSteps, mixed);
+    const FsdpRun bf16 = fsdp_params(spec, sgd_with_decay(), kSteps, mixed);
     EXPECT_EQ(cpu::gemm_precision(), cpu::GemmPrecision::f32);
     const double diff = max_abs_diff(bf16.params, f32.params);
     if (world().rank() == 0)
@@ -211,9 +208,9 @@ TEST(Fsdp, Bf16MixedPrecisionTracksF32) {
 }
 
 TEST(Fsdp, ShardGradOpMatchesDdp) {
-  for (const nn::ModelSpec& spec : {mlp_spec(), cnn_spec()}) {
-    const Tensor ddp = ddp_params(spec, sgd(), kSteps);
-    const FsdpRun f = fsdp_params(spec, sgd(), kSteps, opts(parallel::ShardingMode::shard_grad_op));
+  for (const nn::ModelSpec& spec : {four_block_mlp_spec(), cnn_spec()}) {
+    const Tensor ddp = ddp_params(spec, sgd_with_decay(), kSteps);
+    const FsdpRun f = fsdp_params(spec, sgd_with_decay(), kSteps, opts(parallel::ShardingMode::shard_grad_op));
     EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << spec.kind;
     expect_identical_across_ranks(f.params);
     EXPECT_EQ(f.stats.allgathers, kSteps * f.blocks) << spec.kind;  // kept from forward to backward
@@ -252,7 +249,7 @@ TEST(Fsdp, FreedBlocksArePoisonedUntilGathered) {
   auto model = nn::build_model(cnn_spec(), kSample, kClasses);
   model->initialize(5);
   parallel::Fsdp fsdp(*model, world(), opts(parallel::ShardingMode::full_shard));
-  auto opt = optim::make_optimizer(sgd(), fsdp.shard_numel(),
+  auto opt = optim::make_optimizer(sgd_with_decay(), fsdp.shard_numel(),
                                    fsdp.shard_optimizer_ranges(train::optimizer_ranges(model->flat())));
   const Slice s = my_slice();
   train::StepBuffers b(kSample, kClasses, s.end - s.begin);
@@ -267,24 +264,24 @@ TEST(Fsdp, FreedBlocksArePoisonedUntilGathered) {
 }
 
 TEST(Fsdp, AnyPrefetchDepthGivesTheSameParameters) {
-  const Tensor ddp = ddp_params(mlp_spec(), sgd(), kSteps);
+  const Tensor ddp = ddp_params(four_block_mlp_spec(), sgd_with_decay(), kSteps);
   for (int k : {0, 1, 3, 8}) {
-    const FsdpRun f = fsdp_params(mlp_spec(), sgd(), kSteps, opts(parallel::ShardingMode::full_shard, k));
+    const FsdpRun f = fsdp_params(four_block_mlp_spec(), sgd_with_decay(), kSteps, opts(parallel::ShardingMode::full_shard, k));
     EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << "prefetch " << k;
   }
 }
 
 TEST(Fsdp, AdamWWithWeightDecayMatchesDdp) {
-  for (const nn::ModelSpec& spec : {mlp_spec(), cnn_spec()}) {
-    const Tensor ddp = ddp_params(spec, adamw(), kSteps);
-    const FsdpRun f = fsdp_params(spec, adamw(), kSteps, opts(parallel::ShardingMode::full_shard));
+  for (const nn::ModelSpec& spec : {four_block_mlp_spec(), cnn_spec()}) {
+    const Tensor ddp = ddp_params(spec, adamw_with_decay(), kSteps);
+    const FsdpRun f = fsdp_params(spec, adamw_with_decay(), kSteps, opts(parallel::ShardingMode::full_shard));
     EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << spec.kind;
   }
 }
 
 TEST(Fsdp, GradientAccumulationReduceScattersOncePerStep) {
-  const Tensor ddp = ddp_params(cnn_spec(), sgd(), kSteps);
-  const FsdpRun f = fsdp_params(cnn_spec(), sgd(), kSteps, opts(parallel::ShardingMode::full_shard), 2);
+  const Tensor ddp = ddp_params(cnn_spec(), sgd_with_decay(), kSteps);
+  const FsdpRun f = fsdp_params(cnn_spec(), sgd_with_decay(), kSteps, opts(parallel::ShardingMode::full_shard), 2);
   EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance);
   EXPECT_EQ(f.stats.reduce_scatters, kSteps * f.blocks);
 }
@@ -296,7 +293,7 @@ TEST(Fsdp, CollectivesPerStepAsCounted) {
                           parallel::ShardingMode::hybrid})
     for (const int64_t k : {int64_t(1), int64_t(2)}) {
       comm::Communicator* comm = mode == parallel::ShardingMode::hybrid ? &two_rank_nodes() : nullptr;
-      const FsdpRun f = fsdp_params(cnn_spec(), sgd(), kSteps, opts(mode), k, 0.0, comm);
+      const FsdpRun f = fsdp_params(cnn_spec(), sgd_with_decay(), kSteps, opts(mode), k, 0.0, comm);
       const int64_t counted = f.stats.allgathers + f.stats.reduce_scatters + f.stats.replica_allreduces;
       const int64_t per_step = parallel::collectives_per_step(f.blocks, mode, k);
       // HYBRID on one node has no cross-node all-reduces.
@@ -307,10 +304,10 @@ TEST(Fsdp, CollectivesPerStepAsCounted) {
 
 TEST(Fsdp, GradientClippingMatchesDdp) {
   // 0.05 is below the gradient norm of these steps: clipping really scales.
-  const Tensor ddp = ddp_params(cnn_spec(), sgd(), kSteps, nullptr, 0.05);
-  const Tensor unclipped = ddp_params(cnn_spec(), sgd(), kSteps);
+  const Tensor ddp = ddp_params(cnn_spec(), sgd_with_decay(), kSteps, nullptr, 0.05);
+  const Tensor unclipped = ddp_params(cnn_spec(), sgd_with_decay(), kSteps);
   EXPECT_GT(max_abs_diff(ddp, unclipped), 1e-3);
-  const FsdpRun f = fsdp_params(cnn_spec(), sgd(), kSteps, opts(parallel::ShardingMode::full_shard), 1, 0.05);
+  const FsdpRun f = fsdp_params(cnn_spec(), sgd_with_decay(), kSteps, opts(parallel::ShardingMode::full_shard), 1, 0.05);
   EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance);
   expect_identical_across_ranks(f.params);
 }
@@ -322,11 +319,11 @@ TEST(Fsdp, GradientClippingMatchesDdp) {
 TEST(Fsdp, BytesPerStepAgainstTheory) {
   const int n = world().size();
   parallel::CommStats ds;
-  (void)ddp_params(cnn_spec(), sgd(), 1, &ds);
+  (void)ddp_params(cnn_spec(), sgd_with_decay(), 1, &ds);
   auto model = nn::build_model(cnn_spec(), kSample, kClasses);
   const double psi = double(model->flat().numel()) * 4;  // bytes of the flat buffer (DDP's payload)
   for (auto mode : {parallel::ShardingMode::full_shard, parallel::ShardingMode::shard_grad_op}) {
-    const FsdpRun f = fsdp_params(cnn_spec(), sgd(), 1, opts(mode));
+    const FsdpRun f = fsdp_params(cnn_spec(), sgd_with_decay(), 1, opts(mode));
     const double fsdp_wire = double(f.stats.wire_bytes);
     const double ddp_wire = double(ds.bytes) * 2 * (n - 1) / n;
     const double factor = mode == parallel::ShardingMode::full_shard ? 3.0 : 2.0;

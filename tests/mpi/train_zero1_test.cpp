@@ -24,9 +24,6 @@ using namespace train::testing;
 
 constexpr int64_t kSteps = 5;
 
-nn::ModelSpec mlp_spec() { return four_block_mlp_spec(); }
-optim::OptimizerConfig sgd() { return sgd_with_decay(); }
-optim::OptimizerConfig adamw() { return adamw_with_decay(); }
 
 struct Trained {
   Tensor params;  // the whole flat buffer after the steps, on this rank
@@ -75,10 +72,10 @@ TEST(Zero1, MatchesDdpBitForBit) {
     int64_t micro_batches;
     double clip;
   };
-  const Case cases[] = {{"mlp sgd", mlp_spec(), sgd(), 1, 0.0},
-                        {"cnn sgd", cnn_spec(), sgd(), 1, 0.0},
-                        {"mlp adamw", mlp_spec(), adamw(), 1, 0.0},
-                        {"cnn adamw clip accumulation", cnn_spec(), adamw(), 2, 0.05}};
+  const Case cases[] = {{"mlp sgd", four_block_mlp_spec(), sgd_with_decay(), 1, 0.0},
+                        {"cnn sgd", cnn_spec(), sgd_with_decay(), 1, 0.0},
+                        {"mlp adamw", four_block_mlp_spec(), adamw_with_decay(), 1, 0.0},
+                        {"cnn adamw clip accumulation", cnn_spec(), adamw_with_decay(), 2, 0.05}};
   for (const Case& c : cases) {
     const Trained ddp = run_steps("ddp", c.spec, c.oc, c.micro_batches, c.clip);
     const Trained z = run_steps("zero1", c.spec, c.oc, c.micro_batches, c.clip);
@@ -94,8 +91,8 @@ TEST(Zero1, MatchesDdpBitForBit) {
 // Each rank keeps the optimizer state of its slice only; each step issues
 // DDP's buckets and one all-gather, which sends (N-1) slices.
 TEST(Zero1, ShardsTheOptimizerStateAndGathersOncePerStep) {
-  const Trained ddp = run_steps("ddp", cnn_spec(), adamw());
-  const Trained z = run_steps("zero1", cnn_spec(), adamw());
+  const Trained ddp = run_steps("ddp", cnn_spec(), adamw_with_decay());
+  const Trained z = run_steps("zero1", cnn_spec(), adamw_with_decay());
   const int n = world().size();
   const int64_t numel = ddp.params.numel(), slice = parallel::Zero1::slice_numel(numel, n);
   EXPECT_EQ(ddp.state_numel, numel);
