@@ -1,0 +1,117 @@
+#include "runtime/train/run_lines.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace shardtrain::train {
+
+std::string describe_target(const Config::Target& t) {
+  if (!t.enabled()) return "none";
+  return t.metric == "test_accuracy" ? fmt::format("test_accuracy >= {:.2f}%", 100 * t.value)
+                                     : fmt::format("test_loss <= {:.4f}", t.value);
+}
+
+std::string opening_line(int world, const std::string& strategy, const std::string& config, const std::string& dir) {
+  return fmt::format("[init] shardtrain {} on {} rank(s), strategy {}; config {}; run dir {}", "0.1.0", world,
+                     strategy, config, dir);
+}
+
+std::string device_line(Device device, const std::string& gpu_name, const std::string& gemm) {
+  return fmt::format("[init] device: rank 0 on {} ({}), GEMMs in {}; batches copied from pinned host memory",
+                     device.str(), gpu_name, gemm);
+}
+
+std::string data_line(const io::DatasetInfo& train, int64_t train_samples, int64_t test_samples) {
+  return fmt::format("[init] data: train {} samples, test {} samples, sample shape {}, {} classes", train_samples,
+                     test_samples, train.sample_shape.str(), train.num_classes);
+}
+
+std::string stream_line(const io::DatasetInfo& train, const Config& config) {
+  const io::LoaderOptions& l = config.data.loader;
+  return fmt::format(
+      "[init] data: streaming {} shard(s) from {} with parallel HDF5, {} transfer, {} batch(es) prefetched{}",
+      train.shard_files.size(), config.data.train, l.transfer, l.prefetch_batches,
+      l.cold_cache ? ", cold cache (pages dropped after reading)" : "");
+}
+
+std::string model_line(const Config& config, const nn::Model& model) {
+  return fmt::format("[init] model {} ({} blocks):\n{}", config.model.kind, model.num_blocks(), model.summary());
+}
+
+std::string ready_line(const ReadyFigures& r, const Config::Target& target) {
+  return fmt::format(
+      "[init] {} optimizer, global batch {} ({} per rank, {} micro-batch(es)), {} steps/epoch, {} steps, target "
+      "{}, {} BLAS thread(s); ready in {:.2f} s",
+      r.optimizer, r.global_batch, r.local_batch, r.micro_batches, r.steps_per_epoch, r.total_steps,
+      describe_target(target), r.blas_threads, r.seconds);
+}
+
+std::string checkpoints_line(int64_t every, const std::string& dir, int64_t keep) {
+  return fmt::format("[init] checkpoints every {} steps and at the end to {}, newest {} kept", every, dir, keep);
+}
+
+std::string resume_line(const std::string& path, const checkpoint::Header& h, int world, const std::string& strategy,
+                        double seconds) {
+  const checkpoint::Progress& p = h.progress;
+  return fmt::format(
+      "[resume] {}: step {} (epoch {}, next batch {}), written by {} rank(s) with {}{}; loaded onto {} rank(s) "
+      "with {} in {:.2f} s",
+      path, p.step, p.epoch, p.batch, h.origin.world, h.origin.strategy,
+      h.origin.sharding.empty() ? "" : " " + h.origin.sharding, world, strategy, seconds);
+}
+
+std::string eval_line(double epoch, int64_t step, double train_loss, const EvalResult& r, double samples_per_s) {
+  return fmt::format(
+      "[eval] epoch {:.2f}  step {}  train_loss {:.4f}  test_loss {:.4f}  test_accuracy {:.2f}%  {:.0f} samples/s",
+      epoch, step, train_loss, r.loss, 100 * r.accuracy, samples_per_s);
+}
+
+std::string memory_lines(const MemoryFigures& m, bool gpu) {
+  std::string out = fmt::format(
+      "[summary] memory: peak {:.2f} MiB of tensors per rank (max over ranks, {}), the plan predicted {:.2f} MiB "
+      "(measured/predicted {:.3f}; `shardtrain plan` breaks it down)",
+      m.peak / (1 << 20), m.device, m.planned / (1 << 20), m.peak / m.planned);
+  if (gpu)
+    out += fmt::format(
+        "\n[summary] memory: a rank holds up to {:.2f} MiB of {} from the driver for tensors (cached blocks "
+        "included) and {:.2f} MiB of kernel workspaces outside the plan (cuBLAS's own not counted)",
+        m.gpu_reserved / (1 << 20), m.device, m.gpu_workspace / (1 << 20));
+  return out;
+}
+
+std::string loader_line(const io::LoaderStats& ls) {
+  std::string mode = ls.transfer;
+  if (ls.transfer == "collective")
+    mode += ls.no_collective_cause.empty()
+                ? fmt::format(" (HDF5 did: {})", ls.actual_io_mode)
+                : fmt::format(" (HDF5 did: {}, because {})", ls.actual_io_mode, ls.no_collective_cause);
+  return fmt::format("[summary] data (rank 0): read {:.1f} MB in {} requests ({} batches), {:.2f} s in reads, {} "
+                     "transfer",
+                     double(ls.bytes) / 1e6, ls.requests, ls.batches, ls.read_s, mode);
+}
+
+std::string summary_lines(const std::string& text) {
+  std::string tagged;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    if (end > at) tagged += (tagged.empty() ? "[summary] " : "\n[summary] ") + text.substr(at, end - at);
+    at = end + 1;
+  }
+  return tagged;
+}
+
+std::string done_line(const DoneFigures& d, const Config::Target& target) {
+  const std::string outcome =
+      !target.enabled()  ? std::string("no target set")
+      : d.time_to_target ? fmt::format("target {} reached in {:.1f} s", describe_target(target), *d.time_to_target)
+                         : fmt::format("target {} NOT reached", describe_target(target));
+  const std::string metrics = !d.final_eval ? std::string("not evaluated")
+                                            : fmt::format("final test_accuracy {:.2f}% test_loss {:.4f}",
+                                                          100 * d.final_eval->accuracy, d.final_eval->loss);
+  return fmt::format("[done] {}: {} steps ({:.2f} epochs) in {:.1f} s, {:.0f} samples/s; {}; {}; results in "
+                     "{}/result.json",
+                     d.status, d.steps, d.epochs, d.train_seconds, d.samples_per_s, metrics, outcome, d.dir);
+}
+
+}  // namespace shardtrain::train
