@@ -40,11 +40,7 @@ std::string split_dir_name(const std::string& source_dir) {
 ShardCache::ShardCache(std::string source_dir, StageOptions options)
     : source_dir_(std::move(source_dir)), options_(std::move(options)), limiter_(options_.rate_mb_s * 1e6) {
   ST_CHECK(!options_.cache_dir.empty(), "io.stage.cache_dir is empty: give a local directory for the cache");
-  ST_CHECK(options_.block_kib > 0, "io.stage.block_kib must be positive, got {}", options_.block_kib);
-  ST_CHECK(options_.rate_mb_s >= 0, "io.stage.rate_mb_s must not be negative (0 = unlimited), got {}",
-           options_.rate_mb_s);
-  ST_CHECK(options_.capacity_gb >= 0, "io.stage.capacity_gb must not be negative (0 = no limit), got {}",
-           options_.capacity_gb);
+  validate(options_);
   ST_CHECK(fs::is_directory(source_dir_), "{}: not a directory (give the split directory to stage)", source_dir_);
   std::optional<Manifest> m = read_manifest(source_dir_);
   ST_CHECK(m.has_value(),

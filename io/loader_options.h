@@ -3,20 +3,46 @@
 // loader with prefetching (io/loader.h).
 #pragma once
 
+#include "runtime/core/enum_names.h"
+
+#include <array>
 #include <cstdint>
 #include <string>
 
 namespace shardtrain::io {
 
+enum class LoaderMode { memory, stream };
+enum class Transfer { independent, collective };  // HDF5 MPI-IO transfer of the stream loader
+enum class SampleOrder { global, shard };          // a global shuffle, or shards in order then a window
+enum class LastBatch { drop, pad };                // the last partial global batch of an epoch
+
+inline std::span<const EnumName<LoaderMode>> enum_names(LoaderMode) {
+  static constexpr std::array<EnumName<LoaderMode>, 2> n = {{{LoaderMode::memory, "memory"}, {LoaderMode::stream, "stream"}}};
+  return n;
+}
+inline std::span<const EnumName<Transfer>> enum_names(Transfer) {
+  static constexpr std::array<EnumName<Transfer>, 2> n = {
+      {{Transfer::independent, "independent"}, {Transfer::collective, "collective"}}};
+  return n;
+}
+inline std::span<const EnumName<SampleOrder>> enum_names(SampleOrder) {
+  static constexpr std::array<EnumName<SampleOrder>, 2> n = {{{SampleOrder::global, "global"}, {SampleOrder::shard, "shard"}}};
+  return n;
+}
+inline std::span<const EnumName<LastBatch>> enum_names(LastBatch) {
+  static constexpr std::array<EnumName<LastBatch>, 2> n = {{{LastBatch::drop, "drop"}, {LastBatch::pad, "pad"}}};
+  return n;
+}
+
 struct LoaderOptions {
-  std::string mode = "memory";          // "memory" | "stream"
-  int64_t prefetch_batches = 4;         // stream: ready batches queued ahead of training
-  std::string transfer = "independent"; // stream: HDF5 MPI-IO transfer, "independent" | "collective" (docs/io.md)
-  bool cold_cache = false;              // stream: drop the shards' pages after reading them
-  bool verify_checksums = false;        // stream: check the shards against the manifest's CRC-32 first
-  std::string order = "global";         // sampler: "global" shuffle | "shard" (shard order, then a window)
-  int64_t shuffle_window = 0;           // order = "shard": samples shuffled together (0: one shard)
-  std::string last_batch = "drop";      // sampler: "drop" the last partial global batch | "pad" it
+  LoaderMode mode = LoaderMode::memory;
+  int64_t prefetch_batches = 4;             // stream: ready batches queued ahead of training
+  Transfer transfer = Transfer::independent;  // stream (docs/io.md)
+  bool cold_cache = false;                  // stream: drop the shards' pages after reading them
+  bool verify_checksums = false;            // stream: check the shards against the manifest's CRC-32 first
+  SampleOrder order = SampleOrder::global;  // sampler
+  int64_t shuffle_window = 0;               // order = shard: samples shuffled together (0: one shard)
+  LastBatch last_batch = LastBatch::drop;   // sampler
   // stream: deliver the samples' stored bytes (LoadedBatch::raw) instead of
   // normalized floats: token ids of text data. Set by the trainer for a
   // language model, not a config key.
@@ -33,5 +59,10 @@ struct StageOptions {
   double capacity_gb = 0;       // evict least recently used shards past this (0 = unlimited)
   bool verify = true;           // check each copy against the manifest's checksum
 };
+
+// An Error naming the [data] or [io.stage] key out of range, or a
+// combination the loader refuses.
+void validate(const LoaderOptions& options);
+void validate(const StageOptions& options);
 
 }  // namespace shardtrain::io

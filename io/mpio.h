@@ -5,6 +5,8 @@
 // report names the cause instead of leaving the user guessing.
 #pragma once
 
+#include "io/loader_options.h"
+
 #include "io/hdf5_handle.h"
 
 #include <mpi.h>
@@ -17,7 +19,7 @@ namespace shardtrain::io::mpio {
 // over it).
 h5::PropList file_access(MPI_Comm comm);
 // Transfer properties: "collective" or "independent" (H5Pset_dxpl_mpio).
-h5::PropList transfer(const std::string& mode);
+h5::PropList transfer(Transfer mode);
 
 // After a read with `dxpl`: the mode HDF5 actually used ("independent",
 // "collective", "chunk-collective", "chunk-independent", "chunk-mixed",

@@ -20,13 +20,11 @@ void shuffle(int64_t* first, int64_t* last, Rng& rng) {
 }  // namespace
 
 SamplerOptions sampler_options(const LoaderOptions& loader, std::vector<int64_t> shard_sizes) {
-  ST_CHECK(loader.last_batch == "drop" || loader.last_batch == "pad",
-           "data.last_batch \"{}\" is not a policy (choose \"drop\" or \"pad\")", loader.last_batch);
   SamplerOptions o;
   o.order = loader.order;
   o.shard_sizes = std::move(shard_sizes);
   o.window = loader.shuffle_window;
-  o.pad_last = loader.last_batch == "pad";
+  o.pad_last = loader.last_batch == LastBatch::pad;
   return o;
 }
 
@@ -44,9 +42,7 @@ Sampler::Sampler(int64_t num_samples, int64_t global_batch, int rank, int world_
            "the training split has {} samples, fewer than one global batch of {} "
            "(lower train.global_batch_size or raise data.train_limit)",
            num_samples, global_batch);
-  ST_CHECK(options_.order == "global" || options_.order == "shard",
-           "data.order \"{}\" is not an order (choose \"global\" or \"shard\")", options_.order);
-  if (options_.order == "shard") {
+  if (options_.order == SampleOrder::shard) {
     const std::vector<int64_t>& sizes = options_.shard_sizes;
     ST_CHECK(!sizes.empty(), "data.order = \"shard\" needs the shards' sample counts");
     ST_CHECK(std::all_of(sizes.begin(), sizes.end(), [](int64_t s) { return s >= 0; }),
@@ -72,7 +68,7 @@ SamplerPosition Sampler::position_of(int64_t step) const {
 void Sampler::order_for(int64_t epoch) {
   if (epoch == ordered_epoch_) return;
   order_.resize(size_t(num_samples_));
-  if (options_.order == "global") {
+  if (options_.order == SampleOrder::global) {
     std::iota(order_.begin(), order_.end(), int64_t{0});
     Rng rng(stream_key(seed_, kShuffleStream, uint64_t(epoch)));
     shuffle(order_.data(), order_.data() + num_samples_, rng);

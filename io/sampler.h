@@ -52,11 +52,11 @@ struct SamplerPosition {
 };
 
 struct SamplerOptions {
-  std::string order = "global";      // "global" | "shard"
+  SampleOrder order = SampleOrder::global;
   // "shard" needs them: samples per shard, in file order; shard s holds the
   // sample indices following those of shards 0..s-1. They must sum to n.
   std::vector<int64_t> shard_sizes;
-  int64_t window = 0;                // "shard": samples shuffled together; 0 = the largest shard
+  int64_t window = 0;                // shard order: samples shuffled together; 0 = the largest shard
   bool pad_last = false;             // pad the last partial global batch instead of dropping it
 };
 

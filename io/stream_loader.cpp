@@ -178,7 +178,7 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     MPI_Comm_free(&m.comm);
     throw;
   }
-  m.stats.transfer = options.transfer;
+  m.stats.transfer = std::string(name_of(options.transfer));
 
   const int64_t depth = options.prefetch_batches;
   m.slots.resize(size_t(depth + 1));
@@ -247,7 +247,7 @@ void StreamLoader::io_main(Impl& m, SamplerPosition from, int64_t count) {
   std::vector<int64_t> local(n), agreed(n);
   std::vector<int64_t> indices;
   Impl::Plan plan;
-  const bool collective = m.options.transfer == "collective";
+  const bool collective = m.options.transfer == Transfer::collective;
   bool failed = false;
   int64_t epoch = from.epoch, batch = from.batch;
   for (int64_t k = 0; k < count; ++k) {
@@ -393,7 +393,7 @@ void StreamLoader::Impl::read_batch(const Plan& plan, const std::vector<int64_t>
   out.read_s = 0;
   thread_local std::vector<uint8_t> raw;
   raw.resize(std::max<size_t>(1, plan.order.size() * sample_bytes));
-  const bool collective = options.transfer == "collective";
+  const bool collective = options.transfer == Transfer::collective;
   std::exception_ptr first_error;
   for (size_t s = 0; s < shards.size(); ++s) {
     const auto& runs = plan.runs[s];

@@ -119,7 +119,7 @@ void write_table(hid_t file, const std::string& name, hid_t type, const std::vec
     H5Sselect_none(fs.get());
     H5Sselect_none(ms.get());
   }
-  h5::PropList dxpl = io::mpio::transfer("collective");
+  h5::PropList dxpl = io::mpio::transfer(io::Transfer::collective);
   const hid_t mem_type = std::is_same_v<T, int64_t> ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT32;
   h5::check_status(H5Dwrite(ds.get(), mem_type, ms.get(), fs.get(), dxpl.get(), values.data()),
                    "cannot write " + name);
@@ -169,7 +169,7 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
   std::vector<uint32_t> my_crcs;
   try {
     write_header(file.get(), header);
-    h5::PropList dxpl = io::mpio::transfer("collective");
+    h5::PropList dxpl = io::mpio::transfer(io::Transfer::collective);
     for (size_t i = 0; i < tensors.size(); ++i) {
       const auto& [name, t] = tensors[i];
       const Tensor host = on_host(t);
@@ -304,7 +304,7 @@ Header load(const std::string& path, MPI_Comm mpi_comm, const Identity& expected
   });
   // Each rank's pieces of the current layout (collective reads).
   agreed(c, [&] {
-    h5::PropList dxpl = io::mpio::transfer("collective");
+    h5::PropList dxpl = io::mpio::transfer(io::Transfer::collective);
     for (size_t k = 0; k < tensors.size(); ++k) {
       const auto& [name, t] = tensors[k];
       Tensor host = t.device().is_cpu() ? t : Tensor::empty(t.shape(), t.dtype());

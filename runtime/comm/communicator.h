@@ -28,6 +28,8 @@
 // watchdog's report (CommOptions::timeout_s).
 #pragma once
 
+#include "runtime/core/enum_names.h"
+
 #include "runtime/comm/work.h"
 #include "runtime/core/tensor.h"
 
@@ -38,6 +40,26 @@
 namespace shardtrain::comm {
 
 enum class ReduceOp { sum, avg };
+
+enum class AllreduceAlgorithm { automatic, shm, oneshot, mpi, ring, hierarchical };
+inline std::span<const EnumName<AllreduceAlgorithm>> enum_names(AllreduceAlgorithm) {
+  using A = AllreduceAlgorithm;
+  static constexpr std::array<EnumName<A>, 6> n = {{{A::automatic, "auto"},
+                                                    {A::shm, "shm"},
+                                                    {A::oneshot, "oneshot"},
+                                                    {A::mpi, "mpi"},
+                                                    {A::ring, "ring"},
+                                                    {A::hierarchical, "hierarchical"}}};
+  return n;
+}
+// GPU tensors: NCCL when libnccl.so.2 loads on every rank (auto), NCCL, or
+// MPI with device buffers.
+enum class GpuBackend { automatic, nccl, mpi };
+inline std::span<const EnumName<GpuBackend>> enum_names(GpuBackend) {
+  static constexpr std::array<EnumName<GpuBackend>, 3> n = {
+      {{GpuBackend::automatic, "auto"}, {GpuBackend::nccl, "nccl"}, {GpuBackend::mpi, "mpi"}}};
+  return n;
+}
 
 // Tunables of the MPI backend (config section [comm]). The defaults are
 // measured on this project's machines (2 cores, Open MPI 4.1.4 over shared
@@ -69,19 +91,18 @@ struct CommOptions {
   // Chunk size of the ring's pipeline: 256 KiB staging stays in L2 (1 MiB
   // here); 256 KiB - 4 MiB measured alike, 128 KiB ~10% slower on 4 ranks.
   int64_t chunk_bytes = 256 << 10;
-  // "auto" (by size, hierarchical when there are several nodes with several
-  // ranks each), or force "oneshot", "mpi", "ring" or "hierarchical" (this
-  // choice also applies to reduce-scatter and all-gather, "hierarchical"
-  // meaning "ring" for them and for sub-communicators, "oneshot" meaning
-  // "auto" for them).
-  std::string allreduce_algorithm = "auto";
+  // auto (by size, hierarchical when there are several nodes with several
+  // ranks each), or force oneshot, mpi, ring or hierarchical (this choice
+  // also applies to reduce-scatter and all-gather, hierarchical meaning ring
+  // for them and for sub-communicators, oneshot meaning auto for them).
+  AllreduceAlgorithm allreduce_algorithm = AllreduceAlgorithm::automatic;
   // A collective not complete after this long ends the job with a message
   // naming the operation, its sequence number, its size and the ranks that
   // never arrived.
   double timeout_s = 300.0;
-  // Which backend moves GPU tensors (config comm.backend): "auto", "nccl" or
-  // "mpi". Host tensors always go through the MPI backend.
-  std::string backend = "auto";
+  // Which backend moves GPU tensors (config comm.backend). Host tensors
+  // always go through the MPI backend.
+  GpuBackend backend = GpuBackend::automatic;
   // Before each of the MPI library's collectives, wait for every rank without
   // spinning and check that all issued the same collective (op, size, dtype,
   // root): comm/arrival_barrier.h. Off, a late rank makes the others'
@@ -109,6 +130,10 @@ struct CommOptions {
   // communication slow.
   double debug_delay_s = 0.0;
 };
+
+// An Error naming the [comm] key out of range (the one place its limits
+// live: the config and every communicator call it).
+void validate(const CommOptions& options);
 
 class Communicator {
  public:

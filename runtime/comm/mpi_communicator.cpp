@@ -44,19 +44,6 @@ const char* algo_name(int algo) {
   return names[algo];
 }
 
-void validate(const CommOptions& o) {
-  const auto& a = o.allreduce_algorithm;
-  ST_CHECK(a == "auto" || a == "shm" || a == "oneshot" || a == "mpi" || a == "ring" || a == "hierarchical",
-           "comm.allreduce_algorithm must be auto, shm, oneshot, mpi, ring or hierarchical, not '{}'", a);
-  ST_CHECK(o.chunk_bytes >= 64 && o.chunk_bytes <= (int64_t(1) << 30),
-           "comm.chunk_bytes must be within 64 bytes .. 1 GiB, not {}", o.chunk_bytes);
-  ST_CHECK(o.small_message_bytes >= 0 && o.reduce_scatter_small_bytes >= 0 && o.allgather_small_bytes >= 0 &&
-               o.oneshot_bytes >= 0,
-           "comm.*small*_bytes and comm.oneshot_bytes must be >= 0");
-  ST_CHECK(o.timeout_s > 0, "comm.timeout_s must be > 0, not {}", o.timeout_s);
-  ST_CHECK(o.ranks_per_node >= 0, "comm.ranks_per_node must be >= 0, not {}", o.ranks_per_node);
-}
-
 }  // namespace
 
 // ---- construction -------------------------------------------------------------
@@ -145,7 +132,7 @@ void MpiCommunicator::make_sub_communicators() {
   }
   node_.reset(new MpiCommunicator(node, Kind::node, options_, policy_, watchdog_));
   cross_.reset(new MpiCommunicator(cross, Kind::cross, options_, policy_, watchdog_));
-  ST_CHECK(hierarchical_possible_ || options_.allreduce_algorithm != "hierarchical",
+  ST_CHECK(hierarchical_possible_ || options_.allreduce_algorithm != AllreduceAlgorithm::hierarchical,
            "comm.allreduce_algorithm = hierarchical needs the same number of ranks on every node "
            "(here between {} and {} on {} nodes)",
            -extremes[1], extremes[0], nodes);
@@ -215,13 +202,14 @@ MpiCommunicator::~MpiCommunicator() {
 MpiCommunicator::Algo MpiCommunicator::pick(OpCode op, int64_t bytes) const {
   if (size_ == 1) return Algo::local;
   if (op == OpCode::broadcast || op == OpCode::barrier) return Algo::mpi;
-  const std::string& forced = options_.allreduce_algorithm;
-  if (op == OpCode::allreduce && shm_ && (forced == "auto" || forced == "shm")) return Algo::shm;
-  if (forced == "oneshot" && op == OpCode::allreduce) return Algo::oneshot;
-  if (forced == "mpi") return Algo::mpi;
-  if (forced == "ring") return Algo::ring;
+  using A = AllreduceAlgorithm;
+  const A forced = options_.allreduce_algorithm;
+  if (op == OpCode::allreduce && shm_ && (forced == A::automatic || forced == A::shm)) return Algo::shm;
+  if (forced == A::oneshot && op == OpCode::allreduce) return Algo::oneshot;
+  if (forced == A::mpi) return Algo::mpi;
+  if (forced == A::ring) return Algo::ring;
   const bool hierarchical = op == OpCode::allreduce && kind_ == Kind::world;
-  if (forced == "hierarchical") return hierarchical ? Algo::hierarchical : Algo::ring;
+  if (forced == A::hierarchical) return hierarchical ? Algo::hierarchical : Algo::ring;
   const int64_t small = op == OpCode::allreduce        ? options_.small_message_bytes
                        : op == OpCode::reduce_scatter ? options_.reduce_scatter_small_bytes
                                                       : options_.allgather_small_bytes;

@@ -1,9 +1,13 @@
 // Names of an enum's values, for configuration and messages: one table per
 // enum, next to the enum, found by argument-dependent lookup:
 //   std::span<const EnumName<E>> enum_names(E);
-// Parsing, printing and the list of valid choices all read that table, so a
-// new value is one row.
+// Parsing, printing (through fmt, "{}" prints the name, and into JSON, as
+// the name rather than a number) and the list of valid choices all read that
+// table, so a new value is one row.
 #pragma once
+
+#include <fmt/format.h>
+#include <nlohmann/json_fwd.hpp>
 
 #include <optional>
 #include <span>
@@ -52,3 +56,21 @@ std::string enum_choices() {
 }
 
 }  // namespace shardtrain
+
+template <typename E>
+  requires shardtrain::NamedEnum<E>
+struct fmt::formatter<E> : fmt::formatter<std::string_view> {
+  template <typename FormatContext>
+  auto format(E value, FormatContext& ctx) const {
+    return fmt::formatter<std::string_view>::format(shardtrain::name_of(value), ctx);
+  }
+};
+
+template <typename E>
+  requires shardtrain::NamedEnum<E>
+struct nlohmann::adl_serializer<E, void> {
+  template <typename Json>
+  static void to_json(Json& j, E value) {
+    j = std::string(shardtrain::name_of(value));
+  }
+};

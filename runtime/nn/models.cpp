@@ -51,7 +51,6 @@ std::vector<std::unique_ptr<Block>> mlp(const ModelSpec& spec, Shape shape, int6
 std::vector<std::unique_ptr<Block>> cnn(const ModelSpec& spec, Shape shape, int64_t classes) {
   ST_CHECK(shape.ndim() == 3, "model.kind = \"cnn\" needs image samples [C, H, W], the data has {}",
            shape.str());
-  ST_CHECK(spec.kernel_size % 2 == 1, "model.kernel_size must be odd (got {})", spec.kernel_size);
   std::vector<std::unique_ptr<Block>> blocks;
   for (size_t i = 0; i < spec.channels.size(); ++i) {
     Layers layers;
@@ -98,22 +97,30 @@ std::vector<std::unique_ptr<Block>> gpt(const ModelSpec& spec, Shape shape, int6
 
 }  // namespace
 
-std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sample,
-                                   int64_t num_classes) {
-  ST_CHECK(num_classes > 1, "a classifier needs at least 2 classes, the data has {}", num_classes);
+void validate(const ModelSpec& spec) {
   for (int64_t w : spec.hidden) ST_CHECK(w > 0, "model.hidden widths must be positive, got {}", w);
   for (int64_t c : spec.channels) ST_CHECK(c > 0, "model.channels must be positive, got {}", c);
   for (int64_t w : spec.fc_hidden) ST_CHECK(w > 0, "model.fc_hidden widths must be positive, got {}", w);
+  ST_CHECK(spec.kernel_size > 0 && spec.kernel_size % 2 == 1, "model.kernel_size must be odd and positive (got {})",
+           spec.kernel_size);
+  ST_CHECK(spec.n_layer >= 1 && spec.n_head >= 1 && spec.n_embd >= 1,
+           "model.n_layer, model.n_head and model.n_embd must be at least 1");
+  ST_CHECK(spec.n_embd % spec.n_head == 0, "model.n_embd ({}) must be divisible by model.n_head ({})", spec.n_embd,
+           spec.n_head);
+  ST_CHECK(spec.vocab_size >= 0 && spec.block_size >= 0,
+           "model.vocab_size and model.block_size must not be negative (0: from the data)");
+}
+
+std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sample,
+                                   int64_t num_classes) {
+  ST_CHECK(num_classes > 1, "a classifier needs at least 2 classes, the data has {}", num_classes);
+  validate(spec);
   std::vector<std::unique_ptr<Block>> blocks;
-  if (spec.kind == "mlp")
-    blocks = mlp(spec, input_sample, num_classes);
-  else if (spec.kind == "cnn")
-    blocks = cnn(spec, input_sample, num_classes);
-  else if (spec.kind == "gpt")
-    blocks = gpt(spec, input_sample, num_classes);
-  else
-    throw Error(fmt::format("model.kind \"{}\" is not a model (choose \"mlp\", \"cnn\" or \"gpt\")",
-                            spec.kind));
+  switch (spec.kind) {
+    case ModelKind::mlp: blocks = mlp(spec, input_sample, num_classes); break;
+    case ModelKind::cnn: blocks = cnn(spec, input_sample, num_classes); break;
+    case ModelKind::gpt: blocks = gpt(spec, input_sample, num_classes); break;
+  }
   return std::make_unique<Model>(std::move(blocks), input_sample);
 }
 

@@ -1,16 +1,25 @@
 // The reference models, built from a ModelSpec (the [model] config section).
 #pragma once
 
+#include "runtime/core/enum_names.h"
 #include "runtime/nn/model.h"
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace shardtrain::nn {
 
+enum class ModelKind { mlp, cnn, gpt };
+inline std::span<const EnumName<ModelKind>> enum_names(ModelKind) {
+  static constexpr std::array<EnumName<ModelKind>, 3> n = {
+      {{ModelKind::mlp, "mlp"}, {ModelKind::cnn, "cnn"}, {ModelKind::gpt, "gpt"}}};
+  return n;
+}
+
 struct ModelSpec {
-  std::string kind = "mlp";                  // "mlp" | "cnn" | "gpt"
+  ModelKind kind = ModelKind::mlp;
   std::vector<int64_t> hidden{1024, 1024};   // mlp: hidden layer widths
   std::vector<int64_t> channels{32, 64};     // cnn: output channels of each conv stage
   int64_t kernel_size = 5;                   // cnn: square conv kernel (padded to keep H, W)
@@ -29,6 +38,10 @@ struct ModelSpec {
 // [T, V]. Blocks: "embed" (token + position Embedding), "h0".."h{n-1}"
 // (TransformerBlock), "head" (LayerNorm + Linear(C, V) without bias, not tied
 // to the token embedding). num_classes is the vocabulary (next-token labels).
+// An Error naming the [model] key out of range (what build_model would
+// refuse before it sees the data).
+void validate(const ModelSpec& spec);
+
 std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sample,
                                    int64_t num_classes);
 

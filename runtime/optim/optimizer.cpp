@@ -2,6 +2,7 @@
 #include "runtime/optim/sgd.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace shardtrain::optim {
 
@@ -26,6 +27,17 @@ void append_ranges_within(const std::vector<ParamRange>& full, int64_t begin, in
   }
 }
 
+void validate(const OptimizerConfig& c) {
+  ST_CHECK(std::isfinite(c.lr) && c.lr > 0, "optim.lr must be positive and finite, got {}", c.lr);
+  ST_CHECK(std::isfinite(c.weight_decay) && c.weight_decay >= 0, "optim.weight_decay must not be negative, got {}",
+           c.weight_decay);
+  ST_CHECK(c.momentum >= 0 && c.momentum < 1, "optim.momentum must be in [0, 1), got {}", c.momentum);
+  ST_CHECK(c.dampening >= 0 && c.dampening <= 1, "optim.dampening must be in [0, 1], got {}", c.dampening);
+  ST_CHECK(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1,
+           "optim.beta1 and optim.beta2 must be in [0, 1), got {} and {}", c.beta1, c.beta2);
+  ST_CHECK(std::isfinite(c.eps) && c.eps > 0, "optim.eps must be positive and finite, got {}", c.eps);
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, int64_t numel,
                                           std::vector<ParamRange> ranges, Device device) {
   ST_CHECK(config.lr >= 0, "optim.lr must not be negative, got {}", config.lr);
@@ -33,10 +45,9 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, int64_t
            config.weight_decay);
   for (const ParamRange& r : ranges)
     ST_ASSERT(r.offset >= 0 && r.numel >= 0 && r.offset + r.numel <= numel);
-  if (config.kind == "sgd") return std::make_unique<Sgd>(config, numel, std::move(ranges), device);
-  if (config.kind == "adamw") return std::make_unique<AdamW>(config, numel, std::move(ranges), device);
-  throw Error(fmt::format("optim.kind \"{}\" is not an optimizer (choose \"sgd\" or \"adamw\")",
-                          config.kind));
+  validate(config);
+  if (config.kind == OptimizerKind::adamw) return std::make_unique<AdamW>(config, numel, std::move(ranges), device);
+  return std::make_unique<Sgd>(config, numel, std::move(ranges), device);
 }
 
 }  // namespace shardtrain::optim

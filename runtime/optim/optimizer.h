@@ -3,8 +3,10 @@
 // same code step the full model (DDP) or one rank's shard (FSDP).
 #pragma once
 
+#include "runtime/core/enum_names.h"
 #include "runtime/core/tensor.h"
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,8 +22,14 @@ struct ParamRange {
   bool decay = true;
 };
 
+enum class OptimizerKind { sgd, adamw };
+inline std::span<const EnumName<OptimizerKind>> enum_names(OptimizerKind) {
+  static constexpr std::array<EnumName<OptimizerKind>, 2> n = {{{OptimizerKind::sgd, "sgd"}, {OptimizerKind::adamw, "adamw"}}};
+  return n;
+}
+
 struct OptimizerConfig {
-  std::string kind = "sgd";  // "sgd" | "adamw"
+  OptimizerKind kind = OptimizerKind::sgd;
   float lr = 0.05f;
   float weight_decay = 0.0f;
   // sgd
@@ -74,8 +82,12 @@ class Optimizer {
 // f32 state values the optimizer keeps per parameter: AdamW 2 (moments), SGD
 // 1 with momentum, else 0.
 inline int state_floats_per_param(const OptimizerConfig& c) {
-  return c.kind == "adamw" ? 2 : c.momentum > 0 ? 1 : 0;
+  return c.kind == OptimizerKind::adamw ? 2 : c.momentum > 0 ? 1 : 0;
 }
+
+// An Error naming the [optim] key out of range (not finite, negative, a
+// decay outside [0, 1)).
+void validate(const OptimizerConfig& config);
 
 // The parts of `full` inside elements [begin, end) of the flat buffer,
 // appended to `out` at offset `at` + (element - begin): the ranges of an

@@ -41,7 +41,7 @@ struct GemmReplay {
 int bench_step(const Config& config, const BenchStepOptions& opt) {
   ST_CHECK(opt.steps > 0 && opt.rounds > 0 && opt.warmup >= 0, "bench step: --steps and --rounds must be positive");
   Config in_memory = config;  // the step is measured with its data in memory
-  in_memory.data.loader.mode = "memory";
+  in_memory.data.loader.mode = io::LoaderMode::memory;
   in_memory.parallel.strategy = "none";  // one process: the step alone
   Session s = make_session(in_memory);
   const std::unique_ptr<parallel::Strategy> none = parallel::make_strategy_spec(in_memory.parallel)->start(*s.model, nullptr);

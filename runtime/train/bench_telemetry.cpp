@@ -29,7 +29,7 @@ int bench_telemetry(const Config& config, const BenchTelemetryOptions& opt, cons
            "bench telemetry: --steps and --rounds must be positive");
   const int rank = mpi.rank(), world = mpi.world_size();
   Config in_memory = config;  // the step is measured with its data in memory
-  in_memory.data.loader.mode = "memory";
+  in_memory.data.loader.mode = io::LoaderMode::memory;
   // Under mpirun: data parallel, as the trainer runs it, so that the
   // collectives' records and spans are part of what is measured.
   in_memory.parallel.strategy = world > 1 ? "ddp" : "none";

@@ -56,12 +56,12 @@ Checkpointing::Checkpointing(const Config& config, const std::string& run_dir, S
 
 checkpoint::Identity Checkpointing::identity() const {
   checkpoint::Identity id;
-  id.model = config_.model.kind;
+  id.model = std::string(name_of(config_.model.kind));
   const nn::FlatParameters& flat = s_.model->flat();
   for (const nn::ParamEntry& e : flat.entries())
     id.model_signature += fmt::format("{} {} @{}\n", e.name, e.spec.shape.str(), e.offset);
   id.flat_numel = flat.numel();
-  id.optimizer = config_.optim.kind;
+  id.optimizer = std::string(name_of(config_.optim.kind));
   for (const auto& [name, t] : s_.optimizer->state()) id.state_names.push_back(name);
   id.seed = config_.train.seed;
   id.global_batch = config_.train.global_batch_size;

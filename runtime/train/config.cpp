@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <cstdint>
 #include <filesystem>
@@ -73,8 +74,9 @@ template <> struct Convert<int> {
 template <> struct Convert<double> {
   static constexpr const char* name = "float";
   static double from(const toml::node& n) {
-    if (n.is_floating_point() || n.is_integer()) return *n.value<double>();
-    wrong_type("a number", n);
+    // inf and nan are TOML floats; no key of ours means them.
+    if ((n.is_floating_point() || n.is_integer()) && std::isfinite(*n.value<double>())) return *n.value<double>();
+    wrong_type("a finite number", n);
   }
   static std::string show(double v) {
     std::string s = fmt::format("{}", v);
@@ -316,64 +318,27 @@ void validate(const Config& c) {
   require(!c.data.test.empty(), "data.test is empty: give the test split's directory or file");
   require(c.data.train_limit >= 0 && c.data.test_limit >= 0,
           "data.train_limit and data.test_limit must not be negative");
-  const io::LoaderOptions& l = c.data.loader;
-  require(l.mode == "memory" || l.mode == "stream",
-          fmt::format("data.loader \"{}\" is not a loader (choose \"memory\" or \"stream\")", l.mode));
-  require(l.prefetch_batches >= 1, fmt::format("data.prefetch_batches must be at least 1, got {}", l.prefetch_batches));
-  require(l.transfer == "collective" || l.transfer == "independent",
-          fmt::format("data.transfer \"{}\" is not a transfer mode (choose \"collective\" or \"independent\")",
-                      l.transfer));
-  require(l.order == "global" || l.order == "shard",
-          fmt::format("data.order \"{}\" is not an order (choose \"global\" or \"shard\")", l.order));
-  require(l.shuffle_window >= 0, "data.shuffle_window must not be negative");
-  require(l.last_batch == "drop" || l.last_batch == "pad",
-          fmt::format("data.last_batch \"{}\" is not a policy (choose \"drop\" or \"pad\")", l.last_batch));
-  require(!l.cold_cache || l.mode == "stream", "data.cold_cache needs data.loader = \"stream\"");
-  // The memory loader does not verify: accepted, the key would be ignored.
-  require(!l.verify_checksums || l.mode == "stream",
-          "data.verify_checksums needs data.loader = \"stream\" (the memory loader does not check checksums)");
-  const io::StageOptions& st = c.io.stage;
-  require(!st.enabled || !st.cache_dir.empty(), "io.stage.enabled needs io.stage.cache_dir");
-  require(!st.enabled || l.mode == "stream", "io.stage.enabled needs data.loader = \"stream\"");
-  require(st.rate_mb_s >= 0, "io.stage.rate_mb_s must not be negative (0 = unlimited)");
-  require(st.block_kib >= 4, fmt::format("io.stage.block_kib must be at least 4, got {}", st.block_kib));
-  require(st.capacity_gb >= 0, "io.stage.capacity_gb must not be negative (0 = no limit)");
-  require(c.model.kind == "mlp" || c.model.kind == "cnn" || c.model.kind == "gpt",
-          fmt::format("model.kind \"{}\" is not a model (choose \"mlp\", \"cnn\" or \"gpt\")", c.model.kind));
-  require(c.model.n_layer >= 1 && c.model.n_head >= 1 && c.model.n_embd >= 1,
-          "model.n_layer, model.n_head and model.n_embd must be at least 1");
-  require(c.model.n_embd % c.model.n_head == 0,
-          fmt::format("model.n_embd ({}) must be divisible by model.n_head ({})", c.model.n_embd, c.model.n_head));
-  require(c.model.vocab_size >= 0 && c.model.block_size >= 0,
-          "model.vocab_size and model.block_size must not be negative (0: from the data)");
-  require(c.optim.kind == "sgd" || c.optim.kind == "adamw",
-          fmt::format("optim.kind \"{}\" is not an optimizer (choose \"sgd\" or \"adamw\")", c.optim.kind));
-  require(c.optim.lr > 0, fmt::format("optim.lr must be positive, got {}", c.optim.lr));
-  require(c.optim.momentum >= 0 && c.optim.momentum < 1,
-          fmt::format("optim.momentum must be in [0, 1), got {}", c.optim.momentum));
+  // Each layer's options through its own check: a limit lives in one place.
+  io::validate(c.data.loader);
+  io::validate(c.io.stage);
+  require(!c.io.stage.enabled || c.data.loader.mode == io::LoaderMode::stream,
+          "io.stage.enabled needs data.loader = \"stream\"");
+  require(c.data.train_limit == 0 || c.data.loader.mode == io::LoaderMode::memory,
+          "data.train_limit works with data.loader = \"memory\" only (stream the whole split, or write a "
+          "smaller one)");
+  nn::validate(c.model);
+  optim::validate(c.optim);
+  optim::validate(c.schedule, c.optim.lr);
+  comm::validate(c.comm);
+  parallel::validate(c.parallel.ddp);
+  parallel::validate(c.parallel.fsdp);
+  parallel::make_strategy_spec(c.parallel);  // an Error naming the valid strategies
   require(c.clip_grad_norm >= 0, "optim.clip_grad_norm must not be negative");
-  require(c.target.metric == "test_accuracy" || c.target.metric == "test_loss",
-          fmt::format("target.metric \"{}\" is not a metric (choose \"test_accuracy\" or \"test_loss\")",
-                      c.target.metric));
   require(c.target.value >= 0, fmt::format("target.value must not be negative, got {}", c.target.value));
-  require(c.target.metric != "test_accuracy" || c.target.value <= 1.0,
+  require(c.target.metric != TargetMetric::test_accuracy || c.target.value <= 1.0,
           fmt::format("target.value {} is above 1: accuracy is a fraction (0.88 means 88%)", c.target.value));
   require(c.train.accumulation_steps >= 1,
           fmt::format("train.accumulation_steps must be at least 1, got {}", c.train.accumulation_steps));
-  parallel::validate(c.parallel.ddp);
-  require(c.comm.small_message_bytes >= 0, "comm.small_message_bytes must not be negative");
-  require(c.comm.chunk_bytes >= 4096, fmt::format("comm.chunk_bytes must be at least 4096, got {}", c.comm.chunk_bytes));
-  require(c.comm.allreduce_algorithm == "auto" || c.comm.allreduce_algorithm == "shm" ||
-              c.comm.allreduce_algorithm == "oneshot" || c.comm.allreduce_algorithm == "mpi" ||
-              c.comm.allreduce_algorithm == "ring" || c.comm.allreduce_algorithm == "hierarchical",
-          fmt::format("comm.allreduce_algorithm \"{}\" is not an algorithm (choose \"auto\", \"shm\", "
-                      "\"oneshot\", \"mpi\", \"ring\" or \"hierarchical\")",
-                      c.comm.allreduce_algorithm));
-  require(c.comm.oneshot_bytes >= 0, "comm.oneshot_bytes must not be negative");
-  require(c.comm.ranks_per_node >= 0, "comm.ranks_per_node must not be negative");
-  require(c.comm.timeout_s > 0, fmt::format("comm.timeout_s must be positive, got {}", c.comm.timeout_s));
-  parallel::make_strategy_spec(c.parallel);  // an Error naming the valid strategies
-  parallel::validate(c.parallel.fsdp);
   require(c.telemetry.straggler_threshold > 0,
           fmt::format("telemetry.straggler_threshold must be positive, got {}", c.telemetry.straggler_threshold));
   require(c.telemetry.flight_spans >= 1, "telemetry.flight_spans must be at least 1");
@@ -385,13 +350,7 @@ void validate(const Config& c) {
   require(c.checkpoint.keep >= 1, "checkpoint.keep must be at least 1");
   require(c.debug.slow_compute_ms >= 0 && c.debug.slow_data_ms >= 0 && c.debug.slow_comm_ms >= 0,
           "debug.slow_compute_ms, slow_data_ms and slow_comm_ms must not be negative");
-  require(c.runtime.device == "cpu" || c.runtime.device == "cuda",
-          fmt::format("runtime.device must be \"cpu\" or \"cuda\", got \"{}\"", c.runtime.device));
-  require(c.runtime.gpu_gemm == "f32" || c.runtime.gpu_gemm == "tf32" || c.runtime.gpu_gemm == "bf16",
-          fmt::format("runtime.gpu_gemm must be \"f32\", \"tf32\" or \"bf16\", got \"{}\"", c.runtime.gpu_gemm));
-  require(c.comm.backend == "auto" || c.comm.backend == "nccl" || c.comm.backend == "mpi",
-          fmt::format("comm.backend must be \"auto\", \"nccl\" or \"mpi\", got \"{}\"", c.comm.backend));
-  require(!(c.runtime.device == "cuda" && c.parallel.strategy == "fsdp") || unverified_gpu_fsdp_allowed(),
+  require(!(c.runtime.device == DeviceKind::cuda && c.parallel.strategy == "fsdp") || unverified_gpu_fsdp_allowed(),
           "parallel.strategy = \"fsdp\" runs on the CPU only in this version (runtime.device = \"cuda\" "
           "supports \"none\" and \"ddp\"): FSDP's device path has not been checked on a GPU yet "
           "(tests/mpi/train_fsdp_device_mpi_test.cpp). To run it anyway, as scripts/gpu-check.sh does to "

@@ -11,11 +11,31 @@
 #include "runtime/optim/schedule.h"
 #include "runtime/parallel/strategy.h"
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace shardtrain::train {
+
+enum class TargetMetric { test_accuracy, test_loss };
+inline std::span<const EnumName<TargetMetric>> enum_names(TargetMetric) {
+  static constexpr std::array<EnumName<TargetMetric>, 2> n = {
+      {{TargetMetric::test_accuracy, "test_accuracy"}, {TargetMetric::test_loss, "test_loss"}}};
+  return n;
+}
+enum class DeviceKind { cpu, cuda };
+inline std::span<const EnumName<DeviceKind>> enum_names(DeviceKind) {
+  static constexpr std::array<EnumName<DeviceKind>, 2> n = {{{DeviceKind::cpu, "cpu"}, {DeviceKind::cuda, "cuda"}}};
+  return n;
+}
+// GEMM precision of f32 tensors on the GPU (bf16: bf16 operands, f32 accumulation).
+enum class GpuGemm { f32, tf32, bf16 };
+inline std::span<const EnumName<GpuGemm>> enum_names(GpuGemm) {
+  static constexpr std::array<EnumName<GpuGemm>, 3> n = {
+      {{GpuGemm::f32, "f32"}, {GpuGemm::tf32, "tf32"}, {GpuGemm::bf16, "bf16"}}};
+  return n;
+}
 
 struct Config {
   struct Run {
@@ -45,7 +65,7 @@ struct Config {
   double clip_grad_norm = 0.0;  // optim.clip_grad_norm; 0 = off
   optim::ScheduleConfig schedule;
   struct Target {
-    std::string metric = "test_accuracy";  // "test_accuracy" (>=) | "test_loss" (<=)
+    TargetMetric metric = TargetMetric::test_accuracy;  // reached when accuracy >= value, or loss <= value
     double value = 0.0;                    // 0 = no target
     bool enabled() const { return value > 0.0; }
   } target;
@@ -53,8 +73,8 @@ struct Config {
   comm::CommOptions comm;
   struct Runtime {
     int64_t blas_threads = 1;
-    std::string device = "cpu";     // "cpu" | "cuda"
-    std::string gpu_gemm = "tf32";  // "f32" | "tf32" | "bf16"
+    DeviceKind device = DeviceKind::cpu;
+    GpuGemm gpu_gemm = GpuGemm::tf32;
   } runtime;
   struct Telemetry {
     bool enabled = true;

@@ -14,17 +14,17 @@ namespace shardtrain::train {
 std::unique_ptr<comm::Communicator> make_gradient_communicator(comm::Communicator& world,
                                                                const comm::CommOptions& options,
                                                                Device device, RunDir& run, FabricInfo* fabric_out) {
-  std::string backend = options.backend;
-  if (backend == "auto") {
+  comm::GpuBackend backend = options.backend;
+  if (backend == comm::GpuBackend::automatic) {
     std::string why;
     const bool here = comm::nccl_loadable(&why);
     const double everywhere = sum_over_ranks(world, {here ? 1.0 : 0.0})[0];
-    backend = everywhere == double(world.size()) ? "nccl" : "mpi";
-    if (backend == "mpi")
+    backend = everywhere == double(world.size()) ? comm::GpuBackend::nccl : comm::GpuBackend::mpi;
+    if (backend == comm::GpuBackend::mpi)
       run.log(fmt::format("[init] comm: NCCL is not usable on every rank ({} here), gradients go over MPI",
                           here ? "it loads" : why));
   }
-  if (backend == "mpi") {
+  if (backend == comm::GpuBackend::mpi) {
     auto c = comm::make_device_mpi_world_communicator(device.index, options);
     run.log(fmt::format("[init] comm: gradients on {} over MPI, {}", device.str(), comm::device_mpi_mode(*c)));
     return c;

@@ -30,7 +30,7 @@ Job::Job(const Config& cfg, RunContext& context, const comm::MpiEnv& m, std::uni
   RunDir& run = ctx.run;
   nn::Model& model = *s.model;
   if (!s.device.is_cpu())
-    run.log(device_line(s.device, cuda_devices()[size_t(s.device.index)].name, config.runtime.gpu_gemm));
+    run.log(device_line(s.device, cuda_devices()[size_t(s.device.index)].name, std::string(name_of(config.runtime.gpu_gemm))));
   comm::Communicator* grad_comm = nullptr;  // where gradients travel
   if (spec->communicates()) {
     comm::CommOptions comm_options = config.comm;

@@ -20,6 +20,8 @@
 #include "runtime/train/trainer.h"
 
 #include <CLI/CLI.hpp>
+
+#include <map>
 #include <fmt/format.h>
 
 #include <unistd.h>
@@ -31,6 +33,16 @@
 #include <optional>
 
 using namespace shardtrain;
+
+// A flag taking one of an enum's names (runtime/core/enum_names.h).
+template <typename E>
+CLI::Option* add_enum_option(CLI::App* cmd, const std::string& flag, E& value, const std::string& help) {
+  std::map<std::string, E> names;
+  for (const auto& n : enum_names(E{})) names.emplace(std::string(n.name), n.value);
+  return cmd->add_option(flag, value, help)
+      ->transform(CLI::CheckedTransformer(names))
+      ->default_str(std::string(shardtrain::name_of(value)));
+}
 
 int main(int argc, char** argv) {
   train::restart_with_a_better_blas_core(argv);
@@ -105,8 +117,8 @@ int main(int argc, char** argv) {
   io_cmd->add_option("--global-batch", io_opts.global_batch, "Samples per global batch")->capture_default_str();
   io_cmd->add_option("--batches", io_opts.batches, "Batches per loader trial (0: one epoch)")->capture_default_str();
   io_cmd->add_flag("--cold", io_opts.loader.cold_cache, "Drop the pages after reading: every read from storage");
-  io_cmd->add_option("--transfer", io_opts.loader.transfer, "collective or independent")->capture_default_str();
-  io_cmd->add_option("--order", io_opts.loader.order, "global or shard")->capture_default_str();
+  add_enum_option(io_cmd, "--transfer", io_opts.loader.transfer, "collective or independent");
+  add_enum_option(io_cmd, "--order", io_opts.loader.order, "global or shard");
   io_cmd->add_option("--window", io_opts.loader.shuffle_window, "order shard: samples shuffled together (0: a shard)")->capture_default_str();
   io_cmd->add_option("--prefetch", io_opts.loader.prefetch_batches, "Batches read ahead")->capture_default_str();
   io_cmd->add_option("--raw-block", io_opts.raw_block_bytes, "O_DIRECT request size (e.g. 8M)")->transform(CLI::AsSizeValue(false))->capture_default_str();
@@ -125,7 +137,7 @@ int main(int argc, char** argv) {
   comm_cmd->add_option("--iters", comm_opts.iters, "Operations per timed round (0: fill ~50 ms)")->capture_default_str();
   comm_cmd->add_option("--rounds", comm_opts.rounds, "Alternating timed rounds (median reported)")->capture_default_str();
   comm_cmd->add_option("--dtype", comm_opts.dtype, "f32 or bf16")->capture_default_str();
-  comm_cmd->add_option("--algorithm", comm_opts.comm.allreduce_algorithm, "auto, mpi, ring or hierarchical")->capture_default_str();
+  add_enum_option(comm_cmd, "--algorithm", comm_opts.comm.allreduce_algorithm, "auto, shm, oneshot, mpi, ring or hierarchical");
   comm_cmd->add_option("--small-message-bytes", comm_opts.comm.small_message_bytes, "Threshold for the MPI library's own algorithm")->transform(CLI::AsSizeValue(false))->capture_default_str();
   comm_cmd->add_option("--chunk-bytes", comm_opts.comm.chunk_bytes, "Ring pipeline chunk")->transform(CLI::AsSizeValue(false))->capture_default_str();
   comm_cmd->add_option("--ranks-per-node", comm_opts.comm.ranks_per_node, "Emulate nodes of this many consecutive ranks (0: real nodes)")->capture_default_str();

@@ -63,7 +63,7 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
   // copied while this one computes), the labels of both slots, and a loss
   // per label row (train::StepBuffers); their pinned host twins are host
   // memory, not counted.
-  if (config.runtime.device == "cuda")
+  if (config.runtime.device == DeviceKind::cuda)
     add("GPU input slots and losses",
         local * data.sample.numel() * kF32 + local * data.tokens * (2 * int64_t(sizeof(int32_t)) + kF32));
   for (const MemoryComponent& c : p.components) p.peak_bytes += c.bytes;
@@ -134,7 +134,7 @@ int plan_command(const std::string& config_path, const std::vector<std::string>&
   data.classes = info.num_classes;
   data.test_samples = test.size();
   data.sample = info.sample_shape;
-  if (config.model.kind == "gpt") {  // windows of T+1 tokens: the model reads T, predicts T labels
+  if (config.model.kind == nn::ModelKind::gpt) {  // windows of T+1 tokens: the model reads T, predicts T labels
     data.sample = Shape{info.sample_shape[0] - 1};
     data.tokens = data.sample[0];
   }

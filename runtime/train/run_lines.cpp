@@ -8,7 +8,7 @@ namespace shardtrain::train {
 
 std::string describe_target(const Config::Target& t) {
   if (!t.enabled()) return "none";
-  return t.metric == "test_accuracy" ? fmt::format("test_accuracy >= {:.2f}%", 100 * t.value)
+  return t.metric == TargetMetric::test_accuracy ? fmt::format("test_accuracy >= {:.2f}%", 100 * t.value)
                                      : fmt::format("test_loss <= {:.4f}", t.value);
 }
 

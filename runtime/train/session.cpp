@@ -36,7 +36,7 @@ Device bring_up_gpu(const Config& config, int local_rank) {
   ST_CHECK(!gpus.empty(), "runtime.device = \"cuda\", but no GPU is usable here: {}", why);
   const int index = local_rank % int(gpus.size());
   use_cuda_device(index);
-  set_gpu_gemm_precision(config.runtime.gpu_gemm);
+  set_gpu_gemm_precision(std::string(name_of(config.runtime.gpu_gemm)));
   return Device::cuda(index);
 }
 
@@ -47,13 +47,10 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
   s.test_data = with_context("data.test", [&] {
     return io::InMemoryDataset::load(config.data.test, config.data.test_limit);
   });
-  if (config.data.loader.mode == "stream") {
-    ST_CHECK(config.data.train_limit == 0,
-             "data.train_limit works with data.loader = \"memory\" only (stream the whole split, or write a "
-             "smaller one)");
+  if (config.data.loader.mode == io::LoaderMode::stream) {  // data.train_limit is refused with it (config.cpp)
     s.train_stream = with_context("data.train", [&] {
       io::LoaderOptions loader = config.data.loader;
-      loader.raw = config.model.kind == "gpt";  // token ids, turned into x and labels per step (lm_batch.h)
+      loader.raw = config.model.kind == nn::ModelKind::gpt;  // token ids, turned into x and labels per step (lm_batch.h)
       return std::make_unique<io::StreamLoader>(config.data.train, loader,
                                                 config.train.global_batch_size, uint64_t(config.train.seed),
                                                 std::move(locator));
@@ -70,7 +67,7 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
            "classes) do not match",
            tr.num_samples, tr.sample_shape.str(), tr.num_classes, te.num_samples,
            te.sample_shape.str(), te.num_classes);
-  if (config.model.kind == "gpt") {
+  if (config.model.kind == nn::ModelKind::gpt) {
     // Windows of T+1 byte tokens (docs/formats.md): the model reads T of them.
     ST_CHECK(tr.sample_shape.ndim() == 1 && tr.sample_shape[0] >= 2 && tr.dtype == io::SampleDType::u8,
              "model.kind = \"gpt\" needs text data: uint8 samples of T+1 token ids (shardtrain prep text), "
@@ -82,7 +79,7 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
   } else {
     s.model = nn::build_model(config.model, tr.sample_shape, tr.num_classes);
   }
-  if (config.runtime.device == "cuda") {
+  if (config.runtime.device == DeviceKind::cuda) {
     s.device = bring_up_gpu(config, local_rank);
     s.model->to(s.device);
   }

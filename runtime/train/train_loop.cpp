@@ -17,7 +17,7 @@ namespace {
 
 bool reached(const Config::Target& t, const EvalResult& r) {
   if (!t.enabled()) return false;
-  return t.metric == "test_accuracy" ? r.accuracy >= t.value : r.loss <= t.value;
+  return t.metric == TargetMetric::test_accuracy ? r.accuracy >= t.value : r.loss <= t.value;
 }
 
 // Runs step `at`, moves the state past it; false when the loss is not

@@ -39,7 +39,13 @@ int main(int argc, char** argv) {
     if (key == "--bytes") {
       bytes = std::stoll(value);
     } else if (key == "--algorithm") {
-      options.allreduce_algorithm = value;
+      const auto algorithm = parse_enum<comm::AllreduceAlgorithm>(value);
+      if (!algorithm) {
+        std::fprintf(stderr, "comm_watchdog_probe: --algorithm %s is not one of %s\n", value.c_str(),
+                     enum_choices<comm::AllreduceAlgorithm>().c_str());
+        return 2;
+      }
+      options.allreduce_algorithm = *algorithm;
     } else if (key == "--timeout") {
       options.timeout_s = std::stod(value);
     } else {

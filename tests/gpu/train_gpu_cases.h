@@ -30,14 +30,14 @@ struct Case {
 
 inline Case mlp_case() {
   Case c{"mlp", {}, Shape{1, 28, 28}, 10, 256};
-  c.spec.kind = "mlp";
+  c.spec.kind = nn::ModelKind::mlp;
   c.spec.hidden = {1024, 1024};
   return c;
 }
 
 inline Case cnn_case() {
   Case c{"cnn", {}, Shape{1, 28, 28}, 10, 128};
-  c.spec.kind = "cnn";
+  c.spec.kind = nn::ModelKind::cnn;
   c.spec.channels = {32, 64};
   c.spec.kernel_size = 5;
   return c;
@@ -46,7 +46,7 @@ inline Case cnn_case() {
 // A byte-level GPT over T tokens, batch 32.
 inline Case gpt_case(const char* name, int64_t T, int64_t layers, int64_t heads, int64_t channels) {
   Case c{name, {}, Shape{T}, 256, 32, true};
-  c.spec.kind = "gpt";
+  c.spec.kind = nn::ModelKind::gpt;
   c.spec.n_layer = layers;
   c.spec.n_head = heads;
   c.spec.n_embd = channels;
@@ -75,7 +75,7 @@ inline ModelRun make_run(const Case& c, Device device) {
   // gradient differences on elements with tiny v into lr-sized steps, so its
   // parameters are no measure of the kernels' agreement (the loss is).
   optim::OptimizerConfig oc;
-  oc.kind = "sgd";
+  oc.kind = optim::OptimizerKind::sgd;
   oc.lr = 0.05f;
   oc.momentum = 0.9f;
   oc.weight_decay = 0.0f;

@@ -31,16 +31,16 @@ inline CommOptions options_for(const std::string& config) {
   CommOptions o;
   o.timeout_s = 60;  // a hang fails the test run in a minute, with the watchdog's report
   if (config == "mpi") {
-    o.allreduce_algorithm = "mpi";
+    o.allreduce_algorithm = AllreduceAlgorithm::mpi;
   } else if (config == "ring") {
-    o.allreduce_algorithm = "ring";
+    o.allreduce_algorithm = AllreduceAlgorithm::ring;
     o.chunk_bytes = 1024;
   } else if (config == "ring-default-chunk") {
-    o.allreduce_algorithm = "ring";
+    o.allreduce_algorithm = AllreduceAlgorithm::ring;
   } else if (config == "hierarchical") {
     // Emulated nodes: 2 ranks per node when the ranks pair up, else one rank
     // per node (the same number on every node either way).
-    o.allreduce_algorithm = "hierarchical";
+    o.allreduce_algorithm = AllreduceAlgorithm::hierarchical;
     o.ranks_per_node = world_size() % 2 == 0 ? 2 : 1;
     o.chunk_bytes = 1024;
     o.small_message_bytes = 256;  // larger shards cross the nodes by ring
@@ -53,9 +53,9 @@ inline CommOptions options_for(const std::string& config) {
     o.small_message_bytes = o.reduce_scatter_small_bytes = o.allgather_small_bytes = 2048;
     o.chunk_bytes = 2048;
   } else if (config == "oneshot") {
-    o.allreduce_algorithm = "oneshot";
+    o.allreduce_algorithm = AllreduceAlgorithm::oneshot;
   } else if (config == "shm") {  // shared memory (one machine here), forced
-    o.allreduce_algorithm = "shm";
+    o.allreduce_algorithm = AllreduceAlgorithm::shm;
   } else if (config != "auto") {
     ADD_FAILURE() << "unknown test configuration " << config;
   }

@@ -55,7 +55,7 @@ std::vector<std::vector<int64_t>> gather_epoch(Sampler& s, int64_t epoch) {
 }
 
 void check_epoch(int64_t n, int64_t g, const SamplerOptions& o, int64_t epoch) {
-  SCOPED_TRACE(::testing::Message() << "n " << n << " G " << g << " order " << o.order << " pad "
+  SCOPED_TRACE(::testing::Message() << "n " << n << " G " << g << " order " << shardtrain::name_of(o.order) << " pad "
                                     << o.pad_last << " epoch " << epoch << " ranks " << world_size());
   Sampler s(n, g, world_rank(), world_size(), 42, o);
   const auto batches = gather_epoch(s, epoch);
@@ -101,14 +101,14 @@ TEST(SamplerMpi, ExactlyOncePerEpochAcrossRanks) {
   // Sample counts not divisible by the global batch (and one that is), global
   // batches not divisible by 2, 3 or 4 ranks.
   const std::pair<int64_t, int64_t> cases[] = {{1003, 64}, {100, 7}, {257, 10}, {120, 12}};
-  for (const char* order : {"global", "shard"})
+  for (const SampleOrder order : {SampleOrder::global, SampleOrder::shard})
     for (bool pad : {false, true})
       for (const auto& [n, g] : cases)
         for (int64_t epoch : {0, 3}) {
           SamplerOptions o;
           o.order = order;
           o.pad_last = pad;
-          if (o.order == "shard") {  // uneven shards, the last one short
+          if (o.order == SampleOrder::shard) {  // uneven shards, the last one short
             for (int64_t left = n; left > 0; left -= o.shard_sizes.back())
               o.shard_sizes.push_back(std::min<int64_t>(left, 17 + int64_t(o.shard_sizes.size()) % 5 * 9));
           }

@@ -81,8 +81,8 @@ void remove_split(const std::string& dir) {
 // Reads two epochs and checks every batch against the in-memory data set.
 void expect_batches_match_memory(const std::string& dir, const std::string& transfer) {
   io::LoaderOptions o;
-  o.mode = "stream";
-  o.transfer = transfer;
+  o.mode = io::LoaderMode::stream;
+  o.transfer = parse_enum<io::Transfer>(transfer).value();
   o.prefetch_batches = 2;
   io::StreamLoader loader(dir, o, kGlobalBatch, 9);
   const io::InMemoryDataset memory = io::InMemoryDataset::load(dir);

@@ -119,14 +119,14 @@ TEST(Fsdp, FullShardMatchesDdp) {
   for (const nn::ModelSpec& spec : {four_block_mlp_spec(), cnn_spec()}) {
     const Tensor ddp = ddp_params(spec, sgd_with_decay(), kSteps);
     const FsdpRun f = fsdp_params(spec, sgd_with_decay(), kSteps, opts(parallel::ShardingMode::full_shard));
-    EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << spec.kind;
+    EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << name_of(spec.kind);
     if (world().rank() == 0)
       std::cout << fmt::format("[diff] {} ranks, {}: FULL_SHARD vs DDP max |diff| {:.3g}\n", world().size(), spec.kind,
                                max_abs_diff(f.params, ddp));
     expect_identical_across_ranks(f.params);
     // Forward gathers every Block, backward every Block but the last (kept).
-    EXPECT_EQ(f.stats.allgathers, kSteps * (2 * f.blocks - 1)) << spec.kind;
-    EXPECT_EQ(f.stats.reduce_scatters, kSteps * f.blocks) << spec.kind;
+    EXPECT_EQ(f.stats.allgathers, kSteps * (2 * f.blocks - 1)) << name_of(spec.kind);
+    EXPECT_EQ(f.stats.reduce_scatters, kSteps * f.blocks) << name_of(spec.kind);
     EXPECT_EQ(f.stats.allgather_payload_bytes, kSteps * 4 * (2 * f.padded_numel - f.last_padded));
     EXPECT_EQ(f.stats.reduce_scatter_payload_bytes, kSteps * 4 * f.padded_numel);
   }
@@ -140,16 +140,16 @@ TEST(Fsdp, HybridMatchesDdp) {
     const Tensor ddp = ddp_params(spec, sgd_with_decay(), kSteps);
     const FsdpRun f =
         fsdp_params(spec, sgd_with_decay(), kSteps, opts(parallel::ShardingMode::hybrid), 1, 0.0, &two_rank_nodes());
-    EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << spec.kind;
+    EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << name_of(spec.kind);
     if (world().rank() == 0)
       std::cout << fmt::format("[diff] {} ranks ({} node(s) x {}), {}: HYBRID vs DDP max |diff| {:.3g}\n",
                                world().size(), f.replicas, f.shard_group, spec.kind, max_abs_diff(f.params, ddp));
     expect_identical_across_ranks(f.params);
     EXPECT_EQ(f.replicas * f.shard_group, world().size());
     EXPECT_EQ(f.shard_group, world().size() % 2 == 0 ? 2 : 1);
-    EXPECT_EQ(f.stats.allgathers, kSteps * (2 * f.blocks - 1)) << spec.kind;
-    EXPECT_EQ(f.stats.reduce_scatters, kSteps * f.blocks) << spec.kind;
-    EXPECT_EQ(f.stats.replica_allreduces, f.replicas > 1 ? kSteps * f.blocks : 0) << spec.kind;
+    EXPECT_EQ(f.stats.allgathers, kSteps * (2 * f.blocks - 1)) << name_of(spec.kind);
+    EXPECT_EQ(f.stats.reduce_scatters, kSteps * f.blocks) << name_of(spec.kind);
+    EXPECT_EQ(f.stats.replica_allreduces, f.replicas > 1 ? kSteps * f.blocks : 0) << name_of(spec.kind);
     EXPECT_EQ(f.stats.replica_allreduce_payload_bytes, f.replicas > 1 ? kSteps * 4 * f.chunk_numel : 0);
   }
 }
@@ -199,8 +199,8 @@ TEST(Fsdp, Bf16MixedPrecisionTracksF32) {
     if (world().rank() == 0)
       std::cout << fmt::format("[diff] {} ranks, {}: bf16 mixed precision vs f32 FSDP max |diff| {:.3g}\n",
                                world().size(), spec.kind, diff);
-    EXPECT_LE(diff, kMixedTolerance) << spec.kind;
-    EXPECT_GT(diff, 0.0) << spec.kind << ": bf16 changed nothing";
+    EXPECT_LE(diff, kMixedTolerance) << name_of(spec.kind);
+    EXPECT_GT(diff, 0.0) << name_of(spec.kind) << ": bf16 changed nothing";
     expect_identical_across_ranks(bf16.params);
     EXPECT_EQ(2 * bf16.stats.allgather_payload_bytes, f32.stats.allgather_payload_bytes);
     EXPECT_EQ(2 * bf16.stats.reduce_scatter_payload_bytes, f32.stats.reduce_scatter_payload_bytes);
@@ -211,10 +211,10 @@ TEST(Fsdp, ShardGradOpMatchesDdp) {
   for (const nn::ModelSpec& spec : {four_block_mlp_spec(), cnn_spec()}) {
     const Tensor ddp = ddp_params(spec, sgd_with_decay(), kSteps);
     const FsdpRun f = fsdp_params(spec, sgd_with_decay(), kSteps, opts(parallel::ShardingMode::shard_grad_op));
-    EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << spec.kind;
+    EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << name_of(spec.kind);
     expect_identical_across_ranks(f.params);
-    EXPECT_EQ(f.stats.allgathers, kSteps * f.blocks) << spec.kind;  // kept from forward to backward
-    EXPECT_EQ(f.stats.reduce_scatters, kSteps * f.blocks) << spec.kind;
+    EXPECT_EQ(f.stats.allgathers, kSteps * f.blocks) << name_of(spec.kind);  // kept from forward to backward
+    EXPECT_EQ(f.stats.reduce_scatters, kSteps * f.blocks) << name_of(spec.kind);
   }
 }
 
@@ -275,7 +275,7 @@ TEST(Fsdp, AdamWWithWeightDecayMatchesDdp) {
   for (const nn::ModelSpec& spec : {four_block_mlp_spec(), cnn_spec()}) {
     const Tensor ddp = ddp_params(spec, adamw_with_decay(), kSteps);
     const FsdpRun f = fsdp_params(spec, adamw_with_decay(), kSteps, opts(parallel::ShardingMode::full_shard));
-    EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << spec.kind;
+    EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << name_of(spec.kind);
   }
 }
 
@@ -356,7 +356,7 @@ TEST(Fsdp, MemoryFiguresShrinkWithTheGroup) {
   EXPECT_LE(m.param_shard_bytes * n, model->flat().numel() * 4 + int64_t(layout.blocks().size()) * n * 16 * 4);
   if (world().rank() == 0) {
     // The default Fashion-MNIST CNN and MLP, for the report.
-    for (const char* kind : {"cnn", "mlp"}) {
+    for (const nn::ModelKind kind : {nn::ModelKind::cnn, nn::ModelKind::mlp}) {
       nn::ModelSpec spec;
       spec.kind = kind;
       auto big = nn::build_model(spec, Shape{1, 28, 28}, 10);

@@ -58,7 +58,7 @@ inline std::string write_test_split(comm::Communicator& c, const std::string& na
 
 inline nn::ModelSpec cnn_spec() {
   nn::ModelSpec spec;
-  spec.kind = "cnn";
+  spec.kind = nn::ModelKind::cnn;
   spec.channels = {3, 4};
   spec.kernel_size = 3;
   spec.fc_hidden = {8};
@@ -84,7 +84,7 @@ inline optim::OptimizerConfig sgd_with_decay() {
 }
 inline optim::OptimizerConfig adamw_with_decay() {
   optim::OptimizerConfig oc;
-  oc.kind = "adamw";
+  oc.kind = optim::OptimizerKind::adamw;
   oc.lr = 0.01f;
   oc.weight_decay = 0.1f;
   return oc;

@@ -36,8 +36,8 @@ std::vector<int64_t> uneven_shards(int64_t n) {
 
 SamplerOptions make_options(const std::string& order, int64_t n, bool pad, int64_t window = 0) {
   SamplerOptions o;
-  o.order = order;
-  if (order == "shard") o.shard_sizes = uneven_shards(n);
+  o.order = parse_enum<SampleOrder>(order).value();
+  if (o.order == SampleOrder::shard) o.shard_sizes = uneven_shards(n);
   o.window = window;
   o.pad_last = pad;
   return o;
@@ -155,7 +155,7 @@ TEST(Sampler, SameSeedSameOrderNewEpochOrSeedNewOrder) {
     EXPECT_NE(flatten(epoch_batches(1000, 100, 2, 2, o, 0)), e0);
     // One shard: only the windows' shuffles vary, and they too are new each epoch.
     SamplerOptions one_shard;
-    one_shard.order = "shard";
+    one_shard.order = SampleOrder::shard;
     one_shard.shard_sizes = {1000};
     one_shard.window = 100;
     EXPECT_NE(flatten(epoch_batches(1000, 100, 1, 1, one_shard, 0)),
@@ -243,7 +243,7 @@ TEST(Sampler, ShardOrderReadsFewShardsPerBatch) {
   for (int64_t window : {int64_t{0}, 2 * shard}) {
     SCOPED_TRACE(::testing::Message() << "window " << window);
     SamplerOptions o;
-    o.order = "shard";
+    o.order = SampleOrder::shard;
     o.shard_sizes.assign(size_t(shards), shard);
     o.window = window;
     const int64_t w = window == 0 ? shard : window;
@@ -267,7 +267,7 @@ TEST(Sampler, ShardOrderReadsFewShardsPerBatch) {
   // The shard order itself is shuffled anew every epoch: with window = one
   // shard, window k is shard order[k].
   SamplerOptions o;
-  o.order = "shard";
+  o.order = SampleOrder::shard;
   o.shard_sizes.assign(size_t(shards), shard);
   SamplerOptions pad = o;
   pad.pad_last = true;
@@ -299,7 +299,7 @@ TEST(Sampler, ShardOrderLocalityWithUnevenShards) {
   for (size_t s = 0; s < sizes.size(); ++s) shard_of.insert(shard_of.end(), size_t(sizes[s]), int64_t(s));
   const int64_t w = *std::max_element(sizes.begin(), sizes.end());
   SamplerOptions o;
-  o.order = "shard";
+  o.order = SampleOrder::shard;
   o.shard_sizes = sizes;
   for (int64_t epoch : {0, 1, 2}) {
     const auto batches = epoch_batches(n, g, 4, 8, o, epoch);
@@ -326,20 +326,18 @@ TEST(Sampler, UnevenSlicesDifferByAtMostOne) {
 
 TEST(Sampler, OptionsFromTheDataConfig) {
   LoaderOptions l;
-  l.order = "shard";
+  l.order = SampleOrder::shard;
   l.shuffle_window = 64;
-  l.last_batch = "pad";
+  l.last_batch = LastBatch::pad;
   const SamplerOptions o = sampler_options(l, {10, 20});
-  EXPECT_EQ(o.order, "shard");
+  EXPECT_EQ(o.order, SampleOrder::shard);
   EXPECT_EQ(o.shard_sizes, (std::vector<int64_t>{10, 20}));
   EXPECT_EQ(o.window, 64);
   EXPECT_TRUE(o.pad_last);
   EXPECT_FALSE(sampler_options(LoaderOptions{}, {}).pad_last);
-  EXPECT_EQ(sampler_options(LoaderOptions{}, {}).order, "global");
-  l.last_batch = "keep";
-  EXPECT_THROW(sampler_options(l, {}), Error);
+  EXPECT_EQ(sampler_options(LoaderOptions{}, {}).order, SampleOrder::global);
   // Window 0 is the largest shard.
-  l.last_batch = "drop";
+  l.last_batch = LastBatch::drop;
   l.shuffle_window = 0;
   EXPECT_EQ(Sampler(30, 10, 0, 1, 0, sampler_options(l, {10, 20})).options().window, 20);
 }
@@ -363,9 +361,7 @@ TEST(Sampler, BadArgumentsAreErrors) {
     return "no error";
   };
   SamplerOptions o;
-  o.order = "random";
-  EXPECT_NE(message(o).find("data.order"), std::string::npos) << message(o);
-  o.order = "shard";  // no shard sizes
+  o.order = SampleOrder::shard;  // no shard sizes
   EXPECT_NE(message(o).find("data.order"), std::string::npos) << message(o);
   o.shard_sizes = {50, 49};  // not the split's 100 samples
   EXPECT_NE(message(o).find("99 samples"), std::string::npos) << message(o);
@@ -380,7 +376,7 @@ TEST(Sampler, BadArgumentsAreErrors) {
 TEST(Sampler, LargeEpochsBuildQuickly) {
   const int64_t n = 10'000'000;
   SamplerOptions shard;
-  shard.order = "shard";
+  shard.order = SampleOrder::shard;
   shard.shard_sizes.assign(100, n / 100);
   for (const SamplerOptions& o : {SamplerOptions{}, shard}) {
     Sampler s(n, n, 0, 1, 1, o);  // one global batch: the whole order
@@ -388,7 +384,7 @@ TEST(Sampler, LargeEpochsBuildQuickly) {
     const double t0 = now_seconds();
     s.batch_indices(0, 0, all);
     const double seconds = now_seconds() - t0;
-    std::printf("[ info ] order %s: %lld samples in %.3f s\n", o.order.c_str(),
+    std::printf("[ info ] order %s: %lld samples in %.3f s\n", std::string(name_of(o.order)).c_str(),
                 static_cast<long long>(n), seconds);
     std::vector<bool> seen(static_cast<size_t>(n), false);
     for (int64_t i : all) seen[size_t(i)] = true;

@@ -24,12 +24,12 @@ std::vector<Case> cases() {
   ModelSpec mlp;
   mlp.hidden = {64, 32};
   ModelSpec cnn;
-  cnn.kind = "cnn";
+  cnn.kind = nn::ModelKind::cnn;
   cnn.channels = {4, 8};
   cnn.kernel_size = 3;
   cnn.fc_hidden = {16};
   ModelSpec gpt;
-  gpt.kind = "gpt";
+  gpt.kind = nn::ModelKind::gpt;
   gpt.n_layer = 2;
   gpt.n_head = 2;
   gpt.n_embd = 16;

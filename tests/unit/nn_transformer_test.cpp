@@ -68,7 +68,7 @@ void expect_gradient(float* values, const float* analytic, int64_t n,
 
 ModelSpec tiny_gpt(int64_t layers, int64_t heads, int64_t C) {
   ModelSpec spec;
-  spec.kind = "gpt";
+  spec.kind = nn::ModelKind::gpt;
   spec.n_layer = layers;
   spec.n_head = heads;
   spec.n_embd = C;

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 
 using namespace shardtrain;
@@ -20,7 +22,7 @@ Tensor filled(std::initializer_list<float> v) {
 
 TEST(Optimizer, SgdUpdatesOnlyItsRangesAndDecaysOnlyWhereAsked) {
   OptimizerConfig c;
-  c.kind = "sgd";
+  c.kind = optim::OptimizerKind::sgd;
   c.momentum = 0.0f;
   c.weight_decay = 0.5f;
   // elements 0-1: decayed weights, 2: a bias (no decay), 3: padding (no range)
@@ -51,7 +53,7 @@ TEST(Optimizer, SgdMomentumBySteps) {
 
 TEST(Optimizer, AdamWFirstStepMovesByLr) {
   OptimizerConfig c;
-  c.kind = "adamw";
+  c.kind = optim::OptimizerKind::adamw;
   c.weight_decay = 0.0f;
   auto opt = make_optimizer(c, 2, {{0, 2, true}});
   Tensor p = filled({1.0f, -1.0f}), g = filled({0.3f, -2.0f});
@@ -64,20 +66,22 @@ TEST(Optimizer, AdamWFirstStepMovesByLr) {
 
 TEST(Optimizer, BadSettingsAreErrors) {
   OptimizerConfig c;
-  c.kind = "lion";
+  EXPECT_FALSE(parse_enum<OptimizerKind>("lion").has_value());  // the config refuses the name
+  c.lr = std::numeric_limits<float>::infinity();
   EXPECT_THROW(make_optimizer(c, 1, {}), Error);
-  c.kind = "sgd";
+  c.lr = 0.1f;
+  c.kind = optim::OptimizerKind::sgd;
   c.nesterov = true;
   c.momentum = 0.0f;
   EXPECT_THROW(make_optimizer(c, 1, {}), Error);
-  c.kind = "adamw";
+  c.kind = optim::OptimizerKind::adamw;
   c.beta2 = 1.0f;
   EXPECT_THROW(make_optimizer(c, 1, {}), Error);
 }
 
 TEST(Schedule, WarmupThenCosineToMinLr) {
   ScheduleConfig c;
-  c.kind = "cosine";
+  c.kind = optim::ScheduleKind::cosine;
   c.warmup_steps = 10;
   c.min_lr = 0.01f;
   LrSchedule s(c, 0.1f, 110);
@@ -91,7 +95,7 @@ TEST(Schedule, WarmupThenCosineToMinLr) {
 
 TEST(Schedule, StepDecayAndConstant) {
   ScheduleConfig c;
-  c.kind = "step";
+  c.kind = optim::ScheduleKind::step;
   c.step_size = 100;
   c.gamma = 0.5f;
   LrSchedule s(c, 1.0f, 1000);
@@ -111,7 +115,8 @@ TEST(Schedule, StepDecayAndConstant) {
   EXPECT_FLOAT_EQ(LrSchedule(k, 0.3f, 10).at(7), 0.3f);
   c.step_size = 0;
   EXPECT_THROW(LrSchedule(c, 1.0f, 10), Error);
-  k.kind = "linear-ish";
+  EXPECT_FALSE(parse_enum<ScheduleKind>("linear-ish").has_value());
+  k.min_lr = 2.0f;  // above the peak rate
   EXPECT_THROW(LrSchedule(k, 1.0f, 10), Error);
 }
 

@@ -58,7 +58,7 @@ lr = 1     # an integer where a float is expected is fine
 )"));
   EXPECT_EQ(c.train.epochs, 3);
   EXPECT_EQ(c.train.global_batch_size, 32);
-  EXPECT_EQ(c.model.kind, "cnn");
+  EXPECT_EQ(c.model.kind, nn::ModelKind::cnn);
   EXPECT_EQ(c.model.channels, (std::vector<int64_t>{8, 16}));
   EXPECT_FLOAT_EQ(c.optim.lr, 1.0f);
   EXPECT_EQ(c.train.seed, 1);  // default
@@ -127,11 +127,27 @@ TEST(Config, SetErrorsNameTheArgument) {
 
 TEST(Config, ValuesOutOfRangeNameTheKey) {
   EXPECT_THAT(error_of("[train]\nepochs = 0\n"), HasSubstr("train.epochs must be at least 1"));
-  EXPECT_THAT(error_of("[model]\nkind = \"rnn\"\n"), HasSubstr("model.kind \"rnn\""));
+  EXPECT_THAT(error_of("[model]\nkind = \"rnn\"\n"),
+              HasSubstr("config key model.kind: \"rnn\" is not one of \"mlp\", \"cnn\" or \"gpt\""));
   EXPECT_THAT(error_of("[target]\nvalue = 88\n"), HasSubstr("accuracy is a fraction"));
   EXPECT_THAT(error_of("[parallel]\nstrategy = \"zero\"\n"), HasSubstr("parallel.strategy \"zero\""));
   EXPECT_THAT(error_of("[optim]\nlr = -1.0\n"), HasSubstr("optim.lr must be positive"));
   EXPECT_THAT(error_of("[runtime]\nblas_threads = 0\n"), HasSubstr("runtime.blas_threads"));
+}
+
+// What `train` would refuse, `config` (and `plan`, through load_config)
+// refuses too: each layer's own check runs on the config.
+TEST(Config, RefusesWhatTheLayersRefuse) {
+  EXPECT_THAT(error_of("[comm]\nchunk_bytes = 2147483648\n"), HasSubstr("comm.chunk_bytes must be within"));
+  EXPECT_THAT(error_of("[data]\nloader = \"stream\"\ntrain_limit = 100\n"), HasSubstr("data.train_limit works with"));
+  EXPECT_THAT(error_of("[schedule]\nkind = \"step\"\n"), HasSubstr("schedule.step_size > 0"));
+  EXPECT_THAT(error_of("[optim]\nlr = 0.1\n[schedule]\nmin_lr = 0.5\n"), HasSubstr("schedule.min_lr must be in"));
+  EXPECT_THAT(error_of("[model]\nkernel_size = 4\n"), HasSubstr("model.kernel_size must be odd"));
+  EXPECT_THAT(error_of("[data]\norder = \"random\"\n"), HasSubstr("config key data.order: \"random\" is not one of"));
+  EXPECT_THAT(error_of("[optim]\nbeta2 = 1.0\n"), HasSubstr("optim.beta1 and optim.beta2"));
+  // No key means infinity or NaN.
+  EXPECT_THAT(error_of("[optim]\nlr = inf\n"), HasSubstr("config key optim.lr: expected a finite number"));
+  EXPECT_THAT(error_of("[comm]\ntimeout_s = nan\n"), HasSubstr("expected a finite number"));
 }
 
 TEST(Config, ResolvedTomlRoundTrips) {
@@ -140,7 +156,7 @@ TEST(Config, ResolvedTomlRoundTrips) {
   Config again = load_config(write_config(to_toml(c)));
   EXPECT_EQ(to_toml(again), to_toml(c));
   EXPECT_EQ(again.train.epochs, 4);
-  EXPECT_EQ(again.optim.kind, "adamw");
+  EXPECT_EQ(again.optim.kind, optim::OptimizerKind::adamw);
 }
 
 TEST(Config, FsdpOnAGpuOnlyWhenTheUnverifiedPathIsAskedFor) {
