@@ -2,11 +2,14 @@
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/optimizer_update.h"
+#include "kernels/cpu/pool.h"
 #include "runtime/core/error.h"
 
 #include <cmath>
@@ -63,12 +66,12 @@ float* opt(const Tensor& t) { return t.defined() ? t.f32() : nullptr; }
 
 // The output-size formulas ((H + 2p - K) / stride + 1) truncate toward zero:
 // a window larger than the (padded) input would still give one output.
-void check_conv_shape(const char* op, const cpu::Conv2dShape& s) {
+void check_conv_shape(const char* op, const kernels::Conv2dShape& s) {
   ST_CHECK(s.B >= 0 && s.C > 0 && s.OC > 0 && s.K > 0 && s.stride > 0 && s.pad >= 0 && s.H + 2 * s.pad >= s.K &&
                s.W + 2 * s.pad >= s.K,
            "{}: kernel {} (stride {}, padding {}) does not fit a {}x{} input", op, s.K, s.stride, s.pad, s.H, s.W);
 }
-void check_pool_shape(const char* op, const cpu::Pool2dShape& s) {
+void check_pool_shape(const char* op, const kernels::Pool2dShape& s) {
   ST_CHECK(s.B >= 0 && s.C > 0 && s.K > 0 && s.stride > 0 && s.H >= s.K && s.W >= s.K,
            "{}: window {} (stride {}) does not fit a {}x{} input", op, s.K, s.stride, s.H, s.W);
 }
@@ -129,7 +132,7 @@ void gelu_backward(const Tensor& din, const Tensor& dout, const Tensor& in) {
 }
 
 void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
-                    const Tensor& col, const cpu::Conv2dShape& s) {
+                    const Tensor& col, const kernels::Conv2dShape& s) {
   const bool gpu = ST_ON_GPU("conv2d_forward", {&out, &in, &weight, &bias, &col});
   check_conv_shape("conv2d_forward", s);
   require_numel("conv2d_forward", in, s.B * s.C * s.H * s.W, "input");
@@ -143,7 +146,7 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, c
 
 void conv2d_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias,
                      const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& col,
-                     const cpu::Conv2dShape& s, bool accumulate) {
+                     const kernels::Conv2dShape& s, bool accumulate) {
   const bool gpu = ST_ON_GPU("conv2d_backward", {&din, &dweight, &dbias, &dout, &in, &weight, &col});
   check_conv_shape("conv2d_backward", s);
   require_numel("conv2d_backward", in, s.B * s.C * s.H * s.W, "input");
@@ -159,7 +162,7 @@ void conv2d_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbi
 }
 
 void maxpool2d_forward(const Tensor& out, const Tensor& argmax, const Tensor& in,
-                       const cpu::Pool2dShape& s) {
+                       const kernels::Pool2dShape& s) {
   const bool gpu = ST_ON_GPU("maxpool2d_forward", {&out, &argmax, &in});
   check_pool_shape("maxpool2d_forward", s);
   require_numel("maxpool2d_forward", in, s.B * s.C * s.H * s.W, "input");
@@ -170,7 +173,7 @@ void maxpool2d_forward(const Tensor& out, const Tensor& argmax, const Tensor& in
 }
 
 void maxpool2d_backward(const Tensor& din, const Tensor& dout, const Tensor& argmax,
-                        const cpu::Pool2dShape& s) {
+                        const kernels::Pool2dShape& s) {
   const bool gpu = ST_ON_GPU("maxpool2d_backward", {&din, &dout, &argmax});
   check_pool_shape("maxpool2d_backward", s);
   require_numel("maxpool2d_backward", din, s.B * s.C * s.H * s.W, "input gradient");
@@ -220,7 +223,7 @@ int64_t count_correct(const Tensor& logits, const int32_t* labels) {
 }
 
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf,
-                const cpu::SgdParams& hp, bool first_step) {
+                const kernels::SgdParams& hp, bool first_step) {
   const bool gpu = ST_ON_GPU("sgd_update", {&param, &grad, &momentum_buf});
   require_numel("sgd_update", grad, param.numel(), "gradient");
   if (momentum_buf.defined()) require_numel("sgd_update", momentum_buf, param.numel(), "momentum");
@@ -229,7 +232,7 @@ void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_
 }
 
 void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                  const cpu::AdamWParams& hp, int64_t step) {
+                  const kernels::AdamWParams& hp, int64_t step) {
   const bool gpu = ST_ON_GPU("adamw_update", {&param, &grad, &m, &v});
   require_numel("adamw_update", grad, param.numel(), "gradient");
   require_numel("adamw_update", m, param.numel(), "first moment");

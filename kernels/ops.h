@@ -8,9 +8,7 @@
 // `accumulate` (gradient accumulation).
 #pragma once
 
-#include "kernels/cpu/conv2d.h"
-#include "kernels/cpu/optimizer_update.h"
-#include "kernels/cpu/pool.h"
+#include "kernels/kernel_params.h"
 #include "runtime/core/tensor.h"
 
 #include <cstdint>
@@ -30,16 +28,16 @@ void gelu_backward(const Tensor& din, const Tensor& dout, const Tensor& in);
 // in [B, C, H, W]; weight [OC, C*K*K]; out [B, OC, OH, OW]; col: workspace of
 // at least s.col_floats() floats.
 void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
-                    const Tensor& col, const cpu::Conv2dShape& s);
+                    const Tensor& col, const kernels::Conv2dShape& s);
 void conv2d_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias,
                      const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& col,
-                     const cpu::Conv2dShape& s, bool accumulate);
+                     const kernels::Conv2dShape& s, bool accumulate);
 
 // argmax: i32, out's numel.
 void maxpool2d_forward(const Tensor& out, const Tensor& argmax, const Tensor& in,
-                       const cpu::Pool2dShape& s);
+                       const kernels::Pool2dShape& s);
 void maxpool2d_backward(const Tensor& din, const Tensor& dout, const Tensor& argmax,
-                        const cpu::Pool2dShape& s);
+                        const kernels::Pool2dShape& s);
 
 // logits [N, C]; labels on the host, N of them. Returns the summed loss;
 // dlogits = scale * (softmax - onehot).
@@ -64,9 +62,9 @@ int64_t count_correct(const Tensor& logits, const int32_t* labels);
 
 // Optimizer updates over equal-length flat ranges.
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf,
-                const cpu::SgdParams& hp, bool first_step);
+                const kernels::SgdParams& hp, bool first_step);
 void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                  const cpu::AdamWParams& hp, int64_t step);
+                  const kernels::AdamWParams& hp, int64_t step);
 
 // LayerNorm over the last dimension: in/out [..., C] viewed as [rows, C];
 // weight, bias [C]; mean, rstd [rows] saved for backward. din (required) is

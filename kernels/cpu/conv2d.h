@@ -2,20 +2,13 @@
 // (the column buffer of one sample stays in cache). weight [OC, C*K*K], bias [OC].
 #pragma once
 
+#include "kernels/kernel_params.h"
+
 #include <cstdint>
 
 namespace shardtrain::cpu {
 
-struct Conv2dShape {
-  int64_t B, C, H, W;  // input
-  int64_t OC, K;       // output channels, kernel size
-  int64_t stride = 1, pad = 0;
-  int64_t OH() const { return (H + 2 * pad - K) / stride + 1; }
-  int64_t OW() const { return (W + 2 * pad - K) / stride + 1; }
-  // Floats of the per-sample column buffer the caller provides: C*K*K*OH*OW.
-  int64_t col_floats() const { return C * K * K * OH() * OW(); }
-  double forward_flops() const { return 2.0 * double(B * OC * OH() * OW()) * double(C * K * K); }
-};
+using kernels::Conv2dShape;
 
 // col[C*K*K, OH*OW] from one sample's image[C, H, W]; zero where padding.
 void im2col(float* col, const float* image, const Conv2dShape& s);

@@ -3,16 +3,13 @@
 // so backward is a scatter.
 #pragma once
 
+#include "kernels/kernel_params.h"
+
 #include <cstdint>
 
 namespace shardtrain::cpu {
 
-struct Pool2dShape {
-  int64_t B, C, H, W;
-  int64_t K = 2, stride = 2;
-  int64_t OH() const { return (H - K) / stride + 1; }
-  int64_t OW() const { return (W - K) / stride + 1; }
-};
+using kernels::Pool2dShape;
 
 // out[B, C, OH, OW], argmax[B, C, OH, OW] (index into the H*W plane; first max on ties).
 void maxpool2d_forward(float* out, int32_t* argmax, const float* in, const Pool2dShape& s);

@@ -28,7 +28,7 @@ void Conv2d::bind(std::span<const Tensor> params, std::span<const Tensor> grads)
 Shape Conv2d::output_shape(const Shape& in) const {
   ST_CHECK(in.ndim() == 3 && in[0] == C_, "conv2d expects samples of shape [{}, H, W], got {}", C_,
            in.str());
-  cpu::Conv2dShape s{1, C_, in[1], in[2], OC_, K_, stride_, pad_};
+  kernels::Conv2dShape s{1, C_, in[1], in[2], OC_, K_, stride_, pad_};
   // The size formula truncates toward zero: a kernel larger than the padded
   // input would still give OH = 1, so the sizes are compared directly.
   ST_CHECK(in[1] + 2 * pad_ >= K_ && in[2] + 2 * pad_ >= K_, "conv2d kernel {} (padding {}) does not fit a {}x{} input",
@@ -36,18 +36,18 @@ Shape Conv2d::output_shape(const Shape& in) const {
   return Shape{OC_, s.OH(), s.OW()};
 }
 
-cpu::Conv2dShape Conv2d::shape_for(const Tensor& in) const {
+kernels::Conv2dShape Conv2d::shape_for(const Tensor& in) const {
   return {in.dim(0), C_, in.dim(2), in.dim(3), OC_, K_, stride_, pad_};
 }
 
 int64_t Conv2d::workspace_bytes(const Shape& in, int64_t /*batch*/) const {
-  const cpu::Conv2dShape s{1, C_, in[1], in[2], OC_, K_, stride_, pad_};
+  const kernels::Conv2dShape s{1, C_, in[1], in[2], OC_, K_, stride_, pad_};
   return 4 * s.col_floats();
 }
 
 void Conv2d::forward(const Tensor& in, const Tensor& out) {
   in_ = in;
-  const cpu::Conv2dShape s = shape_for(in);
+  const kernels::Conv2dShape s = shape_for(in);
   if (!col_.defined() || col_.numel() < s.col_floats() || !(col_.device() == in.device()))
     col_ = Tensor::empty({s.col_floats()}, DType::f32, in.device());
   ops::conv2d_forward(out, in, weight_, bias_, col_, s);

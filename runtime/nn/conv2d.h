@@ -1,7 +1,7 @@
 // 2-D convolution layer, NCHW, square kernel: [C, H, W] -> [OC, OH, OW].
 #pragma once
 
-#include "kernels/cpu/conv2d.h"
+#include "kernels/kernel_params.h"
 #include "runtime/nn/layer.h"
 
 namespace shardtrain::nn {
@@ -24,7 +24,7 @@ class Conv2d final : public Layer {
   }
 
  private:
-  cpu::Conv2dShape shape_for(const Tensor& in) const;
+  kernels::Conv2dShape shape_for(const Tensor& in) const;
 
   int64_t C_, OC_, K_, stride_, pad_;
   Tensor weight_, bias_, dweight_, dbias_;

@@ -11,7 +11,7 @@ MaxPool2d::MaxPool2d(int64_t kernel, int64_t stride) : K_(kernel), stride_(strid
 
 Shape MaxPool2d::output_shape(const Shape& in) const {
   ST_CHECK(in.ndim() == 3, "maxpool2d expects samples of shape [C, H, W], got {}", in.str());
-  cpu::Pool2dShape s{1, in[0], in[1], in[2], K_, stride_};
+  kernels::Pool2dShape s{1, in[0], in[1], in[2], K_, stride_};
   ST_CHECK(in[1] >= K_ && in[2] >= K_, "maxpool2d window {} does not fit a {}x{} input", K_, in[1],
            in[2]);
   return Shape{in[0], s.OH(), s.OW()};

@@ -1,7 +1,7 @@
 // Max pooling layer, NCHW, square window, no padding: [C, H, W] -> [C, OH, OW].
 #pragma once
 
-#include "kernels/cpu/pool.h"
+#include "kernels/kernel_params.h"
 #include "runtime/nn/layer.h"
 
 namespace shardtrain::nn {
@@ -22,7 +22,7 @@ class MaxPool2d final : public Layer {
 
  private:
   int64_t K_, stride_;
-  cpu::Pool2dShape shape_{};
+  kernels::Pool2dShape shape_{};
   Tensor argmax_;  // i32, grows to the largest batch seen, then reused
 };
 

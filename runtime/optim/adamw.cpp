@@ -20,7 +20,7 @@ AdamW::AdamW(const OptimizerConfig& config, int64_t numel, std::vector<ParamRang
 
 void AdamW::update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset,
                        int64_t numel, bool decay) {
-  cpu::AdamWParams hp = hp_;
+  kernels::AdamWParams hp = hp_;
   hp.lr = lr;
   if (!decay) hp.weight_decay = 0.0f;
   const Shape s{numel};

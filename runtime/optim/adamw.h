@@ -1,7 +1,7 @@
 // AdamW: Adam with decoupled weight decay (torch.optim.AdamW).
 #pragma once
 
-#include "kernels/cpu/optimizer_update.h"
+#include "kernels/kernel_params.h"
 #include "runtime/optim/optimizer.h"
 
 namespace shardtrain::optim {
@@ -17,7 +17,7 @@ class AdamW final : public Optimizer {
   void update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset, int64_t numel,
                   bool decay) override;
 
-  cpu::AdamWParams hp_;
+  kernels::AdamWParams hp_;
   Tensor m_, v_;
 };
 

@@ -18,7 +18,7 @@ Sgd::Sgd(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> r
 
 void Sgd::update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset,
                      int64_t numel, bool decay) {
-  cpu::SgdParams hp = hp_;
+  kernels::SgdParams hp = hp_;
   hp.lr = lr;
   if (!decay) hp.weight_decay = 0.0f;
   const Shape s{numel};

@@ -1,7 +1,7 @@
 // SGD with momentum, dampening, Nesterov and L2 weight decay (torch.optim.SGD).
 #pragma once
 
-#include "kernels/cpu/optimizer_update.h"
+#include "kernels/kernel_params.h"
 #include "runtime/optim/optimizer.h"
 
 namespace shardtrain::optim {
@@ -17,7 +17,7 @@ class Sgd final : public Optimizer {
   void update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset, int64_t numel,
                   bool decay) override;
 
-  cpu::SgdParams hp_;
+  kernels::SgdParams hp_;
   Tensor momentum_;  // undefined when momentum == 0
 };
 

@@ -24,14 +24,14 @@ std::string error_of(F&& f) {
 
 TEST(OpsShapes, AWindowLargerThanItsInputIsRefused) {
   // k5, stride 2, no padding on 4x4: (4 - 5) / 2 + 1 truncates to 1.
-  const cpu::Conv2dShape conv{1, 1, 4, 4, 1, 5, 2, 0};
+  const kernels::Conv2dShape conv{1, 1, 4, 4, 1, 5, 2, 0};
   ASSERT_EQ(conv.OH(), 1);
   Tensor in = Tensor::zeros({1, 1, 4, 4}), w = Tensor::zeros({1, 1, 5, 5}), out = Tensor::zeros({1, 1, 1, 1});
   Tensor col = Tensor::zeros({conv.col_floats()});
   EXPECT_THAT(error_of([&] { ops::conv2d_forward(out, in, w, Tensor(), col, conv); }),
               HasSubstr("conv2d_forward: kernel 5 (stride 2, padding 0) does not fit a 4x4 input"));
   // A 2x2 pool window on a 1x4 plane: OH truncates to 1 and the kernel read past the input.
-  const cpu::Pool2dShape pool{1, 1, 1, 4, 2, 2};
+  const kernels::Pool2dShape pool{1, 1, 1, 4, 2, 2};
   Tensor pin = Tensor::zeros({1, 1, 1, 4}), pout = Tensor::zeros({1, 1, 1, 2});
   Tensor arg = Tensor::empty({2}, DType::i32);
   EXPECT_THAT(error_of([&] { ops::maxpool2d_forward(pout, arg, pin, pool); }),
@@ -43,12 +43,12 @@ TEST(OpsShapes, GradientsOfTheWrongSizeAreRefused) {
   Tensor dw = Tensor::zeros({4, 3}), db = Tensor::zeros({5});
   EXPECT_THAT(error_of([&] { ops::linear_backward(Tensor(), dw, db, dout, in, w, false); }),
               HasSubstr("linear_backward: bias gradient has 5 elements, expected 4"));
-  const cpu::Conv2dShape conv{1, 1, 4, 4, 2, 3, 1, 1};
+  const kernels::Conv2dShape conv{1, 1, 4, 4, 2, 3, 1, 1};
   Tensor cin = Tensor::zeros({1, 1, 4, 4}), cw = Tensor::zeros({2, 1, 3, 3}), cdout = Tensor::zeros({1, 2, 4, 4});
   Tensor cdw = Tensor::zeros({2, 1, 3, 2}), col = Tensor::zeros({conv.col_floats()});
   EXPECT_THAT(error_of([&] { ops::conv2d_backward(Tensor(), cdw, Tensor(), cdout, cin, cw, col, conv, false); }),
               HasSubstr("conv2d_backward: weight gradient has 12 elements, expected 18"));
-  const cpu::Pool2dShape pool{1, 1, 4, 4, 2, 2};
+  const kernels::Pool2dShape pool{1, 1, 4, 4, 2, 2};
   Tensor pdin = Tensor::zeros({1, 1, 4, 4}), pdout = Tensor::zeros({1, 1, 2, 3});
   Tensor arg = Tensor::empty({6}, DType::i32);
   EXPECT_THAT(error_of([&] { ops::maxpool2d_backward(pdin, pdout, arg, pool); }),

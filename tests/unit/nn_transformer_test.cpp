@@ -230,7 +230,7 @@ TEST(Gpt, LossDecreasesOverSgdStepsOnAFixedBatch) {
   m->initialize(6);
   Tensor x = random_tokens(B, T, V, 14);
   const auto y = next_tokens(x);
-  cpu::SgdParams hp;
+  kernels::SgdParams hp;
   hp.lr = 0.5f;
   const double first = gpt_loss(*m, x, y, true);
   double last = first;
