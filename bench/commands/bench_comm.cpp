@@ -1,4 +1,4 @@
-#include "runtime/comm/bench_comm.h"
+#include "bench/commands/bench_comm.h"
 
 #include "runtime/comm/mpi_native.h"
 #include "runtime/comm/scratch.h"

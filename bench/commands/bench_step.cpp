@@ -1,4 +1,4 @@
-#include "runtime/train/bench_step.h"
+#include "bench/commands/bench_step.h"
 
 #include "io/sampler.h"
 #include "kernels/cpu/gemm.h"

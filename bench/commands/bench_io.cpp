@@ -1,4 +1,4 @@
-#include "io/bench_io.h"
+#include "bench/commands/bench_io.h"
 
 #include "io/cache.h"
 #include "io/format_v1.h"

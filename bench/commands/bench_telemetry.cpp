@@ -1,4 +1,4 @@
-#include "runtime/train/bench_telemetry.h"
+#include "bench/commands/bench_telemetry.h"
 
 #include "io/sampler.h"
 #include "runtime/comm/communicator.h"

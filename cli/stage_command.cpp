@@ -1,0 +1,28 @@
+// shardtrain stage --from SPLIT --to CACHE: copy a split's shards to a local
+// cache, verified, at a limited rate (docs/io.md).
+#include "cli/command.h"
+#include "io/loader_options.h"
+#include "runtime/train/stage_command.h"
+
+namespace shardtrain::cli {
+
+void add_stage_command(CLI::App& app, std::vector<Command>& out) {
+  struct Args {
+    std::string from;
+    io::StageOptions options;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "stage", "Copy a split's shards into a local cache directory, verified, at a limited rate (docs/io.md)");
+  cmd->add_option("--from", a->from, "The split directory to stage (with its manifest.json)")->required();
+  cmd->add_option("--to", a->options.cache_dir, "The cache directory (the shards land in TO/<split dir name>/)")
+      ->required();
+  cmd->add_option("--rate-mb-s", a->options.rate_mb_s, "Copy rate limit, MB/s (0: unlimited)")->capture_default_str();
+  cmd->add_option("--block-kib", a->options.block_kib, "Read/write block, KiB")->capture_default_str();
+  cmd->add_option("--capacity-gb", a->options.capacity_gb, "Evict least recently used shards past this (0: no limit)")
+      ->capture_default_str();
+  cmd->add_flag("!--no-verify", a->options.verify, "Do not check the copies against the manifest's checksums");
+  out.push_back({cmd, [a](Process&) { return train::stage_command(a->from, a->options); }});
+}
+
+}  // namespace shardtrain::cli
