@@ -37,8 +37,7 @@ void BM_SoftmaxXentFused(benchmark::State& state) {
   std::vector<int32_t> labels(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n) labels[size_t(n)] = int32_t((n * 7919) % C);
   for (auto _ : state) {
-    benchmark::DoNotOptimize(
-        softmax_xent_fused(dlogits.data(), logits.data(), labels.data(), N, C, 1.0f / float(N)));
+    benchmark::DoNotOptimize(softmax_xent_fused(dlogits.data(), logits.data(), labels.data(), N, C, 1.0f / float(N)));
     benchmark::ClobberMemory();
   }
   set_bytes(state, 4.0 * double(2 * N * C + N));  // logits in, dlogits out, labels
@@ -48,11 +47,9 @@ BENCHMARK(BM_SoftmaxXentFused)->Args({128, 10})->Args({64, 50257})->ArgNames({"N
 void BM_LayerNormForward(benchmark::State& state) {
   const int64_t N = 1024, C = 768;
   const auto in = random_buffer(N * C, 2), w = random_buffer(C, 3), b = random_buffer(C, 4);
-  std::vector<float> out(static_cast<size_t>(N * C)), mean(static_cast<size_t>(N)),
-      rstd(static_cast<size_t>(N));
+  std::vector<float> out(static_cast<size_t>(N * C)), mean(static_cast<size_t>(N)), rstd(static_cast<size_t>(N));
   for (auto _ : state) {
-    layernorm_forward(out.data(), mean.data(), rstd.data(), in.data(), w.data(), b.data(), N, C,
-                      1e-5f);
+    layernorm_forward(out.data(), mean.data(), rstd.data(), in.data(), w.data(), b.data(), N, C, 1e-5f);
     benchmark::ClobberMemory();
   }
   set_bytes(state, 4.0 * double(2 * N * C + 2 * C + 2 * N));
@@ -63,14 +60,12 @@ void BM_LayerNormBackward(benchmark::State& state) {
   const int64_t N = 1024, C = 768;
   const auto in = random_buffer(N * C, 5), w = random_buffer(C, 6), b = random_buffer(C, 7);
   const auto dout = random_buffer(N * C, 8);
-  std::vector<float> out(static_cast<size_t>(N * C)), mean(static_cast<size_t>(N)),
-      rstd(static_cast<size_t>(N)), din(static_cast<size_t>(N * C)), dw(static_cast<size_t>(C)),
-      db(static_cast<size_t>(C));
-  layernorm_forward(out.data(), mean.data(), rstd.data(), in.data(), w.data(), b.data(), N, C,
-                    1e-5f);
+  std::vector<float> out(static_cast<size_t>(N * C)), mean(static_cast<size_t>(N)), rstd(static_cast<size_t>(N)),
+      din(static_cast<size_t>(N * C)), dw(static_cast<size_t>(C)), db(static_cast<size_t>(C));
+  layernorm_forward(out.data(), mean.data(), rstd.data(), in.data(), w.data(), b.data(), N, C, 1e-5f);
   for (auto _ : state) {
-    layernorm_backward(din.data(), dw.data(), db.data(), dout.data(), in.data(), w.data(),
-                       mean.data(), rstd.data(), N, C, false);
+    layernorm_backward(din.data(), dw.data(), db.data(), dout.data(), in.data(), w.data(), mean.data(), rstd.data(), N,
+                       C, false);
     benchmark::ClobberMemory();
   }
   set_bytes(state, 4.0 * double(3 * N * C + 3 * C + 2 * N));  // dout, in, din; w, dw, db

@@ -35,8 +35,7 @@ void bm_gemm(benchmark::State& state, GemmCall c) {
   auto C = random_buffer(c.M * c.N, 3);
   const int64_t lda = c.trans_a ? c.M : c.K, ldb = c.trans_b ? c.K : c.N;
   for (auto _ : state) {
-    gemm(c.trans_a, c.trans_b, c.M, c.N, c.K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(),
-         c.N);
+    gemm(c.trans_a, c.trans_b, c.M, c.N, c.K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), c.N);
     benchmark::DoNotOptimize(C.data());
     benchmark::ClobberMemory();
   }
@@ -51,12 +50,11 @@ std::vector<GemmCall> mlp_step_gemms(int64_t batch) {
   GemmRecorder recorder;
   for (int l = 0; l < 3; ++l) {
     const int64_t IC = kMlp[l], OC = kMlp[l + 1];
-    std::vector<float> in(static_cast<size_t>(batch * IC)), w(static_cast<size_t>(OC * IC)),
-        b(static_cast<size_t>(OC)), out(static_cast<size_t>(batch * OC)),
-        din(static_cast<size_t>(batch * IC));
+    std::vector<float> in(static_cast<size_t>(batch * IC)), w(static_cast<size_t>(OC * IC)), b(static_cast<size_t>(OC)),
+        out(static_cast<size_t>(batch * OC)), din(static_cast<size_t>(batch * IC));
     linear_forward(out.data(), in.data(), w.data(), b.data(), batch, IC, OC);
-    linear_backward(l == 0 ? nullptr : din.data(), w.data(), b.data(), out.data(), in.data(),
-                    w.data(), batch, IC, OC, false);
+    linear_backward(l == 0 ? nullptr : din.data(), w.data(), b.data(), out.data(), in.data(), w.data(), batch, IC, OC,
+                    false);
   }
   return recorder.calls();
 }
@@ -71,8 +69,8 @@ void bm_mlp_step_gemms(benchmark::State& state, int64_t batch) {
   for (const auto& c : calls) flops += c.flops();
   for (auto _ : state) {
     for (const auto& c : calls)
-      gemm(c.trans_a, c.trans_b, c.M, c.N, c.K, 1.0f, A.data(), c.trans_a ? c.M : c.K, B.data(),
-           c.trans_b ? c.K : c.N, 0.0f, C.data(), c.N);
+      gemm(c.trans_a, c.trans_b, c.M, c.N, c.K, 1.0f, A.data(), c.trans_a ? c.M : c.K, B.data(), c.trans_b ? c.K : c.N,
+           0.0f, C.data(), c.N);
     benchmark::ClobberMemory();
   }
   set_gflops(state, flops);
@@ -89,25 +87,22 @@ void bm_mlp_step_linear(benchmark::State& state, int64_t batch) {
   for (int l = 0; l < 3; ++l) {
     const int64_t IC = kMlp[l], OC = kMlp[l + 1];
     layers.push_back({random_buffer(OC * IC, 8 + l), random_buffer(OC, 11 + l),
-                      std::vector<float>(static_cast<size_t>(OC * IC)),
-                      std::vector<float>(static_cast<size_t>(OC)),
-                      std::vector<float>(static_cast<size_t>(batch * OC)),
-                      random_buffer(batch * OC, 14 + l)});
+                      std::vector<float>(static_cast<size_t>(OC * IC)), std::vector<float>(static_cast<size_t>(OC)),
+                      std::vector<float>(static_cast<size_t>(batch * OC)), random_buffer(batch * OC, 14 + l)});
   }
   double flops = 0.0;
   for (const auto& c : mlp_step_gemms(batch)) flops += c.flops();
   for (auto _ : state) {
     const float* in = x.data();
     for (int l = 0; l < 3; ++l) {
-      linear_forward(layers[l].out.data(), in, layers[l].w.data(), layers[l].b.data(), batch,
-                     kMlp[l], kMlp[l + 1]);
+      linear_forward(layers[l].out.data(), in, layers[l].w.data(), layers[l].b.data(), batch, kMlp[l], kMlp[l + 1]);
       in = layers[l].out.data();
     }
     for (int l = 2; l >= 0; --l) {
       const float* layer_in = l == 0 ? x.data() : layers[l - 1].out.data();
       float* din = l == 0 ? nullptr : layers[l - 1].dout.data();
-      linear_backward(din, layers[l].dw.data(), layers[l].db.data(), layers[l].dout.data(),
-                      layer_in, layers[l].w.data(), batch, kMlp[l], kMlp[l + 1], false);
+      linear_backward(din, layers[l].dw.data(), layers[l].db.data(), layers[l].dout.data(), layer_in,
+                      layers[l].w.data(), batch, kMlp[l], kMlp[l + 1], false);
     }
     benchmark::ClobberMemory();
   }
@@ -122,8 +117,7 @@ const Conv2dShape kConv2{128, 32, 14, 14, 64, 5, 1, 2};
 void bm_conv2d_forward(benchmark::State& state, Conv2dShape s) {
   const auto in = random_buffer(s.B * s.C * s.H * s.W, 20);
   const auto w = random_buffer(s.OC * s.C * s.K * s.K, 21), b = random_buffer(s.OC, 22);
-  std::vector<float> out(static_cast<size_t>(s.B * s.OC * s.OH() * s.OW())),
-      col(static_cast<size_t>(s.col_floats()));
+  std::vector<float> out(static_cast<size_t>(s.B * s.OC * s.OH() * s.OW())), col(static_cast<size_t>(s.col_floats()));
   for (auto _ : state) {
     conv2d_forward(out.data(), in.data(), w.data(), b.data(), col.data(), s);
     benchmark::ClobberMemory();
@@ -140,8 +134,8 @@ void bm_conv2d_backward(benchmark::State& state, Conv2dShape s) {
   std::vector<float> dw(w.size()), db(static_cast<size_t>(s.OC)), din(in.size()),
       col(static_cast<size_t>(s.col_floats()));
   for (auto _ : state) {
-    conv2d_backward(s.C == 1 ? nullptr : din.data(), dw.data(), db.data(), dout.data(), in.data(), w.data(),
-                    col.data(), s, false);
+    conv2d_backward(s.C == 1 ? nullptr : din.data(), dw.data(), db.data(), dout.data(), in.data(), w.data(), col.data(),
+                    s, false);
     benchmark::ClobberMemory();
   }
   set_gflops(state, (s.C == 1 ? 1 : 2) * s.forward_flops());
@@ -154,12 +148,14 @@ void bm_im2col(benchmark::State& state, bool adjoint) {
   auto image = random_buffer(s.C * s.H * s.W, 24);
   auto col = random_buffer(s.col_floats(), 25);
   for (auto _ : state) {
-    if (adjoint) col2im(image.data(), col.data(), s);
-    else im2col(col.data(), image.data(), s);
+    if (adjoint)
+      col2im(image.data(), col.data(), s);
+    else
+      im2col(col.data(), image.data(), s);
     benchmark::ClobberMemory();
   }
-  state.counters["floats/ns"] = benchmark::Counter(double(s.col_floats()) * 1e-9,
-                                                   benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["floats/ns"] =
+      benchmark::Counter(double(s.col_floats()) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // Registers fn(state, arg) under a formatted name (RegisterBenchmark copies it).
@@ -169,24 +165,19 @@ benchmark::internal::Benchmark* add(const std::string& name, Fn fn, Arg arg) {
 }
 
 void register_all() {
-  add("sgemm/NN/1024x1024x1024", bm_gemm, GemmCall{false, false, 1024, 1024, 1024})
-      ->Unit(benchmark::kMillisecond);
+  add("sgemm/NN/1024x1024x1024", bm_gemm, GemmCall{false, false, 1024, 1024, 1024})->Unit(benchmark::kMillisecond);
   for (int64_t batch : {64, 128}) {
     // Each layer's GEMMs exactly as linear_forward / linear_backward issue them.
     for (int l = 0; l < 3; ++l) {
       const int64_t IC = kMlp[l], OC = kMlp[l + 1];
-      add(fmt::format("mlp_b{}/fwd_NT/{}x{}x{}", batch, batch, OC, IC), bm_gemm,
-          GemmCall{false, true, batch, OC, IC});
-      add(fmt::format("mlp_b{}/dW_TN/{}x{}x{}", batch, OC, IC, batch), bm_gemm,
-          GemmCall{true, false, OC, IC, batch});
+      add(fmt::format("mlp_b{}/fwd_NT/{}x{}x{}", batch, batch, OC, IC), bm_gemm, GemmCall{false, true, batch, OC, IC});
+      add(fmt::format("mlp_b{}/dW_TN/{}x{}x{}", batch, OC, IC, batch), bm_gemm, GemmCall{true, false, OC, IC, batch});
       if (l > 0)
         add(fmt::format("mlp_b{}/dX_NN/{}x{}x{}", batch, batch, IC, OC), bm_gemm,
             GemmCall{false, false, batch, IC, OC});
     }
-    add(fmt::format("mlp_b{}/step_gemms_only", batch), bm_mlp_step_gemms, batch)
-        ->Unit(benchmark::kMillisecond);
-    add(fmt::format("mlp_b{}/step_linear_layers", batch), bm_mlp_step_linear, batch)
-        ->Unit(benchmark::kMillisecond);
+    add(fmt::format("mlp_b{}/step_gemms_only", batch), bm_mlp_step_gemms, batch)->Unit(benchmark::kMillisecond);
+    add(fmt::format("mlp_b{}/step_linear_layers", batch), bm_mlp_step_linear, batch)->Unit(benchmark::kMillisecond);
   }
   add("conv2d_fwd/B128_1to32_5x5_pad2_28x28", bm_conv2d_forward, kConv1)->Unit(benchmark::kMillisecond);
   add("conv2d_bwd/B128_1to32_5x5_pad2_28x28", bm_conv2d_backward, kConv1)->Unit(benchmark::kMillisecond);

@@ -65,9 +65,7 @@ void BM_SpanWithTrace(benchmark::State& state) {
   (void)rec.drain();
   int n = 0;
   for (auto _ : state) {
-    {
-      Span s("forward", "compute");
-    }
+    { Span s("forward", "compute"); }
     if (++n == kBatch) {
       benchmark::DoNotOptimize(rec.drain());
       n = 0;

@@ -39,9 +39,10 @@ void add_prep_commands(CLI::App& app, std::vector<Command>& out) {
   out.push_back({fm_cmd, [fm](Process&) {
                    const double t0 = now_seconds();
                    const io::PrepSummary s = io::prep_fashion_mnist(*fm, print_prep_line);
-                   fmt::print("[prep] fashion-mnist: {} train + {} test samples in {} shard(s) per split under {} "
-                              "({:.1f} s)\n",
-                              s.train_samples, s.test_samples, s.shards, fm->out_dir, now_seconds() - t0);
+                   fmt::print(
+                       "[prep] fashion-mnist: {} train + {} test samples in {} shard(s) per split under {} "
+                       "({:.1f} s)\n",
+                       s.train_samples, s.test_samples, s.shards, fm->out_dir, now_seconds() - t0);
                    return 0;
                  }});
 
@@ -62,10 +63,11 @@ void add_prep_commands(CLI::App& app, std::vector<Command>& out) {
                    const io::Manifest m = io::prep_synthetic(*syn, print_prep_line);
                    const int64_t bytes = total_bytes(m);
                    const double seconds = now_seconds() - t0;
-                   fmt::print("[prep] synthetic: {} samples x {} bytes in {} shard(s) under {} ({:.2f} GB, {:.1f} s, "
-                              "{:.0f} MB/s)\n",
-                              syn->samples, syn->sample_bytes, m.shards.size(), syn->out_dir, double(bytes) / 1e9,
-                              seconds, seconds > 0 ? double(bytes) / 1e6 / seconds : 0.0);
+                   fmt::print(
+                       "[prep] synthetic: {} samples x {} bytes in {} shard(s) under {} ({:.2f} GB, {:.1f} s, "
+                       "{:.0f} MB/s)\n",
+                       syn->samples, syn->sample_bytes, m.shards.size(), syn->out_dir, double(bytes) / 1e9, seconds,
+                       seconds > 0 ? double(bytes) / 1e6 / seconds : 0.0);
                    return 0;
                  }});
 
@@ -77,16 +79,18 @@ void add_prep_commands(CLI::App& app, std::vector<Command>& out) {
   text_cmd->add_option("--input", text->input, "A text file (default: the output of `bible \"Gen1:1-Rev22:21\"`)");
   text_cmd->add_option("--block-size", text->block_size, "T: tokens a model reads per sample (samples hold T+1 bytes)")
       ->capture_default_str();
-  text_cmd->add_option("--test-fraction", text->test_fraction,
-                       "Fraction of the windows, from the end of the text, for the test split")
+  text_cmd
+      ->add_option("--test-fraction", text->test_fraction,
+                   "Fraction of the windows, from the end of the text, for the test split")
       ->capture_default_str();
   out.push_back({text_cmd, [text](Process&) {
                    const double t0 = now_seconds();
                    const io::TextPrepSummary s = io::prep_text(*text, print_prep_line);
-                   fmt::print("[prep] text: {} bytes of text, {} train + {} test samples of {} tokens (+1) under {} "
-                              "({:.1f} s)\n",
-                              s.corpus_bytes, s.train_samples, s.test_samples, text->block_size, text->out_dir,
-                              now_seconds() - t0);
+                   fmt::print(
+                       "[prep] text: {} bytes of text, {} train + {} test samples of {} tokens (+1) under {} "
+                       "({:.1f} s)\n",
+                       s.corpus_bytes, s.train_samples, s.test_samples, text->block_size, text->out_dir,
+                       now_seconds() - t0);
                    return 0;
                  }});
 
@@ -97,10 +101,11 @@ void add_prep_commands(CLI::App& app, std::vector<Command>& out) {
   out.push_back({manifest_cmd, [dir](Process&) {
                    const double t0 = now_seconds();
                    const io::Manifest m = io::write_split_manifest(*dir);
-                   fmt::print("[prep] manifest: wrote {} ({} shard(s), {} samples, {:.2f} GB checksummed in {:.1f} "
-                              "s)\n",
-                              io::manifest_path(*dir), m.shards.size(), m.num_samples, double(total_bytes(m)) / 1e9,
-                              now_seconds() - t0);
+                   fmt::print(
+                       "[prep] manifest: wrote {} ({} shard(s), {} samples, {:.2f} GB checksummed in {:.1f} "
+                       "s)\n",
+                       io::manifest_path(*dir), m.shards.size(), m.num_samples, double(total_bytes(m)) / 1e9,
+                       now_seconds() - t0);
                    return 0;
                  }});
 }

@@ -44,8 +44,8 @@ ShardCache::ShardCache(std::string source_dir, StageOptions options)
   ST_CHECK(fs::is_directory(source_dir_), "{}: not a directory (give the split directory to stage)", source_dir_);
   std::optional<Manifest> m = read_manifest(source_dir_);
   ST_CHECK(m.has_value(),
-           "{}: no {} (the stager checks every copy against it): run `shardtrain prep manifest {}` first",
-           source_dir_, kManifestFile, source_dir_);
+           "{}: no {} (the stager checks every copy against it): run `shardtrain prep manifest {}` first", source_dir_,
+           kManifestFile, source_dir_);
   manifest_ = std::move(*m);
   for (const ManifestShard& s : manifest_.shards) {
     ST_CHECK(!s.file.empty() && s.file.find('/') == std::string::npos && s.file != "." && s.file != "..",
@@ -56,8 +56,8 @@ ShardCache::ShardCache(std::string source_dir, StageOptions options)
   std::error_code ec;
   fs::create_directories(cache_dir_, ec);
   ST_CHECK(!ec, "{}: cannot create the cache directory: {}", cache_dir_, ec.message());
-  ST_CHECK(!fs::equivalent(cache_dir_, source_dir_, ec),
-           "{}: the cache directory is the source split directory itself", cache_dir_);
+  ST_CHECK(!fs::equivalent(cache_dir_, source_dir_, ec), "{}: the cache directory is the source split directory itself",
+           cache_dir_);
 
   cached_.assign(manifest_.shards.size(), false);
   pinned_.assign(manifest_.shards.size(), false);

@@ -52,14 +52,14 @@ struct CopyStats {
 // `limiter` (may be null: unlimited). Stops early, removing the temp file,
 // when `stop` becomes true (returns what was copied, complete = false). On an
 // error the temp file is removed too; errors name the file.
-CopyStats copy_file_limited(const std::string& src, const std::string& dst, int64_t block_bytes,
-                            RateLimiter* limiter, const std::atomic<bool>* stop = nullptr);
+CopyStats copy_file_limited(const std::string& src, const std::string& dst, int64_t block_bytes, RateLimiter* limiter,
+                            const std::atomic<bool>* stop = nullptr);
 
 struct StageStats {
-  int64_t bytes_copied = 0;       // so far (completed copies, including ones that failed verification)
-  double copy_seconds = 0;        // time spent copying
-  int64_t shards_cached = 0;      // verified copies present now
-  int64_t shards_kept = 0;        // of those, found already in the cache (a restarted stage)
+  int64_t bytes_copied = 0;   // so far (completed copies, including ones that failed verification)
+  double copy_seconds = 0;    // time spent copying
+  int64_t shards_cached = 0;  // verified copies present now
+  int64_t shards_kept = 0;    // of those, found already in the cache (a restarted stage)
   int64_t shards_evicted = 0;
   int64_t checksum_failures = 0;  // copies that did not match (removed; each shard retried once)
   int64_t shards_failed = 0;      // shards given up on (two failed copies): read from the source
@@ -121,7 +121,7 @@ class ShardCache {
 
  private:
   void copy_loop(const std::vector<int>& order, const Log& log);
-  bool stage_one(int index, const Log& log);  // copy + verify (+ one retry); false if it failed
+  bool stage_one(int index, const Log& log);       // copy + verify (+ one retry); false if it failed
   bool adopt_existing(int index, const Log& log);  // a valid copy already in the cache
   enum class Room { fits, too_large, in_use };
   Room evict_for(int index, int64_t incoming_bytes, const Log& log);

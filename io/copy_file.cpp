@@ -73,8 +73,8 @@ bool stopped(const std::atomic<bool>* stop) { return stop != nullptr && stop->lo
 
 }  // namespace
 
-CopyStats copy_file_limited(const std::string& src, const std::string& dst, int64_t block_bytes,
-                            RateLimiter* limiter, const std::atomic<bool>* stop) {
+CopyStats copy_file_limited(const std::string& src, const std::string& dst, int64_t block_bytes, RateLimiter* limiter,
+                            const std::atomic<bool>* stop) {
   ST_CHECK(block_bytes > 0, "copying {}: block size must be positive, got {}", src, block_bytes);
   const double t0 = now_seconds();
   CopyStats stats;

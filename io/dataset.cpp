@@ -21,8 +21,7 @@ InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit) {
   // added or rewritten shard is reported as such, naming the shard, before
   // HDF5 sees the file. (A single-file split has no manifest.)
   if (std::filesystem::is_directory(path)) {
-    if (const std::optional<Manifest> manifest = read_manifest(path))
-      check_manifest_against_files(path, *manifest);
+    if (const std::optional<Manifest> manifest = read_manifest(path)) check_manifest_against_files(path, *manifest);
   }
 
   // Open and validate every shard before reading any data: a schema problem
@@ -57,8 +56,8 @@ InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit) {
     ds.x_.resize(size_t(info.num_samples) * sample_bytes);
     ds.y_.resize(size_t(info.num_samples));
   } catch (const std::bad_alloc&) {
-    throw Error(fmt::format("{}: cannot hold {} samples ({:.2f} GiB) in memory; set a limit", path,
-                            info.num_samples, double(info.num_samples) * double(sample_bytes) / (1 << 30)));
+    throw Error(fmt::format("{}: cannot hold {} samples ({:.2f} GiB) in memory; set a limit", path, info.num_samples,
+                            double(info.num_samples) * double(sample_bytes) / (1 << 30)));
   }
 
   // Every label is validated, also beyond the limit: a data set that loads
@@ -81,8 +80,7 @@ void InMemoryDataset::gather(const int64_t* indices, int64_t n, float* x_out, in
   const size_t sample_bytes = size_t(numel) * format_v1::dtype_size(info_.dtype);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t index = indices[i];
-    ST_CHECK(index >= 0 && index < size(), "{}: sample index {} is out of range [0, {})", info_.path, index,
-             size());
+    ST_CHECK(index >= 0 && index < size(), "{}: sample index {} is out of range [0, {})", info_.path, index, size());
     normalize_sample(info_, x_.data() + size_t(index) * sample_bytes, x_out + i * numel);
     y_out[i] = y_[size_t(index)];
   }
@@ -94,8 +92,7 @@ void InMemoryDataset::gather_bytes(const int64_t* indices, int64_t n, uint8_t* x
   const auto numel = size_t(info_.sample_numel());
   for (int64_t i = 0; i < n; ++i) {
     const int64_t index = indices[i];
-    ST_CHECK(index >= 0 && index < size(), "{}: sample index {} is out of range [0, {})", info_.path, index,
-             size());
+    ST_CHECK(index >= 0 && index < size(), "{}: sample index {} is out of range [0, {})", info_.path, index, size());
     std::memcpy(x_out + size_t(i) * numel, x_.data() + size_t(index) * numel, numel);
     y_out[i] = y_[size_t(index)];
   }

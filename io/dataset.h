@@ -22,7 +22,7 @@ struct DatasetInfo {
   Shape sample_shape;                    // e.g. [1, 28, 28]; no batch dimension
   SampleDType dtype = SampleDType::u8;
   int32_t num_classes = 0;
-  float normalize_mean = 0.0f;           // input = (x [/255 for u8] - mean) / std
+  float normalize_mean = 0.0f;  // input = (x [/255 for u8] - mean) / std
   float normalize_std = 1.0f;
   int64_t sample_numel() const { return sample_shape.numel(); }
 };

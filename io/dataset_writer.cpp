@@ -21,8 +21,7 @@ void check_header(const ShardHeader& h) {
   ST_CHECK(h.num_shards >= 1 && h.shard_index >= 0 && h.shard_index < h.num_shards,
            "shard_index {} of num_shards {} is not a valid shard", h.shard_index, h.num_shards);
   ST_CHECK(h.num_samples >= 1, "a shard needs at least one sample, got {}", h.num_samples);
-  ST_CHECK(h.sample_shape.ndim() >= 1 && h.sample_shape.numel() > 0, "sample shape {} is empty",
-           h.sample_shape.str());
+  ST_CHECK(h.sample_shape.ndim() >= 1 && h.sample_shape.numel() > 0, "sample shape {} is empty", h.sample_shape.str());
   ST_CHECK(std::isfinite(h.normalize_mean) && std::isfinite(h.normalize_std) && h.normalize_std > 0,
            "normalization mean {} std {} is invalid (finite, std > 0)", h.normalize_mean, h.normalize_std);
 }
@@ -34,9 +33,8 @@ h5::Dataspace select_rows(const h5::Dataset& dataset, int64_t first, int64_t cou
   H5Sget_simple_extent_dims(space.get(), counts.data(), nullptr);
   start[0] = hsize_t(first);
   counts[0] = hsize_t(count);
-  h5::check_status(
-      H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, counts.data(), nullptr),
-      "cannot select rows");
+  h5::check_status(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, counts.data(), nullptr),
+                   "cannot select rows");
   return space;
 }
 
@@ -70,8 +68,7 @@ void ShardWriter::create_contents() {
     std::vector<hsize_t> dims{hsize_t(header_.num_samples)};
     for (int i = 0; i < header_.sample_shape.ndim(); ++i) dims.push_back(hsize_t(header_.sample_shape[i]));
     const int64_t sample_bytes = header_.sample_shape.numel() * int64_t(dtype_size(header_.dtype));
-    ST_CHECK(sample_bytes < (int64_t(1) << 32), "a sample of {} bytes exceeds HDF5's 4 GiB chunk limit",
-             sample_bytes);
+    ST_CHECK(sample_bytes < (int64_t(1) << 32), "a sample of {} bytes exceeds HDF5's 4 GiB chunk limit", sample_bytes);
     // The rows are spread evenly over the chunks the target size calls for:
     // HDF5 stores a partial last chunk at full size, so 15000 samples get 12
     // chunks of 1250 rather than 11 of 1337 and a mostly empty twelfth.
@@ -88,17 +85,15 @@ void ShardWriter::create_contents() {
     h5::check_status(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "cannot set fill time of /x");
     h5::Dataspace x_space(h5::check(H5Screate_simple(rank, dims.data(), nullptr), "cannot create dataspace"));
     const hid_t x_type = header_.dtype == SampleDType::u8 ? H5T_STD_U8LE : H5T_IEEE_F32LE;
-    x_ = h5::Dataset(
-        h5::check(H5Dcreate2(root, kX, x_type, x_space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-                  "cannot create /x"));
+    x_ = h5::Dataset(h5::check(H5Dcreate2(root, kX, x_type, x_space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                               "cannot create /x"));
     h5::write_float_attribute(x_.get(), kAttrMean, header_.normalize_mean);
     h5::write_float_attribute(x_.get(), kAttrStd, header_.normalize_std);
 
     // /y [n] int32, contiguous: small next to /x and read whole.
     h5::Dataspace y_space(h5::check(H5Screate_simple(1, dims.data(), nullptr), "cannot create dataspace"));
-    y_ = h5::Dataset(
-        h5::check(H5Dcreate2(root, kY, H5T_STD_I32LE, y_space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                  "cannot create /y"));
+    y_ = h5::Dataset(h5::check(
+        H5Dcreate2(root, kY, H5T_STD_I32LE, y_space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "cannot create /y"));
   });
 }
 
@@ -118,8 +113,7 @@ void ShardWriter::append(const void* x, const int32_t* y, int64_t count) {
   with_context(path_, [&] {
     ST_CHECK(!finished_, "append after finish");
     ST_CHECK(count >= 0 && written_ + count <= header_.num_samples,
-             "appending {} samples to the {} written exceeds the declared {}", count, written_,
-             header_.num_samples);
+             "appending {} samples to the {} written exceeds the declared {}", count, written_, header_.num_samples);
     if (count == 0) return;
     for (int64_t i = 0; i < count; ++i) {
       ST_CHECK(y[i] >= 0 && y[i] < header_.num_classes, "label {} of sample {} is out of range [0, {})", y[i],
@@ -133,8 +127,7 @@ void ShardWriter::append(const void* x, const int32_t* y, int64_t count) {
     for (int i = 0; i < header_.sample_shape.ndim(); ++i) x_dims.push_back(hsize_t(header_.sample_shape[i]));
     h5::Dataspace x_mem(h5::check(H5Screate_simple(rank, x_dims.data(), nullptr), "cannot create dataspace"));
     const hid_t x_type = header_.dtype == SampleDType::u8 ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT;
-    h5::check_status(H5Dwrite(x_.get(), x_type, x_mem.get(), x_file.get(), H5P_DEFAULT, x),
-                     "cannot write /x");
+    h5::check_status(H5Dwrite(x_.get(), x_type, x_mem.get(), x_file.get(), H5P_DEFAULT, x), "cannot write /x");
 
     h5::Dataspace y_file = select_rows(y_, written_, count, 1);
     const hsize_t y_elems = hsize_t(count);
@@ -174,8 +167,7 @@ void remove_stale_shards(const std::string& dir, int shards) {
     if (format_v1::parse_shard_file_name(name, &index) && (tmp || index >= shards)) {
       std::error_code remove_ec;
       std::filesystem::remove(it->path(), remove_ec);
-      ST_CHECK(!remove_ec, "{}: cannot remove stale shard file: {}", it->path().string(),
-               remove_ec.message());
+      ST_CHECK(!remove_ec, "{}: cannot remove stale shard file: {}", it->path().string(), remove_ec.message());
     }
   }
   ST_CHECK(!ec, "{}: cannot list directory: {}", dir, ec.message());

@@ -51,8 +51,7 @@ class ShardWriter {
 };
 
 // Writes a whole shard held in memory: x is header.num_samples samples.
-void write_shard(const std::string& path, const format_v1::ShardHeader& header, const void* x,
-                 const int32_t* y);
+void write_shard(const std::string& path, const format_v1::ShardHeader& header, const void* x, const int32_t* y);
 
 // Removes shard files (and leftover .tmp files) of an earlier run with more
 // than `shards` shards from `dir`, so that it holds exactly this run's; an

@@ -32,13 +32,13 @@ Split read_split(const std::string& source_dir, const std::string& name, const s
   Split split{name, read_idx_gz(images_path, kIdxImagesMagic), read_idx_gz(labels_path, kIdxLabelsMagic)};
 
   const std::vector<int64_t>& dims = split.images.dims;
-  ST_CHECK(dims[1] == kRows && dims[2] == kCols, "{}: images are {}x{}, Fashion-MNIST's are {}x{}",
-           images_path, dims[1], dims[2], kRows, kCols);
-  ST_CHECK(dims[0] == split.labels.dims[0], "{} has {} images but {} has {} labels", images_path, dims[0],
-           labels_path, split.labels.dims[0]);
+  ST_CHECK(dims[1] == kRows && dims[2] == kCols, "{}: images are {}x{}, Fashion-MNIST's are {}x{}", images_path,
+           dims[1], dims[2], kRows, kCols);
+  ST_CHECK(dims[0] == split.labels.dims[0], "{} has {} images but {} has {} labels", images_path, dims[0], labels_path,
+           split.labels.dims[0]);
   for (size_t i = 0; i < split.labels.data.size(); ++i) {
-    ST_CHECK(split.labels.data[i] < kClasses, "{}: label {} of sample {} is not a class in [0, {})",
-             labels_path, split.labels.data[i], i, kClasses);
+    ST_CHECK(split.labels.data[i] < kClasses, "{}: label {} of sample {} is not a class in [0, {})", labels_path,
+             split.labels.data[i], i, kClasses);
   }
   return split;
 }

@@ -52,28 +52,17 @@ bool has_object(hid_t file, const std::string& name) {
 std::string type_name(hid_t type) {
   const size_t bytes = H5Tget_size(type);
   switch (H5Tget_class(type)) {
-    case H5T_INTEGER:
-      return (H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(8 * bytes);
-    case H5T_FLOAT:
-      return "float" + std::to_string(8 * bytes);
-    case H5T_STRING:
-      return "string";
-    case H5T_BITFIELD:
-      return "bitfield";
-    case H5T_OPAQUE:
-      return "opaque";
-    case H5T_COMPOUND:
-      return "compound";
-    case H5T_REFERENCE:
-      return "reference";
-    case H5T_ENUM:
-      return "enum (e.g. bool)";
-    case H5T_VLEN:
-      return "variable-length";
-    case H5T_ARRAY:
-      return "array";
-    default:
-      return "unknown type";
+    case H5T_INTEGER: return (H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(8 * bytes);
+    case H5T_FLOAT: return "float" + std::to_string(8 * bytes);
+    case H5T_STRING: return "string";
+    case H5T_BITFIELD: return "bitfield";
+    case H5T_OPAQUE: return "opaque";
+    case H5T_COMPOUND: return "compound";
+    case H5T_REFERENCE: return "reference";
+    case H5T_ENUM: return "enum (e.g. bool)";
+    case H5T_VLEN: return "variable-length";
+    case H5T_ARRAY: return "array";
+    default: return "unknown type";
   }
 }
 

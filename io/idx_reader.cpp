@@ -65,8 +65,8 @@ IdxArray read_idx_gz(const std::string& path, uint32_t expected_magic) {
   ST_CHECK(gzdirect(f.get()) == 0, "{}: not a gzip file", path);
   ST_CHECK(got == 4, "{}: truncated header ({} of 4 bytes)", path, got);
   const uint32_t magic = big_endian_u32(header);
-  ST_CHECK(magic == expected_magic, "{}: magic number 0x{:08x}, expected 0x{:08x} ({})", path, magic,
-           expected_magic, expected_magic == kIdxImagesMagic ? "idx3 images" : "idx1 labels");
+  ST_CHECK(magic == expected_magic, "{}: magic number 0x{:08x}, expected 0x{:08x} ({})", path, magic, expected_magic,
+           expected_magic == kIdxImagesMagic ? "idx3 images" : "idx1 labels");
 
   IdxArray array;
   const size_t ndims = magic & 0xff;
@@ -96,15 +96,15 @@ IdxArray read_idx_gz(const std::string& path, uint32_t expected_magic) {
     int code = Z_OK;
     gzerror(f.get(), &code);
     throw Error(fmt::format("{}: truncated{}: payload is {} bytes, the header ({}) declares {}", path,
-                            code == Z_BUF_ERROR ? " (the gzip stream is cut off)" : "", have,
-                            dims_str(array.dims), payload));
+                            code == Z_BUF_ERROR ? " (the gzip stream is cut off)" : "", have, dims_str(array.dims),
+                            payload));
   }
 
   uint8_t extra[1 << 16];
   size_t trailing = 0;
   for (size_t n; (n = read_up_to(f.get(), path, extra, sizeof extra)) > 0;) trailing += n;
-  ST_CHECK(trailing == 0, "{}: {} bytes of trailing garbage after the declared payload of {} bytes ({})",
-           path, trailing, payload, dims_str(array.dims));
+  ST_CHECK(trailing == 0, "{}: {} bytes of trailing garbage after the declared payload of {} bytes ({})", path,
+           trailing, payload, dims_str(array.dims));
   return array;
 }
 

@@ -17,8 +17,7 @@ void validate(const StageOptions& st) {
   ST_CHECK(!st.enabled || !st.cache_dir.empty(), "io.stage.enabled needs io.stage.cache_dir");
   ST_CHECK(st.rate_mb_s >= 0, "io.stage.rate_mb_s must not be negative (0 = unlimited), got {}", st.rate_mb_s);
   ST_CHECK(st.block_kib >= 4, "io.stage.block_kib must be at least 4, got {}", st.block_kib);
-  ST_CHECK(st.capacity_gb >= 0, "io.stage.capacity_gb must not be negative (0 = no limit), got {}",
-           st.capacity_gb);
+  ST_CHECK(st.capacity_gb >= 0, "io.stage.capacity_gb must not be negative (0 = no limit), got {}", st.capacity_gb);
 }
 
 }  // namespace shardtrain::io

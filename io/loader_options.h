@@ -13,11 +13,12 @@ namespace shardtrain::io {
 
 enum class LoaderMode { memory, stream };
 enum class Transfer { independent, collective };  // HDF5 MPI-IO transfer of the stream loader
-enum class SampleOrder { global, shard };          // a global shuffle, or shards in order then a window
-enum class LastBatch { drop, pad };                // the last partial global batch of an epoch
+enum class SampleOrder { global, shard };         // a global shuffle, or shards in order then a window
+enum class LastBatch { drop, pad };               // the last partial global batch of an epoch
 
 inline std::span<const EnumName<LoaderMode>> enum_names(LoaderMode) {
-  static constexpr std::array<EnumName<LoaderMode>, 2> n = {{{LoaderMode::memory, "memory"}, {LoaderMode::stream, "stream"}}};
+  static constexpr std::array<EnumName<LoaderMode>, 2> n = {
+      {{LoaderMode::memory, "memory"}, {LoaderMode::stream, "stream"}}};
   return n;
 }
 inline std::span<const EnumName<Transfer>> enum_names(Transfer) {
@@ -26,7 +27,8 @@ inline std::span<const EnumName<Transfer>> enum_names(Transfer) {
   return n;
 }
 inline std::span<const EnumName<SampleOrder>> enum_names(SampleOrder) {
-  static constexpr std::array<EnumName<SampleOrder>, 2> n = {{{SampleOrder::global, "global"}, {SampleOrder::shard, "shard"}}};
+  static constexpr std::array<EnumName<SampleOrder>, 2> n = {
+      {{SampleOrder::global, "global"}, {SampleOrder::shard, "shard"}}};
   return n;
 }
 inline std::span<const EnumName<LastBatch>> enum_names(LastBatch) {
@@ -36,13 +38,13 @@ inline std::span<const EnumName<LastBatch>> enum_names(LastBatch) {
 
 struct LoaderOptions {
   LoaderMode mode = LoaderMode::memory;
-  int64_t prefetch_batches = 4;             // stream: ready batches queued ahead of training
+  int64_t prefetch_batches = 4;               // stream: ready batches queued ahead of training
   Transfer transfer = Transfer::independent;  // stream (docs/io.md)
-  bool cold_cache = false;                  // stream: drop the shards' pages after reading them
-  bool verify_checksums = false;            // stream: check the shards against the manifest's CRC-32 first
-  SampleOrder order = SampleOrder::global;  // sampler
-  int64_t shuffle_window = 0;               // order = shard: samples shuffled together (0: one shard)
-  LastBatch last_batch = LastBatch::drop;   // sampler
+  bool cold_cache = false;                    // stream: drop the shards' pages after reading them
+  bool verify_checksums = false;              // stream: check the shards against the manifest's CRC-32 first
+  SampleOrder order = SampleOrder::global;    // sampler
+  int64_t shuffle_window = 0;                 // order = shard: samples shuffled together (0: one shard)
+  LastBatch last_batch = LastBatch::drop;     // sampler
   // stream: deliver the samples' stored bytes (LoadedBatch::raw) instead of
   // normalized floats: token ids of text data. Set by the trainer for a
   // language model, not a config key.
@@ -53,11 +55,11 @@ struct LoaderOptions {
 // directory while training runs ([io.stage], io/cache.h).
 struct StageOptions {
   bool enabled = false;
-  std::string cache_dir;        // local directory (created); shards land in <cache_dir>/<split dir name>/
-  double rate_mb_s = 0;         // copy rate limit in MB/s (10^6 bytes); 0 = unlimited
-  int64_t block_kib = 1024;     // write block size
-  double capacity_gb = 0;       // evict least recently used shards past this (0 = unlimited)
-  bool verify = true;           // check each copy against the manifest's checksum
+  std::string cache_dir;     // local directory (created); shards land in <cache_dir>/<split dir name>/
+  double rate_mb_s = 0;      // copy rate limit in MB/s (10^6 bytes); 0 = unlimited
+  int64_t block_kib = 1024;  // write block size
+  double capacity_gb = 0;    // evict least recently used shards past this (0 = unlimited)
+  bool verify = true;        // check each copy against the manifest's checksum
 };
 
 // An Error naming the [data] or [io.stage] key out of range, or a

@@ -160,8 +160,7 @@ std::string format_manifest(const nlohmann::ordered_json& j) {
     out += fmt::format("  {}: ", nlohmann::json(it.key()).dump());
     if (it.key() == "shards") {
       out += "[\n";
-      for (size_t i = 0; i < it->size(); ++i)
-        out += "    " + (*it)[i].dump() + (i + 1 < it->size() ? ",\n" : "\n");
+      for (size_t i = 0; i < it->size(); ++i) out += "    " + (*it)[i].dump() + (i + 1 < it->size() ? ",\n" : "\n");
       out += "  ]";
     } else {
       out += it->dump();

@@ -19,18 +19,18 @@ namespace shardtrain::io {
 inline constexpr const char* kManifestFile = "manifest.json";
 
 struct ManifestShard {
-  std::string file;         // "part-00000.h5", relative to the split directory
+  std::string file;  // "part-00000.h5", relative to the split directory
   int64_t num_samples = 0;
-  int64_t bytes = 0;        // file size
-  uint32_t crc32 = 0;       // zlib CRC-32 of the whole file
+  int64_t bytes = 0;   // file size
+  uint32_t crc32 = 0;  // zlib CRC-32 of the whole file
 };
 
 struct Manifest {
   std::string split;
   int32_t num_classes = 0;
-  Shape sample_shape;       // no batch dimension
+  Shape sample_shape;  // no batch dimension
   SampleDType dtype = SampleDType::u8;
-  int64_t num_samples = 0;  // sum over shards
+  int64_t num_samples = 0;            // sum over shards
   std::vector<ManifestShard> shards;  // in shard order
 };
 

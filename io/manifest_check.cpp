@@ -31,15 +31,14 @@ int64_t size_of(const std::string& path) {
 // rewritten; either way its contents are not what the checksum describes.
 void check_size(const std::string& path, int64_t actual, int64_t expected, const std::string& source) {
   ST_CHECK(actual >= expected, "{}: truncated: {} bytes, {} says {} {}", path, actual, source, expected, kHint);
-  ST_CHECK(actual == expected, "{}: {} bytes, {} says {}: the file changed after the manifest was written {}",
-           path, actual, source, expected, kHint);
+  ST_CHECK(actual == expected, "{}: {} bytes, {} says {}: the file changed after the manifest was written {}", path,
+           actual, source, expected, kHint);
 }
 
 template <typename T>
 void check_field(const std::string& path, const char* what, const T& in_file, const T& in_manifest,
                  const std::string& manifest) {
-  ST_CHECK(in_file == in_manifest, "{}: {} is {} but {} says {} {}", path, what, in_file, manifest, in_manifest,
-           kHint);
+  ST_CHECK(in_file == in_manifest, "{}: {} is {} but {} says {} {}", path, what, in_file, manifest, in_manifest, kHint);
 }
 
 }  // namespace
@@ -67,8 +66,8 @@ void check_manifest_against_files(const std::string& split_dir, const Manifest& 
   // 2. No shard the manifest does not know: the loader would read it too.
   for (const std::string& path : format_v1::list_shard_files(split_dir)) {
     const std::string name = fs::path(path).filename().string();
-    ST_CHECK(listed.contains(name), "{}: shard file not listed in {}, which lists {} shards {}", path,
-             manifest_file, manifest.shards.size(), kHint);
+    ST_CHECK(listed.contains(name), "{}: shard file not listed in {}, which lists {} shards {}", path, manifest_file,
+             manifest.shards.size(), kHint);
   }
 
   // 3. Sizes, then what each file's header declares.

@@ -14,8 +14,9 @@ h5::PropList file_access(MPI_Comm comm) {
 
 h5::PropList transfer(Transfer mode) {
   h5::PropList dxpl(h5::check(H5Pcreate(H5P_DATASET_XFER), "cannot create transfer properties"));
-  h5::check_status(H5Pset_dxpl_mpio(dxpl.get(), mode == Transfer::collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
-                   "cannot set the transfer mode");
+  h5::check_status(
+      H5Pset_dxpl_mpio(dxpl.get(), mode == Transfer::collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
+      "cannot set the transfer mode");
   return dxpl;
 }
 

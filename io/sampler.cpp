@@ -14,8 +14,7 @@ constexpr uint64_t kWindowStream = 0x77696e64;   // "wind": one window's shuffle
 
 // Fisher-Yates over [first, last), drawing from `rng`.
 void shuffle(int64_t* first, int64_t* last, Rng& rng) {
-  for (int64_t i = last - first - 1; i > 0; --i)
-    std::swap(first[i], first[rng.below(uint64_t(i) + 1)]);
+  for (int64_t i = last - first - 1; i > 0; --i) std::swap(first[i], first[rng.below(uint64_t(i) + 1)]);
 }
 }  // namespace
 
@@ -31,11 +30,10 @@ SamplerOptions sampler_options(const LoaderOptions& loader, std::vector<int64_t>
 Sampler::Sampler(int64_t num_samples, int64_t global_batch, int rank, int world_size, uint64_t seed,
                  SamplerOptions options)
     : num_samples_(num_samples), global_batch_(global_batch), seed_(seed), options_(std::move(options)) {
-  ST_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "bad rank {} of world {}", rank,
-           world_size);
+  ST_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "bad rank {} of world {}", rank, world_size);
   ST_CHECK(global_batch >= world_size,
-           "train.global_batch_size {} is smaller than the world size {}: every rank needs samples",
-           global_batch, world_size);
+           "train.global_batch_size {} is smaller than the world size {}: every rank needs samples", global_batch,
+           world_size);
   // Also what makes padding simple: the padded tail (< G samples) never wraps
   // around the order more than once.
   ST_CHECK(num_samples >= global_batch,
@@ -48,14 +46,12 @@ Sampler::Sampler(int64_t num_samples, int64_t global_batch, int rank, int world_
     ST_CHECK(std::all_of(sizes.begin(), sizes.end(), [](int64_t s) { return s >= 0; }),
              "a shard has a negative sample count");
     const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
-    ST_CHECK(total == num_samples,
-             "data.order = \"shard\": the {} shards hold {} samples, the training split {}",
+    ST_CHECK(total == num_samples, "data.order = \"shard\": the {} shards hold {} samples, the training split {}",
              sizes.size(), total, num_samples);
     ST_CHECK(options_.window >= 0, "data.shuffle_window must not be negative ({})", options_.window);
     if (options_.window == 0) options_.window = *std::max_element(sizes.begin(), sizes.end());
   }
-  batches_per_epoch_ = options_.pad_last ? (num_samples + global_batch - 1) / global_batch
-                                         : num_samples / global_batch;
+  batches_per_epoch_ = options_.pad_last ? (num_samples + global_batch - 1) / global_batch : num_samples / global_batch;
   local_begin_ = global_batch * rank / world_size;
   local_end_ = global_batch * (rank + 1) / world_size;
 }
@@ -97,8 +93,8 @@ void Sampler::order_for(int64_t epoch) {
 
 void Sampler::batch_indices(int64_t epoch, int64_t batch, std::vector<int64_t>& out) {
   ST_CHECK(epoch >= 0, "epoch {} is negative", epoch);
-  ST_CHECK(batch >= 0 && batch < batches_per_epoch_, "batch {} out of range (an epoch has {})",
-           batch, batches_per_epoch_);
+  ST_CHECK(batch >= 0 && batch < batches_per_epoch_, "batch {} out of range (an epoch has {})", batch,
+           batches_per_epoch_);
   order_for(epoch);
   out.resize(size_t(local_end_ - local_begin_));
   for (int64_t i = local_begin_; i < local_end_; ++i) {

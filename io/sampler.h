@@ -56,8 +56,8 @@ struct SamplerOptions {
   // "shard" needs them: samples per shard, in file order; shard s holds the
   // sample indices following those of shards 0..s-1. They must sum to n.
   std::vector<int64_t> shard_sizes;
-  int64_t window = 0;                // shard order: samples shuffled together; 0 = the largest shard
-  bool pad_last = false;             // pad the last partial global batch instead of dropping it
+  int64_t window = 0;     // shard order: samples shuffled together; 0 = the largest shard
+  bool pad_last = false;  // pad the last partial global batch instead of dropping it
 };
 
 // The sampler's options from the [data] config; shard_sizes as above (only
@@ -74,9 +74,7 @@ class Sampler {
   int64_t num_samples() const { return num_samples_; }
   // Samples per epoch not trained on (drop) or trained on twice (pad).
   int64_t dropped_samples() const { return options_.pad_last ? 0 : num_samples_ % global_batch_; }
-  int64_t padded_samples() const {
-    return options_.pad_last ? batches_per_epoch_ * global_batch_ - num_samples_ : 0;
-  }
+  int64_t padded_samples() const { return options_.pad_last ? batches_per_epoch_ * global_batch_ - num_samples_ : 0; }
   // This rank's share of every global batch.
   int64_t local_batch() const { return local_end_ - local_begin_; }
   // Offset of this rank's share within the global batch.
@@ -87,9 +85,7 @@ class Sampler {
   // The position of the step-th global batch since the start of training
   // (step 0 = epoch 0, batch 0), and back.
   SamplerPosition position_of(int64_t step) const;
-  int64_t step_of(SamplerPosition position) const {
-    return position.epoch * batches_per_epoch_ + position.batch;
-  }
+  int64_t step_of(SamplerPosition position) const { return position.epoch * batches_per_epoch_ + position.batch; }
 
   // This rank's sample indices of global batch `batch` of `epoch`. Not const
   // (and one thread at a time): the epoch's order is built on first use, in

@@ -15,13 +15,11 @@ using namespace format_v1;
 
 h5::Dataset open_dataset(hid_t file, const char* name) {
   ST_CHECK(h5::has_object(file, name), "dataset {} is missing", name);
-  return h5::Dataset(
-      h5::check(H5Dopen2(file, name, H5P_DEFAULT), fmt::format("cannot open dataset {}", name)));
+  return h5::Dataset(h5::check(H5Dopen2(file, name, H5P_DEFAULT), fmt::format("cannot open dataset {}", name)));
 }
 
 std::vector<hsize_t> extent(const h5::Dataset& dataset, const char* name) {
-  h5::Dataspace space(
-      h5::check(H5Dget_space(dataset.get()), fmt::format("cannot read the shape of {}", name)));
+  h5::Dataspace space(h5::check(H5Dget_space(dataset.get()), fmt::format("cannot read the shape of {}", name)));
   const int rank = H5Sget_simple_extent_ndims(space.get());
   h5::check_status(rank, fmt::format("cannot read the shape of {}", name));
   std::vector<hsize_t> dims(size_t(rank), 0);
@@ -47,8 +45,8 @@ void ShardReader::read_root_attributes() {
   const std::string format = h5::read_string_attribute(root, kAttrFormat);
   ST_CHECK(format == kFormat, "attribute '{}' is '{}', expected '{}'", kAttrFormat, format, kFormat);
   const int64_t version = h5::read_int_attribute(root, kAttrVersion);
-  ST_CHECK(version == kVersion, "{} {} is not supported (this shardtrain reads version {})", kAttrVersion,
-           version, kVersion);
+  ST_CHECK(version == kVersion, "{} {} is not supported (this shardtrain reads version {})", kAttrVersion, version,
+           kVersion);
 
   header_.split = h5::read_string_attribute(root, kAttrSplit);
   ST_CHECK(!header_.split.empty(), "attribute '{}' is empty", kAttrSplit);
@@ -56,11 +54,10 @@ void ShardReader::read_root_attributes() {
   ST_CHECK(classes > 0 && classes <= std::numeric_limits<int32_t>::max(),
            "attribute '{}' is {}, it must be a positive int32", kAttrNumClasses, classes);
   const int64_t shards = h5::read_int_attribute(root, kAttrNumShards);
-  ST_CHECK(shards >= 1 && shards <= 99999, "attribute '{}' is {}, it must be in [1, 99999]", kAttrNumShards,
-           shards);
+  ST_CHECK(shards >= 1 && shards <= 99999, "attribute '{}' is {}, it must be in [1, 99999]", kAttrNumShards, shards);
   const int64_t index = h5::read_int_attribute(root, kAttrShardIndex);
-  ST_CHECK(index >= 0 && index < shards, "attribute '{}' is {}, it must be in [0, {}) ({} = {})",
-           kAttrShardIndex, index, shards, kAttrNumShards, shards);
+  ST_CHECK(index >= 0 && index < shards, "attribute '{}' is {}, it must be in [0, {}) ({} = {})", kAttrShardIndex,
+           index, shards, kAttrNumShards, shards);
   header_.num_classes = int32_t(classes);
   header_.num_shards = int32_t(shards);
   header_.shard_index = int32_t(index);
@@ -92,8 +89,7 @@ void ShardReader::open_x() {
 
     // Optional; absent means the identity on x (or x/255 for uint8).
     const hid_t x = x_.get();
-    if (h5::has_attribute(x, kAttrMean))
-      header_.normalize_mean = float(h5::read_float_attribute(x, kAttrMean));
+    if (h5::has_attribute(x, kAttrMean)) header_.normalize_mean = float(h5::read_float_attribute(x, kAttrMean));
     if (h5::has_attribute(x, kAttrStd)) header_.normalize_std = float(h5::read_float_attribute(x, kAttrStd));
     ST_CHECK(std::isfinite(header_.normalize_mean), "attribute '{}' is {}, it must be finite", kAttrMean,
              header_.normalize_mean);
@@ -129,8 +125,7 @@ void ShardReader::read_x(int64_t first, int64_t count, void* out) const {
     h5::check_status(
         H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, counts.data(), nullptr),
         "cannot select samples");
-    h5::Dataspace mem_space(
-        h5::check(H5Screate_simple(rank, counts.data(), nullptr), "cannot create dataspace"));
+    h5::Dataspace mem_space(h5::check(H5Screate_simple(rank, counts.data(), nullptr), "cannot create dataspace"));
     const hid_t mem_type = header_.dtype == SampleDType::u8 ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT;
     h5::check_status(H5Dread(x_.get(), mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, out),
                      fmt::format("cannot read samples [{}, {})", first, first + count));
@@ -146,8 +141,8 @@ std::vector<int32_t> ShardReader::read_labels() const {
   });
   for (size_t i = 0; i < labels.size(); ++i) {
     ST_CHECK(labels[i] >= 0 && labels[i] < header_.num_classes,
-             "{}: label {} of sample {} (/y[{}]) is out of range [0, {}) (num_classes {})", path_, labels[i],
-             i, i, header_.num_classes, header_.num_classes);
+             "{}: label {} of sample {} (/y[{}]) is out of range [0, {}) (num_classes {})", path_, labels[i], i, i,
+             header_.num_classes, header_.num_classes);
   }
   return labels;
 }

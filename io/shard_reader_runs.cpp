@@ -37,9 +37,9 @@ void ShardReader::read_x_runs(const std::vector<Run>& runs, void* out, hid_t dxp
         ST_ASSERT(r.first >= 0 && r.count > 0 && r.first + r.count <= header_.num_samples);
         start[0] = hsize_t(r.first);
         count[0] = hsize_t(r.count);
-        h5::check_status(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
-                                             count.data(), nullptr),
-                         "cannot select samples");
+        h5::check_status(
+            H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
+            "cannot select samples");
         mem_space = h5::Dataspace(h5::check(H5Screate_simple(rank, count.data(), nullptr), "cannot create dataspace"));
       } catch (...) {
         if (!first_error) first_error = std::current_exception();

@@ -49,19 +49,19 @@ void check_shard_set(const std::string& path, const std::vector<ShardReader>& sh
   std::vector<const ShardReader*> by_index(size_t(num_shards), nullptr);
   for (const ShardReader& shard : shards) {
     const ShardReader*& slot = by_index[size_t(shard.header().shard_index)];
-    ST_CHECK(slot == nullptr, "{}: {} and {} both have shard_index {}", path, slot ? slot->path() : "",
-             shard.path(), shard.header().shard_index);
+    ST_CHECK(slot == nullptr, "{}: {} and {} both have shard_index {}", path, slot ? slot->path() : "", shard.path(),
+             shard.header().shard_index);
     slot = &shard;
   }
   for (int i = 0; i < num_shards; ++i) {
     ST_CHECK(by_index[size_t(i)] != nullptr,
-             "{}: shard {} of {} is missing (num_shards is {} but {} shard file(s) were found)", path, i,
-             num_shards, num_shards, shards.size());
+             "{}: shard {} of {} is missing (num_shards is {} but {} shard file(s) were found)", path, i, num_shards,
+             num_shards, shards.size());
   }
   for (size_t i = 0; i < shards.size(); ++i) {
     ST_CHECK(shards[i].header().shard_index == int32_t(i),
-             "{}: has shard_index {} but is file {} in name order (shards are read in name order)",
-             shards[i].path(), shards[i].header().shard_index, i);
+             "{}: has shard_index {} but is file {} in name order (shards are read in name order)", shards[i].path(),
+             shards[i].header().shard_index, i);
   }
 }
 

@@ -76,9 +76,9 @@ struct StreamLoader::Impl {
   // One batch's reads on this rank: its samples sorted (with their place in
   // the batch) and, per shard, the runs of consecutive samples.
   struct Plan {
-    std::vector<std::pair<int64_t, int64_t>> order;  // (sample, position in the batch)
+    std::vector<std::pair<int64_t, int64_t>> order;   // (sample, position in the batch)
     std::vector<std::vector<ShardReader::Run>> runs;  // per shard
-    std::vector<size_t> first;                       // per shard: its first entry in order
+    std::vector<size_t> first;                        // per shard: its first entry in order
   };
   void plan_batch(const std::vector<int64_t>& indices, Plan& plan) const;
   void reopen_cached_shards();
@@ -94,8 +94,8 @@ struct StreamLoader::Impl {
   void read_batch(const Plan& plan, const std::vector<int64_t>& calls, LoadedBatch& out);
 };
 
-StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, int64_t global_batch,
-                           uint64_t seed, ShardLocator locator)
+StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, int64_t global_batch, uint64_t seed,
+                           ShardLocator locator)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.split_dir = std::move(split_dir);
@@ -105,8 +105,7 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
   MPI_Query_thread(&thread_level);
   ST_CHECK(thread_level == MPI_THREAD_MULTIPLE,
            "the streaming loader calls MPI from its own thread: MPI must be initialized with MPI_THREAD_MULTIPLE");
-  ST_CHECK(options.prefetch_batches >= 1, "data.prefetch_batches must be at least 1, got {}",
-           options.prefetch_batches);
+  ST_CHECK(options.prefetch_batches >= 1, "data.prefetch_batches must be at least 1, got {}", options.prefetch_batches);
   MPI_Comm_dup(MPI_COMM_WORLD, &m.comm);
   int rank = 0, world = 1;
   MPI_Comm_rank(m.comm, &rank);
@@ -151,8 +150,8 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     info_.normalize_mean = h0.normalize_mean;
     info_.normalize_std = h0.normalize_std;
     m.sample_bytes = size_t(info_.sample_numel()) * format_v1::dtype_size(info_.dtype);
-    m.sampler = std::make_unique<Sampler>(total, global_batch, rank, world, seed,
-                                          sampler_options(options, shard_sizes_));
+    m.sampler =
+        std::make_unique<Sampler>(total, global_batch, rank, world, seed, sampler_options(options, shard_sizes_));
     m.info = info_;
   } catch (const std::exception& e) {
     problem = e.what();
@@ -387,8 +386,7 @@ void StreamLoader::Impl::plan_batch(const std::vector<int64_t>& indices, Plan& p
   ST_ASSERT(at == plan.order.size());
 }
 
-void StreamLoader::Impl::read_batch(const Plan& plan, const std::vector<int64_t>& calls,
-                                    LoadedBatch& out) {
+void StreamLoader::Impl::read_batch(const Plan& plan, const std::vector<int64_t>& calls, LoadedBatch& out) {
   out.bytes = out.requests = out.read_calls = 0;
   out.read_s = 0;
   thread_local std::vector<uint8_t> raw;

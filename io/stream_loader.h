@@ -42,23 +42,23 @@ namespace shardtrain::io {
 // One global batch's slice for this rank, ready for training.
 struct LoadedBatch {
   int64_t epoch = 0, batch = 0;
-  std::vector<float> x;        // local_batch * sample_numel, normalized (empty with options.raw)
-  std::vector<uint8_t> raw;    // options.raw: local_batch samples as stored (uint8 splits)
-  std::vector<int32_t> y;      // local_batch
+  std::vector<float> x;      // local_batch * sample_numel, normalized (empty with options.raw)
+  std::vector<uint8_t> raw;  // options.raw: local_batch samples as stored (uint8 splits)
+  std::vector<int32_t> y;    // local_batch
   // What reading it cost (this rank).
-  int64_t bytes = 0;           // sample bytes read
-  int64_t requests = 0;        // runs of consecutive samples (hyperslabs) read
-  int64_t read_calls = 0;      // H5Dread calls (one per shard touched)
-  double read_s = 0;           // time in H5Dread
+  int64_t bytes = 0;       // sample bytes read
+  int64_t requests = 0;    // runs of consecutive samples (hyperslabs) read
+  int64_t read_calls = 0;  // H5Dread calls (one per shard touched)
+  double read_s = 0;       // time in H5Dread
 };
 
 // Cumulative figures of the loader (a snapshot; thread-safe).
 struct LoaderStats {
   int64_t batches = 0, bytes = 0, requests = 0;
   double read_s = 0;
-  std::string transfer;            // requested: "collective" | "independent"
-  std::string actual_io_mode;      // what HDF5 did on this rank's last collective read of samples
-  std::string no_collective_cause; // why not collective, when it was not
+  std::string transfer;             // requested: "collective" | "independent"
+  std::string actual_io_mode;       // what HDF5 did on this rank's last collective read of samples
+  std::string no_collective_cause;  // why not collective, when it was not
 };
 
 // Which file to read a shard from: whether this node has it cached, and the

@@ -42,7 +42,6 @@ int32_t synthetic_label(uint64_t seed, int64_t index, int32_t num_classes);
 // holds shards or a manifest, and one on a file system without the space.
 // `progress` (may be empty) gets a line per shard, and per GiB within large
 // shards. Returns the manifest written.
-Manifest prep_synthetic(const SyntheticOptions& options,
-                        const std::function<void(const std::string&)>& progress = {});
+Manifest prep_synthetic(const SyntheticOptions& options, const std::function<void(const std::string&)>& progress = {});
 
 }  // namespace shardtrain::io

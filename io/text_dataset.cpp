@@ -79,8 +79,10 @@ TextPrepSummary prep_text(const TextPrepOptions& o, const std::function<void(con
   std::vector<uint8_t> windows;
   const int64_t n = text_windows(text, o.block_size, &windows);
   const int64_t n_test = std::max<int64_t>(1, std::llround(double(n) * o.test_fraction));
-  ST_CHECK(n - n_test >= 1, "prep text: {} bytes of text make {} window(s) of {} bytes: too few for a train and a "
-           "test split", text.size(), n, o.block_size + 1);
+  ST_CHECK(n - n_test >= 1,
+           "prep text: {} bytes of text make {} window(s) of {} bytes: too few for a train and a "
+           "test split",
+           text.size(), n, o.block_size + 1);
   const int64_t w = o.block_size + 1;
   const fs::path out(o.out_dir);
   write_text_split(out / "train", "train", windows.data(), n - n_test, w);

@@ -17,11 +17,11 @@
 namespace shardtrain::io {
 
 struct TextPrepOptions {
-  std::string out_dir;          // gets train/ and test/ split directories
-  std::string input;            // a text file; empty: the output of `command`
+  std::string out_dir;                                // gets train/ and test/ split directories
+  std::string input;                                  // a text file; empty: the output of `command`
   std::string command = "bible \"Gen1:1-Rev22:21\"";  // the default corpus (package bible-kjv)
-  int64_t block_size = 64;      // T: tokens a model reads per sample (samples hold T+1 bytes)
-  double test_fraction = 0.1;   // of the windows, from the end of the text
+  int64_t block_size = 64;                            // T: tokens a model reads per sample (samples hold T+1 bytes)
+  double test_fraction = 0.1;                         // of the windows, from the end of the text
 };
 
 struct TextPrepSummary {
@@ -40,7 +40,6 @@ int64_t text_windows(const std::vector<uint8_t>& text, int64_t block_size, std::
 
 // Reads the corpus, writes out_dir/train and out_dir/test (one shard each,
 // with manifest.json; earlier shards there are replaced).
-TextPrepSummary prep_text(const TextPrepOptions& options,
-                          const std::function<void(const std::string&)>& progress = {});
+TextPrepSummary prep_text(const TextPrepOptions& options, const std::function<void(const std::string&)>& progress = {});
 
 }  // namespace shardtrain::io

@@ -34,8 +34,10 @@ void use_cuda_device(int index) {
 #ifdef SHARDTRAIN_HAVE_CUDA
   cuda::init_device(index);
 #else
-  throw Error(fmt::format("CUDA device {} asked for, but this build has no CUDA backend "
-                          "(configure found no nvcc)", index));
+  throw Error(
+      fmt::format("CUDA device {} asked for, but this build has no CUDA backend "
+                  "(configure found no nvcc)",
+                  index));
 #endif
 }
 
@@ -43,8 +45,8 @@ void set_gpu_gemm_precision(const std::string& name) {
 #ifdef SHARDTRAIN_HAVE_CUDA
   cuda::set_gemm_precision(cuda::parse_gemm_precision(name));
 #else
-  ST_CHECK(name == "f32" || name == "tf32" || name == "bf16",
-           "GEMM precision \"{}\": expected f32, tf32 or bf16", name);
+  ST_CHECK(name == "f32" || name == "tf32" || name == "bf16", "GEMM precision \"{}\": expected f32, tf32 or bf16",
+           name);
 #endif
 }
 

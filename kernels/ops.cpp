@@ -46,8 +46,8 @@ bool on_gpu(const char* op, std::initializer_list<const Tensor*> tensors) {
     if (first == nullptr) {
       first = t;
     } else if (!(t->device() == first->device())) {
-      throw Error(fmt::format("{}: tensors on {} and {}; all must be on one device", op,
-                              first->device().str(), t->device().str()));
+      throw Error(fmt::format("{}: tensors on {} and {}; all must be on one device", op, first->device().str(),
+                              t->device().str()));
     }
   }
   const bool gpu = first != nullptr && !first->device().is_cpu();
@@ -58,8 +58,7 @@ bool on_gpu(const char* op, std::initializer_list<const Tensor*> tensors) {
 }
 
 void require_numel(const char* op, const Tensor& t, int64_t n, const char* what) {
-  ST_CHECK(t.numel() == n, "{}: {} has {} elements, expected {} (shape {})", op, what, t.numel(), n,
-           t.shape().str());
+  ST_CHECK(t.numel() == n, "{}: {} has {} elements, expected {} (shape {})", op, what, t.numel(), n, t.shape().str());
 }
 
 float* opt(const Tensor& t) { return t.defined() ? t.f32() : nullptr; }
@@ -84,27 +83,36 @@ void linear_forward(const Tensor& out, const Tensor& in, const Tensor& weight, c
   require_numel("linear_forward", in, N * IC, "input");
   require_numel("linear_forward", out, N * OC, "output");
   if (bias.defined()) require_numel("linear_forward", bias, OC, "bias");
-  if (gpu) { ST_GPU_ONLY(cuda::linear_forward(out.f32(), in.f32(), weight.f32(), opt(bias), N, IC, OC)); return; }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::linear_forward(out.f32(), in.f32(), weight.f32(), opt(bias), N, IC, OC));
+    return;
+  }
   cpu::linear_forward(out.f32(), in.f32(), weight.f32(), opt(bias), N, IC, OC);
 }
 
-void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias,
-                     const Tensor& dout, const Tensor& in, const Tensor& weight, bool accumulate) {
+void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                     const Tensor& in, const Tensor& weight, bool accumulate) {
   const bool gpu = ST_ON_GPU("linear_backward", {&din, &dweight, &dbias, &dout, &in, &weight});
   const int64_t OC = weight.dim(0), IC = weight.dim(1), N = in.numel() / IC;
   require_numel("linear_backward", dout, N * OC, "output gradient");
   if (din.defined()) require_numel("linear_backward", din, N * IC, "input gradient");
   require_numel("linear_backward", dweight, OC * IC, "weight gradient");
   if (dbias.defined()) require_numel("linear_backward", dbias, OC, "bias gradient");
-  if (gpu) { ST_GPU_ONLY(cuda::linear_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), N, IC, OC, accumulate)); return; }
-  cpu::linear_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), N,
-                       IC, OC, accumulate);
+  if (gpu) {
+    ST_GPU_ONLY(cuda::linear_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), N, IC,
+                                      OC, accumulate));
+    return;
+  }
+  cpu::linear_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), N, IC, OC, accumulate);
 }
 
 void relu_forward(const Tensor& out, const Tensor& in) {
   const bool gpu = ST_ON_GPU("relu_forward", {&out, &in});
   require_numel("relu_forward", out, in.numel(), "output");
-  if (gpu) { ST_GPU_ONLY(cuda::relu_forward(out.f32(), in.f32(), in.numel())); return; }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::relu_forward(out.f32(), in.f32(), in.numel()));
+    return;
+  }
   cpu::relu_forward(out.f32(), in.f32(), in.numel());
 }
 
@@ -112,14 +120,20 @@ void relu_backward(const Tensor& din, const Tensor& dout, const Tensor& out) {
   const bool gpu = ST_ON_GPU("relu_backward", {&din, &dout, &out});
   require_numel("relu_backward", din, out.numel(), "input gradient");
   require_numel("relu_backward", dout, out.numel(), "output gradient");
-  if (gpu) { ST_GPU_ONLY(cuda::relu_backward(din.f32(), dout.f32(), out.f32(), out.numel())); return; }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::relu_backward(din.f32(), dout.f32(), out.f32(), out.numel()));
+    return;
+  }
   cpu::relu_backward(din.f32(), dout.f32(), out.f32(), out.numel());
 }
 
 void gelu_forward(const Tensor& out, const Tensor& in) {
   const bool gpu = ST_ON_GPU("gelu_forward", {&out, &in});
   require_numel("gelu_forward", out, in.numel(), "output");
-  if (gpu) { ST_GPU_ONLY(cuda::gelu_forward(out.f32(), in.f32(), in.numel())); return; }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::gelu_forward(out.f32(), in.f32(), in.numel()));
+    return;
+  }
   cpu::gelu_forward(out.f32(), in.f32(), in.numel());
 }
 
@@ -127,12 +141,15 @@ void gelu_backward(const Tensor& din, const Tensor& dout, const Tensor& in) {
   const bool gpu = ST_ON_GPU("gelu_backward", {&din, &dout, &in});
   require_numel("gelu_backward", din, in.numel(), "input gradient");
   require_numel("gelu_backward", dout, in.numel(), "output gradient");
-  if (gpu) { ST_GPU_ONLY(cuda::gelu_backward(din.f32(), dout.f32(), in.f32(), in.numel())); return; }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::gelu_backward(din.f32(), dout.f32(), in.f32(), in.numel()));
+    return;
+  }
   cpu::gelu_backward(din.f32(), dout.f32(), in.f32(), in.numel());
 }
 
-void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
-                    const Tensor& col, const kernels::Conv2dShape& s) {
+void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& col,
+                    const kernels::Conv2dShape& s) {
   const bool gpu = ST_ON_GPU("conv2d_forward", {&out, &in, &weight, &bias, &col});
   check_conv_shape("conv2d_forward", s);
   require_numel("conv2d_forward", in, s.B * s.C * s.H * s.W, "input");
@@ -140,13 +157,16 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, c
   require_numel("conv2d_forward", weight, s.OC * s.C * s.K * s.K, "weight");
   if (bias.defined()) require_numel("conv2d_forward", bias, s.OC, "bias");
   ST_CHECK(col.numel() >= s.col_floats(), "conv2d_forward: column workspace too small");
-  if (gpu) { ST_GPU_ONLY(cuda::conv2d_forward(out.f32(), in.f32(), weight.f32(), opt(bias), col.f32(), s)); return; }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::conv2d_forward(out.f32(), in.f32(), weight.f32(), opt(bias), col.f32(), s));
+    return;
+  }
   cpu::conv2d_forward(out.f32(), in.f32(), weight.f32(), opt(bias), col.f32(), s);
 }
 
-void conv2d_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias,
-                     const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& col,
-                     const kernels::Conv2dShape& s, bool accumulate) {
+void conv2d_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                     const Tensor& in, const Tensor& weight, const Tensor& col, const kernels::Conv2dShape& s,
+                     bool accumulate) {
   const bool gpu = ST_ON_GPU("conv2d_backward", {&din, &dweight, &dbias, &dout, &in, &weight, &col});
   check_conv_shape("conv2d_backward", s);
   require_numel("conv2d_backward", in, s.B * s.C * s.H * s.W, "input");
@@ -156,40 +176,50 @@ void conv2d_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbi
   require_numel("conv2d_backward", dout, s.B * s.OC * s.OH() * s.OW(), "output gradient");
   if (din.defined()) require_numel("conv2d_backward", din, s.B * s.C * s.H * s.W, "input gradient");
   ST_CHECK(col.numel() >= s.col_floats(), "conv2d_backward: column workspace too small");
-  if (gpu) { ST_GPU_ONLY(cuda::conv2d_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), col.f32(), s, accumulate)); return; }
-  cpu::conv2d_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(),
-                       col.f32(), s, accumulate);
+  if (gpu) {
+    ST_GPU_ONLY(cuda::conv2d_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(),
+                                      col.f32(), s, accumulate));
+    return;
+  }
+  cpu::conv2d_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), col.f32(), s,
+                       accumulate);
 }
 
-void maxpool2d_forward(const Tensor& out, const Tensor& argmax, const Tensor& in,
-                       const kernels::Pool2dShape& s) {
+void maxpool2d_forward(const Tensor& out, const Tensor& argmax, const Tensor& in, const kernels::Pool2dShape& s) {
   const bool gpu = ST_ON_GPU("maxpool2d_forward", {&out, &argmax, &in});
   check_pool_shape("maxpool2d_forward", s);
   require_numel("maxpool2d_forward", in, s.B * s.C * s.H * s.W, "input");
   require_numel("maxpool2d_forward", out, s.B * s.C * s.OH() * s.OW(), "output");
   require_numel("maxpool2d_forward", argmax, out.numel(), "arg-max indices");
-  if (gpu) { ST_GPU_ONLY(cuda::maxpool2d_forward(out.f32(), argmax.i32(), in.f32(), s)); return; }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::maxpool2d_forward(out.f32(), argmax.i32(), in.f32(), s));
+    return;
+  }
   cpu::maxpool2d_forward(out.f32(), argmax.i32(), in.f32(), s);
 }
 
-void maxpool2d_backward(const Tensor& din, const Tensor& dout, const Tensor& argmax,
-                        const kernels::Pool2dShape& s) {
+void maxpool2d_backward(const Tensor& din, const Tensor& dout, const Tensor& argmax, const kernels::Pool2dShape& s) {
   const bool gpu = ST_ON_GPU("maxpool2d_backward", {&din, &dout, &argmax});
   check_pool_shape("maxpool2d_backward", s);
   require_numel("maxpool2d_backward", din, s.B * s.C * s.H * s.W, "input gradient");
   require_numel("maxpool2d_backward", dout, s.B * s.C * s.OH() * s.OW(), "output gradient");
   require_numel("maxpool2d_backward", argmax, dout.numel(), "arg-max indices");
-  if (gpu) { ST_GPU_ONLY(cuda::maxpool2d_backward(din.f32(), dout.f32(), argmax.i32(), s)); return; }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::maxpool2d_backward(din.f32(), dout.f32(), argmax.i32(), s));
+    return;
+  }
   cpu::maxpool2d_backward(din.f32(), dout.f32(), argmax.i32(), s);
 }
 
-double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const int32_t* labels,
-                          float scale) {
+double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const int32_t* labels, float scale) {
   const bool gpu = ST_ON_GPU("softmax_xent", {&dlogits, &logits});
   require_numel("softmax_xent", dlogits, logits.numel(), "logit gradient");
-  if (gpu) { ST_GPU_ONLY(return cuda::softmax_xent_fused(dlogits.f32(), logits.f32(), labels, logits.shape().rows(), logits.shape().cols(), scale)); }
-  return cpu::softmax_xent_fused(dlogits.f32(), logits.f32(), labels, logits.shape().rows(),
-                                 logits.shape().cols(), scale);
+  if (gpu) {
+    ST_GPU_ONLY(return cuda::softmax_xent_fused(dlogits.f32(), logits.f32(), labels, logits.shape().rows(),
+                                                logits.shape().cols(), scale));
+  }
+  return cpu::softmax_xent_fused(dlogits.f32(), logits.f32(), labels, logits.shape().rows(), logits.shape().cols(),
+                                 scale);
 }
 
 void softmax_xent_fused_rows(const Tensor& dlogits, const Tensor& logits, const Tensor& labels, float scale,
@@ -202,7 +232,10 @@ void softmax_xent_fused_rows(const Tensor& dlogits, const Tensor& logits, const 
   ST_CHECK(labels.dtype() == DType::i32 && row_loss.dtype() == DType::f32,
            "softmax_xent_rows: labels must be i32 and row losses f32 (got {} and {})", dtype_name(labels.dtype()),
            dtype_name(row_loss.dtype()));
-  if (gpu) { ST_GPU_ONLY(cuda::softmax_xent_fused_rows(dlogits.f32(), logits.f32(), labels.i32(), N, C, scale, row_loss.f32())); return; }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::softmax_xent_fused_rows(dlogits.f32(), logits.f32(), labels.i32(), N, C, scale, row_loss.f32()));
+    return;
+  }
   cpu::softmax_xent_fused_rows(dlogits.f32(), logits.f32(), labels.i32(), N, C, scale, row_loss.f32());
 }
 
@@ -211,23 +244,29 @@ void check_token_ids(const int32_t* ids, int64_t n, int64_t vocab) { cpu::check_
 
 double softmax_xent_forward(const Tensor& logits, const int32_t* labels) {
   const bool gpu = ST_ON_GPU("softmax_xent", {&logits});
-  if (gpu) { ST_GPU_ONLY(return cuda::softmax_xent_forward(logits.f32(), labels, logits.shape().rows(), logits.shape().cols())); }
-  return cpu::softmax_xent_forward(logits.f32(), labels, logits.shape().rows(),
-                                   logits.shape().cols(), nullptr);
+  if (gpu) {
+    ST_GPU_ONLY(return cuda::softmax_xent_forward(logits.f32(), labels, logits.shape().rows(), logits.shape().cols()));
+  }
+  return cpu::softmax_xent_forward(logits.f32(), labels, logits.shape().rows(), logits.shape().cols(), nullptr);
 }
 
 int64_t count_correct(const Tensor& logits, const int32_t* labels) {
   const bool gpu = ST_ON_GPU("count_correct", {&logits});
-  if (gpu) { ST_GPU_ONLY(return cuda::count_correct(logits.f32(), labels, logits.shape().rows(), logits.shape().cols())); }
+  if (gpu) {
+    ST_GPU_ONLY(return cuda::count_correct(logits.f32(), labels, logits.shape().rows(), logits.shape().cols()));
+  }
   return cpu::count_correct(logits.f32(), labels, logits.shape().rows(), logits.shape().cols());
 }
 
-void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf,
-                const kernels::SgdParams& hp, bool first_step) {
+void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const kernels::SgdParams& hp,
+                bool first_step) {
   const bool gpu = ST_ON_GPU("sgd_update", {&param, &grad, &momentum_buf});
   require_numel("sgd_update", grad, param.numel(), "gradient");
   if (momentum_buf.defined()) require_numel("sgd_update", momentum_buf, param.numel(), "momentum");
-  if (gpu) { ST_GPU_ONLY(cuda::sgd_update(param.f32(), grad.f32(), opt(momentum_buf), param.numel(), hp, first_step)); return; }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::sgd_update(param.f32(), grad.f32(), opt(momentum_buf), param.numel(), hp, first_step));
+    return;
+  }
   cpu::sgd_update(param.f32(), grad.f32(), opt(momentum_buf), param.numel(), hp, first_step);
 }
 
@@ -237,7 +276,10 @@ void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, cons
   require_numel("adamw_update", grad, param.numel(), "gradient");
   require_numel("adamw_update", m, param.numel(), "first moment");
   require_numel("adamw_update", v, param.numel(), "second moment");
-  if (gpu) { ST_GPU_ONLY(cuda::adamw_update(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), hp, step)); return; }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::adamw_update(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), hp, step));
+    return;
+  }
   cpu::adamw_update(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), hp, step);
 }
 
@@ -248,16 +290,18 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
   require_numel("layernorm_forward", in, N * C, "input");
   require_numel("layernorm_forward", out, N * C, "output");
   require_numel("layernorm_forward", bias, C, "bias");
-  ST_CHECK(mean.numel() >= N && rstd.numel() >= N,
-           "layernorm_forward: mean/rstd hold fewer than {} rows", N);
-  if (gpu) { ST_GPU_ONLY(cuda::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), in.f32(), weight.f32(), bias.f32(), N, C, eps)); return; }
-  cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), in.f32(), weight.f32(), bias.f32(), N,
-                         C, eps);
+  ST_CHECK(mean.numel() >= N && rstd.numel() >= N, "layernorm_forward: mean/rstd hold fewer than {} rows", N);
+  if (gpu) {
+    ST_GPU_ONLY(
+        cuda::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), in.f32(), weight.f32(), bias.f32(), N, C, eps));
+    return;
+  }
+  cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), in.f32(), weight.f32(), bias.f32(), N, C, eps);
 }
 
-void layernorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias,
-                        const Tensor& dout, const Tensor& in, const Tensor& weight,
-                        const Tensor& mean, const Tensor& rstd, bool accumulate) {
+void layernorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                        const Tensor& in, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                        bool accumulate) {
   const bool gpu = ST_ON_GPU("layernorm_backward", {&din, &dweight, &dbias, &dout, &in, &weight, &mean, &rstd});
   ST_CHECK(din.defined(), "layernorm_backward: the input gradient is required");
   const int64_t C = weight.numel(), N = in.numel() / C;
@@ -265,20 +309,21 @@ void layernorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& 
   require_numel("layernorm_backward", dout, N * C, "output gradient");
   require_numel("layernorm_backward", dweight, C, "weight gradient");
   require_numel("layernorm_backward", dbias, C, "bias gradient");
-  ST_CHECK(mean.numel() >= N && rstd.numel() >= N,
-           "layernorm_backward: mean/rstd hold fewer than {} rows", N);
-  if (gpu) { ST_GPU_ONLY(cuda::layernorm_backward(din.f32(), dweight.f32(), dbias.f32(), dout.f32(), in.f32(), weight.f32(), mean.f32(), rstd.f32(), N, C, accumulate)); return; }
-  cpu::layernorm_backward(din.f32(), dweight.f32(), dbias.f32(), dout.f32(), in.f32(), weight.f32(),
-                          mean.f32(), rstd.f32(), N, C, accumulate);
+  ST_CHECK(mean.numel() >= N && rstd.numel() >= N, "layernorm_backward: mean/rstd hold fewer than {} rows", N);
+  if (gpu) {
+    ST_GPU_ONLY(cuda::layernorm_backward(din.f32(), dweight.f32(), dbias.f32(), dout.f32(), in.f32(), weight.f32(),
+                                         mean.f32(), rstd.f32(), N, C, accumulate));
+    return;
+  }
+  cpu::layernorm_backward(din.f32(), dweight.f32(), dbias.f32(), dout.f32(), in.f32(), weight.f32(), mean.f32(),
+                          rstd.f32(), N, C, accumulate);
 }
 
-void token_position_embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& wte,
-                                      const Tensor& wpe) {
+void token_position_embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& wte, const Tensor& wpe) {
   const bool gpu = ST_ON_GPU("embedding_forward", {&out, &ids, &wte, &wpe});
   const int64_t B = ids.dim(0), T = ids.numel() / B, V = wte.dim(0), C = wte.dim(1);
   ST_CHECK(wpe.dim(1) == C && wpe.dim(0) >= T,
-           "embedding_forward: position table {} does not cover {} positions of width {}",
-           wpe.shape().str(), T, C);
+           "embedding_forward: position table {} does not cover {} positions of width {}", wpe.shape().str(), T, C);
   require_numel("embedding_forward", out, B * T * C, "output");
   if (gpu) {
     ST_GPU_ONLY(cuda::embedding_forward(out.f32(), ids.i32(), wte.f32(), B * T, V, C));
@@ -289,13 +334,12 @@ void token_position_embedding_forward(const Tensor& out, const Tensor& ids, cons
   cpu::position_embedding_add(out.f32(), wpe.f32(), B, T, C);
 }
 
-void token_position_embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,
-                                       const Tensor& ids, bool accumulate) {
+void token_position_embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& ids,
+                                       bool accumulate) {
   const bool gpu = ST_ON_GPU("embedding_backward", {&dwte, &dwpe, &dout, &ids});
   const int64_t B = ids.dim(0), T = ids.numel() / B, V = dwte.dim(0), C = dwte.dim(1);
   ST_CHECK(dwpe.dim(1) == C && dwpe.dim(0) >= T,
-           "embedding_backward: position table {} does not cover {} positions of width {}",
-           dwpe.shape().str(), T, C);
+           "embedding_backward: position table {} does not cover {} positions of width {}", dwpe.shape().str(), T, C);
   require_numel("embedding_backward", dout, B * T * C, "output gradient");
   if (gpu) {
     ST_GPU_ONLY(cuda::embedding_backward(dwte.f32(), dout.f32(), ids.i32(), B * T, V, C, accumulate));
@@ -308,54 +352,70 @@ void token_position_embedding_backward(const Tensor& dwte, const Tensor& dwpe, c
 
 void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int64_t n_head) {
   const bool gpu = ST_ON_GPU("attention_forward", {&out, &att, &qkv});
-  ST_CHECK(qkv.shape().ndim() == 3 && qkv.dim(2) % 3 == 0,
-           "attention_forward: qkv must be [B, T, 3C], got {}", qkv.shape().str());
+  ST_CHECK(qkv.shape().ndim() == 3 && qkv.dim(2) % 3 == 0, "attention_forward: qkv must be [B, T, 3C], got {}",
+           qkv.shape().str());
   const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
   require_numel("attention_forward", out, B * T * C, "output");
   ST_CHECK(att.numel() >= B * n_head * T * T, "attention_forward: probability buffer too small");
-  if (gpu) { ST_GPU_ONLY(cuda::attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head)); return; }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head));
+    return;
+  }
   cpu::attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head);
 }
 
-void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout,
-                        const Tensor& qkv, const Tensor& att, int64_t n_head) {
+void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout, const Tensor& qkv,
+                        const Tensor& att, int64_t n_head) {
   const bool gpu = ST_ON_GPU("attention_backward", {&dqkv, &scratch, &dout, &qkv, &att});
-  ST_CHECK(qkv.shape().ndim() == 3 && qkv.dim(2) % 3 == 0,
-           "attention_backward: qkv must be [B, T, 3C], got {}", qkv.shape().str());
+  ST_CHECK(qkv.shape().ndim() == 3 && qkv.dim(2) % 3 == 0, "attention_backward: qkv must be [B, T, 3C], got {}",
+           qkv.shape().str());
   const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
   require_numel("attention_backward", dqkv, B * T * 3 * C, "qkv gradient");
   require_numel("attention_backward", dout, B * T * C, "output gradient");
   ST_CHECK(att.numel() >= B * n_head * T * T, "attention_backward: probability buffer too small");
   ST_CHECK(scratch.numel() >= T * T, "attention_backward: scratch holds fewer than T*T floats");
-  if (gpu) { ST_GPU_ONLY(cuda::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), att.f32(), B, T, C, n_head)); return; }
-  cpu::attention_backward(dqkv.f32(), scratch.f32(), dout.f32(), qkv.f32(), att.f32(), B, T, C,
-                          n_head);
+  if (gpu) {
+    ST_GPU_ONLY(cuda::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), att.f32(), B, T, C, n_head));
+    return;
+  }
+  cpu::attention_backward(dqkv.f32(), scratch.f32(), dout.f32(), qkv.f32(), att.f32(), B, T, C, n_head);
 }
 
 void add(const Tensor& out, const Tensor& a, const Tensor& b) {
   const bool gpu = ST_ON_GPU("add", {&out, &a, &b});
   require_numel("add", b, a.numel(), "second operand");
   require_numel("add", out, a.numel(), "output");
-  if (gpu) { ST_GPU_ONLY(cuda::add(out.f32(), a.f32(), b.f32(), a.numel())); return; }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::add(out.f32(), a.f32(), b.f32(), a.numel()));
+    return;
+  }
   cpu::add(out.f32(), a.f32(), b.f32(), a.numel());
 }
 
 double sum_squares(const Tensor& x) {
   const bool gpu = ST_ON_GPU("sum_squares", {&x});
-  if (gpu) { ST_GPU_ONLY(return cuda::sum_squares(x.f32(), x.numel())); }
+  if (gpu) {
+    ST_GPU_ONLY(return cuda::sum_squares(x.f32(), x.numel()));
+  }
   return cpu::sum_squares(x.f32(), x.numel());
 }
 
 void sum_squares(const Tensor& sq, const Tensor& x) {
   const bool gpu = ST_ON_GPU("sum_squares", {&sq, &x});
   require_numel("sum_squares", sq, 1, "result");
-  if (gpu) { ST_GPU_ONLY(cuda::sum_squares_into(sq.f32(), x.f32(), x.numel())); return; }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::sum_squares_into(sq.f32(), x.f32(), x.numel()));
+    return;
+  }
   sq.f32()[0] = float(cpu::sum_squares(x.f32(), x.numel()));
 }
 
 void clip_to_max_norm(const Tensor& grads, double max_norm) {
   const bool gpu = ST_ON_GPU("clip_to_max_norm", {&grads});
-  if (gpu) { ST_GPU_ONLY(cuda::clip_to_max_norm(grads.f32(), grads.numel(), max_norm)); return; }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::clip_to_max_norm(grads.f32(), grads.numel(), max_norm));
+    return;
+  }
   if (max_norm > 0)
     cpu::clip_to_norm(grads.f32(), grads.numel(), std::sqrt(cpu::sum_squares(grads.f32(), grads.numel())), max_norm);
 }
@@ -363,13 +423,19 @@ void clip_to_max_norm(const Tensor& grads, double max_norm) {
 void clip_to_squared_norm(const Tensor& grads, const Tensor& sq, double max_norm) {
   const bool gpu = ST_ON_GPU("clip_to_squared_norm", {&grads, &sq});
   require_numel("clip_to_squared_norm", sq, 1, "squared norm");
-  if (gpu) { ST_GPU_ONLY(cuda::clip_to_squared_norm(grads.f32(), grads.numel(), sq.f32(), max_norm)); return; }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::clip_to_squared_norm(grads.f32(), grads.numel(), sq.f32(), max_norm));
+    return;
+  }
   cpu::clip_to_norm(grads.f32(), grads.numel(), std::sqrt(double(sq.f32()[0])), max_norm);
 }
 
 void scale_inplace(const Tensor& x, float s) {
   const bool gpu = ST_ON_GPU("scale", {&x});
-  if (gpu) { ST_GPU_ONLY(cuda::scale_inplace(x.f32(), x.numel(), s)); return; }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::scale_inplace(x.f32(), x.numel(), s));
+    return;
+  }
   cpu::scale_inplace(x.f32(), x.numel(), s);
 }
 
@@ -377,14 +443,19 @@ void convert(const Tensor& out, const Tensor& in) {
   const bool gpu = ST_ON_GPU("convert", {&out, &in});
   require_numel("convert", out, in.numel(), "output");
   if (in.dtype() == DType::f32 && out.dtype() == DType::bf16) {
-    if (gpu) { ST_GPU_ONLY(cuda::f32_to_bf16(out.bf16_data(), in.f32(), in.numel())); return; }
+    if (gpu) {
+      ST_GPU_ONLY(cuda::f32_to_bf16(out.bf16_data(), in.f32(), in.numel()));
+      return;
+    }
     cpu::f32_to_bf16(out.bf16_data(), in.f32(), in.numel());
   } else if (in.dtype() == DType::bf16 && out.dtype() == DType::f32) {
-    if (gpu) { ST_GPU_ONLY(cuda::bf16_to_f32(out.f32(), in.bf16_data(), in.numel())); return; }
+    if (gpu) {
+      ST_GPU_ONLY(cuda::bf16_to_f32(out.f32(), in.bf16_data(), in.numel()));
+      return;
+    }
     cpu::bf16_to_f32(out.f32(), in.bf16_data(), in.numel());
   } else {
-    throw Error(fmt::format("convert: {} to {} is not supported", dtype_name(in.dtype()),
-                            dtype_name(out.dtype())));
+    throw Error(fmt::format("convert: {} to {} is not supported", dtype_name(in.dtype()), dtype_name(out.dtype())));
   }
 }
 

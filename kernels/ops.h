@@ -17,8 +17,8 @@ namespace shardtrain::ops {
 
 // x: [..., IC] viewed as [rows, IC]; weight [OC, IC]; bias [OC]; out [..., OC].
 void linear_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias);
-void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias,
-                     const Tensor& dout, const Tensor& in, const Tensor& weight, bool accumulate);
+void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                     const Tensor& in, const Tensor& weight, bool accumulate);
 
 void relu_forward(const Tensor& out, const Tensor& in);
 void relu_backward(const Tensor& din, const Tensor& dout, const Tensor& out);
@@ -27,22 +27,19 @@ void gelu_backward(const Tensor& din, const Tensor& dout, const Tensor& in);
 
 // in [B, C, H, W]; weight [OC, C*K*K]; out [B, OC, OH, OW]; col: workspace of
 // at least s.col_floats() floats.
-void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
-                    const Tensor& col, const kernels::Conv2dShape& s);
-void conv2d_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias,
-                     const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& col,
-                     const kernels::Conv2dShape& s, bool accumulate);
+void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& col,
+                    const kernels::Conv2dShape& s);
+void conv2d_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                     const Tensor& in, const Tensor& weight, const Tensor& col, const kernels::Conv2dShape& s,
+                     bool accumulate);
 
 // argmax: i32, out's numel.
-void maxpool2d_forward(const Tensor& out, const Tensor& argmax, const Tensor& in,
-                       const kernels::Pool2dShape& s);
-void maxpool2d_backward(const Tensor& din, const Tensor& dout, const Tensor& argmax,
-                        const kernels::Pool2dShape& s);
+void maxpool2d_forward(const Tensor& out, const Tensor& argmax, const Tensor& in, const kernels::Pool2dShape& s);
+void maxpool2d_backward(const Tensor& din, const Tensor& dout, const Tensor& argmax, const kernels::Pool2dShape& s);
 
 // logits [N, C]; labels on the host, N of them. Returns the summed loss;
 // dlogits = scale * (softmax - onehot).
-double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const int32_t* labels,
-                          float scale);
+double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const int32_t* labels, float scale);
 // The same loss with everything on the logits' device and nothing returned:
 // labels i32 [N] there, each row's loss written to row_loss (f32 [N]), so a
 // training step never waits for the device to learn its loss (it reads all
@@ -61,8 +58,8 @@ double softmax_xent_forward(const Tensor& logits, const int32_t* labels);
 int64_t count_correct(const Tensor& logits, const int32_t* labels);
 
 // Optimizer updates over equal-length flat ranges.
-void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf,
-                const kernels::SgdParams& hp, bool first_step);
+void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const kernels::SgdParams& hp,
+                bool first_step);
 void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const kernels::AdamWParams& hp, int64_t step);
 
@@ -71,23 +68,22 @@ void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, cons
 // overwritten; dweight/dbias overwritten or added to when accumulate.
 void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& in,
                        const Tensor& weight, const Tensor& bias, float eps);
-void layernorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias,
-                        const Tensor& dout, const Tensor& in, const Tensor& weight,
-                        const Tensor& mean, const Tensor& rstd, bool accumulate);
+void layernorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                        const Tensor& in, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                        bool accumulate);
 
 // Token + learned position embedding: ids i32 [B, T]; wte [V, C]; wpe [P, C]
 // with P >= T; out [B, T, C] = wte[ids] + wpe[t].
-void token_position_embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& wte,
-                                      const Tensor& wpe);
-void token_position_embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,
-                                       const Tensor& ids, bool accumulate);
+void token_position_embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& wte, const Tensor& wpe);
+void token_position_embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& ids,
+                                       bool accumulate);
 
 // Causal multi-head self-attention (kernels/cpu/attention.h): qkv [B, T, 3C];
 // out [B, T, C]; att [B, n_head, T, T] probabilities kept for backward;
 // scratch at least T*T floats. dqkv is overwritten.
 void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int64_t n_head);
-void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout,
-                        const Tensor& qkv, const Tensor& att, int64_t n_head);
+void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout, const Tensor& qkv,
+                        const Tensor& att, int64_t n_head);
 
 // out = a + b, elementwise (out may alias a or b): residual connections.
 void add(const Tensor& out, const Tensor& a, const Tensor& b);

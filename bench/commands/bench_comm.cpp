@@ -42,8 +42,7 @@ float get(const Tensor& t, int64_t i) { return t.dtype() == DType::bf16 ? to_f32
 // turn), both implementations, the check.
 class Case {
  public:
-  Case(std::string op, int64_t bytes, int buffers, DType dtype, Communicator& comm, MpiNative& native,
-       Scratch& scratch)
+  Case(std::string op, int64_t bytes, int buffers, DType dtype, Communicator& comm, MpiNative& native, Scratch& scratch)
       : op_(std::move(op)), dtype_(dtype), comm_(comm), native_(native), scratch_(scratch) {
     const int p = comm.size();
     const int64_t elems = std::max<int64_t>(bytes / int64_t(dtype_size(dtype)), p);
@@ -58,8 +57,7 @@ class Case {
         a_.push_back(Tensor::empty({per}, dtype));
         b_.push_back(Tensor::empty({per * p}, dtype));
       } else {
-        throw Error(
-            fmt::format("bench comm: unknown op '{}' (allreduce, reduce_scatter, allgather, broadcast)", op_));
+        throw Error(fmt::format("bench comm: unknown op '{}' (allreduce, reduce_scatter, allgather, broadcast)", op_));
       }
     }
   }
@@ -275,11 +273,12 @@ int bench_comm(const BenchCommOptions& options) {
   for (const std::string& mode : modes) {
     if (print) {
       const auto limit = [](int64_t b) { return b >= (int64_t(1) << 62) ? std::string("any size") : human(b); };
-      fmt::print("shardtrain bench comm, mode {}: {} ranks, {}, algorithm {}, chunk {}; MPI's own collectives up to: "
-                 "allreduce {}, reduce_scatter {}, allgather {}; arrival check {}\n",
-                 mode, ranks, options.dtype, options.comm.allreduce_algorithm, human(options.comm.chunk_bytes),
-                 limit(options.comm.small_message_bytes), limit(options.comm.reduce_scatter_small_bytes),
-                 limit(options.comm.allgather_small_bytes), options.comm.check_arrival ? "on" : "off");
+      fmt::print(
+          "shardtrain bench comm, mode {}: {} ranks, {}, algorithm {}, chunk {}; MPI's own collectives up to: "
+          "allreduce {}, reduce_scatter {}, allgather {}; arrival check {}\n",
+          mode, ranks, options.dtype, options.comm.allreduce_algorithm, human(options.comm.chunk_bytes),
+          limit(options.comm.small_message_bytes), limit(options.comm.reduce_scatter_small_bytes),
+          limit(options.comm.allgather_small_bytes), options.comm.check_arrival ? "on" : "off");
       fmt::print("  {}\n", mode == "latency"
                                ? "latency: one operation issued and waited for at a time, nothing queued"
                                : "throughput: operations issued back to back, the last waited for (shardtrain may "

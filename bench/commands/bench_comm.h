@@ -35,12 +35,12 @@ namespace shardtrain::comm {
 struct BenchCommOptions {
   int64_t min_bytes = 4 << 10, max_bytes = int64_t(256) << 20;  // powers of 2 in between
   std::vector<std::string> ops = {"allreduce", "reduce_scatter", "allgather", "broadcast"};
-  int iters = 0;     // operations per timed round; 0: as many as fill ~50 ms (at least 1)
-  int warmup = 2;    // untimed operations per implementation and size
-  int rounds = 5;    // timed rounds per implementation (alternating); the median is reported
-  std::string dtype = "f32";  // "f32" | "bf16"
+  int iters = 0;                    // operations per timed round; 0: as many as fill ~50 ms (at least 1)
+  int warmup = 2;                   // untimed operations per implementation and size
+  int rounds = 5;                   // timed rounds per implementation (alternating); the median is reported
+  std::string dtype = "f32";        // "f32" | "bf16"
   std::string mode = "throughput";  // "throughput" | "latency" | "both" (see above)
-  std::string json_path;      // if set, rank 0 writes every row there (a JSON array)
+  std::string json_path;            // if set, rank 0 writes every row there (a JSON array)
   CommOptions comm;
 };
 

@@ -54,8 +54,7 @@ struct AlignedBuffer {
 // each, taking every depth-th block): the storage's sequential ceiling. One
 // request at a time would understate it: the page cache's readahead keeps
 // several in flight, and so does any real reader of fast storage.
-double raw_read(const std::vector<std::string>& files, int rank, int world, int64_t block, int depth,
-                double* seconds) {
+double raw_read(const std::vector<std::string>& files, int rank, int world, int64_t block, int depth, double* seconds) {
   std::vector<int64_t> sizes;
   int64_t total = 0;
   for (const auto& f : files) {
@@ -132,7 +131,8 @@ double buffered_read(const std::vector<std::string>& files, int rank, int world,
       const int fd = ::open(files[i].c_str(), O_RDONLY | O_CLOEXEC);
       ST_CHECK(fd >= 0, "{}: cannot open: {}", files[i], std::strerror(errno));
       for (int64_t off = fb - file_start; off < fe - file_start;) {
-        const ssize_t n = ::pread(fd, buf.data(), size_t(std::min<int64_t>(int64_t(buf.size()), fe - file_start - off)), off);
+        const ssize_t n =
+            ::pread(fd, buf.data(), size_t(std::min<int64_t>(int64_t(buf.size()), fe - file_start - off)), off);
         if (n < 0 && errno == EINTR) continue;
         ST_CHECK(n > 0, "{}: read failed: {}", files[i], std::strerror(errno));
         off += n;
@@ -270,7 +270,8 @@ int bench_io(const BenchIoOptions& o) {
   const std::vector<std::string> files = format_v1::list_shard_files(o.data);
   double data_bytes = 0;
   for (const auto& f : files) data_bytes += double(fs::file_size(f));
-  say(fmt::format("bench io: {} ({} shard(s), {:.2f} GB) on {} rank(s); loader: {} transfer, {} order, global "
+  say(
+      fmt::format("bench io: {} ({} shard(s), {:.2f} GB) on {} rank(s); loader: {} transfer, {} order, global "
                   "batch {}, {} prefetched, {}",
                   o.data, files.size(), data_bytes / 1e9, world, o.loader.transfer, o.loader.order, o.global_batch,
                   o.loader.prefetch_batches, o.loader.cold_cache ? "cold (pages dropped after reading)" : "warm"));
@@ -290,9 +291,10 @@ int bench_io(const BenchIoOptions& o) {
   const LoaderTrial base = loader_trial(o, o.batches, &per_batch);
   const double ratio = raw.mb_s() > 0 ? base.agg.mb_s() / raw.mb_s() : 0;
   const double ratio_buffered = buffered.mb_s() > 0 ? base.agg.mb_s() / buffered.mb_s() : 0;
-  say(fmt::format("  loader{}: {:8.1f} MB/s, {:.0f} samples/s = {:.1f}% of the O_DIRECT read, {:.1f}% of the buffered read",
-                  o.loader.cold_cache ? "" : " (warm: from the page cache, not comparable to the reads above)",
-                  base.agg.mb_s(), base.samples_per_s, 100 * ratio, 100 * ratio_buffered));
+  say(fmt::format(
+      "  loader{}: {:8.1f} MB/s, {:.0f} samples/s = {:.1f}% of the O_DIRECT read, {:.1f}% of the buffered read",
+      o.loader.cold_cache ? "" : " (warm: from the page cache, not comparable to the reads above)", base.agg.mb_s(),
+      base.samples_per_s, 100 * ratio, 100 * ratio_buffered));
 
   nlohmann::json ingest = nlohmann::json::array();
   if (o.ingest) {

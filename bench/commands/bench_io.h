@@ -23,17 +23,17 @@
 namespace shardtrain::io {
 
 struct BenchIoOptions {
-  std::string data;                 // a split directory
+  std::string data;  // a split directory
   int64_t global_batch = 64;
-  int64_t batches = 0;              // per loader trial; 0: one epoch
-  LoaderOptions loader;             // transfer, order, prefetch, cold
+  int64_t batches = 0;   // per loader trial; 0: one epoch
+  LoaderOptions loader;  // transfer, order, prefetch, cold
   int64_t raw_block_bytes = 8 << 20;
-  int raw_depth = 4;                // O_DIRECT requests in flight per rank
+  int raw_depth = 4;  // O_DIRECT requests in flight per rank
   bool ingest = true;
   std::vector<int64_t> ingest_blocks = {128 << 10, 1 << 20, 4 << 20};
-  double ingest_rate_mb_s = 0;      // the limited rate; 0: a quarter of the raw read rate
-  int64_t ingest_bytes = 0;         // cap per trial's writer; 0: as much as the trial lasts
-  std::string ingest_dir;           // where the writer writes; default: next to the data
+  double ingest_rate_mb_s = 0;  // the limited rate; 0: a quarter of the raw read rate
+  int64_t ingest_bytes = 0;     // cap per trial's writer; 0: as much as the trial lasts
+  std::string ingest_dir;       // where the writer writes; default: next to the data
   std::string json_path;
   uint64_t seed = 1;
 };

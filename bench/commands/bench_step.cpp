@@ -31,8 +31,8 @@ struct GemmReplay {
   }
   void run() {
     const int64_t lda = call.trans_a ? call.M : call.K, ldb = call.trans_b ? call.K : call.N;
-    cpu::gemm(call.trans_a, call.trans_b, call.M, call.N, call.K, 1.0f, a.data(), lda, b.data(),
-              ldb, 0.0f, c.data(), call.N);
+    cpu::gemm(call.trans_a, call.trans_b, call.M, call.N, call.K, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
+              call.N);
   }
 };
 
@@ -44,20 +44,19 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
   in_memory.data.loader.mode = io::LoaderMode::memory;
   in_memory.parallel.strategy = "none";  // one process: the step alone
   Session s = make_session(in_memory);
-  const std::unique_ptr<parallel::Strategy> none = parallel::make_strategy_spec(in_memory.parallel)->start(*s.model, nullptr);
+  const std::unique_ptr<parallel::Strategy> none =
+      parallel::make_strategy_spec(in_memory.parallel)->start(*s.model, nullptr);
   make_optimizer(s, in_memory, *none);
-  io::Sampler sampler(s.train_data.size(), config.train.global_batch_size, 0, 1,
-                      uint64_t(config.train.seed));
+  io::Sampler sampler(s.train_data.size(), config.train.global_batch_size, 0, 1, uint64_t(config.train.seed));
   StepBuffers buffers = make_step_buffers(s, sampler.local_batch());
   int64_t next = 0;
   auto step = [&] {  // exactly the trainer's step: gather the batch, then train on it
     const int64_t i = next++;
-    sampler.batch_indices(i / sampler.batches_per_epoch(), i % sampler.batches_per_epoch(),
-                          buffers.indices);
+    sampler.batch_indices(i / sampler.batches_per_epoch(), i % sampler.batches_per_epoch(), buffers.indices);
     buffers.next_input();
     gather_batch(s, buffers, sampler.local_batch());
-    train_step(*s.model, *s.optimizer, buffers, config.optim.lr, config.clip_grad_norm,
-               config.train.global_batch_size, config.train.accumulation_steps, *none);
+    train_step(*s.model, *s.optimizer, buffers, config.optim.lr, config.clip_grad_norm, config.train.global_batch_size,
+               config.train.accumulation_steps, *none);
   };
 
   for (int i = 0; i < opt.warmup; ++i) step();
@@ -86,24 +85,23 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
   const double st = median(step_s), gt = median(gemm_s);
   const double step_gflops = flops / st * 1e-9, gemm_gflops = flops / gt * 1e-9;
 
-  fmt::print("bench step: {} (model {}, global batch {}, {} BLAS thread(s))\n", config.source,
-             config.model.kind, config.train.global_batch_size, cpu::blas_threads());
+  fmt::print("bench step: {} (model {}, global batch {}, {} BLAS thread(s))\n", config.source, config.model.kind,
+             config.train.global_batch_size, cpu::blas_threads());
   fmt::print("  GEMM calls per step (M x N x K, transposes, calls):\n");
   for (size_t i = 0; i < replays.size();) {  // runs of identical shapes (conv: one per sample)
     size_t j = i;
-    while (j < replays.size() && replays[j].call.M == replays[i].call.M &&
-           replays[j].call.N == replays[i].call.N && replays[j].call.K == replays[i].call.K &&
-           replays[j].call.trans_a == replays[i].call.trans_a &&
+    while (j < replays.size() && replays[j].call.M == replays[i].call.M && replays[j].call.N == replays[i].call.N &&
+           replays[j].call.K == replays[i].call.K && replays[j].call.trans_a == replays[i].call.trans_a &&
            replays[j].call.trans_b == replays[i].call.trans_b)
       ++j;
     const cpu::GemmCall& c = replays[i].call;
-    fmt::print("    {:>6} x {:>6} x {:>6}  {}{}  x{:<4} {:8.1f} MFLOP\n", c.M, c.N, c.K,
-               c.trans_a ? "T" : "N", c.trans_b ? "T" : "N", j - i, c.flops() * 1e-6 * double(j - i));
+    fmt::print("    {:>6} x {:>6} x {:>6}  {}{}  x{:<4} {:8.1f} MFLOP\n", c.M, c.N, c.K, c.trans_a ? "T" : "N",
+               c.trans_b ? "T" : "N", j - i, c.flops() * 1e-6 * double(j - i));
     i = j;
   }
   fmt::print("  model FLOPs per step     {:.1f} MFLOP\n", flops * 1e-6);
-  fmt::print("  training step            {:8.3f} ms  {:7.1f} GFLOP/s   (median of {} rounds x {} steps)\n",
-             st * 1e3, step_gflops, opt.rounds, opt.steps);
+  fmt::print("  training step            {:8.3f} ms  {:7.1f} GFLOP/s   (median of {} rounds x {} steps)\n", st * 1e3,
+             step_gflops, opt.rounds, opt.steps);
   fmt::print("  same GEMMs alone         {:8.3f} ms  {:7.1f} GFLOP/s\n", gt * 1e3, gemm_gflops);
   fmt::print("  step / GEMM              {:8.1f} %\n", 100.0 * step_gflops / gemm_gflops);
 

@@ -17,9 +17,9 @@
 namespace shardtrain::train {
 
 struct BenchStepOptions {
-  int steps = 50;   // training steps per round (and GEMM replays per round)
-  int rounds = 5;   // alternating rounds; medians are reported
-  int warmup = 10;  // untimed steps first
+  int steps = 50;         // training steps per round (and GEMM replays per round)
+  int rounds = 5;         // alternating rounds; medians are reported
+  int warmup = 10;        // untimed steps first
   std::string json_path;  // also write the figures here when not empty
 };
 

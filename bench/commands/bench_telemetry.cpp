@@ -40,14 +40,11 @@ int bench_telemetry(const Config& config, const BenchTelemetryOptions& opt, cons
       parallel::make_strategy_spec(in_memory.parallel)->start(*s.model, comm.get());
   strategy->broadcast_parameters();
   make_optimizer(s, in_memory, *strategy);
-  io::Sampler sampler(s.train_data.size(), config.train.global_batch_size, rank, world,
-                      uint64_t(config.train.seed));
+  io::Sampler sampler(s.train_data.size(), config.train.global_batch_size, rank, world, uint64_t(config.train.seed));
   StepBuffers buffers = make_step_buffers(s, sampler.local_batch());
   // One scratch run directory for all ranks (rank 0 merges their traces).
   const std::string scratch = mpi.broadcast_string(
-      (std::filesystem::temp_directory_path() / fmt::format("shardtrain-bench-telemetry-{}", ::getpid()))
-          .string(),
-      0);
+      (std::filesystem::temp_directory_path() / fmt::format("shardtrain-bench-telemetry-{}", ::getpid())).string(), 0);
   Config on = config, off = config;
   on.telemetry.enabled = true;
   off.telemetry.enabled = false;
@@ -67,8 +64,8 @@ int bench_telemetry(const Config& config, const BenchTelemetryOptions& opt, cons
     const double t0 = now_seconds();
     RunTelemetry tel(c, scratch, rank, world, comm.get(), t0);
     for (int i = 0; i < steps; ++i, ++step)
-      timed_step(c, s, sampler, buffers, tel, {step / per_epoch, step % per_epoch, step, per_epoch},
-                 config.optim.lr, *strategy, rank, 0.0);
+      timed_step(c, s, sampler, buffers, tel, {step / per_epoch, step % per_epoch, step, per_epoch}, config.optim.lr,
+                 *strategy, rank, 0.0);
     tel.flush();  // the round's last records and spans: per-step work, timed with the steps
     const double t1 = now_seconds();
     if (c.telemetry.enabled) own_on.push_back(tel.own_seconds() / steps);
@@ -99,22 +96,25 @@ int bench_telemetry(const Config& config, const BenchTelemetryOptions& opt, cons
     for (double& x : v) x *= 1e3;
     return v;
   };
-  fmt::print("bench telemetry: {} (model {}, global batch {}, {}), {} rounds x {} steps per setting, "
-             "alternating; figures of rank 0\n",
-             config.source, config.model.kind, config.train.global_batch_size,
-             world > 1 ? fmt::format("ddp on {} ranks", world) : std::string("1 rank"), opt.rounds, opt.steps);
+  fmt::print(
+      "bench telemetry: {} (model {}, global batch {}, {}), {} rounds x {} steps per setting, "
+      "alternating; figures of rank 0\n",
+      config.source, config.model.kind, config.train.global_batch_size,
+      world > 1 ? fmt::format("ddp on {} ranks", world) : std::string("1 rank"), opt.rounds, opt.steps);
   fmt::print("  step with telemetry off   {:8.3f} ms   (rounds, ms: {:.3f})\n", m_off * 1e3,
              fmt::join(in_ms(t_off), " "));
   fmt::print("  step with telemetry on    {:8.3f} ms   (rounds, ms: {:.3f})\n", m_on * 1e3,
              fmt::join(in_ms(t_on), " "));
   std::sort(paired.begin(), paired.end());
   const double q1 = paired[paired.size() / 4], q3 = paired[(3 * paired.size()) / 4];
-  fmt::print("  overhead, on vs off       {:+8.2f} %   (median of the paired rounds; the middle half {:+.2f} to {:+.2f} %:"
-             " the machine's noise)\n",
-             100 * overhead, 100 * q1, 100 * q3);
-  fmt::print("  telemetry's own work      {:8.1f} us   per step = {:.2f} % of the step (timed inside: records,"
-             " trace file)\n",
-             own * 1e6, 100 * own / m_off);
+  fmt::print(
+      "  overhead, on vs off       {:+8.2f} %   (median of the paired rounds; the middle half {:+.2f} to {:+.2f} %:"
+      " the machine's noise)\n",
+      100 * overhead, 100 * q1, 100 * q3);
+  fmt::print(
+      "  telemetry's own work      {:8.1f} us   per step = {:.2f} % of the step (timed inside: records,"
+      " trace file)\n",
+      own * 1e6, 100 * own / m_off);
   fmt::print("  end of run, once          {:8.3f} ms   (summary, trace merge, after {} steps)\n",
              median(finish_on) * 1e3, opt.steps);
   if (!opt.json_path.empty()) {

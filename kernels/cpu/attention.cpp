@@ -15,8 +15,7 @@ void check_heads(int64_t C, int64_t NH) {
 
 }  // namespace
 
-void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
-                       int64_t NH) {
+void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
   check_heads(C, NH);
   const int64_t hs = C / NH, C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(float(hs));
@@ -48,8 +47,8 @@ void attention_forward(float* out, float* att, const float* qkv, int64_t B, int6
   }
 }
 
-void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                        const float* att, int64_t B, int64_t T, int64_t C, int64_t NH) {
+void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int64_t B,
+                        int64_t T, int64_t C, int64_t NH) {
   check_heads(C, NH);
   const int64_t hs = C / NH, C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(float(hs));

@@ -14,12 +14,11 @@ namespace shardtrain::cpu {
 
 // out [B, T, C] and att [B, NH, T, T] (the probabilities, kept for backward)
 // are overwritten.
-void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
-                       int64_t NH);
+void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH);
 
 // dqkv [B, T, 3C] is overwritten. scratch: T*T floats of workspace. qkv and
 // att are the forward's input and probabilities.
-void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                        const float* att, int64_t B, int64_t T, int64_t C, int64_t NH);
+void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int64_t B,
+                        int64_t T, int64_t C, int64_t NH);
 
 }  // namespace shardtrain::cpu

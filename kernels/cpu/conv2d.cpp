@@ -144,8 +144,7 @@ void im2col_stride1(float* col, const float* image, const Conv2dShape& s) {
   for (int64_t c = 0; c < s.C; ++c)
     for (int64_t ki = 0; ki < s.K; ++ki)
       for (int64_t kj = 0; kj < s.K; ++kj)
-        rows<false>({col + ((c * s.K + ki) * s.K + kj) * OH * OW, padded + (c * Hp + ki) * Wp + kj, OH, OW, OW,
-                     Wp});
+        rows<false>({col + ((c * s.K + ki) * s.K + kj) * OH * OW, padded + (c * Hp + ki) * Wp + kj, OH, OW, OW, Wp});
 }
 
 void col2im_stride1(float* image, const float* col, const Conv2dShape& s) {
@@ -155,17 +154,14 @@ void col2im_stride1(float* image, const float* col, const Conv2dShape& s) {
   for (int64_t c = 0; c < s.C; ++c)
     for (int64_t ki = 0; ki < s.K; ++ki)
       for (int64_t kj = 0; kj < s.K; ++kj)
-        rows<true>({padded + (c * Hp + ki) * Wp + kj, col + ((c * s.K + ki) * s.K + kj) * OH * OW, OH, OW, Wp,
-                    OW});
+        rows<true>({padded + (c * Hp + ki) * Wp + kj, col + ((c * s.K + ki) * s.K + kj) * OH * OW, OH, OW, Wp, OW});
   for (int64_t c = 0; c < s.C; ++c)
     rows<false>({image + c * s.H * s.W, padded + (c * Hp + s.pad) * Wp + s.pad, s.H, s.W, s.W, Wp});
 }
 
 }  // namespace
 
-int set_conv_row_isa(int isa) {
-  return g_row_isa.exchange(std::clamp(isa, 0, widest_row_isa()));
-}
+int set_conv_row_isa(int isa) { return g_row_isa.exchange(std::clamp(isa, 0, widest_row_isa())); }
 
 void im2col(float* col, const float* image, const Conv2dShape& s) {
   if (s.stride == 1) return im2col_stride1(col, image, s);
@@ -179,8 +175,7 @@ void im2col(float* col, const float* image, const Conv2dShape& s) {
         const ValidRange cols = valid_range(s.W, OW, kj, s);
         // Taps that reach into the padding: zero the block with one call,
         // then fill the valid part (cheaper than many tiny fills per row).
-        if (rows.lo > 0 || rows.hi < OH || cols.lo > 0 || cols.hi < OW)
-          std::fill(block, block + OH * OW, 0.0f);
+        if (rows.lo > 0 || rows.hi < OH || cols.lo > 0 || cols.hi < OW) std::fill(block, block + OH * OW, 0.0f);
         const int64_t shift = kj - s.pad;  // iw = ow*stride + shift
         for (int64_t oh = rows.lo; oh < rows.hi; ++oh) {
           const float* src = image + (c * s.H + oh * s.stride - s.pad + ki) * s.W;
@@ -234,13 +229,12 @@ void conv2d_forward(float* out, const float* in, const float* weight, const floa
     if (bias != nullptr)
       for (int64_t oc = 0; oc < s.OC; ++oc) std::fill(o + oc * P, o + (oc + 1) * P, bias[oc]);
     // out_b[OC, P] = W[OC, CKK] * col[CKK, P]
-    gemm(false, false, s.OC, P, CKK, 1.0f, weight, CKK, cols, P, bias != nullptr ? 1.0f : 0.0f, o,
-         P);
+    gemm(false, false, s.OC, P, CKK, 1.0f, weight, CKK, cols, P, bias != nullptr ? 1.0f : 0.0f, o, P);
   }
 }
 
-void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
-                     const float* weight, float* col, const Conv2dShape& s, bool accumulate) {
+void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in, const float* weight,
+                     float* col, const Conv2dShape& s, bool accumulate) {
   const int64_t P = s.OH() * s.OW(), CKK = s.C * s.K * s.K, image_size = s.C * s.H * s.W;
   if (s.B == 0 && !accumulate) {  // no samples: the sums are empty
     std::fill(dweight, dweight + s.OC * CKK, 0.0f);

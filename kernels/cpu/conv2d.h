@@ -20,12 +20,12 @@ void col2im(float* image, const float* col, const Conv2dShape& s);
 int set_conv_row_isa(int isa);
 
 // out[B, OC, OH, OW]; col is a workspace of s.col_floats() floats.
-void conv2d_forward(float* out, const float* in, const float* weight, const float* bias,
-                    float* col, const Conv2dShape& s);
+void conv2d_forward(float* out, const float* in, const float* weight, const float* bias, float* col,
+                    const Conv2dShape& s);
 
 // din (may be null) is overwritten; dweight/dbias overwritten, or added to
 // when accumulate. col is a workspace of s.col_floats() floats.
-void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
-                     const float* weight, float* col, const Conv2dShape& s, bool accumulate);
+void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in, const float* weight,
+                     float* col, const Conv2dShape& s, bool accumulate);
 
 }  // namespace shardtrain::cpu

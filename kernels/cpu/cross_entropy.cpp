@@ -16,14 +16,11 @@ int32_t checked_label(const int32_t* labels, int64_t n, int64_t C) {
 
 // -log softmax(x)[y] = log(sum_i e^{x_i - max}) + (max - x_y), in double, so
 // that logits of 1e4 (where an f32 lse has a 1e-3 ulp) lose nothing.
-double row_loss(float max, float sum, float x_y) {
-  return std::log(double(sum)) + (double(max) - double(x_y));
-}
+double row_loss(float max, float sum, float x_y) { return std::log(double(sum)) + (double(max) - double(x_y)); }
 
 }  // namespace
 
-double softmax_xent_forward(const float* logits, const int32_t* labels, int64_t N, int64_t C,
-                            float* lse) {
+double softmax_xent_forward(const float* logits, const int32_t* labels, int64_t N, int64_t C, float* lse) {
   double loss = 0.0;  // rows added in order: deterministic
   for (int64_t n = 0; n < N; ++n) {
     const float* x = logits + n * C;
@@ -37,8 +34,8 @@ double softmax_xent_forward(const float* logits, const int32_t* labels, int64_t 
   return loss;
 }
 
-void softmax_xent_backward(float* dlogits, const float* logits, const float* lse,
-                           const int32_t* labels, int64_t N, int64_t C, float scale) {
+void softmax_xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* labels, int64_t N,
+                           int64_t C, float scale) {
   for (int64_t n = 0; n < N; ++n) {
     const float* x = logits + n * C;
     float* d = dlogits + n * C;
@@ -50,8 +47,8 @@ void softmax_xent_backward(float* dlogits, const float* logits, const float* lse
   }
 }
 
-double softmax_xent_fused(float* dlogits, const float* logits, const int32_t* labels, int64_t N,
-                          int64_t C, float scale) {
+double softmax_xent_fused(float* dlogits, const float* logits, const int32_t* labels, int64_t N, int64_t C,
+                          float scale) {
   double loss = 0.0;
   for (int64_t n = 0; n < N; ++n) {
     const float* x = logits + n * C;
@@ -74,8 +71,8 @@ double softmax_xent_fused(float* dlogits, const float* logits, const int32_t* la
   return loss;
 }
 
-void softmax_xent_fused_rows(float* dlogits, const float* logits, const int32_t* labels, int64_t N,
-                             int64_t C, float scale, float* row_loss) {
+void softmax_xent_fused_rows(float* dlogits, const float* logits, const int32_t* labels, int64_t N, int64_t C,
+                             float scale, float* row_loss) {
   check_labels(labels, N, C);  // rows named by their index in the whole batch
   for (int64_t n = 0; n < N; ++n)
     row_loss[n] = float(softmax_xent_fused(dlogits + n * C, logits + n * C, labels + n, 1, C, scale));

@@ -37,8 +37,7 @@ void bf16_to_f32(float* out, const bf16* in, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = to_f32(in[i]);
 }
 
-void u8_to_f32_normalized(float* __restrict out, const uint8_t* __restrict in, int64_t n,
-                          float mean, float std) {
+void u8_to_f32_normalized(float* __restrict out, const uint8_t* __restrict in, int64_t n, float mean, float std) {
   // (x/255 - mean)/std folded into one multiply-add per element.
   const float a = 1.0f / (255.0f * std);
   const float b = -mean / std;

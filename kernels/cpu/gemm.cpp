@@ -118,16 +118,16 @@ int blas_threads() {
   return openblas_get_num_threads();
 }
 
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   configured_threads();
   if (t_recorder != nullptr) t_recorder->calls_.push_back({trans_a, trans_b, M, N, K});
   if (M == 0 || N == 0) return;
   // Row strides must cover the stored width (row-major: op(A) = A^T stores K rows of M).
-  ST_CHECK(lda >= std::max<int64_t>(1, trans_a ? M : K) &&
-               ldb >= std::max<int64_t>(1, trans_b ? K : N) && ldc >= std::max<int64_t>(1, N),
-           "gemm: strides lda={} ldb={} ldc={} too small for M={} N={} K={} (trans {}{})", lda, ldb,
-           ldc, M, N, K, trans_a ? 'T' : 'N', trans_b ? 'T' : 'N');
+  ST_CHECK(lda >= std::max<int64_t>(1, trans_a ? M : K) && ldb >= std::max<int64_t>(1, trans_b ? K : N) &&
+               ldc >= std::max<int64_t>(1, N),
+           "gemm: strides lda={} ldb={} ldc={} too small for M={} N={} K={} (trans {}{})", lda, ldb, ldc, M, N, K,
+           trans_a ? 'T' : 'N', trans_b ? 'T' : 'N');
   if (K == 0) {
     // An empty sum: C = beta*C, and beta = 0 writes zeros (never reads C, as BLAS).
     for (int64_t i = 0; i < M; ++i) {

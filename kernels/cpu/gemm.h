@@ -10,9 +10,8 @@
 
 namespace shardtrain::cpu {
 
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // Operand precision of every gemm() in this process (the products are
 // accumulated in f32 either way):
@@ -72,8 +71,8 @@ class GemmRecorder {
   const std::vector<GemmCall>& calls() const { return calls_; }
 
  private:
-  friend void gemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                   const float*, int64_t, float, float*, int64_t);
+  friend void gemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
+                   float*, int64_t);
   std::vector<GemmCall> calls_;
   GemmRecorder* previous_;
 };

@@ -6,8 +6,8 @@
 
 namespace shardtrain::cpu {
 
-void linear_forward(float* out, const float* in, const float* weight, const float* bias, int64_t N,
-                    int64_t IC, int64_t OC) {
+void linear_forward(float* out, const float* in, const float* weight, const float* bias, int64_t N, int64_t IC,
+                    int64_t OC) {
   // Bias fused: out starts as the bias rows and the GEMM adds in*W^T on top
   // (beta = 1), so out is written once instead of once more for the bias.
   if (bias != nullptr)
@@ -16,8 +16,8 @@ void linear_forward(float* out, const float* in, const float* weight, const floa
   gemm(false, true, N, OC, IC, 1.0f, in, IC, weight, IC, bias != nullptr ? 1.0f : 0.0f, out, OC);
 }
 
-void linear_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
-                     const float* weight, int64_t N, int64_t IC, int64_t OC, bool accumulate) {
+void linear_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in, const float* weight,
+                     int64_t N, int64_t IC, int64_t OC, bool accumulate) {
   // din[N,IC] = dout[N,OC] * W[OC,IC]; beta = 0 overwrites without a zeroing pass.
   if (din != nullptr) gemm(false, false, N, IC, OC, 1.0f, dout, OC, weight, IC, 0.0f, din, IC);
   // dW[OC,IC] (+)= dout^T * in: beta chooses overwrite (0) or accumulate (1).

@@ -16,8 +16,8 @@ namespace {
 //   g' = g'.add(buf, alpha=momentum)  |  buf
 //   p.add_(g', alpha=-lr)
 template <bool kFirst, bool kNesterov>
-void sgd_momentum(float* __restrict p, const float* __restrict g, float* __restrict buf, int64_t n,
-                  float lr, float wd, float momentum, float keep) {
+void sgd_momentum(float* __restrict p, const float* __restrict g, float* __restrict buf, int64_t n, float lr, float wd,
+                  float momentum, float keep) {
   for (int64_t i = 0; i < n; ++i) {
     const float d = g[i] + wd * p[i];
     const float b = kFirst ? d : buf[i] * momentum + keep * d;
@@ -29,8 +29,8 @@ void sgd_momentum(float* __restrict p, const float* __restrict g, float* __restr
 
 }  // namespace
 
-void sgd_update(float* __restrict param, const float* __restrict grad, float* momentum_buf,
-                int64_t n, const SgdParams& hp, bool first_step) {
+void sgd_update(float* __restrict param, const float* __restrict grad, float* momentum_buf, int64_t n,
+                const SgdParams& hp, bool first_step) {
   const float lr = hp.lr, wd = hp.weight_decay, mu = hp.momentum;
   if (mu == 0.0f) {
     for (int64_t i = 0; i < n; ++i) param[i] = param[i] - lr * (grad[i] + wd * param[i]);
@@ -38,14 +38,13 @@ void sgd_update(float* __restrict param, const float* __restrict grad, float* mo
   }
   ST_CHECK(momentum_buf != nullptr, "sgd_update: momentum {} needs a momentum buffer", mu);
   const float keep = float(1.0 - double(hp.dampening));
-  auto* loop = first_step
-                   ? (hp.nesterov ? &sgd_momentum<true, true> : &sgd_momentum<true, false>)
-                   : (hp.nesterov ? &sgd_momentum<false, true> : &sgd_momentum<false, false>);
+  auto* loop = first_step ? (hp.nesterov ? &sgd_momentum<true, true> : &sgd_momentum<true, false>)
+                          : (hp.nesterov ? &sgd_momentum<false, true> : &sgd_momentum<false, false>);
   loop(param, grad, momentum_buf, n, lr, wd, mu, keep);
 }
 
-void adamw_update(float* __restrict param, const float* __restrict grad, float* __restrict m,
-                  float* __restrict v, int64_t n, const AdamWParams& hp, int64_t step) {
+void adamw_update(float* __restrict param, const float* __restrict grad, float* __restrict m, float* __restrict v,
+                  int64_t n, const AdamWParams& hp, int64_t step) {
   ST_CHECK(step >= 1, "adamw_update: step {} (steps count from 1)", step);
   // Per-call scalars in double, rounded once to f32, as torch computes them
   // in Python before they scale f32 tensors.
@@ -73,8 +72,7 @@ void adamw_update(float* __restrict param, const float* __restrict grad, float* 
     detail::sqrt_n(root_v, vb, len);
     // p.mul_(1 - lr*wd) (decoupled decay, first); denom = sqrt(v)/sqrt(bc2) + eps;
     // p.addcdiv_(m, denom, value=-lr/bc1).
-    for (int64_t i = 0; i < len; ++i)
-      p[i] = p[i] * decay - step_size * mb[i] / (root_v[i] / bc2_sqrt + eps);
+    for (int64_t i = 0; i < len; ++i) p[i] = p[i] * decay - step_size * mb[i] / (root_v[i] / bc2_sqrt + eps);
   }
 }
 

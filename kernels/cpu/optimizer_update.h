@@ -14,15 +14,13 @@ using kernels::SgdParams;
 // g' = g + wd*p; if momentum: buf = first_step ? g' : momentum*buf + (1-dampening)*g',
 // g' = nesterov ? g' + momentum*buf : buf;  p -= lr*g'.
 // momentum_buf may be null when momentum == 0.
-void sgd_update(float* param, const float* grad, float* momentum_buf, int64_t n,
-                const SgdParams& hp, bool first_step);
+void sgd_update(float* param, const float* grad, float* momentum_buf, int64_t n, const SgdParams& hp, bool first_step);
 
 using kernels::AdamWParams;
 
 // step is 1-based (bias correction uses beta^step).
 // p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // p -= lr * (m / (1-b1^step)) / (sqrt(v / (1-b2^step)) + eps).
-void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
-                  const AdamWParams& hp, int64_t step);
+void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWParams& hp, int64_t step);
 
 }  // namespace shardtrain::cpu

@@ -8,8 +8,8 @@ namespace {
 // The common 2x2 window with stride 2, one output row at a time: the
 // compare-and-select chain over the four taps (in scan order, strict '>')
 // vectorizes across the row, where the general loop below cannot.
-void maxpool_2x2_row(float* __restrict o, int32_t* __restrict a, const float* __restrict x,
-                     int64_t oh, int64_t OW, int64_t W) {
+void maxpool_2x2_row(float* __restrict o, int32_t* __restrict a, const float* __restrict x, int64_t oh, int64_t OW,
+                     int64_t W) {
   const float* r0 = x + 2 * oh * W;
   const float* r1 = r0 + W;
   const int32_t base = int32_t(2 * oh * W);
@@ -32,8 +32,8 @@ void maxpool_2x2_row(float* __restrict o, int32_t* __restrict a, const float* __
 // Backward of one 2x2/2 output row: 2x2 windows tile the plane without
 // overlap, so every covered pixel is written once (its gradient or 0)
 // instead of zeroing the plane and scattering.
-void maxpool_2x2_backward_row(float* __restrict dx, const float* __restrict g,
-                              const int32_t* __restrict a, int64_t oh, int64_t OW, int64_t W) {
+void maxpool_2x2_backward_row(float* __restrict dx, const float* __restrict g, const int32_t* __restrict a, int64_t oh,
+                              int64_t OW, int64_t W) {
   float* r0 = dx + 2 * oh * W;
   float* r1 = r0 + W;
   const int32_t base = int32_t(2 * oh * W);
@@ -54,8 +54,7 @@ void maxpool2d_forward(float* out, int32_t* argmax, const float* in, const Pool2
   if (s.K == 2 && s.stride == 2) {
     for (int64_t p = 0; p < s.B * s.C; ++p)
       for (int64_t oh = 0; oh < OH; ++oh)
-        maxpool_2x2_row(out + (p * OH + oh) * OW, argmax + (p * OH + oh) * OW, in + p * plane, oh,
-                        OW, s.W);
+        maxpool_2x2_row(out + (p * OH + oh) * OW, argmax + (p * OH + oh) * OW, in + p * plane, oh, OW, s.W);
     return;
   }
   for (int64_t p = 0; p < s.B * s.C; ++p) {
@@ -81,8 +80,7 @@ void maxpool2d_forward(float* out, int32_t* argmax, const float* in, const Pool2
   }
 }
 
-void maxpool2d_backward(float* din, const float* dout, const int32_t* argmax,
-                        const Pool2dShape& s) {
+void maxpool2d_backward(float* din, const float* dout, const int32_t* argmax, const Pool2dShape& s) {
   // Only the arg-max of each window gets gradient; overlapping windows
   // (stride < K) may pick the same pixel, hence zero then add.
   const int64_t OH = s.OH(), OW = s.OW(), outputs = OH * OW, plane = s.H * s.W;
@@ -91,8 +89,7 @@ void maxpool2d_backward(float* din, const float* dout, const int32_t* argmax,
     if (s.H % 2 != 0 || s.W % 2 != 0) std::fill(din, din + s.B * s.C * plane, 0.0f);
     for (int64_t p = 0; p < s.B * s.C; ++p)
       for (int64_t oh = 0; oh < OH; ++oh)
-        maxpool_2x2_backward_row(din + p * plane, dout + (p * OH + oh) * OW,
-                                 argmax + (p * OH + oh) * OW, oh, OW, s.W);
+        maxpool_2x2_backward_row(din + p * plane, dout + (p * OH + oh) * OW, argmax + (p * OH + oh) * OW, oh, OW, s.W);
     return;
   }
   std::fill(din, din + s.B * s.C * plane, 0.0f);

@@ -40,8 +40,7 @@ namespace shardtrain::cpu::detail {
 // gives up vectorizing the loop).
 inline float select(bool c, float a, float b) {
   const uint32_t mask = 0u - uint32_t(c);
-  return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & mask) |
-                              (std::bit_cast<uint32_t>(b) & ~mask));
+  return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & mask) | (std::bit_cast<uint32_t>(b) & ~mask));
 }
 
 // e^x for x <= 0 (softmax after max subtraction, sigmoid of -|z|), within
@@ -57,9 +56,7 @@ inline float exp_nonpos(float x) {
   const float p =
       1.0f +
       r * (1.0f +
-           r * (1.0f / 2 +
-                r * (1.0f / 6 +
-                     r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
+           r * (1.0f / 2 + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
   // 2^n from its exponent bits; unsigned arithmetic, so a huge |x| wraps
   // harmlessly (its result is masked away below).
   const uint32_t n_bits = std::bit_cast<uint32_t>(t) - 0x4B400000u;

@@ -14,9 +14,8 @@ constexpr int kThreads = 256;  // a power of two (the tree reductions halve it)
 
 void check_dims(const char* fn, int64_t B, int64_t T, int64_t C, int64_t NH) {
   ST_CUDA_REQUIRE(B >= 0 && T >= 0 && C > 0 && NH > 0 && C % NH == 0,
-                  std::string(fn) + ": " + std::to_string(C) + " channels do not split into " +
-                      std::to_string(NH) + " heads (B=" + std::to_string(B) +
-                      " T=" + std::to_string(T) + ")");
+                  std::string(fn) + ": " + std::to_string(C) + " channels do not split into " + std::to_string(NH) +
+                      " heads (B=" + std::to_string(B) + " T=" + std::to_string(T) + ")");
 }
 
 // One block per row r of `rows` rows of length T (row r is query t = r % T):
@@ -53,14 +52,11 @@ __global__ void softmax_backward_kernel(float* dp, const float* p, int64_t rows,
     float part = 0.0f;
     for (int64_t j = threadIdx.x; j <= t; j += kThreads) part += prow[j] * drow[j];
     const float dot = block_sum<kThreads>(part, sh);
-    for (int64_t j = threadIdx.x; j < T; j += kThreads)
-      drow[j] = j <= t ? prow[j] * (drow[j] - dot) : 0.0f;
+    for (int64_t j = threadIdx.x; j < T; j += kThreads) drow[j] = j <= t ? prow[j] * (drow[j] - dot) : 0.0f;
   }
 }
 
-unsigned row_blocks(int64_t rows) {
-  return unsigned(rows < 1 ? 1 : (rows > 65535LL * 8 ? 65535LL * 8 : rows));
-}
+unsigned row_blocks(int64_t rows) { return unsigned(rows < 1 ? 1 : (rows > 65535LL * 8 ? 65535LL * 8 : rows)); }
 
 // The (sample, head) pairs of a batch as strided-batched GEMMs. One stride
 // cannot step over both samples and heads (head h of sample b starts at
@@ -85,8 +81,7 @@ struct HeadGroups {
 
 }  // namespace
 
-void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
-                       int64_t NH) {
+void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
   check_dims("cuda::attention_forward", B, T, C, NH);
   if (B == 0 || T == 0) return;
   const HeadGroups h{B, T, C, NH};
@@ -98,19 +93,18 @@ void attention_forward(float* out, float* att, const float* qkv, int64_t B, int6
     gemm_strided_batched(false, true, T, T, hs, scale, x, C3, h.qkv_stride(), x + C, C3, h.qkv_stride(), 0.0f,
                          att + h.att(g), T, h.att_stride(), h.batch());
   }
-  causal_softmax_kernel<<<row_blocks(B * NH * T), kThreads, 0, compute_stream()>>>(att, B * NH * T,
-                                                                                  T);
+  causal_softmax_kernel<<<row_blocks(B * NH * T), kThreads, 0, compute_stream()>>>(att, B * NH * T, T);
   ST_CUDA_CHECK_LAUNCH("causal_softmax_kernel");
   for (int64_t g = 0; g < h.groups(); ++g) {
     // O = P V (the zeros above the diagonal keep it causal), written into
     // the head's channels of out.
-    gemm_strided_batched(false, false, T, hs, T, 1.0f, att + h.att(g), T, h.att_stride(), qkv + h.qkv(g) + 2 * C,
-                         C3, h.qkv_stride(), 0.0f, out + h.out(g), C, h.out_stride(), h.batch());
+    gemm_strided_batched(false, false, T, hs, T, 1.0f, att + h.att(g), T, h.att_stride(), qkv + h.qkv(g) + 2 * C, C3,
+                         h.qkv_stride(), 0.0f, out + h.out(g), C, h.out_stride(), h.batch());
   }
 }
 
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                        int64_t B, int64_t T, int64_t C, int64_t NH) {
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B, int64_t T,
+                        int64_t C, int64_t NH) {
   check_dims("cuda::attention_backward", B, T, C, NH);
   if (B == 0 || T == 0) return;
   const HeadGroups h{B, T, C, NH};
@@ -127,13 +121,13 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
     const float* dO = dout + h.out(g);
     const float* p = att + h.att(g);
     // dP = dO V^T;  dV = P^T dO (overwrites the heads' v channels).
-    gemm_strided_batched(false, true, T, T, hs, 1.0f, dO, C, h.out_stride(), x + 2 * C, C3, h.qkv_stride(), 0.0f,
-                         dp, T, TT, h.batch());
-    gemm_strided_batched(true, false, T, hs, T, 1.0f, p, T, h.att_stride(), dO, C, h.out_stride(), 0.0f,
-                         dx + 2 * C, C3, h.qkv_stride(), h.batch());
+    gemm_strided_batched(false, true, T, T, hs, 1.0f, dO, C, h.out_stride(), x + 2 * C, C3, h.qkv_stride(), 0.0f, dp, T,
+                         TT, h.batch());
+    gemm_strided_batched(true, false, T, hs, T, 1.0f, p, T, h.att_stride(), dO, C, h.out_stride(), 0.0f, dx + 2 * C, C3,
+                         h.qkv_stride(), h.batch());
     // Softmax backward, row by row: dS = P * (dP - sum_j P dP); 0 where masked.
-    softmax_backward_kernel<<<row_blocks(h.batch() * T), kThreads, 0, compute_stream()>>>(
-        dp, p, h.batch() * T, T, h.att_stride());
+    softmax_backward_kernel<<<row_blocks(h.batch() * T), kThreads, 0, compute_stream()>>>(dp, p, h.batch() * T, T,
+                                                                                          h.att_stride());
     ST_CUDA_CHECK_LAUNCH("softmax_backward_kernel");
     // S = scale Q K^T:  dQ = scale dS K;  dK = scale dS^T Q. Together with dV
     // every channel of dx is written: no zeroing pass.

@@ -15,13 +15,12 @@
 namespace shardtrain::cuda {
 
 // out [B, T, C] and att [B, NH, T, T] (the probabilities) are overwritten.
-void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
-                       int64_t NH);
+void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH);
 
 // dqkv [B, T, 3C] is overwritten. The score gradients of one group (the NH
 // heads of a sample, or one head over the B samples: max(B, NH)*T*T floats
 // at most) live in cuda::scratch(ScratchSlot::reduce) for the call.
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                        int64_t B, int64_t T, int64_t C, int64_t NH);
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B, int64_t T,
+                        int64_t C, int64_t NH);
 
 }  // namespace shardtrain::cuda

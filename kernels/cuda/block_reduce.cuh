@@ -8,7 +8,9 @@ namespace shardtrain::cuda {
 
 struct SumOp {
   template <typename T>
-  __device__ T operator()(T a, T b) const { return a + b; }
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 
 struct MaxOp {

@@ -83,10 +83,10 @@ class DeviceCachingAllocator final : public Allocator {
     if (err != cudaSuccess) {
       cudaGetLastError();
       const MemoryStats s = memory_stats(Device::cuda(current_device()));
-      throw Error(fmt::format(
-          "out of GPU memory on cuda:{} allocating {} bytes ({}): {} bytes in use by tensors, "
-          "{} bytes reserved from the driver",
-          current_device(), bytes, cudaGetErrorString(err), s.current_bytes, reserved()));
+      throw Error(
+          fmt::format("out of GPU memory on cuda:{} allocating {} bytes ({}): {} bytes in use by tensors, "
+                      "{} bytes reserved from the driver",
+                      current_device(), bytes, cudaGetErrorString(err), s.current_bytes, reserved()));
     }
     std::lock_guard<std::mutex> lock(mu_);
     reserved_ += cls;

@@ -25,8 +25,8 @@ namespace shardtrain::cuda {
 Allocator& device_allocator();
 Allocator& pinned_allocator();
 
-size_t reserved_bytes();   // held from the driver: in use + cached
-size_t cached_bytes();     // free blocks kept for reuse
-void release_cached();     // return the free blocks to the driver
+size_t reserved_bytes();  // held from the driver: in use + cached
+size_t cached_bytes();    // free blocks kept for reuse
+void release_cached();    // return the free blocks to the driver
 
 }  // namespace shardtrain::cuda

@@ -24,8 +24,7 @@ __global__ void column_partial_kernel(float* partial, const float* x, int64_t N,
 }
 
 // Stage 2: the chunks in order onto out (or 0).
-__global__ void column_chunks_kernel(float* out, const float* partial, int64_t chunks, int64_t C,
-                                     bool accumulate) {
+__global__ void column_chunks_kernel(float* out, const float* partial, int64_t chunks, int64_t C, bool accumulate) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < C; c += stride) {
     float acc = accumulate ? out[c] : 0.0f;
@@ -43,13 +42,11 @@ void column_sums(float* out, const float* x, int64_t N, int64_t C, bool accumula
   cudaStream_t stream = compute_stream();
   if (chunks > 0) {
     // Chunks beyond the grid's 65535 rows of blocks loop inside the kernel.
-    const dim3 grid(unsigned((C + kColumnThreads - 1) / kColumnThreads),
-                    unsigned(chunks < 65535 ? chunks : 65535));
+    const dim3 grid(unsigned((C + kColumnThreads - 1) / kColumnThreads), unsigned(chunks < 65535 ? chunks : 65535));
     column_partial_kernel<<<grid, kColumnThreads, 0, stream>>>(partial, x, N, C);
     ST_CUDA_CHECK_LAUNCH("column_partial_kernel");
   }
-  column_chunks_kernel<<<grid_for(C, kColumnThreads), kColumnThreads, 0, stream>>>(out, partial, chunks, C,
-                                                                                  accumulate);
+  column_chunks_kernel<<<grid_for(C, kColumnThreads), kColumnThreads, 0, stream>>>(out, partial, chunks, C, accumulate);
   ST_CUDA_CHECK_LAUNCH("column_chunks_kernel");
 }
 

@@ -46,8 +46,7 @@ class CudaMemoryOps final : public DeviceMemoryOps {
     bind_thread();
     ST_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, g.compute));
   }
-  void copy(void* dst, Device dst_device, const void* src, Device src_device,
-            size_t bytes) override {
+  void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) override {
     if (!dst_device.is_cpu()) require(dst_device);
     if (!src_device.is_cpu()) require(src_device);
     bind_thread();
@@ -159,8 +158,8 @@ class CudaMemoryOps final : public DeviceMemoryOps {
   double last_s_ = 0;
 
   static void require(Device d) {
-    ST_CHECK(d.kind == DeviceKind::cuda && d.index == g.device,
-             "tensor on {} but this process brought up cuda:{}", d.str(), g.device);
+    ST_CHECK(d.kind == DeviceKind::cuda && d.index == g.device, "tensor on {} but this process brought up cuda:{}",
+             d.str(), g.device);
   }
 };
 
@@ -170,13 +169,12 @@ void fail(const std::string& message) { throw Error(message); }
 
 void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line) {
   cudaGetLastError();
-  throw Error(fmt::format("CUDA error {} ({}) in {} at {}:{}", int(err), cudaGetErrorString(err),
-                          what, file, line));
+  throw Error(fmt::format("CUDA error {} ({}) in {} at {}:{}", int(err), cudaGetErrorString(err), what, file, line));
 }
 
 void throw_cublas_error(cublasStatus_t status, const char* what, const char* file, int line) {
-  throw Error(fmt::format("cuBLAS error {} ({}) in {} at {}:{}", int(status),
-                          cublasGetStatusString(status), what, file, line));
+  throw Error(
+      fmt::format("cuBLAS error {} ({}) in {} at {}:{}", int(status), cublasGetStatusString(status), what, file, line));
 }
 
 GemmPrecision parse_gemm_precision(const std::string& name) {
@@ -198,15 +196,13 @@ const char* gemm_precision_name(GemmPrecision p) {
 void init_device(int index) {
   std::lock_guard<std::mutex> lock(g_init_mu);
   if (g.device >= 0) {
-    ST_CHECK(g.device == index, "cuda:{} asked for, but this process already uses cuda:{}", index,
-             g.device);
+    ST_CHECK(g.device == index, "cuda:{} asked for, but this process already uses cuda:{}", index, g.device);
     bind_thread();
     return;
   }
   int count = 0;
   ST_CUDA_CHECK(cudaGetDeviceCount(&count));
-  ST_CHECK(index >= 0 && index < count, "cuda:{} asked for, but {} CUDA device(s) are visible",
-           index, count);
+  ST_CHECK(index >= 0 && index < count, "cuda:{} asked for, but {} CUDA device(s) are visible", index, count);
   ST_CUDA_CHECK(cudaSetDevice(index));
   ST_CUDA_CHECK(cudaStreamCreateWithFlags(&g.compute, cudaStreamNonBlocking));
   ST_CUDA_CHECK(cudaStreamCreateWithFlags(&g.comm, cudaStreamNonBlocking));
@@ -273,8 +269,8 @@ unsigned long long* device_first_bad() {
 
 void publish_device_error() {
   if (g.error_host == nullptr) return;
-  ST_CUDA_CHECK(cudaMemcpyAsync(g.error_host, g.error_device, sizeof(DeviceErrorRecord),
-                                cudaMemcpyDeviceToHost, compute_stream()));
+  ST_CUDA_CHECK(cudaMemcpyAsync(g.error_host, g.error_device, sizeof(DeviceErrorRecord), cudaMemcpyDeviceToHost,
+                                compute_stream()));
 }
 
 void raise_device_error() {

@@ -25,26 +25,25 @@ namespace shardtrain::cuda {
 // Throws shardtrain::Error with this message.
 [[noreturn]] void fail(const std::string& message);
 
-#define ST_CUDA_REQUIRE(cond, message)                   \
-  do {                                                   \
-    if (!(cond)) ::shardtrain::cuda::fail(message);      \
+#define ST_CUDA_REQUIRE(cond, message)              \
+  do {                                              \
+    if (!(cond)) ::shardtrain::cuda::fail(message); \
   } while (0)
 
 // Throws shardtrain::Error naming the call, the file and line and CUDA's reason.
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line);
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* what, const char* file, int line);
 
-#define ST_CUDA_CHECK(expr)                                                              \
-  do {                                                                                   \
-    cudaError_t st_cuda_err_ = (expr);                                                   \
-    if (st_cuda_err_ != cudaSuccess)                                                     \
-      ::shardtrain::cuda::throw_cuda_error(st_cuda_err_, #expr, __FILE__, __LINE__);     \
+#define ST_CUDA_CHECK(expr)                                                                                         \
+  do {                                                                                                              \
+    cudaError_t st_cuda_err_ = (expr);                                                                              \
+    if (st_cuda_err_ != cudaSuccess) ::shardtrain::cuda::throw_cuda_error(st_cuda_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
-#define ST_CUBLAS_CHECK(expr)                                                            \
-  do {                                                                                   \
-    cublasStatus_t st_cublas_status_ = (expr);                                           \
-    if (st_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                      \
+#define ST_CUBLAS_CHECK(expr)                                                               \
+  do {                                                                                      \
+    cublasStatus_t st_cublas_status_ = (expr);                                              \
+    if (st_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                         \
       ::shardtrain::cuda::throw_cublas_error(st_cublas_status_, #expr, __FILE__, __LINE__); \
   } while (0)
 

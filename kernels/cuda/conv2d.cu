@@ -16,20 +16,16 @@ struct Geometry {
   int64_t C, H, W, K, stride, pad, OH, OW;
 };
 
-Geometry geometry(const Conv2dShape& s) {
-  return {s.C, s.H, s.W, s.K, s.stride, s.pad, s.OH(), s.OW()};
-}
+Geometry geometry(const Conv2dShape& s) { return {s.C, s.H, s.W, s.K, s.stride, s.pad, s.OH(), s.OW()}; }
 
 // A 1x1 kernel with stride 1 and no padding has col == image: skip the copy.
 bool col_is_image(const Conv2dShape& s) { return s.K == 1 && s.stride == 1 && s.pad == 0; }
 
 void check_shape(const char* fn, const Conv2dShape& s) {
-  ST_CUDA_REQUIRE(s.B >= 0 && s.C > 0 && s.H > 0 && s.W > 0 && s.OC > 0 && s.K > 0 &&
-                      s.stride > 0 && s.pad >= 0 && s.H + 2 * s.pad >= s.K &&
-                      s.W + 2 * s.pad >= s.K,
-                  std::string(fn) + ": bad shape B=" + std::to_string(s.B) +
-                      " C=" + std::to_string(s.C) + " H=" + std::to_string(s.H) +
-                      " W=" + std::to_string(s.W) + " OC=" + std::to_string(s.OC) +
+  ST_CUDA_REQUIRE(s.B >= 0 && s.C > 0 && s.H > 0 && s.W > 0 && s.OC > 0 && s.K > 0 && s.stride > 0 && s.pad >= 0 &&
+                      s.H + 2 * s.pad >= s.K && s.W + 2 * s.pad >= s.K,
+                  std::string(fn) + ": bad shape B=" + std::to_string(s.B) + " C=" + std::to_string(s.C) +
+                      " H=" + std::to_string(s.H) + " W=" + std::to_string(s.W) + " OC=" + std::to_string(s.OC) +
                       " K=" + std::to_string(s.K) + " stride=" + std::to_string(s.stride) +
                       " pad=" + std::to_string(s.pad));
 }
@@ -39,8 +35,7 @@ void check_shape(const char* fn, const Conv2dShape& s) {
 // in the padding.
 __global__ void im2col_kernel(float* col, const float* image, Geometry g, int64_t batch) {
   const int64_t P = g.OH * g.OW, per = g.C * g.K * g.K * P, total = batch * per;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t b = i / per, e = i - b * per;
     const int64_t ow = e % g.OW, oh = (e / g.OW) % g.OH, row = e / P;
     const int64_t kj = row % g.K, ki = (row / g.K) % g.K, c = row / (g.K * g.K);
@@ -56,8 +51,7 @@ __global__ void im2col_kernel(float* col, const float* image, Geometry g, int64_
 // Of `batch` samples: image b from col b.
 __global__ void col2im_kernel(float* image, const float* col, Geometry g, int64_t batch) {
   const int64_t P = g.OH * g.OW, per = g.C * g.H * g.W, total = batch * per;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t b = i / per, e = i - b * per;
     const int64_t iw = e % g.W, ih = (e / g.W) % g.H, c = e / (g.H * g.W);
     const float* cb = col + b * g.C * g.K * g.K * P;
@@ -78,11 +72,9 @@ __global__ void col2im_kernel(float* image, const float* col, Geometry g, int64_
 }
 
 // out[b, oc, :] = bias[oc] over all samples (the per-sample GEMMs add on top).
-__global__ void fill_bias_planes_kernel(float* out, const float* bias, int64_t B, int64_t OC,
-                                        int64_t P) {
+__global__ void fill_bias_planes_kernel(float* out, const float* bias, int64_t B, int64_t OC, int64_t P) {
   const int64_t total = B * OC * P;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
     out[i] = bias[(i / P) % OC];
 }
 
@@ -111,10 +103,8 @@ __global__ void conv_plane_sums_kernel(float* sums, const float* dout, int64_t B
 
 // dW[e] = (accumulate or not first ? dW[e] : 0) + partial[0][e] + ... +
 // partial[n-1][e], the samples in order as the per-sample GEMMs did.
-__global__ void add_partials_kernel(float* dw, const float* partial, int64_t n, int64_t per,
-                                    bool overwrite) {
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < per;
-       e += int64_t(gridDim.x) * blockDim.x) {
+__global__ void add_partials_kernel(float* dw, const float* partial, int64_t n, int64_t per, bool overwrite) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < per; e += int64_t(gridDim.x) * blockDim.x) {
     float acc = overwrite ? 0.0f : dw[e];
     for (int64_t b = 0; b < n; ++b) acc += partial[b * per + e];
     dw[e] = acc;
@@ -172,16 +162,14 @@ void col2im(float* image, const float* col, const Conv2dShape& s) {
 // The samples in passes of samples_per_pass (all of them, for the reference
 // models): one im2col and one strided-batched GEMM per pass instead of one of
 // each per sample. The caller's one-sample col workspace is not needed.
-void conv2d_forward(float* out, const float* in, const float* weight, const float* bias, float*,
-                    const Conv2dShape& s) {
+void conv2d_forward(float* out, const float* in, const float* weight, const float* bias, float*, const Conv2dShape& s) {
   check_shape("cuda::conv2d_forward", s);
   const int64_t P = s.OH() * s.OW(), CKK = s.C * s.K * s.K;
   if (s.B == 0) return;
   // Bias fused as in linear: planes start at bias[oc], the GEMMs add on top.
   if (bias != nullptr) {
     const int64_t n = s.B * s.OC * P;
-    fill_bias_planes_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(
-        out, bias, s.B, s.OC, P);
+    fill_bias_planes_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(out, bias, s.B, s.OC, P);
     ST_CUDA_CHECK_LAUNCH("fill_bias_planes_kernel");
   }
   const int64_t pass = samples_per_pass(s);
@@ -197,13 +185,12 @@ void conv2d_forward(float* out, const float* in, const float* weight, const floa
 // Per pass: one im2col, one strided-batched GEMM for the samples' weight
 // gradients (partials, added in sample order by one kernel), one for their
 // col gradients, one col2im.
-void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
-                     const float* weight, float*, const Conv2dShape& s, bool accumulate) {
+void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in, const float* weight,
+                     float*, const Conv2dShape& s, bool accumulate) {
   check_shape("cuda::conv2d_backward", s);
   const int64_t P = s.OH() * s.OW(), CKK = s.C * s.K * s.K, image_size = s.C * s.H * s.W;
   if (s.B == 0 && !accumulate)  // no samples: the sums are empty
-    ST_CUDA_CHECK(cudaMemsetAsync(dweight, 0, size_t(s.OC * CKK) * sizeof(float),
-                                  compute_stream()));
+    ST_CUDA_CHECK(cudaMemsetAsync(dweight, 0, size_t(s.OC * CKK) * sizeof(float), compute_stream()));
   // dbias for all samples at once (it reads dout only): each plane's sum,
   // then those added over the samples. The plane sums borrow the partials'
   // workspace, which the passes below reuse after them on the stream.
@@ -224,11 +211,10 @@ void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout
     const float* cols = batch_cols(in, b0, n, s);
     // partial_b[OC, CKK] = dout_b[OC, P] * col_b[CKK, P]^T, then added into dW.
     auto* partial = static_cast<float*>(scratch(ScratchSlot::conv_partials, size_t(n * per) * sizeof(float)));
-    gemm_strided_batched(false, true, s.OC, CKK, P, 1.0f, g, P, s.OC * P, cols, P, CKK * P, 0.0f, partial, CKK,
-                         per, n);
+    gemm_strided_batched(false, true, s.OC, CKK, P, 1.0f, g, P, s.OC * P, cols, P, CKK * P, 0.0f, partial, CKK, per, n);
     const bool overwrite = b0 == 0 && !accumulate;  // no zeroing pass
     add_partials_kernel<<<grid_for(per, kThreads), kThreads, 0, compute_stream()>>>(dweight, partial, n, per,
-                                                                                   overwrite);
+                                                                                    overwrite);
     ST_CUDA_CHECK_LAUNCH("add_partials_kernel");
     if (din == nullptr) continue;
     // dcol_b[CKK, P] = W^T * dout_b, gathered back onto image b. The cols
@@ -240,8 +226,7 @@ void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout
                            image_size, n);
     } else {
       auto* dcols = const_cast<float*>(cols);  // the conv_cols scratch slot
-      gemm_strided_batched(true, false, CKK, P, s.OC, 1.0f, weight, CKK, 0, g, P, s.OC * P, 0.0f, dcols, P,
-                           CKK * P, n);
+      gemm_strided_batched(true, false, CKK, P, s.OC, 1.0f, weight, CKK, 0, g, P, s.OC * P, 0.0f, dcols, P, CKK * P, n);
       const int64_t total = n * image_size;
       col2im_kernel<<<grid_for(total, kThreads), kThreads, 0, compute_stream()>>>(dimages, dcols, geometry(s), n);
       ST_CUDA_CHECK_LAUNCH("col2im_kernel");

@@ -25,14 +25,14 @@ void col2im(float* image, const float* col, const Conv2dShape& s);
 // context scratch buffer and one strided-batched GEMM, instead of one of each
 // per sample. A pass's workspace (cols, weight-gradient partials, their bf16
 // copies) stays within set_conv_cols_limit bytes (128 MiB), or one sample's.
-void conv2d_forward(float* out, const float* in, const float* weight, const float* bias,
-                    float* col, const Conv2dShape& s);
+void conv2d_forward(float* out, const float* in, const float* weight, const float* bias, float* col,
+                    const Conv2dShape& s);
 
 // din (may be null) is overwritten; dweight/dbias (dbias may be null)
 // overwritten, or added to when accumulate (the samples' weight gradients
 // added in sample order). Passes as in forward.
-void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
-                     const float* weight, float* col, const Conv2dShape& s, bool accumulate);
+void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in, const float* weight,
+                     float* col, const Conv2dShape& s, bool accumulate);
 
 // The workspace limit of a pass in bytes (at least one sample per pass
 // whatever it is); returns the one before. For tests of the multi-pass path.

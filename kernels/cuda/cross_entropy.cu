@@ -26,12 +26,9 @@ __device__ float row_max(const float* x, int64_t C, float* sh) {
 }
 
 // -log softmax(x)[y] = log(sum) + (max - x_y), in double, as the CPU's row_loss.
-__device__ double row_loss(float max, float sum, float x_y) {
-  return log(double(sum)) + (double(max) - double(x_y));
-}
+__device__ double row_loss(float max, float sum, float x_y) { return log(double(sum)) + (double(max) - double(x_y)); }
 
-__global__ void xent_forward_kernel(double* loss, const float* logits, const int32_t* labels,
-                                    int64_t N, int64_t C) {
+__global__ void xent_forward_kernel(double* loss, const float* logits, const int32_t* labels, int64_t N, int64_t C) {
   __shared__ float sh[kThreads];
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
     const float* x = logits + row * C;
@@ -52,8 +49,8 @@ __global__ void xent_forward_kernel(double* loss, const float* logits, const int
 // meet an unchecked label: that row's loss is NaN and nothing is read out
 // of bounds (the branch is uniform across the block).
 template <class Loss>
-__global__ void xent_fused_kernel(Loss* loss, float* dlogits, const float* logits,
-                                  const int32_t* labels, int64_t N, int64_t C, float scale) {
+__global__ void xent_fused_kernel(Loss* loss, float* dlogits, const float* logits, const int32_t* labels, int64_t N,
+                                  int64_t C, float scale) {
   __shared__ float sh[kThreads];
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
     const float* x = logits + row * C;
@@ -85,8 +82,8 @@ __global__ void xent_fused_kernel(Loss* loss, float* dlogits, const float* logit
 
 // First arg-max of each row (strict '>' within a thread's ascending indices,
 // the smaller index on equal values across threads), compared with the label.
-__global__ void count_correct_kernel(int32_t* correct, const float* logits, const int32_t* labels,
-                                     int64_t N, int64_t C) {
+__global__ void count_correct_kernel(int32_t* correct, const float* logits, const int32_t* labels, int64_t N,
+                                     int64_t C) {
   __shared__ float sh_v[kThreads];
   __shared__ int64_t sh_i[kThreads];
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
@@ -129,13 +126,12 @@ unsigned row_blocks(int64_t N) { return unsigned(N < kMaxRowBlocks ? N : kMaxRow
 const int32_t* upload_labels(const int32_t* host_labels, int64_t N, int64_t C) {
   for (int64_t n = 0; n < N; ++n) {
     const int32_t y = host_labels[n];
-    ST_CUDA_REQUIRE(y >= 0 && y < C, "softmax cross-entropy: row " + std::to_string(n) +
-                                         " has label " + std::to_string(y) + ", outside [0, " +
-                                         std::to_string(C) + ")");
+    ST_CUDA_REQUIRE(y >= 0 && y < C, "softmax cross-entropy: row " + std::to_string(n) + " has label " +
+                                         std::to_string(y) + ", outside [0, " + std::to_string(C) + ")");
   }
   auto* labels = static_cast<int32_t*>(scratch(ScratchSlot::labels, size_t(N) * sizeof(int32_t)));
-  ST_CUDA_CHECK(cudaMemcpyAsync(labels, host_labels, size_t(N) * sizeof(int32_t),
-                                cudaMemcpyHostToDevice, compute_stream()));
+  ST_CUDA_CHECK(
+      cudaMemcpyAsync(labels, host_labels, size_t(N) * sizeof(int32_t), cudaMemcpyHostToDevice, compute_stream()));
   return labels;
 }
 
@@ -143,8 +139,8 @@ const int32_t* upload_labels(const int32_t* host_labels, int64_t N, int64_t C) {
 template <class T>
 std::vector<T> download(const T* device_values, int64_t N) {
   std::vector<T> host(static_cast<size_t>(N));
-  ST_CUDA_CHECK(cudaMemcpyAsync(host.data(), device_values, size_t(N) * sizeof(T),
-                                cudaMemcpyDeviceToHost, compute_stream()));
+  ST_CUDA_CHECK(
+      cudaMemcpyAsync(host.data(), device_values, size_t(N) * sizeof(T), cudaMemcpyDeviceToHost, compute_stream()));
   sync_compute();  // and raises an error a kernel found
   return host;
 }
@@ -158,33 +154,29 @@ double sum_in_order(const std::vector<double>& row_losses) {
 
 }  // namespace
 
-double softmax_xent_forward(const float* logits, const int32_t* host_labels, int64_t N,
-                            int64_t C) {
+double softmax_xent_forward(const float* logits, const int32_t* host_labels, int64_t N, int64_t C) {
   if (N <= 0) return 0.0;
   const int32_t* labels = upload_labels(host_labels, N, C);
   auto* row_losses = static_cast<double*>(scratch(ScratchSlot::reduce, size_t(N) * sizeof(double)));
-  xent_forward_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(row_losses, logits, labels,
-                                                                        N, C);
+  xent_forward_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(row_losses, logits, labels, N, C);
   ST_CUDA_CHECK_LAUNCH("xent_forward_kernel");
   return sum_in_order(download(row_losses, N));
 }
 
-double softmax_xent_fused(float* dlogits, const float* logits, const int32_t* host_labels,
-                          int64_t N, int64_t C, float scale) {
+double softmax_xent_fused(float* dlogits, const float* logits, const int32_t* host_labels, int64_t N, int64_t C,
+                          float scale) {
   if (N <= 0) return 0.0;
   const int32_t* labels = upload_labels(host_labels, N, C);
   auto* row_losses = static_cast<double*>(scratch(ScratchSlot::reduce, size_t(N) * sizeof(double)));
-  xent_fused_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(row_losses, dlogits, logits,
-                                                                      labels, N, C, scale);
+  xent_fused_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(row_losses, dlogits, logits, labels, N, C, scale);
   ST_CUDA_CHECK_LAUNCH("xent_fused_kernel");
   return sum_in_order(download(row_losses, N));
 }
 
-void softmax_xent_fused_rows(float* dlogits, const float* logits, const int32_t* labels, int64_t N,
-                             int64_t C, float scale, float* row_loss) {
+void softmax_xent_fused_rows(float* dlogits, const float* logits, const int32_t* labels, int64_t N, int64_t C,
+                             float scale, float* row_loss) {
   if (N <= 0) return;
-  xent_fused_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(row_loss, dlogits, logits, labels, N,
-                                                                      C, scale);
+  xent_fused_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(row_loss, dlogits, logits, labels, N, C, scale);
   ST_CUDA_CHECK_LAUNCH("xent_fused_kernel");
 }
 
@@ -192,8 +184,7 @@ int64_t count_correct(const float* logits, const int32_t* host_labels, int64_t N
   if (N <= 0) return 0;
   const int32_t* labels = upload_labels(host_labels, N, C);
   auto* correct = static_cast<int32_t*>(scratch(ScratchSlot::reduce, size_t(N) * sizeof(int32_t)));
-  count_correct_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(correct, logits, labels,
-                                                                         N, C);
+  count_correct_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(correct, logits, labels, N, C);
   ST_CUDA_CHECK_LAUNCH("count_correct_kernel");
   int64_t total = 0;
   for (int32_t c : download(correct, N)) total += c;

@@ -18,16 +18,16 @@ double softmax_xent_forward(const float* logits, const int32_t* host_labels, int
 
 // dlogits = scale * (softmax(logits) - onehot(label)); returns the summed loss.
 // dlogits may be logits (in place).
-double softmax_xent_fused(float* dlogits, const float* logits, const int32_t* host_labels,
-                          int64_t N, int64_t C, float scale);
+double softmax_xent_fused(float* dlogits, const float* logits, const int32_t* host_labels, int64_t N, int64_t C,
+                          float scale);
 
 // The fused form with DEVICE labels and each row's loss written, as f32, to
 // the device array row_loss[N]: no host round trip, nothing waits. Labels
 // are not checked (the caller checks them on the host, ops::check_labels); a
 // row whose label is outside [0, C) gets a NaN loss and its dlogits row is
 // left unwritten, never an out-of-bounds read.
-void softmax_xent_fused_rows(float* dlogits, const float* logits, const int32_t* labels, int64_t N,
-                             int64_t C, float scale, float* row_loss);
+void softmax_xent_fused_rows(float* dlogits, const float* logits, const int32_t* labels, int64_t N, int64_t C,
+                             float scale, float* row_loss);
 
 // Rows whose arg-max logit (first one on ties) equals the label.
 int64_t count_correct(const float* logits, const int32_t* host_labels, int64_t N, int64_t C);

@@ -56,14 +56,12 @@ __global__ void scale_kernel(float* x, int64_t n, float s) {
 
 __global__ void add_kernel(float* out, const float* a, const float* b, int64_t n) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    out[i] = a[i] + b[i];
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = a[i] + b[i];
 }
 
 __global__ void accumulate_kernel(float* y, const float* x, int64_t n) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    y[i] += x[i];
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) y[i] += x[i];
 }
 
 // As shardtrain::to_bf16: NaN stays a (quiet) NaN, otherwise round to nearest even.
@@ -76,8 +74,7 @@ __device__ uint16_t f32_to_bf16_bits(float f) {
 
 __global__ void f32_to_bf16_kernel(uint16_t* out, const float* in, int64_t n) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    out[i] = f32_to_bf16_bits(in[i]);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = f32_to_bf16_bits(in[i]);
 }
 
 __global__ void bf16_to_f32_kernel(float* out, const uint16_t* in, int64_t n) {
@@ -164,8 +161,7 @@ void accumulate(float* y, const float* x, int64_t n) {
 
 void f32_to_bf16(bf16* out, const float* in, int64_t n) {
   if (n <= 0) return;
-  f32_to_bf16_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(
-      reinterpret_cast<uint16_t*>(out), in, n);
+  f32_to_bf16_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(reinterpret_cast<uint16_t*>(out), in, n);
   ST_CUDA_CHECK_LAUNCH("f32_to_bf16_kernel");
 }
 

@@ -15,8 +15,7 @@ constexpr unsigned long long kNoBadId = ~0ull;
 
 // *first_bad = the smallest position n with ids[n] outside [0, V) (an integer
 // minimum: the same answer whatever the order of the atomics).
-__global__ void check_ids_kernel(unsigned long long* first_bad, const int32_t* ids, int64_t N,
-                                 int64_t V) {
+__global__ void check_ids_kernel(unsigned long long* first_bad, const int32_t* ids, int64_t N, int64_t V) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < N; n += stride) {
     const int32_t id = ids[n];
@@ -26,8 +25,8 @@ __global__ void check_ids_kernel(unsigned long long* first_bad, const int32_t* i
 
 // One thread: the first bad id into the context's error record, unless it
 // holds an earlier error; the word is set back for the next check.
-__global__ void record_bad_id_kernel(DeviceErrorRecord* record, unsigned long long* first_bad,
-                                     const int32_t* ids, int64_t V) {
+__global__ void record_bad_id_kernel(DeviceErrorRecord* record, unsigned long long* first_bad, const int32_t* ids,
+                                     int64_t V) {
   const unsigned long long n = *first_bad;
   if (n == kNoBadId) return;
   *first_bad = kNoBadId;
@@ -54,8 +53,8 @@ void check_ids(const int32_t* ids, int64_t N, int64_t V) {
 }
 
 // A row whose id is outside [0, V) reads as zeros.
-__global__ void embedding_forward_kernel(float* out, const int32_t* ids, const float* table,
-                                         int64_t N, int64_t V, int64_t C) {
+__global__ void embedding_forward_kernel(float* out, const int32_t* ids, const float* table, int64_t N, int64_t V,
+                                         int64_t C) {
   const int64_t total = N * C;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
@@ -69,8 +68,8 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* ids, const f
 // or 0 and adds dout[n, c] for every n with ids[n] == v, n ascending (the
 // CPU's order); an id outside [0, V) matches no element. The block stages
 // the ids through shared memory in tiles.
-__global__ void embedding_backward_kernel(float* dtable, const float* dout, const int32_t* ids,
-                                          int64_t N, int64_t V, int64_t C, bool accumulate) {
+__global__ void embedding_backward_kernel(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t V,
+                                          int64_t C, bool accumulate) {
   __shared__ int32_t tile[kThreads];
   const int64_t e = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   const bool active = e < V * C;
@@ -89,8 +88,7 @@ __global__ void embedding_backward_kernel(float* dtable, const float* dout, cons
   if (active) dtable[e] = acc;
 }
 
-__global__ void position_add_kernel(float* out, const float* table, int64_t B, int64_t T,
-                                    int64_t C) {
+__global__ void position_add_kernel(float* out, const float* table, int64_t B, int64_t T, int64_t C) {
   const int64_t total = B * T * C, plane = T * C;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride)
@@ -98,8 +96,8 @@ __global__ void position_add_kernel(float* out, const float* table, int64_t B, i
 }
 
 // One thread per (t, c): b = 0..B-1 in order, as the CPU.
-__global__ void position_backward_kernel(float* dtable, const float* dout, int64_t B, int64_t T,
-                                         int64_t C, bool accumulate) {
+__global__ void position_backward_kernel(float* dtable, const float* dout, int64_t B, int64_t T, int64_t C,
+                                         bool accumulate) {
   const int64_t plane = T * C;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < plane; i += stride) {
@@ -111,45 +109,41 @@ __global__ void position_backward_kernel(float* dtable, const float* dout, int64
 
 }  // namespace
 
-void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t V,
-                       int64_t C) {
+void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t V, int64_t C) {
   check_ids(ids, N, V);
   if (N <= 0 || C <= 0) return;
-  embedding_forward_kernel<<<grid_for(N * C, kThreads), kThreads, 0, compute_stream()>>>(
-      out, ids, table, N, V, C);
+  embedding_forward_kernel<<<grid_for(N * C, kThreads), kThreads, 0, compute_stream()>>>(out, ids, table, N, V, C);
   ST_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
 }
 
-void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t V,
-                        int64_t C, bool accumulate) {
+void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t V, int64_t C,
+                        bool accumulate) {
   check_ids(ids, N, V);
   if (V <= 0 || C <= 0) return;
   const int64_t blocks = (V * C + kThreads - 1) / kThreads;
-  ST_CUDA_REQUIRE(blocks <= 0x7fffffffLL, "embedding_backward: table of " + std::to_string(V) +
-                                              " x " + std::to_string(C) + " is too large");
-  embedding_backward_kernel<<<unsigned(blocks), kThreads, 0, compute_stream()>>>(
-      dtable, dout, ids, N, V, C, accumulate);
+  ST_CUDA_REQUIRE(blocks <= 0x7fffffffLL,
+                  "embedding_backward: table of " + std::to_string(V) + " x " + std::to_string(C) + " is too large");
+  embedding_backward_kernel<<<unsigned(blocks), kThreads, 0, compute_stream()>>>(dtable, dout, ids, N, V, C,
+                                                                                 accumulate);
   ST_CUDA_CHECK_LAUNCH("embedding_backward_kernel");
 }
 
 void position_embedding_add(float* out, const float* table, int64_t B, int64_t T, int64_t C) {
   if (B <= 0 || T <= 0 || C <= 0) return;
-  position_add_kernel<<<grid_for(B * T * C, kThreads), kThreads, 0, compute_stream()>>>(out, table,
-                                                                                     B, T, C);
+  position_add_kernel<<<grid_for(B * T * C, kThreads), kThreads, 0, compute_stream()>>>(out, table, B, T, C);
   ST_CUDA_CHECK_LAUNCH("position_add_kernel");
 }
 
-void position_embedding_backward(float* dtable, const float* dout, int64_t B, int64_t T, int64_t C,
-                                 int64_t rows, bool accumulate) {
+void position_embedding_backward(float* dtable, const float* dout, int64_t B, int64_t T, int64_t C, int64_t rows,
+                                 bool accumulate) {
   if (C <= 0) return;
   // Rows [T, rows) are zeroed (rows [0, T) are written below).
   if (!accumulate && rows > T)
     ST_CUDA_CHECK(cudaMemsetAsync(dtable + (T > 0 ? T : 0) * C, 0,
-                                  size_t(rows - (T > 0 ? T : 0)) * size_t(C) * sizeof(float),
-                                  compute_stream()));
+                                  size_t(rows - (T > 0 ? T : 0)) * size_t(C) * sizeof(float), compute_stream()));
   if (T <= 0) return;
-  position_backward_kernel<<<grid_for(T * C, kThreads), kThreads, 0, compute_stream()>>>(
-      dtable, dout, B, T, C, accumulate);
+  position_backward_kernel<<<grid_for(T * C, kThreads), kThreads, 0, compute_stream()>>>(dtable, dout, B, T, C,
+                                                                                         accumulate);
   ST_CUDA_CHECK_LAUNCH("position_backward_kernel");
 }
 

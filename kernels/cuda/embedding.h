@@ -13,20 +13,19 @@
 namespace shardtrain::cuda {
 
 // out[N, C] = table[ids[n], :].
-void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t V,
-                       int64_t C);
+void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t V, int64_t C);
 
 // dtable[V, C] (+)= scatter of dout rows by ids; overwritten first unless accumulate.
 // One thread per table element scans all ids: meant for small vocabularies.
-void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t V,
-                        int64_t C, bool accumulate);
+void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t V, int64_t C,
+                        bool accumulate);
 
 // out[B, T, C] += table[t, :].
 void position_embedding_add(float* out, const float* table, int64_t B, int64_t T, int64_t C);
 
 // dtable[T, C] (+)= sum over b of dout[b, t, :]; when !accumulate the whole
 // table of `rows` rows is zeroed first (rows beyond T stay zero).
-void position_embedding_backward(float* dtable, const float* dout, int64_t B, int64_t T, int64_t C,
-                                 int64_t rows, bool accumulate);
+void position_embedding_backward(float* dtable, const float* dout, int64_t B, int64_t T, int64_t C, int64_t rows,
+                                 bool accumulate);
 
 }  // namespace shardtrain::cuda

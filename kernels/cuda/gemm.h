@@ -17,16 +17,14 @@
 
 namespace shardtrain::cuda {
 
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // `batch` independent GEMMs with the row-major convention above: product i
 // reads A + i*stride_a and B + i*stride_b and writes C + i*stride_c (strides
 // in floats). Used by attention over the heads of one sample.
-void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-                          float alpha, const float* A, int64_t lda, int64_t stride_a,
-                          const float* B, int64_t ldb, int64_t stride_b, float beta, float* C,
-                          int64_t ldc, int64_t stride_c, int64_t batch);
+void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                          int64_t lda, int64_t stride_a, const float* B, int64_t ldb, int64_t stride_b, float beta,
+                          float* C, int64_t ldc, int64_t stride_c, int64_t batch);
 
 }  // namespace shardtrain::cuda

@@ -10,13 +10,12 @@
 namespace shardtrain::cuda {
 namespace {
 
-constexpr int kThreads = 256;        // row kernels: one block per row
-constexpr int kColumnThreads = 64;   // column sums: one thread per column of a block
+constexpr int kThreads = 256;       // row kernels: one block per row
+constexpr int kColumnThreads = 64;  // column sums: one thread per column of a block
 constexpr int64_t kMaxRowBlocks = 65535;
 
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* in,
-                                         const float* weight, const float* bias, int64_t N,
-                                         int64_t C, float eps) {
+__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* in, const float* weight,
+                                         const float* bias, int64_t N, int64_t C, float eps) {
   __shared__ float sh[kThreads];
   const float inv_c = 1.0f / float(C);
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
@@ -44,9 +43,8 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
 }
 
 // din = s * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = w * dy.
-__global__ void layernorm_din_kernel(float* din, const float* dout, const float* in,
-                                     const float* weight, const float* mean, const float* rstd,
-                                     int64_t N, int64_t C) {
+__global__ void layernorm_din_kernel(float* din, const float* dout, const float* in, const float* weight,
+                                     const float* mean, const float* rstd, int64_t N, int64_t C) {
   __shared__ float sh[kThreads];
   const float inv_c = 1.0f / float(C);
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
@@ -65,8 +63,7 @@ __global__ void layernorm_din_kernel(float* din, const float* dout, const float*
     const float dnorm_norm_mean = __fmul_rn(block_sum<kThreads>(acc_b, sh), inv_c);
     for (int64_t i = threadIdx.x; i < C; i += kThreads) {
       const float norm = __fmul_rn(__fsub_rn(x[i], m), s);
-      const float t = __fsub_rn(__fsub_rn(__fmul_rn(weight[i], g[i]), dnorm_mean),
-                                __fmul_rn(norm, dnorm_norm_mean));
+      const float t = __fsub_rn(__fsub_rn(__fmul_rn(weight[i], g[i]), dnorm_mean), __fmul_rn(norm, dnorm_norm_mean));
       dx[i] = __fmul_rn(t, s);
     }
   }
@@ -80,9 +77,8 @@ __global__ void layernorm_din_kernel(float* din, const float* dout, const float*
 // C threads, each N dependent steps.
 constexpr int64_t kRowsPerChunk = 32;
 
-__global__ void layernorm_dparams_partial_kernel(float* partial_w, float* partial_b, const float* dout,
-                                                 const float* in, const float* mean, const float* rstd,
-                                                 int64_t N, int64_t C) {
+__global__ void layernorm_dparams_partial_kernel(float* partial_w, float* partial_b, const float* dout, const float* in,
+                                                 const float* mean, const float* rstd, int64_t N, int64_t C) {
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= C) return;
   const int64_t chunks = (N + kRowsPerChunk - 1) / kRowsPerChunk;
@@ -120,21 +116,20 @@ unsigned row_blocks(int64_t N) { return unsigned(N < kMaxRowBlocks ? N : kMaxRow
 
 }  // namespace
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* in, const float* weight,
-                       const float* bias, int64_t N, int64_t C, float eps) {
+void layernorm_forward(float* out, float* mean, float* rstd, const float* in, const float* weight, const float* bias,
+                       int64_t N, int64_t C, float eps) {
   if (N <= 0 || C <= 0) return;
-  layernorm_forward_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(
-      out, mean, rstd, in, weight, bias, N, C, eps);
+  layernorm_forward_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(out, mean, rstd, in, weight, bias, N, C,
+                                                                             eps);
   ST_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
 }
 
-void layernorm_backward(float* din, float* dweight, float* dbias, const float* dout,
-                        const float* in, const float* weight, const float* mean, const float* rstd,
-                        int64_t N, int64_t C, bool accumulate) {
+void layernorm_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
+                        const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C,
+                        bool accumulate) {
   if (C <= 0) return;
   if (N > 0) {
-    layernorm_din_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(din, dout, in, weight,
-                                                                           mean, rstd, N, C);
+    layernorm_din_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(din, dout, in, weight, mean, rstd, N, C);
     ST_CUDA_CHECK_LAUNCH("layernorm_din_kernel");
   }
   const int64_t chunks = N > 0 ? (N + kRowsPerChunk - 1) / kRowsPerChunk : 0;
@@ -142,8 +137,8 @@ void layernorm_backward(float* din, float* dweight, float* dbias, const float* d
   if (chunks > 0) {
     // Chunks beyond the grid's 65535 rows of blocks loop inside the kernel.
     const dim3 grid(unsigned((C + kColumnThreads - 1) / kColumnThreads), unsigned(chunks < 65535 ? chunks : 65535));
-    layernorm_dparams_partial_kernel<<<grid, kColumnThreads, 0, compute_stream()>>>(
-        partial, partial + chunks * C, dout, in, mean, rstd, N, C);
+    layernorm_dparams_partial_kernel<<<grid, kColumnThreads, 0, compute_stream()>>>(partial, partial + chunks * C, dout,
+                                                                                    in, mean, rstd, N, C);
     ST_CUDA_CHECK_LAUNCH("layernorm_dparams_partial_kernel");
   }
   // With N == 0 this still zeroes dweight/dbias when !accumulate, as the CPU.

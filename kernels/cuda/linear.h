@@ -9,13 +9,13 @@
 namespace shardtrain::cuda {
 
 // bias may be null.
-void linear_forward(float* out, const float* in, const float* weight, const float* bias,
-                    int64_t N, int64_t IC, int64_t OC);
+void linear_forward(float* out, const float* in, const float* weight, const float* bias, int64_t N, int64_t IC,
+                    int64_t OC);
 
 // din (may be null) is overwritten. dweight and dbias (dbias may be null) are
 // overwritten, or added to when `accumulate`. dbias is a deterministic column
 // sum in two stages (column_sum.h).
-void linear_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
-                     const float* weight, int64_t N, int64_t IC, int64_t OC, bool accumulate);
+void linear_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in, const float* weight,
+                     int64_t N, int64_t IC, int64_t OC, bool accumulate);
 
 }  // namespace shardtrain::cuda

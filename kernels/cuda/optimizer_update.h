@@ -13,11 +13,11 @@
 namespace shardtrain::cuda {
 
 // momentum_buf may be null when hp.momentum == 0.
-void sgd_update(float* param, const float* grad, float* momentum_buf, int64_t n,
-                const cpu::SgdParams& hp, bool first_step);
+void sgd_update(float* param, const float* grad, float* momentum_buf, int64_t n, const cpu::SgdParams& hp,
+                bool first_step);
 
 // step is 1-based.
-void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
-                  const cpu::AdamWParams& hp, int64_t step);
+void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, const cpu::AdamWParams& hp,
+                  int64_t step);
 
 }  // namespace shardtrain::cuda

@@ -14,9 +14,8 @@ constexpr int kThreads = 256;
 
 // One thread per output: the window scanned row by row, strict '>' (the
 // first maximum wins), as the CPU.
-__global__ void maxpool_forward_kernel(float* out, int32_t* argmax, const float* in, int64_t planes,
-                                       int64_t H, int64_t W, int64_t K, int64_t S, int64_t OH,
-                                       int64_t OW) {
+__global__ void maxpool_forward_kernel(float* out, int32_t* argmax, const float* in, int64_t planes, int64_t H,
+                                       int64_t W, int64_t K, int64_t S, int64_t OH, int64_t OW) {
   const int64_t total = planes * OH * OW;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
@@ -42,9 +41,8 @@ __global__ void maxpool_forward_kernel(float* out, int32_t* argmax, const float*
 // One thread per input pixel (h, w): starts at 0 and adds, in output order
 // (oh, ow ascending: the CPU's scatter order), the gradient of every window
 // that covers the pixel and chose it as its arg-max.
-__global__ void maxpool_backward_kernel(float* din, const float* dout, const int32_t* argmax,
-                                        int64_t planes, int64_t H, int64_t W, int64_t K, int64_t S,
-                                        int64_t OH, int64_t OW) {
+__global__ void maxpool_backward_kernel(float* din, const float* dout, const int32_t* argmax, int64_t planes, int64_t H,
+                                        int64_t W, int64_t K, int64_t S, int64_t OH, int64_t OW) {
   const int64_t total = planes * H * W;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
@@ -68,9 +66,8 @@ __global__ void maxpool_backward_kernel(float* din, const float* dout, const int
 
 void check_shape(const cpu::Pool2dShape& s, const char* what) {
   ST_CUDA_REQUIRE(s.K >= 1 && s.stride >= 1 && s.H >= s.K && s.W >= s.K && s.H * s.W <= 0x7fffffffLL,
-                  std::string(what) + ": window " + std::to_string(s.K) + " stride " +
-                      std::to_string(s.stride) + " does not fit a " + std::to_string(s.H) + "x" +
-                      std::to_string(s.W) + " plane");
+                  std::string(what) + ": window " + std::to_string(s.K) + " stride " + std::to_string(s.stride) +
+                      " does not fit a " + std::to_string(s.H) + "x" + std::to_string(s.W) + " plane");
 }
 
 }  // namespace
@@ -80,19 +77,18 @@ void maxpool2d_forward(float* out, int32_t* argmax, const float* in, const cpu::
   const int64_t planes = s.B * s.C, OH = s.OH(), OW = s.OW();
   const int64_t total = planes * OH * OW;
   if (total <= 0) return;
-  maxpool_forward_kernel<<<grid_for(total, kThreads), kThreads, 0, compute_stream()>>>(
-      out, argmax, in, planes, s.H, s.W, s.K, s.stride, OH, OW);
+  maxpool_forward_kernel<<<grid_for(total, kThreads), kThreads, 0, compute_stream()>>>(out, argmax, in, planes, s.H,
+                                                                                       s.W, s.K, s.stride, OH, OW);
   ST_CUDA_CHECK_LAUNCH("maxpool_forward_kernel");
 }
 
-void maxpool2d_backward(float* din, const float* dout, const int32_t* argmax,
-                        const cpu::Pool2dShape& s) {
+void maxpool2d_backward(float* din, const float* dout, const int32_t* argmax, const cpu::Pool2dShape& s) {
   check_shape(s, "maxpool2d_backward");
   const int64_t planes = s.B * s.C, OH = s.OH(), OW = s.OW();
   const int64_t total = planes * s.H * s.W;
   if (total <= 0) return;
-  maxpool_backward_kernel<<<grid_for(total, kThreads), kThreads, 0, compute_stream()>>>(
-      din, dout, argmax, planes, s.H, s.W, s.K, s.stride, OH, OW);
+  maxpool_backward_kernel<<<grid_for(total, kThreads), kThreads, 0, compute_stream()>>>(din, dout, argmax, planes, s.H,
+                                                                                        s.W, s.K, s.stride, OH, OW);
   ST_CUDA_CHECK_LAUNCH("maxpool_backward_kernel");
 }
 

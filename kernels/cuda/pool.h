@@ -15,7 +15,6 @@ namespace shardtrain::cuda {
 // out[B, C, OH, OW], argmax[B, C, OH, OW].
 void maxpool2d_forward(float* out, int32_t* argmax, const float* in, const cpu::Pool2dShape& s);
 // din[B, C, H, W] is overwritten.
-void maxpool2d_backward(float* din, const float* dout, const int32_t* argmax,
-                        const cpu::Pool2dShape& s);
+void maxpool2d_backward(float* din, const float* dout, const int32_t* argmax, const cpu::Pool2dShape& s);
 
 }  // namespace shardtrain::cuda

@@ -111,8 +111,9 @@ void write_table(hid_t file, const std::string& name, hid_t type, const std::vec
                  bool writer) {
   const hsize_t dims[2] = {hsize_t(values.size() / size_t(cols)), hsize_t(cols)};
   h5::Dataspace space(h5::check(H5Screate_simple(2, dims, nullptr), "cannot create a dataspace"));
-  h5::Dataset ds(h5::check(H5Dcreate2(file, name.c_str(), type, space.get(), with_groups().get(), H5P_DEFAULT, H5P_DEFAULT),
-                           "cannot create dataset " + name));
+  h5::Dataset ds(
+      h5::check(H5Dcreate2(file, name.c_str(), type, space.get(), with_groups().get(), H5P_DEFAULT, H5P_DEFAULT),
+                "cannot create dataset " + name));
   h5::Dataspace fs(h5::check(H5Dget_space(ds.get()), "cannot get a dataspace"));
   h5::Dataspace ms(h5::check(H5Screate_simple(2, dims, nullptr), "cannot create a dataspace"));
   if (!writer) {
@@ -121,8 +122,7 @@ void write_table(hid_t file, const std::string& name, hid_t type, const std::vec
   }
   h5::PropList dxpl = io::mpio::transfer(io::Transfer::collective);
   const hid_t mem_type = std::is_same_v<T, int64_t> ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT32;
-  h5::check_status(H5Dwrite(ds.get(), mem_type, ms.get(), fs.get(), dxpl.get(), values.data()),
-                   "cannot write " + name);
+  h5::check_status(H5Dwrite(ds.get(), mem_type, ms.get(), fs.get(), dxpl.get(), values.data()), "cannot write " + name);
   ds.close("cannot close " + name);
 }
 
@@ -198,8 +198,8 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
                    MPI_INT64_T, mpi_comm);
     write_table(file.get(), "/layout/pieces", H5T_STD_I64LE, all, 3, c.rank == 0);
     std::vector<uint32_t> crcs(size_t(c.size) * tensors.size());
-    MPI_Allgather(my_crcs.data(), int(my_crcs.size()), MPI_UINT32_T, crcs.data(), int(my_crcs.size()),
-                  MPI_UINT32_T, mpi_comm);
+    MPI_Allgather(my_crcs.data(), int(my_crcs.size()), MPI_UINT32_T, crcs.data(), int(my_crcs.size()), MPI_UINT32_T,
+                  mpi_comm);
     write_table(file.get(), "/checksums/crc32", H5T_STD_U32LE, crcs, int64_t(tensors.size()), c.rank == 0);
     file.close(tmp + ": cannot close the checkpoint file");
   } catch (const std::exception& e) {
@@ -232,9 +232,12 @@ Header load(const std::string& path, MPI_Comm mpi_comm, const Identity& expected
     std::error_code ec;
     ST_CHECK(!std::filesystem::is_directory(path, ec),
              "{} is a directory: name a checkpoint file in it, or resume with --resume auto and the run "
-             "directory", path);
-    ST_CHECK(std::filesystem::is_regular_file(path, ec), "{}: no such file on rank {} (a checkpoint must be "
-             "visible to every rank: a shared file system, and an absolute path)", path, c.rank);
+             "directory",
+             path);
+    ST_CHECK(std::filesystem::is_regular_file(path, ec),
+             "{}: no such file on rank {} (a checkpoint must be "
+             "visible to every rank: a shared file system, and an absolute path)",
+             path, c.rank);
   });
   agreed(c, [&] {
     h5::PropList fapl = io::mpio::file_access(mpi_comm);
@@ -245,7 +248,8 @@ Header load(const std::string& path, MPI_Comm mpi_comm, const Identity& expected
       ST_CHECK(differs.empty(), "written for another model or config: {}", differs);
       for (const auto& [name, t] : tensors) {
         const size_t slash = name.find('/');  // "optimizer/m": its group first
-        const bool group = slash == std::string::npos || h5::has_object(file.get(), fmt::format("/{}", name.substr(0, slash)));
+        const bool group =
+            slash == std::string::npos || h5::has_object(file.get(), fmt::format("/{}", name.substr(0, slash)));
         ST_CHECK(group && h5::has_object(file.get(), name), "dataset {} is missing", name);
       }
       pieces = read_table<int64_t>(file.get(), "/layout/pieces", 3);
@@ -268,8 +272,10 @@ Header load(const std::string& path, MPI_Comm mpi_comm, const Identity& expected
                  std::max(covered, lo));
         covered = hi;
       }
-      ST_CHECK(covered == header.identity.flat_numel, "flat elements [{}, {}) were not written (a rank's shard is "
-               "missing)", covered, header.identity.flat_numel);
+      ST_CHECK(covered == header.identity.flat_numel,
+               "flat elements [{}, {}) were not written (a rank's shard is "
+               "missing)",
+               covered, header.identity.flat_numel);
     });
   });
   // Every rank opens every dataset (opening is collective in parallel HDF5).
@@ -297,8 +303,10 @@ Header load(const std::string& path, MPI_Comm mpi_comm, const Identity& expected
             H5Dread(datasets[k].get(), H5T_NATIVE_FLOAT, s.memory.get(), s.file.get(), H5P_DEFAULT, data.data()),
             path + ": cannot read " + name);
         const uint32_t want = crcs[size_t(saved) * tensors.size() + k], got = crc_of(data.data(), theirs);
-        ST_CHECK(got == want, "{}: {} as written by rank {} fails its checksum (CRC-32 {:08x}, recorded {:08x}): "
-                 "the file is corrupt", path, name, saved, got, want);
+        ST_CHECK(got == want,
+                 "{}: {} as written by rank {} fails its checksum (CRC-32 {:08x}, recorded {:08x}): "
+                 "the file is corrupt",
+                 path, name, saved, got, want);
       }
     }
   });
@@ -310,8 +318,9 @@ Header load(const std::string& path, MPI_Comm mpi_comm, const Identity& expected
       Tensor host = t.device().is_cpu() ? t : Tensor::empty(t.shape(), t.dtype());
       host.fill_zero();
       Selections s = select(datasets[k].get(), b.read, host.numel());
-      h5::check_status(H5Dread(datasets[k].get(), H5T_NATIVE_FLOAT, s.memory.get(), s.file.get(), dxpl.get(), host.f32()),
-                       path + ": cannot read " + name);
+      h5::check_status(
+          H5Dread(datasets[k].get(), H5T_NATIVE_FLOAT, s.memory.get(), s.file.get(), dxpl.get(), host.f32()),
+          path + ": cannot read " + name);
       if (!t.device().is_cpu()) copy_tensor(t, host);
     }
     datasets.clear();

@@ -36,21 +36,21 @@ inline constexpr int kFormatVersion = 1;
 
 // What must be the same for the saved tensors to mean the same thing here.
 struct Identity {
-  std::string model;            // model.kind
-  std::string model_signature;  // one line per parameter: "<name> <shape> @<flat offset>"
-  int64_t flat_numel = 0;       // elements of the flat buffer (alignment padding included)
-  std::string optimizer;        // "sgd" | "adamw"
+  std::string model;                     // model.kind
+  std::string model_signature;           // one line per parameter: "<name> <shape> @<flat offset>"
+  int64_t flat_numel = 0;                // elements of the flat buffer (alignment padding included)
+  std::string optimizer;                 // "sgd" | "adamw"
   std::vector<std::string> state_names;  // the optimizer's state buffers, in order
-  int64_t seed = 0;             // the data order and the initialization
-  int64_t global_batch = 0;     // the sampler position counts global batches
+  int64_t seed = 0;                      // the data order and the initialization
+  int64_t global_batch = 0;              // the sampler position counts global batches
 };
 
 // Where training was when the checkpoint was taken.
 struct Progress {
-  int64_t step = 0;             // optimizer steps done
-  int64_t epoch = 0, batch = 0; // the sampler position: the next global batch
-  int64_t total_steps = 0;      // the learning-rate schedule's horizon
-  int64_t optimizer_steps = 0;  // the optimizer's own count (bias correction, first momentum step)
+  int64_t step = 0;              // optimizer steps done
+  int64_t epoch = 0, batch = 0;  // the sampler position: the next global batch
+  int64_t total_steps = 0;       // the learning-rate schedule's horizon
+  int64_t optimizer_steps = 0;   // the optimizer's own count (bias correction, first momentum step)
   // The milliseconds of training after which the run reached its target
   // (-1: not reached; also for files without it), so that a resumed run
   // does not train past a target it had reached.
@@ -59,10 +59,10 @@ struct Progress {
 
 // Who wrote it (informational: loading does not need them to match).
 struct Origin {
-  std::string strategy;         // "none" | "ddp" | "fsdp"
-  std::string sharding;         // FSDP: "full" | "grad_op"; else ""
+  std::string strategy;  // "none" | "ddp" | "fsdp"
+  std::string sharding;  // FSDP: "full" | "grad_op"; else ""
   int world = 1;
-  std::string config_toml;      // the resolved config (run.dir left out)
+  std::string config_toml;  // the resolved config (run.dir left out)
 };
 
 struct Header {

@@ -75,8 +75,8 @@ Header read_header_attributes(hid_t file) {
            "not a shardtrain checkpoint (no format = \"{}\" attribute)", kFormat);
   Header h;
   h.format_version = int(read_int_attribute(file, "format_version"));
-  ST_CHECK(h.format_version == kFormatVersion,
-           "checkpoint format version {}, this build reads version {}", h.format_version, kFormatVersion);
+  ST_CHECK(h.format_version == kFormatVersion, "checkpoint format version {}, this build reads version {}",
+           h.format_version, kFormatVersion);
   h.identity.model = read_string_attribute(file, "model");
   h.identity.model_signature = read_string_attribute(file, "model_signature");
   h.identity.flat_numel = read_int_attribute(file, "flat_numel");
@@ -106,9 +106,10 @@ std::string identity_mismatch(const Identity& saved, const Identity& expected) {
     for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
       const std::string x = i < a.size() ? a[i] : "(none)", y = i < b.size() ? b[i] : "(none)";
       if (x != y)
-        return fmt::format("the models differ at parameter {}: checkpoint \"{}\", this config \"{}\" ({} against {} "
-                           "parameters)",
-                           i, x, y, a.size(), b.size());
+        return fmt::format(
+            "the models differ at parameter {}: checkpoint \"{}\", this config \"{}\" ({} against {} "
+            "parameters)",
+            i, x, y, a.size(), b.size());
     }
   }
   if (saved.flat_numel != expected.flat_numel)
@@ -121,9 +122,10 @@ std::string identity_mismatch(const Identity& saved, const Identity& expected) {
     return fmt::format("train.seed = {}, this config has {} (the data order would not continue)", saved.seed,
                        expected.seed);
   if (saved.global_batch != expected.global_batch)
-    return fmt::format("train.global_batch_size = {}, this config has {} (the sampler position counts global "
-                       "batches)",
-                       saved.global_batch, expected.global_batch);
+    return fmt::format(
+        "train.global_batch_size = {}, this config has {} (the sampler position counts global "
+        "batches)",
+        saved.global_batch, expected.global_batch);
   return "";
 }
 

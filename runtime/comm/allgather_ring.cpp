@@ -7,8 +7,8 @@
 
 namespace shardtrain::comm {
 
-AllgatherRing::AllgatherRing(MpiTransport& transport, const RingLayout& layout, size_t elem_bytes,
-                             int tag, void* buf, const void* own)
+AllgatherRing::AllgatherRing(MpiTransport& transport, const RingLayout& layout, size_t elem_bytes, int tag, void* buf,
+                             const void* own)
     : t_(transport),
       layout_(layout),
       elem_(elem_bytes),

@@ -8,9 +8,9 @@
 
 namespace shardtrain::comm {
 
-AllreduceHierarchical::AllreduceHierarchical(MpiTransport& node, MpiTransport& cross, int64_t seq,
-                                             DType dtype, void* buf, int64_t numel, float scale,
-                                             const CommOptions& options, Scratch& scratch)
+AllreduceHierarchical::AllreduceHierarchical(MpiTransport& node, MpiTransport& cross, int64_t seq, DType dtype,
+                                             void* buf, int64_t numel, float scale, const CommOptions& options,
+                                             Scratch& scratch)
     : node_(node),
       cross_(cross),
       seq_(seq),
@@ -28,8 +28,8 @@ void AllreduceHierarchical::run() {
   std::byte* shard = static_cast<std::byte*>(buf_) + size_t(mine.offset) * elem;
 
   // 1. Within the node: this rank ends with the node's sum of its segment.
-  ReduceScatterRing(node_, layout, dtype_, node_.tag(seq_, kTagHierarchicalReduceScatter), buf_, shard,
-                    1.0f, /*in_place=*/true, scratch_)
+  ReduceScatterRing(node_, layout, dtype_, node_.tag(seq_, kTagHierarchicalReduceScatter), buf_, shard, 1.0f,
+                    /*in_place=*/true, scratch_)
       .run();
 
   // 2. Across nodes, on this rank's segment only (the average's scale here).

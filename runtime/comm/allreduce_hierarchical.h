@@ -24,8 +24,8 @@ class AllreduceHierarchical {
  public:
   // `node` and `cross` are transports over the node's ranks and over the ranks
   // with this node-local index (the same number of ranks on every node).
-  AllreduceHierarchical(MpiTransport& node, MpiTransport& cross, int64_t seq, DType dtype, void* buf,
-                        int64_t numel, float scale, const CommOptions& options, Scratch& scratch);
+  AllreduceHierarchical(MpiTransport& node, MpiTransport& cross, int64_t seq, DType dtype, void* buf, int64_t numel,
+                        float scale, const CommOptions& options, Scratch& scratch);
 
   void run();
 

@@ -29,8 +29,7 @@ int64_t AllreduceOneshot::fragment_size(int64_t bytes, int64_t f) {
   return kFragmentBytes;
 }
 
-AllreduceOneshot::AllreduceOneshot(MpiTransport& transport, std::span<Op> ops, Scratch& scratch,
-                                   Workspace& workspace)
+AllreduceOneshot::AllreduceOneshot(MpiTransport& transport, std::span<Op> ops, Scratch& scratch, Workspace& workspace)
     : t_(transport), ops_(ops), w_(workspace) {
   // Lay out every op's receive areas (one per peer) and staged fragment 0.
   const size_t peers = size_t(t_.size() - 1);
@@ -101,8 +100,7 @@ void AllreduceOneshot::post() {
     for (int d = 1; d < p; ++d) {
       const int peer = (me + d) % p, k = peer < me ? peer : peer - 1;
       for (int64_t f = 0; f < n; ++f)
-        t_.isend(w_.requests[s.first_request + s.receives + size_t(k * n + f)],
-                 piece(f), fragment_size(bytes, f), peer,
+        t_.isend(w_.requests[s.first_request + s.receives + size_t(k * n + f)], piece(f), fragment_size(bytes, f), peer,
                  f == 0 ? first_tag : rest_tag);
     }
   }
@@ -113,10 +111,11 @@ void AllreduceOneshot::check(const Op& op, int peer, const Header& theirs) const
   if (theirs.magic == mine.magic && theirs.seq == mine.seq && theirs.bytes == mine.bytes &&
       theirs.dtype == mine.dtype && theirs.scale == mine.scale)
     return;
-  throw Error(fmt::format("the ranks issued different collectives as #{}: rank {} all-reduces {} bytes of {} "
-                          "(scale {}), this rank {} bytes of {} (scale {})",
-                          op.seq, peer, theirs.bytes, dtype_name(DType(theirs.dtype)), theirs.scale, mine.bytes,
-                          dtype_name(op.dtype), mine.scale));
+  throw Error(
+      fmt::format("the ranks issued different collectives as #{}: rank {} all-reduces {} bytes of {} "
+                  "(scale {}), this rank {} bytes of {} (scale {})",
+                  op.seq, peer, theirs.bytes, dtype_name(DType(theirs.dtype)), theirs.scale, mine.bytes,
+                  dtype_name(op.dtype), mine.scale));
 }
 
 void AllreduceOneshot::finish(size_t i) {
@@ -143,8 +142,7 @@ void AllreduceOneshot::finish(size_t i) {
 
   // 3. The p buffers added in rank order, the average's scale in the last
   // addition: the same bits on every rank.
-  for (int r = 0; r < p; ++r)
-    w_.sources[size_t(r)] = r == me ? op.buf : area(i, r < me ? r : r - 1) + sizeof(Header);
+  for (int r = 0; r < p; ++r) w_.sources[size_t(r)] = r == me ? op.buf : area(i, r < me ? r : r - 1) + sizeof(Header);
   reduce_sum_ordered(op.dtype, op.buf, w_.sources.data(), p, op.numel, op.scale);
 }
 

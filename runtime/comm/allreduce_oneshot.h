@@ -87,7 +87,7 @@ class AllreduceOneshot {
   struct Slot {
     size_t recv_offset = 0;  // of the [Header | data] area of peer 0 (+ k * stride for peer k)
     size_t recv_stride = 0;
-    size_t send_offset = 0;  // of the staged fragment 0
+    size_t send_offset = 0;    // of the staged fragment 0
     size_t first_request = 0;  // receives of op i: [first, first + receives), then as many sends
     size_t receives = 0;
   };

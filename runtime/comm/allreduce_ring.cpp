@@ -6,8 +6,8 @@
 
 namespace shardtrain::comm {
 
-AllreduceRing::AllreduceRing(MpiTransport& transport, int64_t seq, DType dtype, void* buf,
-                             int64_t numel, float scale, int64_t chunk_bytes, Scratch& scratch)
+AllreduceRing::AllreduceRing(MpiTransport& transport, int64_t seq, DType dtype, void* buf, int64_t numel, float scale,
+                             int64_t chunk_bytes, Scratch& scratch)
     : t_(transport),
       seq_(seq),
       dtype_(dtype),

@@ -22,8 +22,8 @@ class AllreduceRing {
   // `buf`: numel elements of `dtype` (f32 or bf16), reduced in place and
   // multiplied by `scale` (1/p for an average). Tags come from the
   // collective's sequence number.
-  AllreduceRing(MpiTransport& transport, int64_t seq, DType dtype, void* buf, int64_t numel,
-                float scale, int64_t chunk_bytes, Scratch& scratch);
+  AllreduceRing(MpiTransport& transport, int64_t seq, DType dtype, void* buf, int64_t numel, float scale,
+                int64_t chunk_bytes, Scratch& scratch);
 
   void run();
 

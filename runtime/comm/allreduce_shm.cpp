@@ -80,7 +80,8 @@ void AllreduceShm::plan(size_t next, int64_t offset) {
 void AllreduceShm::copy_in(std::byte* half) const {
   for (size_t i = 0; i < planned_; ++i) {
     const Placed& p = placed_[i];
-    if (p.length > 0) std::memcpy(half + p.at, static_cast<const std::byte*>(ops_[p.op].buf) + p.offset, size_t(p.length));
+    if (p.length > 0)
+      std::memcpy(half + p.at, static_cast<const std::byte*>(ops_[p.op].buf) + p.offset, size_t(p.length));
   }
 }
 
@@ -99,10 +100,10 @@ size_t AllreduceShm::agree(int64_t e) {
       const ShmWindow::Piece& a = mine.piece[e % 2][i];
       const ShmWindow::Piece& b = theirs.piece[e % 2][i];
       if (a == b) continue;
-      throw Error(fmt::format("the ranks issued different collectives as #{}: rank {} all-reduces {} bytes of {} "
-                              "(scale {}), this rank {} bytes of {} (scale {})",
-                              a.seq, r, b.bytes, dtype_name(DType(b.dtype)), b.scale, a.bytes,
-                              dtype_name(DType(a.dtype)), a.scale));
+      throw Error(fmt::format(
+          "the ranks issued different collectives as #{}: rank {} all-reduces {} bytes of {} "
+          "(scale {}), this rank {} bytes of {} (scale {})",
+          a.seq, r, b.bytes, dtype_name(DType(b.dtype)), b.scale, a.bytes, dtype_name(DType(a.dtype)), a.scale));
     }
   }
   return pieces;

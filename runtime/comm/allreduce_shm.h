@@ -29,8 +29,8 @@
 //
 // Measured on 2 cores (2 ranks, f32, against MPI_Allreduce in the same run,
 // docs/comm.md): 1.4-6x at 4 KiB - 16 MiB, 5-7x at 32-256 MiB (14-17 GB/s
-// busbw, where the chunked ring it replaces reached ~5). Half size: 256 KiB steps ran fastest (2 and 4 ranks; 1 MiB: 0.75-0.9x
-// of that from 1 MiB up, 4 MiB: 0.5-0.7x), the step's data staying in cache.
+// busbw, where the chunked ring it replaces reached ~5). Half size: 256 KiB steps ran fastest (2 and 4 ranks; 1 MiB:
+// 0.75-0.9x of that from 1 MiB up, 4 MiB: 0.5-0.7x), the step's data staying in cache.
 #pragma once
 
 #include "runtime/comm/mpi_transport.h"

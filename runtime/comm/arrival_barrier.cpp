@@ -39,8 +39,8 @@ void ArrivalBarrier::wait() {
   Backoff backoff(t_.policy());
   while (!progress()) backoff.idle();
   if (mine_.mismatch)
-    throw Error(fmt::format("the ranks issued different collectives as #{} (caught before MPI's collective ran)",
-                            seq_));
+    throw Error(
+        fmt::format("the ranks issued different collectives as #{} (caught before MPI's collective ran)", seq_));
 }
 
 }  // namespace shardtrain::comm

@@ -14,8 +14,7 @@ namespace shardtrain::comm {
 bool overlap(const Tensor& a, const Tensor& b);
 
 // Errors name the communicator `comm`.
-void check_reduce_scatter_args(const std::string& comm, const Tensor& in, const Tensor& out, int rank,
-                               int size);
+void check_reduce_scatter_args(const std::string& comm, const Tensor& in, const Tensor& out, int rank, int size);
 void check_allgather_args(const std::string& comm, const Tensor& in, const Tensor& out, int rank, int size);
 
 }  // namespace shardtrain::comm

@@ -22,10 +22,8 @@ const OpRecord* MonitorSnapshot::find(int64_t seq) const {
   return r.seq == seq ? &r : nullptr;
 }
 
-CommMonitor::CommMonitor(std::string name, int rank, int size, std::vector<int> world_ranks,
-                         double timeout_s)
-    : name_(std::move(name)), rank_(rank), size_(size), world_ranks_(std::move(world_ranks)),
-      timeout_s_(timeout_s) {
+CommMonitor::CommMonitor(std::string name, int rank, int size, std::vector<int> world_ranks, double timeout_s)
+    : name_(std::move(name)), rank_(rank), size_(size), world_ranks_(std::move(world_ranks)), timeout_s_(timeout_s) {
   std::strncpy(state_.name, name_.c_str(), sizeof(state_.name) - 1);
 }
 

@@ -35,11 +35,11 @@ struct OpRecord {
 struct MonitorSnapshot {
   static constexpr int kHistory = 16;
   char name[16] = {};
-  int64_t issued = 0;     // collectives issued: the next is #issued
-  int64_t completed = 0;  // completed, in order: #0 .. #completed-1
-  int64_t running = -1;   // the sequence number executing now, or -1
-  double running_s = 0;   // for how long
-  OpRecord current;       // the collective executing now (when running >= 0)
+  int64_t issued = 0;          // collectives issued: the next is #issued
+  int64_t completed = 0;       // completed, in order: #0 .. #completed-1
+  int64_t running = -1;        // the sequence number executing now, or -1
+  double running_s = 0;        // for how long
+  OpRecord current;            // the collective executing now (when running >= 0)
   OpRecord history[kHistory];  // the last issued, at [seq % kHistory]
 
   // The record of #seq if it is still remembered, else nullptr.
@@ -56,7 +56,7 @@ class CommMonitor {
   int world_rank(int rank) const { return world_ranks_[size_t(rank)]; }
   double timeout_s() const { return timeout_s_; }
 
-  void issued(const OpRecord& op);         // the issuing thread
+  void issued(const OpRecord& op);               // the issuing thread
   void started(const OpRecord& op, double now);  // the progress engine
   void finished(const OpRecord& op);
   MonitorSnapshot snapshot(double now) const;

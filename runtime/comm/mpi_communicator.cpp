@@ -62,8 +62,7 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::make_world(const CommOptions& 
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
   auto watchdog = std::make_shared<Watchdog>(MPI_COMM_WORLD);
   const BackoffPolicy policy = BackoffPolicy::for_node(comm);
-  std::unique_ptr<MpiCommunicator> world(
-      new MpiCommunicator(comm, Kind::world, options, policy, std::move(watchdog)));
+  std::unique_ptr<MpiCommunicator> world(new MpiCommunicator(comm, Kind::world, options, policy, std::move(watchdog)));
   MpiCommunicator* w = world.get();
   shutdown_at_mpi_finalize(w, [w] { w->shutdown(); });
   world->make_sub_communicators();
@@ -73,7 +72,10 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::make_world(const CommOptions& 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& options, const BackoffPolicy& policy,
                                  std::shared_ptr<Watchdog> watchdog)
     : kind_(kind),
-      name_(kind == Kind::world ? "world" : kind == Kind::node ? "node" : kind == Kind::cross ? "cross-node" : "self"),
+      name_(kind == Kind::world   ? "world"
+            : kind == Kind::node  ? "node"
+            : kind == Kind::cross ? "cross-node"
+                                  : "self"),
       options_(options),
       policy_(policy),
       comm_(comm),
@@ -109,8 +111,7 @@ void MpiCommunicator::make_sub_communicators() {
   if (options_.ranks_per_node > 0)
     check_mpi(MPI_Comm_split(comm_, rank_ / options_.ranks_per_node, rank_, &node), "MPI_Comm_split");
   else
-    check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
-              "MPI_Comm_split_type");
+    check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
   int local_rank = 0, local_size = 1;
   MPI_Comm_rank(node, &local_rank);
   MPI_Comm_size(node, &local_size);
@@ -211,8 +212,8 @@ MpiCommunicator::Algo MpiCommunicator::pick(OpCode op, int64_t bytes) const {
   const bool hierarchical = op == OpCode::allreduce && kind_ == Kind::world;
   if (forced == A::hierarchical) return hierarchical ? Algo::hierarchical : Algo::ring;
   const int64_t small = op == OpCode::allreduce        ? options_.small_message_bytes
-                       : op == OpCode::reduce_scatter ? options_.reduce_scatter_small_bytes
-                                                      : options_.allgather_small_bytes;
+                        : op == OpCode::reduce_scatter ? options_.reduce_scatter_small_bytes
+                                                       : options_.allgather_small_bytes;
   if (op == OpCode::allreduce && bytes * (size_ - 1) <= options_.oneshot_bytes) return Algo::oneshot;
   if (bytes <= small) return Algo::mpi;
   return hierarchical && hierarchical_useful_ ? Algo::hierarchical : Algo::ring;
@@ -296,11 +297,11 @@ void MpiCommunicator::execute(std::span<Task> tasks) {
 
 void MpiCommunicator::fill_inplace_ops(std::span<Task> tasks) {
   inplace_ops_.clear();
-  for (const Task& t : tasks)
-    inplace_ops_.push_back({t.record.seq, t.a.dtype(), t.a.raw(), t.a.numel(), t.scale, 0.0});
+  for (const Task& t : tasks) inplace_ops_.push_back({t.record.seq, t.a.dtype(), t.a.raw(), t.a.numel(), t.scale, 0.0});
 }
 
-// A group of one-shot all-reduces, completed in issue order; `current` follows the one being completed (what the watchdog names).
+// A group of one-shot all-reduces, completed in issue order; `current` follows the one being completed (what the
+// watchdog names).
 void MpiCommunicator::run_oneshot(std::span<Task> tasks, const Task*& current) {
   fill_inplace_ops(tasks);
   AllreduceOneshot algorithm(*transport_, inplace_ops_, scratch_, oneshot_workspace_);
@@ -333,8 +334,7 @@ void MpiCommunicator::run_shm(std::span<Task> tasks, const Task*& current) {
 // one's wait for its peers (started -> arrived,
 // Work::blocked_waiting_for_peers) leaves out this rank's own transfers of
 // the earlier ones.
-void MpiCommunicator::move_on(std::span<Task> tasks, size_t waits_in, size_t begin, size_t end,
-                              const Task*& current) {
+void MpiCommunicator::move_on(std::span<Task> tasks, size_t waits_in, size_t begin, size_t end, const Task*& current) {
   const double now = now_seconds();
   if (begin > 0)
     for (size_t k = begin; k < end; ++k) tasks[k].work->mark_started(tasks[k].work->algorithm(), now);

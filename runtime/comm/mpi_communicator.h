@@ -114,7 +114,7 @@ class MpiCommunicator final : public Communicator, private Executor {
   Scratch scratch_;
   AllreduceOneshot::Workspace oneshot_workspace_;
   std::vector<InPlaceAllreduce> inplace_ops_;  // the group being run by one-shot or shared memory
-  std::unique_ptr<ShmWindow> shm_;  // null unless every rank is on this node (set up before any issue)
+  std::unique_ptr<ShmWindow> shm_;             // null unless every rank is on this node (set up before any issue)
   int64_t shm_step_ = 0;
   std::deque<ArrivalBarrier> arrivals_;  // posted ahead, for the coming tasks
   MPI_Comm hier_node_ = MPI_COMM_NULL, hier_cross_ = MPI_COMM_NULL;

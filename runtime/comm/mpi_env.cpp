@@ -12,8 +12,7 @@ MpiEnv::MpiEnv(int* argc, char*** argv) {
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
   ST_CHECK(provided >= MPI_THREAD_SERIALIZED,
-           "the MPI library provides thread level {}, shardtrain needs at least MPI_THREAD_SERIALIZED",
-           provided);
+           "the MPI library provides thread level {}, shardtrain needs at least MPI_THREAD_SERIALIZED", provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
   MPI_Comm local;

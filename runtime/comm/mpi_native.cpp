@@ -13,9 +13,7 @@ namespace shardtrain::comm {
 namespace {
 
 // inout = in + inout, bf16 as uint16 bits; f32 accumulation, one rounding.
-void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
-  reduce_sum(DType::bf16, inout, in, inout, *len, 1.0f);
-}
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) { reduce_sum(DType::bf16, inout, in, inout, *len, 1.0f); }
 
 MPI_Op bf16_sum_op() {
   static MPI_Op op = [] {
@@ -57,8 +55,8 @@ void MpiNative::allreduce(void* buf, int64_t numel, DType dtype, float scale) {
   const size_t elem = dtype_size(dtype);
   for (int64_t done = 0; done < numel;) {
     const int64_t n = std::min<int64_t>(numel - done, int64_t(1) << 30);
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, static_cast<std::byte*>(buf) + size_t(done) * elem, int(n),
-                            mpi_type(dtype), sum_op(dtype), comm_),
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, static_cast<std::byte*>(buf) + size_t(done) * elem, int(n), mpi_type(dtype),
+                            sum_op(dtype), comm_),
               "MPI_Allreduce");
     done += n;
   }
@@ -83,8 +81,8 @@ void MpiNative::reduce_scatter(const void* in, void* out, int64_t per_rank, DTyp
 void MpiNative::allgather(const void* in, void* out, int64_t per_rank, DType dtype) {
   const size_t bytes = size_t(per_rank) * dtype_size(dtype);
   const bool aliased = in == static_cast<std::byte*>(out) + size_t(rank_) * bytes;
-  check_mpi(MPI_Allgather(aliased ? MPI_IN_PLACE : in, as_count(per_rank), mpi_type(dtype), out,
-                          as_count(per_rank), mpi_type(dtype), comm_),
+  check_mpi(MPI_Allgather(aliased ? MPI_IN_PLACE : in, as_count(per_rank), mpi_type(dtype), out, as_count(per_rank),
+                          mpi_type(dtype), comm_),
             "MPI_Allgather");
 }
 

@@ -27,8 +27,7 @@ class MpiNative {
   void allreduce(void* buf, int64_t numel, DType dtype, float scale);
   // `in`: size() * per_rank elements; `out` (per_rank, may alias in's chunk
   // of this rank) = sum of chunk rank() * scale.
-  void reduce_scatter(const void* in, void* out, int64_t per_rank, DType dtype, float scale,
-                      Scratch& scratch);
+  void reduce_scatter(const void* in, void* out, int64_t per_rank, DType dtype, float scale, Scratch& scratch);
   // `in` (per_rank elements, may be out's chunk rank()) to chunk rank() of `out` on every rank.
   void allgather(const void* in, void* out, int64_t per_rank, DType dtype);
   void broadcast(void* buf, int64_t bytes, int root);

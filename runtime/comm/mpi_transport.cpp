@@ -97,16 +97,17 @@ bool MpiTransport::test(Request& r) {
   MPI_Status status;
   const int rc = MPI_Test(&r.req_, &done, &status);
   if (rc != MPI_SUCCESS)
-    throw Error(fmt::format("{} rank {}: {}", r.recv_ ? "receiving from" : "sending to", r.peer_,
-                            mpi_error_string(rc)));
+    throw Error(
+        fmt::format("{} rank {}: {}", r.recv_ ? "receiving from" : "sending to", r.peer_, mpi_error_string(rc)));
   if (!done) return false;
   if (r.recv_) {
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     if (count != r.bytes_)
-      throw Error(fmt::format("rank {} sent {} bytes where {} were expected (the ranks issued "
-                              "different collectives or sizes)",
-                              r.peer_, count, r.bytes_));
+      throw Error(
+          fmt::format("rank {} sent {} bytes where {} were expected (the ranks issued "
+                      "different collectives or sizes)",
+                      r.peer_, count, r.bytes_));
   }
   return true;
 }

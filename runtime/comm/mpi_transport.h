@@ -65,7 +65,10 @@ class Backoff {
   // window, else sleeps (longer each time).
   void idle();
   // Called after progress: the next wait starts spinning again.
-  void reset() { spin_start_ = -1; sleep_s_ = policy_.sleep_min_s; }
+  void reset() {
+    spin_start_ = -1;
+    sleep_s_ = policy_.sleep_min_s;
+  }
 
  private:
   BackoffPolicy policy_;

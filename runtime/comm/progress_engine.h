@@ -112,7 +112,7 @@ class ProgressEngine {
   void run_batch(std::vector<Task>& batch, std::vector<WorkPtr>& finished);
   void run(std::span<Task> tasks);
 
-  static constexpr size_t kLookahead = 4;  // tasks prepared ahead of the running one
+  static constexpr size_t kLookahead = 4;       // tasks prepared ahead of the running one
   static constexpr double kIdlePoll_s = 50e-6;  // see loop()
 
   const std::string name_;
@@ -121,18 +121,18 @@ class ProgressEngine {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Task> queue_;  // swapped with the engine's batch: capacity is reused
-  bool sleeping_ = false;            // the engine waits on cv_: submit() must notify
-  bool polling_ = false;             // the engine polls queued_: submit() may yield
+  bool sleeping_ = false;    // the engine waits on cv_: submit() must notify
+  bool polling_ = false;     // the engine polls queued_: submit() may yield
   std::atomic<double> last_submit_at_{-1};
   double last_activity() const {
     return std::max(last_submit_at_.load(std::memory_order_relaxed), last_help_at_.load(std::memory_order_relaxed));
   }
-  std::atomic<bool> queued_{false};  // queue_ is not empty (polled without the lock)
+  std::atomic<bool> queued_{false};       // queue_ is not empty (polled without the lock)
   std::atomic<double> last_help_at_{-1};  // when a caller last entered help()
-  std::vector<WorkPtr> retired_;  // finished, released by the issuing thread
+  std::vector<WorkPtr> retired_;          // finished, released by the issuing thread
   bool stopping_ = false;
-  bool busy_ = false;              // a thread (the engine's or a helper) is running tasks
-  std::vector<Task> help_batch_;   // the helper's batch (one at a time: busy_)
+  bool busy_ = false;             // a thread (the engine's or a helper) is running tasks
+  std::vector<Task> help_batch_;  // the helper's batch (one at a time: busy_)
   std::shared_ptr<Helper> helper_;
   std::thread thread_;
 };

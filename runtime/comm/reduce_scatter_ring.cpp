@@ -8,9 +8,8 @@
 
 namespace shardtrain::comm {
 
-ReduceScatterRing::ReduceScatterRing(MpiTransport& transport, const RingLayout& layout, DType dtype,
-                                     int tag, const void* in, void* out, float scale, bool in_place,
-                                     Scratch& scratch)
+ReduceScatterRing::ReduceScatterRing(MpiTransport& transport, const RingLayout& layout, DType dtype, int tag,
+                                     const void* in, void* out, float scale, bool in_place, Scratch& scratch)
     : t_(transport),
       layout_(layout),
       dtype_(dtype),
@@ -25,8 +24,7 @@ ReduceScatterRing::ReduceScatterRing(MpiTransport& transport, const RingLayout& 
   ST_ASSERT(layout.ranks() == transport.size());
   const int64_t largest_segment = layout.segment(0).count;  // segment 0 is never smaller
   const int64_t largest_chunk = layout.chunk_span();
-  for (int i = 0; i < kDepth; ++i)
-    staging_[i] = scratch.get(kStaging0 + i, size_t(largest_chunk) * elem_);
+  for (int i = 0; i < kDepth; ++i) staging_[i] = scratch.get(kStaging0 + i, size_t(largest_chunk) * elem_);
   if (!in_place && layout.ranks() > 2) {
     partials_[0] = scratch.get(kPartial0, size_t(largest_segment) * elem_);
     partials_[1] = scratch.get(kPartial1, size_t(largest_segment) * elem_);

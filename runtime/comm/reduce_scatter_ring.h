@@ -31,8 +31,8 @@ class ReduceScatterRing {
   // average). in_place: `in` may be overwritten, and partial sums are kept in
   // it (the all-reduce); otherwise `in` is only read and partial sums live in
   // scratch. `out` may alias segment r of `in`.
-  ReduceScatterRing(MpiTransport& transport, const RingLayout& layout, DType dtype, int tag,
-                    const void* in, void* out, float scale, bool in_place, Scratch& scratch);
+  ReduceScatterRing(MpiTransport& transport, const RingLayout& layout, DType dtype, int tag, const void* in, void* out,
+                    float scale, bool in_place, Scratch& scratch);
 
   void run();
 

@@ -41,15 +41,12 @@ void reduce_sum(DType dtype, void* dst, const void* a, const void* b, int64_t n,
       if (scale == 1.0f)
         sum_f32(static_cast<float*>(dst), static_cast<const float*>(a), static_cast<const float*>(b), n);
       else
-        sum_scale_f32(static_cast<float*>(dst), static_cast<const float*>(a),
-                      static_cast<const float*>(b), n, scale);
+        sum_scale_f32(static_cast<float*>(dst), static_cast<const float*>(a), static_cast<const float*>(b), n, scale);
       return;
     case DType::bf16:
-      sum_bf16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(a),
-               static_cast<const uint16_t*>(b), n, scale);
+      sum_bf16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), n, scale);
       return;
-    case DType::i32:
-      break;
+    case DType::i32: break;
   }
   throw Error("reductions take f32 or bf16 tensors, not i32");
 }
@@ -94,8 +91,7 @@ void scale_inplace(DType dtype, void* x, int64_t n, float scale) {
       for (int64_t i = 0; i < n; ++i) p[i] = round_bf16(widen_bf16(p[i]) * scale);
       return;
     }
-    case DType::i32:
-      break;
+    case DType::i32: break;
   }
   throw Error("reductions take f32 or bf16 tensors, not i32");
 }

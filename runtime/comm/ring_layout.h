@@ -18,8 +18,7 @@ struct Range {
 
 class RingLayout {
  public:
-  RingLayout(int64_t numel, int ranks, int64_t chunk_elems)
-      : numel_(numel), ranks_(ranks) {
+  RingLayout(int64_t numel, int ranks, int64_t chunk_elems) : numel_(numel), ranks_(ranks) {
     const int64_t largest = (numel + ranks - 1) / ranks;
     chunk_elems = std::max<int64_t>(1, chunk_elems);
     chunks_ = std::max<int64_t>(1, (largest + chunk_elems - 1) / chunk_elems);
@@ -28,7 +27,7 @@ class RingLayout {
 
   int ranks() const { return ranks_; }
   int64_t numel() const { return numel_; }
-  int64_t chunks() const { return chunks_; }  // per segment
+  int64_t chunks() const { return chunks_; }    // per segment
   int64_t chunk_span() const { return span_; }  // elements of a full chunk
 
   Range segment(int s) const {

@@ -13,11 +13,12 @@ namespace shardtrain::comm {
 // Who uses which slot (algorithms run one at a time on an engine, so phases of
 // one collective may share a slot only if they do not overlap in time).
 enum ScratchSlot : int {
-  kStaging0 = 0,                  // ring receive staging: kStaging0 .. kStaging0 + depth - 1
-  kPartial0 = 8, kPartial1 = 9,   // reduce-scatter's partial sums (out of place)
-  kNativeTemp = 10,               // the MPI-native path's temporary
-  kOneshotRecv = 11,              // AllreduceOneshot: the peers' messages
-  kOneshotSend = 12,              // AllreduceOneshot: staged first fragments
+  kStaging0 = 0,  // ring receive staging: kStaging0 .. kStaging0 + depth - 1
+  kPartial0 = 8,
+  kPartial1 = 9,      // reduce-scatter's partial sums (out of place)
+  kNativeTemp = 10,   // the MPI-native path's temporary
+  kOneshotRecv = 11,  // AllreduceOneshot: the peers' messages
+  kOneshotSend = 12,  // AllreduceOneshot: staged first fragments
   kScratchSlots = 13
 };
 

@@ -40,8 +40,8 @@ std::unique_ptr<ShmWindow> ShmWindow::create(MPI_Comm comm, size_t data_bytes) {
   // A page more: the library's regions start anywhere (8-byte aligned seen);
   // each rank's is used from its first page boundary, the same offset in
   // every process's mapping (mappings are page aligned).
-  const int rc = MPI_Win_allocate_shared(MPI_Aint(4096 + control_bytes + round_up(data_bytes, 4096)), 1, info,
-                                         comm, &base, &w->win_);
+  const int rc = MPI_Win_allocate_shared(MPI_Aint(4096 + control_bytes + round_up(data_bytes, 4096)), 1, info, comm,
+                                         &base, &w->win_);
   MPI_Info_free(&info);
   check_mpi(rc, "MPI_Win_allocate_shared (shared memory for the all-reduce)");
   w->controls_ = std::make_unique<Control*[]>(size_t(size));

@@ -66,7 +66,9 @@ class ShmWindow {
   // What collective this rank's engine is about to run (`algorithm_shm`:
   // whether it runs in this window), for peers to compare with theirs.
   static uint64_t signature(int64_t seq, OpCode op, bool algorithm_shm);
-  void announce(uint64_t signature) { control(rank_).entered.value.store(int64_t(signature), std::memory_order_release); }
+  void announce(uint64_t signature) {
+    control(rank_).entered.value.store(int64_t(signature), std::memory_order_release);
+  }
   // Throws if some peer has announced collective #seq differently from `mine`.
   void check_peers(int64_t seq, uint64_t mine) const;
 

@@ -42,8 +42,10 @@ Watchdog::Watchdog(MPI_Comm world) {
 Watchdog::~Watchdog() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) stop();
-  else if (thread_.joinable()) thread_.detach();  // cannot happen: stop() runs before MPI_Finalize
+  if (!finalized)
+    stop();
+  else if (thread_.joinable())
+    thread_.detach();  // cannot happen: stop() runs before MPI_Finalize
 }
 
 void Watchdog::add(std::shared_ptr<CommMonitor> monitor) {
@@ -116,8 +118,7 @@ void Watchdog::serve_queries() {
     int flag = 0;
     MPI_Message message;
     MPI_Status status;
-    if (MPI_Improbe(MPI_ANY_SOURCE, kTagQuery, comm_, &flag, &message, &status) != MPI_SUCCESS || !flag)
-      break;
+    if (MPI_Improbe(MPI_ANY_SOURCE, kTagQuery, comm_, &flag, &message, &status) != MPI_SUCCESS || !flag) break;
     int asker = -1;
     MPI_Mrecv(&asker, 1, MPI_INT, &message, MPI_STATUS_IGNORE);
     if (asker < rank_) lower_rank_diagnosing_ = true;

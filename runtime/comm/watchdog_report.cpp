@@ -24,8 +24,7 @@ std::optional<std::string> absence(const OpRecord& mine, const std::optional<Mon
     if (s.completed == 0) return std::string("no collective issued yet");
     return fmt::format("last completed #{}, nothing in flight", s.completed - 1);
   }
-  if (const OpRecord* r = s.find(seq); r && !r->matches(mine))
-    return fmt::format("issued {} instead", describe_op(*r));
+  if (const OpRecord* r = s.find(seq); r && !r->matches(mine)) return fmt::format("issued {} instead", describe_op(*r));
   if (s.running == seq || s.completed > seq) return std::nullopt;
   if (s.running >= 0) return fmt::format("{}; #{} queued behind it", running(), seq);
   return fmt::format("issued #{}, not started", seq);
@@ -50,9 +49,9 @@ std::string describe(const StuckCollective& stuck, const std::vector<std::option
       arrived += fmt::format("{}{}", arrived.empty() ? "" : ", ", who(stuck, r));
     }
   }
-  std::string line = fmt::format("shardtrain: watchdog: {} on communicator '{}' (rank {} of {}) {}",
-                                 describe_op(stuck.op, true), stuck.comm, who(stuck, stuck.rank), stuck.size,
-                                 stuck.what);
+  std::string line =
+      fmt::format("shardtrain: watchdog: {} on communicator '{}' (rank {} of {}) {}", describe_op(stuck.op, true),
+                  stuck.comm, who(stuck, stuck.rank), stuck.size, stuck.what);
   if (!missing.empty())
     line += fmt::format("; ranks that never arrived: {}", missing);
   else

@@ -15,11 +15,11 @@
 namespace shardtrain::comm {
 
 struct StuckCollective {
-  std::string comm;            // "world", "node", "cross-node"
-  int rank = 0, size = 1;      // this rank in the communicator
+  std::string comm;              // "world", "node", "cross-node"
+  int rank = 0, size = 1;        // this rank in the communicator
   std::vector<int> world_ranks;  // of the communicator's ranks (shown when they differ)
-  OpRecord op;                 // the stuck collective on this rank
-  std::string what;            // "not complete after 300.0 s", "failed: ..."
+  OpRecord op;                   // the stuck collective on this rank
+  std::string what;              // "not complete after 300.0 s", "failed: ..."
 };
 
 // peers[r]: rank r's snapshot of this communicator, nullopt if it did not

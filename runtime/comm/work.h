@@ -45,11 +45,11 @@ class Work {
   // True once completed (rethrows its error); never blocks.
   bool test();
 
-  const std::string& op() const { return op_; }  // "allreduce", ...
-  int64_t seq() const { return seq_; }            // issue order on its communicator, from 0
-  int64_t bytes() const { return bytes_; }        // payload bytes of this rank
+  const std::string& op() const { return op_; }                // "allreduce", ...
+  int64_t seq() const { return seq_; }                         // issue order on its communicator, from 0
+  int64_t bytes() const { return bytes_; }                     // payload bytes of this rank
   const std::string& algorithm() const { return algorithm_; }  // "ring", "mpi", ...
-  double started_at() const { return started_; }   // now_seconds() when execution began
+  double started_at() const { return started_; }               // now_seconds() when execution began
   // When every rank had issued it. Algorithms that learn it (the arrival
   // check before the MPI library's collectives) set it; for the others it
   // equals started_at (waiting for peers then counts as communication).
@@ -72,7 +72,7 @@ class Work {
   std::string algorithm_;
   double started_ = 0, arrived_ = 0, finished_ = 0, blocked_ = 0, blocked_peers_ = 0;
   static constexpr double kSpinSeconds = 50e-6;  // see wait()
-  std::atomic<bool> done_flag_{false};            // done_, readable without the lock
+  std::atomic<bool> done_flag_{false};           // done_, readable without the lock
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;

@@ -29,8 +29,8 @@ std::array<std::atomic<Allocator*>, 1 + kMaxCudaDevices> g_allocators{};
 
 size_t slot(Device d) {
   if (d.is_cpu()) return 0;
-  ST_CHECK(d.index >= 0 && d.index < kMaxCudaDevices, "device {} is out of range (at most {} GPUs)",
-           d.str(), kMaxCudaDevices);
+  ST_CHECK(d.index >= 0 && d.index < kMaxCudaDevices, "device {} is out of range (at most {} GPUs)", d.str(),
+           kMaxCudaDevices);
   return 1 + size_t(d.index);
 }
 
@@ -40,8 +40,8 @@ class CpuAllocator final : public Allocator {
     if (bytes == 0) return nullptr;
     size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     void* p = std::aligned_alloc(kAlignment, rounded);
-    ST_CHECK(p != nullptr, "out of host memory allocating {} bytes (currently {} bytes in use)",
-             bytes, memory_stats(Device::cpu()).current_bytes);
+    ST_CHECK(p != nullptr, "out of host memory allocating {} bytes (currently {} bytes in use)", bytes,
+             memory_stats(Device::cpu()).current_bytes);
     account_allocation(Device::cpu(), int64_t(bytes));
     return p;
   }
@@ -58,8 +58,7 @@ Allocator& allocator_for(Device device) {
   static CpuAllocator cpu;
   if (device.is_cpu()) return cpu;
   Allocator* a = g_allocators[slot(device)].load();
-  ST_CHECK(a != nullptr, "no allocator for device {}: this build has no CUDA backend or no such device",
-           device.str());
+  ST_CHECK(a != nullptr, "no allocator for device {}: this build has no CUDA backend or no such device", device.str());
   return *a;
 }
 

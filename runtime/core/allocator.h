@@ -14,9 +14,9 @@ namespace shardtrain {
 inline constexpr size_t kAlignment = 64;
 
 struct MemoryStats {
-  int64_t current_bytes = 0;  // bytes allocated and not yet freed
-  int64_t peak_bytes = 0;     // high-water mark of current_bytes since the last reset
-  int64_t allocations = 0;    // number of allocate() calls since start
+  int64_t current_bytes = 0;     // bytes allocated and not yet freed
+  int64_t peak_bytes = 0;        // high-water mark of current_bytes since the last reset
+  int64_t allocations = 0;       // number of allocate() calls since start
   int64_t high_water_bytes = 0;  // high-water mark since reset_high_water (not reset per step)
 };
 

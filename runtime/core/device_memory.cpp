@@ -25,9 +25,8 @@ DeviceMemoryOps& device_memory_ops() {
 }
 
 void copy_tensor(const Tensor& dst, const Tensor& src) {
-  ST_CHECK(dst.numel() == src.numel() && dst.dtype() == src.dtype(),
-           "copy_tensor: {} {} into {} {}", src.shape().str(), dtype_name(src.dtype()),
-           dst.shape().str(), dtype_name(dst.dtype()));
+  ST_CHECK(dst.numel() == src.numel() && dst.dtype() == src.dtype(), "copy_tensor: {} {} into {} {}", src.shape().str(),
+           dtype_name(src.dtype()), dst.shape().str(), dtype_name(dst.dtype()));
   if (src.nbytes() == 0) return;
   if (dst.device().is_cpu() && src.device().is_cpu()) {
     std::memmove(dst.raw(), src.raw(), src.nbytes());

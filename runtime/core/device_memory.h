@@ -33,8 +33,7 @@ class DeviceMemoryOps {
   // device-to-host copy has landed, a host-to-device copy has read its
   // source). A copy that waits also raises an error a kernel found earlier
   // (an embedding id outside its table; kernels/cuda/context.h).
-  virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
-                    size_t bytes) = 0;
+  virtual void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) = 0;
   // Wait until everything issued to the device's compute stream has finished;
   // then raise an error a kernel found, as copy does.
   virtual void synchronize(Device device) = 0;

@@ -58,7 +58,7 @@ std::string enum_choices() {
 }  // namespace shardtrain
 
 template <typename E>
-  requires shardtrain::NamedEnum<E>
+requires shardtrain::NamedEnum<E>
 struct fmt::formatter<E> : fmt::formatter<std::string_view> {
   template <typename FormatContext>
   auto format(E value, FormatContext& ctx) const {
@@ -67,7 +67,7 @@ struct fmt::formatter<E> : fmt::formatter<std::string_view> {
 };
 
 template <typename E>
-  requires shardtrain::NamedEnum<E>
+requires shardtrain::NamedEnum<E>
 struct nlohmann::adl_serializer<E, void> {
   template <typename Json>
   static void to_json(Json& j, E value) {

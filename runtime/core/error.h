@@ -44,18 +44,17 @@ decltype(auto) with_context(const std::string& context, Fn&& fn) {
 // ST_CHECK(cond, "fmt {}", args...) throws shardtrain::Error with the formatted
 // message when cond is false. For conditions a user's input can violate; use
 // ST_ASSERT for programming errors.
-#define ST_CHECK(cond, ...)                                          \
-  do {                                                               \
-    if (!(cond)) [[unlikely]] {                                      \
-      throw ::shardtrain::Error(::fmt::format(__VA_ARGS__));         \
-    }                                                                \
+#define ST_CHECK(cond, ...)                                  \
+  do {                                                       \
+    if (!(cond)) [[unlikely]] {                              \
+      throw ::shardtrain::Error(::fmt::format(__VA_ARGS__)); \
+    }                                                        \
   } while (0)
 
 // An internal invariant; the message names the source location.
-#define ST_ASSERT(cond)                                                                       \
-  do {                                                                                        \
-    if (!(cond)) [[unlikely]] {                                                               \
-      throw ::shardtrain::Error(::fmt::format("internal error: {} ({}:{})", #cond, __FILE__, \
-                                              __LINE__));                                     \
-    }                                                                                         \
+#define ST_ASSERT(cond)                                                                                  \
+  do {                                                                                                   \
+    if (!(cond)) [[unlikely]] {                                                                          \
+      throw ::shardtrain::Error(::fmt::format("internal error: {} ({}:{})", #cond, __FILE__, __LINE__)); \
+    }                                                                                                    \
   } while (0)

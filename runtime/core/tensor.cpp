@@ -8,12 +8,10 @@
 namespace shardtrain {
 
 Storage::Storage(size_t bytes, Device device)
-    : allocator_(&allocator_for(device)), data_(allocator_->allocate(bytes)), bytes_(bytes),
-      device_(device) {}
+    : allocator_(&allocator_for(device)), data_(allocator_->allocate(bytes)), bytes_(bytes), device_(device) {}
 
 Storage::Storage(size_t bytes, Allocator& host_allocator)
-    : allocator_(&host_allocator), data_(allocator_->allocate(bytes)), bytes_(bytes),
-      device_(Device::cpu()) {}
+    : allocator_(&host_allocator), data_(allocator_->allocate(bytes)), bytes_(bytes), device_(Device::cpu()) {}
 
 Storage::~Storage() { allocator_->deallocate(data_, bytes_); }
 
@@ -33,8 +31,7 @@ Tensor Tensor::zeros(Shape shape, DType dtype, Device device) {
 
 Tensor Tensor::empty_pinned(Shape shape, DType dtype) {
   Tensor t;
-  t.storage_ = std::make_shared<Storage>(size_t(shape.numel()) * dtype_size(dtype),
-                                         pinned_host_allocator());
+  t.storage_ = std::make_shared<Storage>(size_t(shape.numel()) * dtype_size(dtype), pinned_host_allocator());
   t.shape_ = shape;
   t.dtype_ = dtype;
   return t;
@@ -43,8 +40,8 @@ Tensor Tensor::empty_pinned(Shape shape, DType dtype) {
 Tensor Tensor::view(int64_t offset, Shape shape) const {
   ST_CHECK(defined(), "view of an undefined tensor");
   ST_CHECK(offset >= 0 && offset + shape.numel() <= numel(),
-           "view of {} elements at offset {} does not fit in a tensor of shape {}", shape.numel(),
-           offset, shape_.str());
+           "view of {} elements at offset {} does not fit in a tensor of shape {}", shape.numel(), offset,
+           shape_.str());
   Tensor t = *this;
   t.offset_bytes_ = offset_bytes_ + size_t(offset) * dtype_size(dtype_);
   t.shape_ = shape;
@@ -58,25 +55,20 @@ Tensor Tensor::reshape(Shape shape) const {
   return t;
 }
 
-void* Tensor::raw() const {
-  return storage_ ? static_cast<char*>(storage_->data()) + offset_bytes_ : nullptr;
-}
+void* Tensor::raw() const { return storage_ ? static_cast<char*>(storage_->data()) + offset_bytes_ : nullptr; }
 
 float* Tensor::f32() const {
-  ST_CHECK(dtype_ == DType::f32, "tensor of shape {} holds {}, not f32", shape_.str(),
-           dtype_name(dtype_));
+  ST_CHECK(dtype_ == DType::f32, "tensor of shape {} holds {}, not f32", shape_.str(), dtype_name(dtype_));
   return static_cast<float*>(raw());
 }
 
 bf16* Tensor::bf16_data() const {
-  ST_CHECK(dtype_ == DType::bf16, "tensor of shape {} holds {}, not bf16", shape_.str(),
-           dtype_name(dtype_));
+  ST_CHECK(dtype_ == DType::bf16, "tensor of shape {} holds {}, not bf16", shape_.str(), dtype_name(dtype_));
   return static_cast<bf16*>(raw());
 }
 
 int32_t* Tensor::i32() const {
-  ST_CHECK(dtype_ == DType::i32, "tensor of shape {} holds {}, not i32", shape_.str(),
-           dtype_name(dtype_));
+  ST_CHECK(dtype_ == DType::i32, "tensor of shape {} holds {}, not i32", shape_.str(), dtype_name(dtype_));
   return static_cast<int32_t*>(raw());
 }
 

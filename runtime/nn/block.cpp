@@ -3,8 +3,7 @@
 #include <algorithm>
 
 namespace shardtrain::nn {
-SequentialBlock::SequentialBlock(std::string name, std::vector<std::unique_ptr<Layer>> layers,
-                                 Shape in_sample)
+SequentialBlock::SequentialBlock(std::string name, std::vector<std::unique_ptr<Layer>> layers, Shape in_sample)
     : Block(std::move(name)), layers_(std::move(layers)) {
   ST_CHECK(!layers_.empty(), "block {} has no layers", this->name());
   shapes_.push_back(in_sample);
@@ -36,8 +35,8 @@ void SequentialBlock::bind(std::span<const Tensor> params, std::span<const Tenso
 }
 
 Shape SequentialBlock::output_shape(const Shape& in) const {
-  ST_CHECK(in == shapes_.front(), "block {} was built for samples of shape {}, got {}", name(),
-           shapes_.front().str(), in.str());
+  ST_CHECK(in == shapes_.front(), "block {} was built for samples of shape {}, got {}", name(), shapes_.front().str(),
+           in.str());
   return shapes_.back();
 }
 
@@ -108,8 +107,7 @@ void SequentialBlock::backward(const Tensor& dout, const Tensor& din, bool accum
 std::string SequentialBlock::describe() const {
   std::string s;
   for (size_t i = 0; i < layers_.size(); ++i)
-    s += fmt::format("{}{} {}->{}", i ? ", " : "", layers_[i]->kind(), shapes_[i].str(),
-                     shapes_[i + 1].str());
+    s += fmt::format("{}{} {}->{}", i ? ", " : "", layers_[i]->kind(), shapes_[i].str(), shapes_[i + 1].str());
   return s;
 }
 

@@ -68,10 +68,10 @@ class SequentialBlock final : public Block {
   void ensure_capacity(int64_t batch, Device device);
 
   std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<Shape> shapes_;          // sample shape entering layer i; shapes_[n] = block output
-  std::vector<size_t> param_counts_;   // parameters declared by each layer
-  std::vector<Tensor> outputs_;        // each layer's output, capacity_ samples
-  Tensor grad_a_, grad_b_;             // ping-pong gradient buffers between layers
+  std::vector<Shape> shapes_;         // sample shape entering layer i; shapes_[n] = block output
+  std::vector<size_t> param_counts_;  // parameters declared by each layer
+  std::vector<Tensor> outputs_;       // each layer's output, capacity_ samples
+  Tensor grad_a_, grad_b_;            // ping-pong gradient buffers between layers
   int64_t capacity_ = 0, batch_ = 0;
   Device device_;  // where the buffers live: the device of the input
 };

@@ -4,12 +4,10 @@
 
 namespace shardtrain::nn {
 
-Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride,
-               int64_t pad)
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride, int64_t pad)
     : C_(in_channels), OC_(out_channels), K_(kernel), stride_(stride), pad_(pad) {
   ST_CHECK(C_ > 0 && OC_ > 0 && K_ > 0 && stride_ > 0 && pad_ >= 0,
-           "conv2d needs positive channels, kernel and stride (got {}->{} k{} s{} p{})", C_, OC_,
-           K_, stride_, pad_);
+           "conv2d needs positive channels, kernel and stride (got {}->{} k{} s{} p{})", C_, OC_, K_, stride_, pad_);
 }
 
 std::vector<ParamSpec> Conv2d::param_specs() const {
@@ -26,8 +24,7 @@ void Conv2d::bind(std::span<const Tensor> params, std::span<const Tensor> grads)
 }
 
 Shape Conv2d::output_shape(const Shape& in) const {
-  ST_CHECK(in.ndim() == 3 && in[0] == C_, "conv2d expects samples of shape [{}, H, W], got {}", C_,
-           in.str());
+  ST_CHECK(in.ndim() == 3 && in[0] == C_, "conv2d expects samples of shape [{}, H, W], got {}", C_, in.str());
   kernels::Conv2dShape s{1, C_, in[1], in[2], OC_, K_, stride_, pad_};
   // The size formula truncates toward zero: a kernel larger than the padded
   // input would still give OH = 1, so the sizes are compared directly.

@@ -7,8 +7,7 @@ namespace shardtrain::nn {
 Embedding::Embedding(int64_t vocab, int64_t max_positions, int64_t channels)
     : vocab_(vocab), max_positions_(max_positions), channels_(channels) {
   ST_CHECK(vocab > 0 && max_positions > 0 && channels > 0,
-           "embedding needs positive sizes, got vocab {}, positions {}, width {}", vocab,
-           max_positions, channels);
+           "embedding needs positive sizes, got vocab {}, positions {}, width {}", vocab, max_positions, channels);
 }
 
 std::vector<ParamSpec> Embedding::param_specs() const {
@@ -25,14 +24,12 @@ void Embedding::bind(std::span<const Tensor> params, std::span<const Tensor> gra
 
 Shape Embedding::output_shape(const Shape& in) const {
   ST_CHECK(in.ndim() == 1 && in[0] <= max_positions_,
-           "embedding takes sequences of at most {} token ids, got samples of shape {}",
-           max_positions_, in.str());
+           "embedding takes sequences of at most {} token ids, got samples of shape {}", max_positions_, in.str());
   return Shape{in[0], channels_};
 }
 
 void Embedding::forward(const Tensor& in, const Tensor& out) {
-  ST_CHECK(in.dtype() == DType::i32, "embedding input must be i32 token ids, got {}",
-           dtype_name(in.dtype()));
+  ST_CHECK(in.dtype() == DType::i32, "embedding input must be i32 token ids, got {}", dtype_name(in.dtype()));
   ids_ = in.reshape({in.dim(0), in.numel() / in.dim(0)});
   ops::token_position_embedding_forward(out, ids_, wte_, wpe_);
 }

@@ -32,8 +32,7 @@ class FlatParameters {
 
   FlatParameters() = default;
   // Lays out the given per-block specs (block order, declaration order).
-  FlatParameters(const std::vector<std::string>& block_names,
-                 const std::vector<std::vector<ParamSpec>>& block_specs);
+  FlatParameters(const std::vector<std::string>& block_names, const std::vector<std::vector<ParamSpec>>& block_specs);
 
   // Deterministic initialization: parameter i draws from the stream
   // (seed, "init", i), independent of every other parameter.

@@ -9,8 +9,7 @@ LayerNorm::LayerNorm(int64_t channels, float eps) : channels_(channels), eps_(ep
 }
 
 std::vector<ParamSpec> LayerNorm::param_specs() const {
-  return {{"weight", {channels_}, Init::ones, 1, 0.0f, false},
-          {"bias", {channels_}, Init::zeros, 1, 0.0f, false}};
+  return {{"weight", {channels_}, Init::ones, 1, 0.0f, false}, {"bias", {channels_}, Init::zeros, 1, 0.0f, false}};
 }
 
 void LayerNorm::bind(std::span<const Tensor> params, std::span<const Tensor> grads) {
@@ -21,8 +20,8 @@ void LayerNorm::bind(std::span<const Tensor> params, std::span<const Tensor> gra
 }
 
 Shape LayerNorm::output_shape(const Shape& in) const {
-  ST_CHECK(in.ndim() >= 1 && in.cols() == channels_,
-           "layernorm over {} channels got a sample of shape {}", channels_, in.str());
+  ST_CHECK(in.ndim() >= 1 && in.cols() == channels_, "layernorm over {} channels got a sample of shape {}", channels_,
+           in.str());
   return in;
 }
 

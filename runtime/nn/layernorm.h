@@ -31,8 +31,8 @@ class LayerNorm final : public Layer {
   int64_t channels_;
   float eps_;
   Tensor weight_, bias_, dweight_, dbias_;
-  Tensor in_;            // forward input, kept for backward
-  Tensor mean_, rstd_;   // per row, grown to the largest batch seen
+  Tensor in_;           // forward input, kept for backward
+  Tensor mean_, rstd_;  // per row, grown to the largest batch seen
 };
 
 }  // namespace shardtrain::nn

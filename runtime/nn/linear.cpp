@@ -6,15 +6,14 @@ namespace shardtrain::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
     : in_features_(in_features), out_features_(out_features), has_bias_(bias) {
-  ST_CHECK(in_features > 0 && out_features > 0, "linear layer needs positive sizes, got {} -> {}",
-           in_features, out_features);
+  ST_CHECK(in_features > 0 && out_features > 0, "linear layer needs positive sizes, got {} -> {}", in_features,
+           out_features);
 }
 
 std::vector<ParamSpec> Linear::param_specs() const {
-  std::vector<ParamSpec> specs{{"weight", {out_features_, in_features_}, Init::fan_in_uniform,
-                                in_features_, 0.0f, true}};
-  if (has_bias_)
-    specs.push_back({"bias", {out_features_}, Init::fan_in_uniform, in_features_, 0.0f, false});
+  std::vector<ParamSpec> specs{
+      {"weight", {out_features_, in_features_}, Init::fan_in_uniform, in_features_, 0.0f, true}};
+  if (has_bias_) specs.push_back({"bias", {out_features_}, Init::fan_in_uniform, in_features_, 0.0f, false});
   return specs;
 }
 
@@ -35,8 +34,8 @@ Shape Linear::output_shape(const Shape& in) const {
     out[-1] = out_features_;
     return out;
   }
-  ST_CHECK(in.numel() == in_features_, "linear layer expects {} input features, got a sample of shape {}",
-           in_features_, in.str());
+  ST_CHECK(in.numel() == in_features_, "linear layer expects {} input features, got a sample of shape {}", in_features_,
+           in.str());
   return Shape{out_features_};
 }
 

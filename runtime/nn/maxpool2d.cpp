@@ -5,15 +5,13 @@
 namespace shardtrain::nn {
 
 MaxPool2d::MaxPool2d(int64_t kernel, int64_t stride) : K_(kernel), stride_(stride) {
-  ST_CHECK(K_ > 0 && stride_ > 0, "maxpool2d needs a positive window and stride (got {}, {})", K_,
-           stride_);
+  ST_CHECK(K_ > 0 && stride_ > 0, "maxpool2d needs a positive window and stride (got {}, {})", K_, stride_);
 }
 
 Shape MaxPool2d::output_shape(const Shape& in) const {
   ST_CHECK(in.ndim() == 3, "maxpool2d expects samples of shape [C, H, W], got {}", in.str());
   kernels::Pool2dShape s{1, in[0], in[1], in[2], K_, stride_};
-  ST_CHECK(in[1] >= K_ && in[2] >= K_, "maxpool2d window {} does not fit a {}x{} input", K_, in[1],
-           in[2]);
+  ST_CHECK(in[1] >= K_ && in[2] >= K_, "maxpool2d window {} does not fit a {}x{} input", K_, in[1], in[2]);
   return Shape{in[0], s.OH(), s.OW()};
 }
 

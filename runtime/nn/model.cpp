@@ -5,8 +5,7 @@
 #include <algorithm>
 
 namespace shardtrain::nn {
-Model::Model(std::vector<std::unique_ptr<Block>> blocks, Shape input_sample)
-    : blocks_(std::move(blocks)) {
+Model::Model(std::vector<std::unique_ptr<Block>> blocks, Shape input_sample) : blocks_(std::move(blocks)) {
   ST_CHECK(!blocks_.empty(), "a model needs at least one block");
   shapes_.push_back(input_sample);
   std::vector<std::string> names;
@@ -17,8 +16,7 @@ Model::Model(std::vector<std::unique_ptr<Block>> blocks, Shape input_sample)
     specs.push_back(b->param_specs());
   }
   flat_ = FlatParameters(names, specs);
-  for (int i = 0; i < num_blocks(); ++i)
-    blocks_[size_t(i)]->bind(flat_.param_views(i), flat_.grad_views(i));
+  for (int i = 0; i < num_blocks(); ++i) blocks_[size_t(i)]->bind(flat_.param_views(i), flat_.grad_views(i));
 }
 
 void Model::to(Device device) {
@@ -26,8 +24,7 @@ void Model::to(Device device) {
   ST_CHECK(flat_.has_buffers(), "Model::to after the flat buffers were released (FSDP): move the model first");
   flat_.to(device);
   device_ = device;
-  for (int i = 0; i < num_blocks(); ++i)
-    blocks_[size_t(i)]->bind(flat_.param_views(i), flat_.grad_views(i));
+  for (int i = 0; i < num_blocks(); ++i) blocks_[size_t(i)]->bind(flat_.param_views(i), flat_.grad_views(i));
 }
 
 int64_t Model::activation_bytes(int64_t batch, bool training) const {
@@ -63,8 +60,7 @@ void Model::release_flat_buffers() {
 
 Tensor Model::forward(const Tensor& x, BlockHooks* hooks) {
   ST_CHECK(x.shape().ndim() >= 1 && x.numel() == x.dim(0) * input_sample().numel(),
-           "model input of shape {} does not hold samples of shape {}", x.shape().str(),
-           input_sample().str());
+           "model input of shape {} does not hold samples of shape {}", x.shape().str(), input_sample().str());
   batch_ = x.dim(0);
   if (batch_ > largest_forward_) {
     // Every Block grows: the old buffers go first (Block::release_activations).
@@ -83,8 +79,7 @@ Tensor Model::forward(const Tensor& x, BlockHooks* hooks) {
 
 void Model::backward(const Tensor& dout, bool accumulate, BlockHooks* hooks) {
   ST_CHECK(dout.numel() == batch_ * output_sample().numel(),
-           "output gradient of shape {} does not match the last forward (batch {})",
-           dout.shape().str(), batch_);
+           "output gradient of shape {} does not match the last forward (batch {})", dout.shape().str(), batch_);
   if (batch_ > capacity_ || !(grad_a_.device() == dout.device())) {
     int64_t widest = 0;
     for (size_t i = 1; i + 1 < shapes_.size(); ++i) widest = std::max(widest, shapes_[i].numel());

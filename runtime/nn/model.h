@@ -57,7 +57,7 @@ class Model {
   std::vector<std::unique_ptr<Block>> blocks_;
   std::vector<Shape> shapes_;  // sample shape entering block i; back() = model output
   FlatParameters flat_;
-  Tensor grad_a_, grad_b_;     // gradients between blocks, ping-pong
+  Tensor grad_a_, grad_b_;  // gradients between blocks, ping-pong
   Device device_ = Device::cpu();
   int64_t capacity_ = 0, batch_ = 0;
   int64_t largest_forward_ = 0;  // the largest batch a forward has seen

@@ -14,8 +14,7 @@ namespace {
 using Layers = std::vector<std::unique_ptr<Layer>>;
 
 // Appends the block and returns the sample shape it outputs.
-Shape add_block(std::vector<std::unique_ptr<Block>>& blocks, std::string name, Layers layers,
-                const Shape& in) {
+Shape add_block(std::vector<std::unique_ptr<Block>>& blocks, std::string name, Layers layers, const Shape& in) {
   auto block = std::make_unique<SequentialBlock>(std::move(name), std::move(layers), in);
   Shape out = block->output_shape(in);
   blocks.push_back(std::move(block));
@@ -49,13 +48,11 @@ std::vector<std::unique_ptr<Block>> mlp(const ModelSpec& spec, Shape shape, int6
 }
 
 std::vector<std::unique_ptr<Block>> cnn(const ModelSpec& spec, Shape shape, int64_t classes) {
-  ST_CHECK(shape.ndim() == 3, "model.kind = \"cnn\" needs image samples [C, H, W], the data has {}",
-           shape.str());
+  ST_CHECK(shape.ndim() == 3, "model.kind = \"cnn\" needs image samples [C, H, W], the data has {}", shape.str());
   std::vector<std::unique_ptr<Block>> blocks;
   for (size_t i = 0; i < spec.channels.size(); ++i) {
     Layers layers;
-    layers.push_back(std::make_unique<Conv2d>(shape[0], spec.channels[i], spec.kernel_size, 1,
-                                              spec.kernel_size / 2));
+    layers.push_back(std::make_unique<Conv2d>(shape[0], spec.channels[i], spec.kernel_size, 1, spec.kernel_size / 2));
     // Pool, then ReLU: the same outputs and gradients as ReLU then pool, bit
     // for bit (ReLU is monotonic, so the max of the ReLUs is the ReLU of the
     // max; where the window's max is <= 0 both give 0 and a 0 gradient), with
@@ -69,25 +66,21 @@ std::vector<std::unique_ptr<Block>> cnn(const ModelSpec& spec, Shape shape, int6
 }
 
 std::vector<std::unique_ptr<Block>> gpt(const ModelSpec& spec, Shape shape, int64_t classes) {
-  ST_CHECK(shape.ndim() == 1,
-           "model.kind = \"gpt\" needs samples of T token ids [T], the data has {}", shape.str());
+  ST_CHECK(shape.ndim() == 1, "model.kind = \"gpt\" needs samples of T token ids [T], the data has {}", shape.str());
   const int64_t T = shape[0], C = spec.n_embd;
   const int64_t V = spec.vocab_size > 0 ? spec.vocab_size : classes;
   const int64_t positions = spec.block_size > 0 ? spec.block_size : T;
   ST_CHECK(spec.vocab_size <= 0 || spec.vocab_size == classes,
-           "model.vocab_size = {} but the data has {} classes (next-token labels)", spec.vocab_size,
-           classes);
+           "model.vocab_size = {} but the data has {} classes (next-token labels)", spec.vocab_size, classes);
   ST_CHECK(T <= positions, "sequences of {} tokens exceed model.block_size = {}", T, positions);
   ST_CHECK(spec.n_layer > 0 && spec.n_head > 0 && C > 0 && C % spec.n_head == 0,
-           "gpt needs n_layer > 0 and n_embd ({}) divisible by n_head ({}), n_layer {}", C,
-           spec.n_head, spec.n_layer);
+           "gpt needs n_layer > 0 and n_embd ({}) divisible by n_head ({}), n_layer {}", C, spec.n_head, spec.n_layer);
   std::vector<std::unique_ptr<Block>> blocks;
   Layers embed;
   embed.push_back(std::make_unique<Embedding>(V, positions, C));
   shape = add_block(blocks, "embed", std::move(embed), shape);
   for (int64_t i = 0; i < spec.n_layer; ++i)
-    blocks.push_back(std::make_unique<TransformerBlock>(fmt::format("h{}", i), T, C, spec.n_head,
-                                                        spec.n_layer));
+    blocks.push_back(std::make_unique<TransformerBlock>(fmt::format("h{}", i), T, C, spec.n_head, spec.n_layer));
   Layers head;
   head.push_back(std::make_unique<LayerNorm>(C));
   head.push_back(std::make_unique<Linear>(C, V, /*bias=*/false));
@@ -111,8 +104,7 @@ void validate(const ModelSpec& spec) {
            "model.vocab_size and model.block_size must not be negative (0: from the data)");
 }
 
-std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sample,
-                                   int64_t num_classes) {
+std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sample, int64_t num_classes) {
   ST_CHECK(num_classes > 1, "a classifier needs at least 2 classes, the data has {}", num_classes);
   validate(spec);
   std::vector<std::unique_ptr<Block>> blocks;

@@ -20,15 +20,15 @@ inline std::span<const EnumName<ModelKind>> enum_names(ModelKind) {
 
 struct ModelSpec {
   ModelKind kind = ModelKind::mlp;
-  std::vector<int64_t> hidden{1024, 1024};   // mlp: hidden layer widths
-  std::vector<int64_t> channels{32, 64};     // cnn: output channels of each conv stage
-  int64_t kernel_size = 5;                   // cnn: square conv kernel (padded to keep H, W)
-  std::vector<int64_t> fc_hidden{};          // cnn: hidden widths of the classifier head
-  int64_t n_layer = 2;                       // gpt: transformer Blocks
-  int64_t n_head = 4;                        // gpt: attention heads (divides n_embd)
-  int64_t n_embd = 128;                      // gpt: channels C
-  int64_t vocab_size = 0;                    // gpt: tokens V; 0 = the data's num_classes
-  int64_t block_size = 0;                    // gpt: positions in wpe; 0 = the sample length T
+  std::vector<int64_t> hidden{1024, 1024};  // mlp: hidden layer widths
+  std::vector<int64_t> channels{32, 64};    // cnn: output channels of each conv stage
+  int64_t kernel_size = 5;                  // cnn: square conv kernel (padded to keep H, W)
+  std::vector<int64_t> fc_hidden{};         // cnn: hidden widths of the classifier head
+  int64_t n_layer = 2;                      // gpt: transformer Blocks
+  int64_t n_head = 4;                       // gpt: attention heads (divides n_embd)
+  int64_t n_embd = 128;                     // gpt: channels C
+  int64_t vocab_size = 0;                   // gpt: tokens V; 0 = the data's num_classes
+  int64_t block_size = 0;                   // gpt: positions in wpe; 0 = the sample length T
 };
 
 // MLP: one Block per hidden layer (linear + relu), then a linear head Block.
@@ -42,7 +42,6 @@ struct ModelSpec {
 // refuse before it sees the data).
 void validate(const ModelSpec& spec);
 
-std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sample,
-                                   int64_t num_classes);
+std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sample, int64_t num_classes);
 
 }  // namespace shardtrain::nn

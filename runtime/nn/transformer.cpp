@@ -6,8 +6,7 @@
 
 namespace shardtrain::nn {
 
-TransformerBlock::TransformerBlock(std::string name, int64_t seq_len, int64_t channels,
-                                   int64_t n_head, int64_t n_layer)
+TransformerBlock::TransformerBlock(std::string name, int64_t seq_len, int64_t channels, int64_t n_head, int64_t n_layer)
     : Block(std::move(name)),
       T_(seq_len),
       C_(channels),
@@ -19,11 +18,9 @@ TransformerBlock::TransformerBlock(std::string name, int64_t seq_len, int64_t ch
       proj_(channels, channels),
       fc_(channels, 4 * channels),
       fc_proj_(4 * channels, channels) {
-  ST_CHECK(seq_len > 0, "transformer block {}: sequence length must be positive, got {}",
-           this->name(), seq_len);
-  ST_CHECK(n_head > 0 && channels % n_head == 0,
-           "transformer block {}: {} channels do not split into {} heads", this->name(), channels,
-           n_head);
+  ST_CHECK(seq_len > 0, "transformer block {}: sequence length must be positive, got {}", this->name(), seq_len);
+  ST_CHECK(n_head > 0 && channels % n_head == 0, "transformer block {}: {} channels do not split into {} heads",
+           this->name(), channels, n_head);
   ST_CHECK(n_layer > 0, "transformer block {}: n_layer must be positive", this->name());
 }
 
@@ -51,15 +48,15 @@ std::vector<ParamSpec> TransformerBlock::param_specs() const {
 }
 
 void TransformerBlock::bind(std::span<const Tensor> params, std::span<const Tensor> grads) {
-  ST_CHECK(params.size() == 12 && grads.size() == 12,
-           "transformer block {}: expected 12 parameter views, got {}", name(), params.size());
+  ST_CHECK(params.size() == 12 && grads.size() == 12, "transformer block {}: expected 12 parameter views, got {}",
+           name(), params.size());
   Layer* layers[] = {&ln1_, &qkv_, &proj_, &ln2_, &fc_, &fc_proj_};
   for (size_t i = 0; i < 6; ++i) layers[i]->bind(params.subspan(2 * i, 2), grads.subspan(2 * i, 2));
 }
 
 Shape TransformerBlock::output_shape(const Shape& in) const {
-  ST_CHECK(in == (Shape{T_, C_}), "transformer block {} was built for samples [{}, {}], got {}",
-           name(), T_, C_, in.str());
+  ST_CHECK(in == (Shape{T_, C_}), "transformer block {} was built for samples [{}, {}], got {}", name(), T_, C_,
+           in.str());
   return in;
 }
 
@@ -145,8 +142,8 @@ void TransformerBlock::backward(const Tensor& dout_in, const Tensor& din, bool a
 }
 
 std::string TransformerBlock::describe() const {
-  return fmt::format("transformer [{}, {}] {} heads: ln, causal attention, ln, mlp {}->{}->{}", T_,
-                     C_, n_head_, C_, 4 * C_, C_);
+  return fmt::format("transformer [{}, {}] {} heads: ln, causal attention, ln, mlp {}->{}->{}", T_, C_, n_head_, C_,
+                     4 * C_, C_);
 }
 
 }  // namespace shardtrain::nn

@@ -16,8 +16,7 @@ namespace shardtrain::nn {
 
 class TransformerBlock final : public Block {
  public:
-  TransformerBlock(std::string name, int64_t seq_len, int64_t channels, int64_t n_head,
-                   int64_t n_layer = 1);
+  TransformerBlock(std::string name, int64_t seq_len, int64_t channels, int64_t n_head, int64_t n_layer = 1);
 
   std::vector<ParamSpec> param_specs() const override;
   void bind(std::span<const Tensor> params, std::span<const Tensor> grads) override;

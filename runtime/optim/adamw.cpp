@@ -4,8 +4,7 @@
 
 namespace shardtrain::optim {
 
-AdamW::AdamW(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges,
-             Device device)
+AdamW::AdamW(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges, Device device)
     : Optimizer(std::move(ranges)),
       m_(Tensor::zeros({numel}, DType::f32, device)),
       v_(Tensor::zeros({numel}, DType::f32, device)) {
@@ -18,19 +17,16 @@ AdamW::AdamW(const OptimizerConfig& config, int64_t numel, std::vector<ParamRang
   ST_CHECK(hp_.eps > 0, "optim.eps must be positive, got {}", hp_.eps);
 }
 
-void AdamW::update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset,
-                       int64_t numel, bool decay) {
+void AdamW::update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset, int64_t numel, bool decay) {
   kernels::AdamWParams hp = hp_;
   hp.lr = lr;
   if (!decay) hp.weight_decay = 0.0f;
   const Shape s{numel};
   // AdamW's bias correction counts steps from 1: this is step steps_ + 1.
-  ops::adamw_update(params.view(offset, s), grads.view(offset, s), m_.view(offset, s),
-                    v_.view(offset, s), hp, steps_ + 1);
+  ops::adamw_update(params.view(offset, s), grads.view(offset, s), m_.view(offset, s), v_.view(offset, s), hp,
+                    steps_ + 1);
 }
 
-std::vector<std::pair<std::string, Tensor>> AdamW::state() const {
-  return {{"exp_avg", m_}, {"exp_avg_sq", v_}};
-}
+std::vector<std::pair<std::string, Tensor>> AdamW::state() const { return {{"exp_avg", m_}, {"exp_avg_sq", v_}}; }
 
 }  // namespace shardtrain::optim

@@ -8,8 +8,7 @@ namespace shardtrain::optim {
 
 class AdamW final : public Optimizer {
  public:
-  AdamW(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges,
-        Device device = Device::cpu());
+  AdamW(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges, Device device = Device::cpu());
   std::string name() const override { return "adamw"; }
   std::vector<std::pair<std::string, Tensor>> state() const override;
 

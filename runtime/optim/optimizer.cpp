@@ -6,8 +6,7 @@
 
 namespace shardtrain::optim {
 
-void Optimizer::update(const Tensor& params, const Tensor& grads, float lr, int64_t begin,
-                       int64_t end) {
+void Optimizer::update(const Tensor& params, const Tensor& grads, float lr, int64_t begin, int64_t end) {
   for (const ParamRange& r : ranges_) {
     const int64_t lo = std::max(begin, r.offset), hi = std::min(end, r.offset + r.numel);
     if (lo < hi) update_run(params, grads, lr, lo, hi - lo, r.decay);
@@ -38,13 +37,11 @@ void validate(const OptimizerConfig& c) {
   ST_CHECK(std::isfinite(c.eps) && c.eps > 0, "optim.eps must be positive and finite, got {}", c.eps);
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, int64_t numel,
-                                          std::vector<ParamRange> ranges, Device device) {
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges,
+                                          Device device) {
   ST_CHECK(config.lr >= 0, "optim.lr must not be negative, got {}", config.lr);
-  ST_CHECK(config.weight_decay >= 0, "optim.weight_decay must not be negative, got {}",
-           config.weight_decay);
-  for (const ParamRange& r : ranges)
-    ST_ASSERT(r.offset >= 0 && r.numel >= 0 && r.offset + r.numel <= numel);
+  ST_CHECK(config.weight_decay >= 0, "optim.weight_decay must not be negative, got {}", config.weight_decay);
+  for (const ParamRange& r : ranges) ST_ASSERT(r.offset >= 0 && r.numel >= 0 && r.offset + r.numel <= numel);
   validate(config);
   if (config.kind == OptimizerKind::adamw) return std::make_unique<AdamW>(config, numel, std::move(ranges), device);
   return std::make_unique<Sgd>(config, numel, std::move(ranges), device);

@@ -24,7 +24,8 @@ struct ParamRange {
 
 enum class OptimizerKind { sgd, adamw };
 inline std::span<const EnumName<OptimizerKind>> enum_names(OptimizerKind) {
-  static constexpr std::array<EnumName<OptimizerKind>, 2> n = {{{OptimizerKind::sgd, "sgd"}, {OptimizerKind::adamw, "adamw"}}};
+  static constexpr std::array<EnumName<OptimizerKind>, 2> n = {
+      {{OptimizerKind::sgd, "sgd"}, {OptimizerKind::adamw, "adamw"}}};
   return n;
 }
 
@@ -72,8 +73,8 @@ class Optimizer {
   explicit Optimizer(std::vector<ParamRange> ranges) : ranges_(std::move(ranges)) {}
   // The fused update of one contiguous run [offset, offset + numel) that
   // shares a weight-decay setting; steps_ counts the steps finished before.
-  virtual void update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset,
-                          int64_t numel, bool decay) = 0;
+  virtual void update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset, int64_t numel,
+                          bool decay) = 0;
 
   std::vector<ParamRange> ranges_;
   int64_t steps_ = 0;
@@ -98,8 +99,7 @@ void append_ranges_within(const std::vector<ParamRange>& full, int64_t begin, in
 
 // Builds the optimizer the config names; its state covers `numel` elements
 // and lives on `device` (where the parameters it steps live).
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, int64_t numel,
-                                          std::vector<ParamRange> ranges,
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges,
                                           Device device = Device::cpu());
 
 }  // namespace shardtrain::optim

@@ -9,12 +9,11 @@
 namespace shardtrain::optim {
 
 void validate(const ScheduleConfig& config, float base_lr) {
-  ST_CHECK(config.warmup_steps >= 0, "schedule.warmup_steps must not be negative, got {}",
-           config.warmup_steps);
+  ST_CHECK(config.warmup_steps >= 0, "schedule.warmup_steps must not be negative, got {}", config.warmup_steps);
   ST_CHECK(config.kind != ScheduleKind::step || config.step_size > 0,
            "schedule.kind = \"step\" needs schedule.step_size > 0");
-  ST_CHECK(config.min_lr >= 0 && config.min_lr <= base_lr,
-           "schedule.min_lr must be in [0, optim.lr = {}], got {}", base_lr, config.min_lr);
+  ST_CHECK(config.min_lr >= 0 && config.min_lr <= base_lr, "schedule.min_lr must be in [0, optim.lr = {}], got {}",
+           base_lr, config.min_lr);
   ST_CHECK(std::isfinite(config.gamma) && config.gamma > 0, "schedule.gamma must be positive and finite, got {}",
            config.gamma);
 }
@@ -25,17 +24,14 @@ LrSchedule::LrSchedule(const ScheduleConfig& config, float base_lr, int64_t tota
 }
 
 float LrSchedule::at(int64_t step) const {
-  if (step < config_.warmup_steps)
-    return base_lr_ * float(step + 1) / float(config_.warmup_steps);
+  if (step < config_.warmup_steps) return base_lr_ * float(step + 1) / float(config_.warmup_steps);
   if (config_.kind == ScheduleKind::cosine) {
     const int64_t span = std::max<int64_t>(1, total_steps_ - config_.warmup_steps);
     const double progress = std::min(1.0, double(step - config_.warmup_steps) / double(span));
-    return float(config_.min_lr +
-                 (base_lr_ - config_.min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress)));
+    return float(config_.min_lr + (base_lr_ - config_.min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress)));
   }
   if (config_.kind == ScheduleKind::step)  // its steps count from the end of warmup, as cosine's progress does
-    return float(base_lr_ *
-                 std::pow(double(config_.gamma), double((step - config_.warmup_steps) / config_.step_size)));
+    return float(base_lr_ * std::pow(double(config_.gamma), double((step - config_.warmup_steps) / config_.step_size)));
   return base_lr_;
 }
 

@@ -19,10 +19,10 @@ inline std::span<const EnumName<ScheduleKind>> enum_names(ScheduleKind) {
 
 struct ScheduleConfig {
   ScheduleKind kind = ScheduleKind::constant;
-  int64_t warmup_steps = 0;       // lr rises linearly from lr/warmup to lr
-  float min_lr = 0.0f;            // cosine: the final learning rate
-  int64_t step_size = 0;          // step: decay every this many steps
-  float gamma = 0.1f;             // step: decay factor
+  int64_t warmup_steps = 0;  // lr rises linearly from lr/warmup to lr
+  float min_lr = 0.0f;       // cosine: the final learning rate
+  int64_t step_size = 0;     // step: decay every this many steps
+  float gamma = 0.1f;        // step: decay factor
 };
 
 // An Error naming the [schedule] key out of range for a peak rate of base_lr.

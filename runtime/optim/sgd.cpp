@@ -4,8 +4,7 @@
 
 namespace shardtrain::optim {
 
-Sgd::Sgd(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges,
-         Device device)
+Sgd::Sgd(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges, Device device)
     : Optimizer(std::move(ranges)) {
   hp_.momentum = config.momentum;
   hp_.dampening = config.dampening;
@@ -16,8 +15,7 @@ Sgd::Sgd(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> r
   if (hp_.momentum != 0.0f) momentum_ = Tensor::zeros({numel}, DType::f32, device);
 }
 
-void Sgd::update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset,
-                     int64_t numel, bool decay) {
+void Sgd::update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset, int64_t numel, bool decay) {
   kernels::SgdParams hp = hp_;
   hp.lr = lr;
   if (!decay) hp.weight_decay = 0.0f;

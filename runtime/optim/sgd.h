@@ -8,8 +8,7 @@ namespace shardtrain::optim {
 
 class Sgd final : public Optimizer {
  public:
-  Sgd(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges,
-      Device device = Device::cpu());
+  Sgd(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges, Device device = Device::cpu());
   std::string name() const override { return "sgd"; }
   std::vector<std::pair<std::string, Tensor>> state() const override;
 

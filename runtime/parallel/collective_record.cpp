@@ -13,8 +13,7 @@ telemetry::CollectiveRecord collective_record(const comm::Work& w, int ranks) {
   // nccl-tests' size: the whole buffer, which for an all-gather is its output
   // (this rank's shard times the ranks); Work::bytes() is this rank's part.
   const double size = rec.op == "allgather" ? double(rec.bytes) * ranks : double(rec.bytes);
-  rec.busbw_gbs =
-      rec.duration_s > 0 ? size * telemetry::busbw_factor(rec.op, ranks) / rec.duration_s * 1e-9 : 0.0;
+  rec.busbw_gbs = rec.duration_s > 0 ? size * telemetry::busbw_factor(rec.op, ranks) / rec.duration_s * 1e-9 : 0.0;
   return rec;
 }
 

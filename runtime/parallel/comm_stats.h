@@ -11,11 +11,11 @@
 namespace shardtrain::parallel {
 
 struct CommStats {
-  double comm_s = 0;       // data movement: from all ranks' arrival to completion, summed
-  double peer_wait_s = 0;  // collectives waiting for the other ranks to issue them, summed
-  double exposed_s = 0;    // training thread blocked while data moved: exposed communication
+  double comm_s = 0;           // data movement: from all ranks' arrival to completion, summed
+  double peer_wait_s = 0;      // collectives waiting for the other ranks to issue them, summed
+  double exposed_s = 0;        // training thread blocked while data moved: exposed communication
   double blocked_peers_s = 0;  // training thread blocked waiting for other ranks (imbalance)
-  int64_t bytes = 0;       // payload bytes
+  int64_t bytes = 0;           // payload bytes
   // Bytes this rank sends with a bandwidth-optimal algorithm (ring: an
   // all-reduce 2(N-1)/N of its buffer, an all-gather or reduce-scatter
   // (N-1)/N of the full buffer): the figure the theory counts, whatever the

@@ -44,13 +44,11 @@ Ddp::Ddp(nn::Model& model, comm::Communicator& comm, const DdpOptions& options)
   buckets_ = plan_buckets(model.flat(), options);
   bucket_of_block_.resize(model.flat().blocks().size());
   for (size_t i = 0; i < buckets_.size(); ++i)
-    for (int blk = buckets_[i].first_block; blk <= buckets_[i].last_block; ++blk)
-      bucket_of_block_[size_t(blk)] = i;
+    for (int blk = buckets_[i].first_block; blk <= buckets_[i].last_block; ++blk) bucket_of_block_[size_t(blk)] = i;
   pending_.assign(buckets_.size(), 0);
   works_.resize(buckets_.size());
   if (options.grad_dtype == DType::bf16)
-    for (const Bucket& bucket : buckets_)
-      wire_.push_back(Tensor::empty({bucket.numel}, DType::bf16, model.device()));
+    for (const Bucket& bucket : buckets_) wire_.push_back(Tensor::empty({bucket.numel}, DType::bf16, model.device()));
 }
 
 std::vector<Bucket> Ddp::plan_buckets(const nn::FlatParameters& flat, const DdpOptions& options) {
@@ -60,8 +58,8 @@ std::vector<Bucket> Ddp::plan_buckets(const nn::FlatParameters& flat, const DdpO
   for (int b = int(blocks.size()) - 1; b >= 0; --b) {
     const int64_t bytes = blocks[size_t(b)].numel * int64_t(sizeof(float));
     const double cap_mb = buckets.size() <= 1 ? options.first_bucket_mb : options.bucket_mb;
-    const bool fits = !buckets.empty() &&
-                      double(buckets.back().numel * int64_t(sizeof(float)) + bytes) <= cap_mb * (1 << 20);
+    const bool fits =
+        !buckets.empty() && double(buckets.back().numel * int64_t(sizeof(float)) + bytes) <= cap_mb * (1 << 20);
     if (!fits) buckets.push_back({b, b, 0, 0});
     Bucket& bucket = buckets.back();  // grows downwards: blocks b..last_block
     bucket.first_block = b;
@@ -96,8 +94,7 @@ void Ddp::broadcast_parameters() {
 void Ddp::before_backward(int block) {
   // A backward starts with the last block: a fresh round of buckets.
   if (block == model_.num_blocks() - 1) {
-    for (size_t i = 0; i < buckets_.size(); ++i)
-      pending_[i] = buckets_[i].last_block - buckets_[i].first_block + 1;
+    for (size_t i = 0; i < buckets_.size(); ++i) pending_[i] = buckets_[i].last_block - buckets_[i].first_block + 1;
     ready_.clear();
   }
 }
@@ -160,8 +157,7 @@ void Ddp::wait_bucket(size_t b) {
     e.detail = algorithm_literal(w.algorithm());
     recorder.record(e);
   }
-  if (!wire_.empty())
-    ops::convert(model_.flat().grads().view(buckets_[b].offset, {buckets_[b].numel}), wire_[b]);
+  if (!wire_.empty()) ops::convert(model_.flat().grads().view(buckets_[b].offset, {buckets_[b].numel}), wire_[b]);
   works_[b].reset();
 }
 
@@ -196,13 +192,11 @@ CheckpointView Ddp::checkpoint_view() { return replicated_view(model_.flat(), co
 std::string Ddp::describe(const PlanInputs&) const {
   std::string buckets;
   for (const Bucket& b : buckets_)
-    buckets += fmt::format(" [blocks {}-{}: {:.2f} MiB]", b.first_block, b.last_block,
-                           double(b.numel) * 4 / (1 << 20));
-  return fmt::format("ddp: {} gradient bucket(s){}, gradients travel as {}{}", buckets_.size(), buckets,
-                     name_of(options_.grad_dtype),
-                     options_.bucket_batch > 1
-                         ? fmt::format("; issued {} at a time as one group", options_.bucket_batch)
-                         : std::string());
+    buckets += fmt::format(" [blocks {}-{}: {:.2f} MiB]", b.first_block, b.last_block, double(b.numel) * 4 / (1 << 20));
+  return fmt::format(
+      "ddp: {} gradient bucket(s){}, gradients travel as {}{}", buckets_.size(), buckets, name_of(options_.grad_dtype),
+      options_.bucket_batch > 1 ? fmt::format("; issued {} at a time as one group", options_.bucket_batch)
+                                : std::string());
 }
 
 CommStats Ddp::take_stats() {

@@ -101,10 +101,10 @@ class Ddp final : public Strategy {
   DdpOptions options_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_block_;
-  std::vector<int> pending_;               // blocks of each bucket not yet through backward
-  std::vector<comm::WorkPtr> works_;       // per bucket: this step's all-reduce, if launched
-  std::vector<size_t> ready_;              // complete buckets of the batch not yet launched
-  std::vector<Tensor> wire_;               // bf16 copies of the buckets (grad_dtype = bf16)
+  std::vector<int> pending_;          // blocks of each bucket not yet through backward
+  std::vector<comm::WorkPtr> works_;  // per bucket: this step's all-reduce, if launched
+  std::vector<size_t> ready_;         // complete buckets of the batch not yet launched
+  std::vector<Tensor> wire_;          // bf16 copies of the buckets (grad_dtype = bf16)
   bool sync_ = true;
   CommStats stats_;
   int comm_lane_ = -1;  // the trace's "comm engine" lane

@@ -104,8 +104,8 @@ void Fsdp::issue_gather(int b) {
     ops::convert(low, shard_params_.view(s.local_offset, {s.chunk}));
     gather_work_[size_t(b)] = shard_comm_.allgather(low, gathers_.bf16(slot, padded));
   } else {
-    gather_work_[size_t(b)] = shard_comm_.allgather(shard_params_.view(s.local_offset, {s.chunk}),
-                                                    gathers_.f32(slot, padded));
+    gather_work_[size_t(b)] =
+        shard_comm_.allgather(shard_params_.view(s.local_offset, {s.chunk}), gathers_.f32(slot, padded));
   }
   slot_of_block_[size_t(b)] = slot;
   state_[size_t(b)] = State::in_flight;
@@ -298,7 +298,7 @@ void Fsdp::clip_grad_norm(double max_norm) {
   wait_gradients();
   // On the shards' device: on a GPU the squared norm never visits the host.
   Tensor sq = Tensor::empty({1}, DType::f32, device_);
-  ops::sum_squares(sq, shard_grads_);  // padding holds zeros
+  ops::sum_squares(sq, shard_grads_);                      // padding holds zeros
   shard_comm_.allreduce(sq, comm::ReduceOp::sum)->wait();  // replicas hold the same shards
   ops::clip_to_squared_norm(shard_grads_, sq, max_norm);
 }

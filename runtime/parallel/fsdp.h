@@ -76,16 +76,16 @@ struct FsdpStats {
 // AdamW, 0 for plain SGD).
 struct FsdpMemory {
   int64_t param_shard_bytes = 0, grad_shard_bytes = 0, optimizer_shard_bytes = 0;
-  int64_t persistent_bytes = 0;   // the three above: what a ZeRO-3 rank keeps between steps
+  int64_t persistent_bytes = 0;  // the three above: what a ZeRO-3 rank keeps between steps
   // The buffer pools at their fullest (buffer_pool.h; replayed in the
   // hooks' order): gathered parameters (FULL_SHARD and HYBRID: the largest
   // set of Blocks in flight at once, at most K+1; SHARD_GRAD_OP every Block)
   // and gradients (at most K+1 Blocks awaiting their reduce-scatter).
   int64_t gather_buffer_bytes = 0;
   int64_t grad_buffer_bytes = 0;
-  int64_t low_precision_bytes = 0;  // bf16 copies: the shard and gather buffers (param_dtype), the
-                                    // gradient buffers and shard (reduce_dtype)
-  int64_t accumulator_bytes = 0;    // with gradient accumulation: the unsharded accumulator
+  int64_t low_precision_bytes = 0;   // bf16 copies: the shard and gather buffers (param_dtype), the
+                                     // gradient buffers and shard (reduce_dtype)
+  int64_t accumulator_bytes = 0;     // with gradient accumulation: the unsharded accumulator
   int64_t ddp_persistent_bytes = 0;  // DDP: full parameters + gradients + optimizer state
   // What this implementation holds in all: the shards, the optimizer state
   // of the shard, the gather and gradient buffers (and the accumulator).
@@ -194,7 +194,7 @@ class Fsdp final : public Strategy {
   void ensure_gathered(int block);
   void free_block(int block);
   void poison(const Tensor& block_buffer, int block);  // NaN into the Block's parameters
-  Tensor block_grads(int block) const;  // where Block b's layers write gradients now
+  Tensor block_grads(int block) const;                 // where Block b's layers write gradients now
   void release_full_buffers();
   void reduce_scatter(int block);
   void advance_oldest_reduce();
@@ -202,13 +202,13 @@ class Fsdp final : public Strategy {
   void load_shards();
 
   nn::Model& model_;
-  comm::Communicator& comm_;        // every rank
-  comm::Communicator& shard_comm_;  // the ranks sharing the shards: comm_, or its node group (HYBRID)
+  comm::Communicator& comm_;          // every rank
+  comm::Communicator& shard_comm_;    // the ranks sharing the shards: comm_, or its node group (HYBRID)
   comm::Communicator* replica_comm_;  // HYBRID across nodes (null: no replicas)
   FsdpOptions options_;
   ShardLayout layout_;
   Tensor shard_params_, shard_grads_;
-  BufferPool gathers_, grads_;         // gather buffers and gradient buffers (with bf16 twins when mixed)
+  BufferPool gathers_, grads_;             // gather buffers and gradient buffers (with bf16 twins when mixed)
   int gather_limit_ = 1, grad_limit_ = 1;  // buffers held at once
   std::vector<State> state_;
   std::vector<int> slot_of_block_;       // gather buffer of a Block in flight or gathered

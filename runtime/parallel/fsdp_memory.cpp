@@ -99,7 +99,8 @@ FsdpMemory fsdp_memory(const nn::FlatParameters& flat, int world, int state_floa
   m.gather_buffer_bytes = replay.gather_numel() * f32;
   m.grad_buffer_bytes = replay.grad_numel() * f32;
   m.accumulator_bytes = accumulation ? flat.numel() * f32 : 0;
-  if (options.param_dtype == DType::bf16) m.low_precision_bytes += (layout.shard_numel() + replay.gather_numel()) * bf16;
+  if (options.param_dtype == DType::bf16)
+    m.low_precision_bytes += (layout.shard_numel() + replay.gather_numel()) * bf16;
   if (options.reduce_dtype == DType::bf16) m.low_precision_bytes += (layout.shard_numel() + replay.grad_numel()) * bf16;
   m.ddp_persistent_bytes = flat.numel() * f32 * (2 + state_floats_per_param);
   m.implementation_bytes =

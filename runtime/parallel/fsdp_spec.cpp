@@ -16,8 +16,8 @@ constexpr int64_t kF32 = 4;
 void validate(const FsdpOptions& o) {
   ST_CHECK(o.prefetch >= 0, "parallel.fsdp.prefetch must not be negative, got {}", o.prefetch);
   for (const auto& [key, dtype] : {std::pair{"param_dtype", o.param_dtype}, std::pair{"reduce_dtype", o.reduce_dtype}})
-    ST_CHECK(dtype == DType::f32 || dtype == DType::bf16, "parallel.fsdp.{} {} is not one of {}", key,
-             name_of(dtype), enum_choices<DType>());
+    ST_CHECK(dtype == DType::f32 || dtype == DType::bf16, "parallel.fsdp.{} {} is not one of {}", key, name_of(dtype),
+             enum_choices<DType>());
 }
 
 std::string FsdpSpec::name() const { return fmt::format("fsdp {}", name_of(options_.mode)); }
@@ -89,8 +89,7 @@ WireTheory FsdpSpec::wire_theory(const nn::FlatParameters& flat, const PlanInput
     }
     case ShardingMode::full_shard:
       return {(2 * g + r) * (n - 1) / n * psi, fmt::format("({}+{}+{})(N-1)/N B", gs, gs, rb)};
-    case ShardingMode::shard_grad_op:
-      return {(g + r) * (n - 1) / n * psi, fmt::format("({}+{})(N-1)/N B", gs, rb)};
+    case ShardingMode::shard_grad_op: return {(g + r) * (n - 1) / n * psi, fmt::format("({}+{})(N-1)/N B", gs, rb)};
   }
   return {};
 }

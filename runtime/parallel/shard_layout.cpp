@@ -27,8 +27,7 @@ ShardLayout::Owned ShardLayout::owned(int b, int rank) const {
   return {s.flat_offset + begin, s.flat_offset + end};
 }
 
-std::vector<optim::ParamRange> ShardLayout::shard_ranges(const std::vector<optim::ParamRange>& full,
-                                                         int rank) const {
+std::vector<optim::ParamRange> ShardLayout::shard_ranges(const std::vector<optim::ParamRange>& full, int rank) const {
   std::vector<optim::ParamRange> out;
   for (int b = 0; b < int(blocks_.size()); ++b) {
     const BlockShard& s = blocks_[size_t(b)];

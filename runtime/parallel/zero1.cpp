@@ -102,7 +102,8 @@ void Zero1::update(optim::Optimizer& optimizer, float lr, double max_norm, doubl
       const Bucket& b = ddp_.buckets()[i];
       const int64_t lo = std::max(b.offset, begin_), hi = std::min(b.offset + b.numel, end_);
       if (lo < hi)
-        timed_optimizer(optimizer_s, int64_t(i), [&] { optimizer.update(params, grads, lr, lo - begin_, hi - begin_); });
+        timed_optimizer(optimizer_s, int64_t(i),
+                        [&] { optimizer.update(params, grads, lr, lo - begin_, hi - begin_); });
     }
     optimizer.finish_step();
   }

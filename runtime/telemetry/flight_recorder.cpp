@@ -206,8 +206,10 @@ void FlightRecorder::dump(const std::string& reason) noexcept {
       }
     }
     // now_s is on the spans' clock (steady, seconds): now_s - end_s is how long ago a span ended.
-    const nlohmann::ordered_json head = {{"rank", settings.rank},   {"reason", settings.first_reason},
-                                         {"time", utc_now()},       {"now_s", now_seconds()},
+    const nlohmann::ordered_json head = {{"rank", settings.rank},
+                                         {"reason", settings.first_reason},
+                                         {"time", utc_now()},
+                                         {"now_s", now_seconds()},
                                          {"context", context}};
     // One span per line: readable, and grep finds a span with its attributes.
     std::string text = head.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);

@@ -32,13 +32,12 @@ class MlLog {
            std::source_location where = std::source_location::current());
 
   // The line that would be written (for tests).
-  static std::string format(const std::string& event_type, const std::string& key,
-                            const nlohmann::json& value, const nlohmann::json& metadata,
-                            double time_ms, const std::source_location& where);
+  static std::string format(const std::string& event_type, const std::string& key, const nlohmann::json& value,
+                            const nlohmann::json& metadata, double time_ms, const std::source_location& where);
 
  private:
-  void write(const char* type, const std::string& key, const nlohmann::json& value,
-             const nlohmann::json& metadata, const std::source_location& where);
+  void write(const char* type, const std::string& key, const nlohmann::json& value, const nlohmann::json& metadata,
+             const std::source_location& where);
   std::FILE* f_ = nullptr;
 };
 

@@ -7,13 +7,13 @@
 //   host:pid:tid [dev] NCCL INFO NET/IB : GPU Direct RDMA (DMABUF) enabled for HCA 0 'mlx5_0'
 //   host:pid:tid [dev] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA
 //   host:pid:tid [dev] NCCL INFO Channel 00 : 0[1a000] -> 1[1a000] [receive] via NET/IB/0
-//   host:pid:tid [dev] NCCL INFO Channel 04/0 : 0[0] -> 7[7] via P2P/CUMEM   (P2P/IPC, P2P/direct pointer, SHM/direct/direct)
-//   host:pid:tid [dev] NCCL INFO NCCL_NET_GDR_LEVEL set by environment to 0
-//   host:pid:tid [dev] NCCL INFO cudaDriverVersion 13000
-//   NCCL version 2.5.6+cuda10.0              (older: without the prefix; newer: "NCCL INFO NCCL version ...")
-//   host:pid:tid [dev] NCCL INFO comm 0x55.. rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0
-//   host:pid:tid [dev] NCCL INFO comm 0x55.. rank 0 nranks 16 cudaDev 0 nvmlDev 0 busId 1c000 commId 0x.. - Init COMPLETE
-//   host:pid:tid [dev] NCCL INFO ncclCommInitRank comm 0x55.. rank 0 nranks 1 cudaDev 0 ... - Init COMPLETE  (2.28)
+//   host:pid:tid [dev] NCCL INFO Channel 04/0 : 0[0] -> 7[7] via P2P/CUMEM   (P2P/IPC, P2P/direct pointer,
+//   SHM/direct/direct) host:pid:tid [dev] NCCL INFO NCCL_NET_GDR_LEVEL set by environment to 0 host:pid:tid [dev] NCCL
+//   INFO cudaDriverVersion 13000 NCCL version 2.5.6+cuda10.0              (older: without the prefix; newer: "NCCL INFO
+//   NCCL version ...") host:pid:tid [dev] NCCL INFO comm 0x55.. rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0
+//   MNNVL 0 host:pid:tid [dev] NCCL INFO comm 0x55.. rank 0 nranks 16 cudaDev 0 nvmlDev 0 busId 1c000 commId 0x.. -
+//   Init COMPLETE host:pid:tid [dev] NCCL INFO ncclCommInitRank comm 0x55.. rank 0 nranks 1 cudaDev 0 ... - Init
+//   COMPLETE  (2.28)
 // (recorded on an H200 with NCCL 2.28.9 from PyTorch's wheel: tests/unit/telemetry_nccl_log_test.cpp)
 #include "runtime/telemetry/nccl_log.h"
 
@@ -96,13 +96,13 @@ std::string hca_name(const std::string& dev) { return dev.substr(0, dev.find(':'
 
 struct Parser {
   FabricReport r;
-  std::string network;          // "Using network X"
+  std::string network;  // "Using network X"
   std::vector<std::string> socket_ifaces;
   bool ib_links = false, roce_links = false, ib_absent = false, ib_disabled_env = false;
   int gdr_enabled = 0, gdr_disabled = 0;
   bool gdr_level_zero = false;
   int channels_net_socket = 0, channels_net_ib = 0;
-  std::string other_net;        // a NET plugin other than IB and Socket seen on a channel
+  std::string other_net;  // a NET plugin other than IB and Socket seen on a channel
 
   void line(std::string_view l) {
     if (const size_t p = l.find("NCCL version "); p != std::string_view::npos) {
@@ -117,20 +117,23 @@ struct Parser {
       r.cuda_driver_version = std::max(0, int_after(m, "cudaDriverVersion"));
     } else if (m.starts_with("NET/IB")) {
       if (contains(m, "GPU Direct RDMA")) {
-        if (contains_nocase(m, "disabled")) ++gdr_disabled;
-        else if (contains_nocase(m, "enable")) ++gdr_enabled;
+        if (contains_nocase(m, "disabled"))
+          ++gdr_disabled;
+        else if (contains_nocase(m, "enable"))
+          ++gdr_enabled;
       } else if (contains(m, ": Using ")) {
         for (const auto& dev : bracketed_devices(m.substr(m.find(": Using ") + 8), false)) {
           add_unique(r.ib_devices, dev);
-          if (dev.ends_with("/RoCE")) roce_links = true;
-          else ib_links = true;
+          if (dev.ends_with("/RoCE"))
+            roce_links = true;
+          else
+            ib_links = true;
         }
       } else if (contains(m, "No device found")) {
         ib_absent = true;
       }
     } else if (m.starts_with("NET/Socket") && contains(m, ": Using ")) {
-      for (const auto& dev : bracketed_devices(m.substr(m.find(": Using ") + 8), true))
-        add_unique(socket_ifaces, dev);
+      for (const auto& dev : bracketed_devices(m.substr(m.find(": Using ") + 8), true)) add_unique(socket_ifaces, dev);
     } else if (m.starts_with("Using network ")) {
       network = std::string(m.substr(14));
       while (!network.empty() && std::isspace(uchar(network.back()))) network.pop_back();
@@ -140,9 +143,12 @@ struct Parser {
         ++r.channels_net;
         if (contains(via, "GDRDMA")) ++r.channels_net_gdr;
         const std::string kind = via.substr(4, via.find('/', 4) - 4);
-        if (kind == "IB") ++channels_net_ib;
-        else if (kind == "Socket") ++channels_net_socket;
-        else other_net = kind;
+        if (kind == "IB")
+          ++channels_net_ib;
+        else if (kind == "Socket")
+          ++channels_net_socket;
+        else
+          other_net = kind;
       } else if (via.starts_with("P2P")) {
         ++r.channels_p2p;
       } else if (via.starts_with("SHM")) {
@@ -159,7 +165,8 @@ struct Parser {
         ib_disabled_env = !v.empty() && v[0] == '1';
       }
     }
-    // "comm 0x.. rank 0 nRanks 2 nNodes 2 ...", "[ncclCommInitRank|ncclCommSplit] comm 0x.. rank 0 nranks 2 ... - Init COMPLETE"
+    // "comm 0x.. rank 0 nRanks 2 nNodes 2 ...", "[ncclCommInitRank|ncclCommSplit] comm 0x.. rank 0 nranks 2 ... - Init
+    // COMPLETE"
     if (m.starts_with("comm ") || contains(m, " comm 0x")) {
       if (int n = int_after(m, " nNodes "); n > 0) r.nodes = std::max(r.nodes, n);
       int n = int_after(m, " nRanks ");
@@ -175,9 +182,12 @@ struct Parser {
     // The transport: what the channels actually use; without channel lines,
     // what NCCL announced.
     if (r.channels_net > 0) {
-      if (channels_net_ib >= channels_net_socket && channels_net_ib > 0) r.transport = ib_kind();
-      else if (channels_net_socket > 0) r.transport = "Socket";
-      else r.transport = other_net;
+      if (channels_net_ib >= channels_net_socket && channels_net_ib > 0)
+        r.transport = ib_kind();
+      else if (channels_net_socket > 0)
+        r.transport = "Socket";
+      else
+        r.transport = other_net;
     } else if (r.channels_p2p + r.channels_shm > 0 || r.nodes == 1) {
       r.transport = "P2P/SHM only";
     } else if (network == "IB") {
@@ -191,9 +201,12 @@ struct Parser {
     const bool rdma = r.transport == "IB" || r.transport == "RoCE";
     if (rdma) {
       r.devices = r.ib_devices;
-      if (r.channels_net > 0) r.gpudirect_rdma = r.channels_net_gdr > 0;
-      else if (gdr_enabled > 0 && !gdr_level_zero) r.gpudirect_rdma = true;
-      else if (gdr_disabled > 0 || gdr_level_zero) r.gpudirect_rdma = false;
+      if (r.channels_net > 0)
+        r.gpudirect_rdma = r.channels_net_gdr > 0;
+      else if (gdr_enabled > 0 && !gdr_level_zero)
+        r.gpudirect_rdma = true;
+      else if (gdr_disabled > 0 || gdr_level_zero)
+        r.gpudirect_rdma = false;
     } else if (r.transport == "Socket") {
       r.devices = socket_ifaces;
       r.gpudirect_rdma = false;  // sockets always copy through host memory
@@ -203,17 +216,18 @@ struct Parser {
     std::vector<std::string> hcas;
     for (const auto& d : r.ib_devices) add_unique(hcas, hca_name(d));
     if (rdma && r.gpudirect_rdma == false) {
-      std::string why = gdr_level_zero ? " (NCCL_NET_GDR_LEVEL disables it)"
+      std::string why = gdr_level_zero     ? " (NCCL_NET_GDR_LEVEL disables it)"
                         : gdr_disabled > 0 ? " (NCCL: \"GPU Direct RDMA Disabled\" for the HCAs: no nvidia-peermem "
                                              "module and no DMA-BUF support, or the GPU and the NIC too far apart)"
                                            : "";
-      r.warnings.push_back(fmt::format(
-          "{}{} runs without GPUDirect RDMA: every transfer is staged through host memory{}", r.transport,
-          hcas.empty() ? "" : fmt::format(" ({})", join(hcas)), why));
+      r.warnings.push_back(
+          fmt::format("{}{} runs without GPUDirect RDMA: every transfer is staged through host memory{}", r.transport,
+                      hcas.empty() ? "" : fmt::format(" ({})", join(hcas)), why));
     } else if (rdma && r.channels_net > 0 && r.channels_net_gdr < r.channels_net) {
-      r.warnings.push_back(fmt::format("only {} of {} network channel connections use GPUDirect RDMA: the others "
-                                       "are staged through host memory",
-                                       r.channels_net_gdr, r.channels_net));
+      r.warnings.push_back(
+          fmt::format("only {} of {} network channel connections use GPUDirect RDMA: the others "
+                      "are staged through host memory",
+                      r.channels_net_gdr, r.channels_net));
     }
     if (r.transport == "Socket" && !r.ib_devices.empty()) {
       r.warnings.push_back(fmt::format(
@@ -222,13 +236,15 @@ struct Parser {
           ib_kind(), join(hcas), ib_disabled_env ? " (NCCL_IB_DISABLE=1 is set)" : ""));
     }
     if (r.transport == "Socket" && (r.channels_net > 0 || r.nodes > 1)) {
-      r.warnings.push_back(fmt::format("NCCL moves data between nodes over TCP sockets{}: expect a small fraction "
-                                       "of an RDMA fabric's bandwidth, with every transfer through host memory",
-                                       socket_ifaces.empty() ? "" : fmt::format(" ({})", join(socket_ifaces))));
+      r.warnings.push_back(
+          fmt::format("NCCL moves data between nodes over TCP sockets{}: expect a small fraction "
+                      "of an RDMA fabric's bandwidth, with every transfer through host memory",
+                      socket_ifaces.empty() ? "" : fmt::format(" ({})", join(socket_ifaces))));
     }
     if (r.transport == "unknown" && (!network.empty() || !r.nccl_version.empty()))
-      r.warnings.push_back("the NCCL log does not say which transport the channels use (set "
-                           "NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH)");
+      r.warnings.push_back(
+          "the NCCL log does not say which transport the channels use (set "
+          "NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH)");
     return std::move(r);
   }
 };
@@ -293,8 +309,8 @@ nlohmann::json fabric_json(const FabricReport& r) {
       {"gpudirect_rdma", r.gpudirect_rdma ? nlohmann::json(*r.gpudirect_rdma) : nlohmann::json(nullptr)},
       {"devices", r.devices},
       {"ib_devices", r.ib_devices},
-      {"channels", {{"net", r.channels_net}, {"net_gdr", r.channels_net_gdr}, {"p2p", r.channels_p2p},
-                    {"shm", r.channels_shm}}},
+      {"channels",
+       {{"net", r.channels_net}, {"net_gdr", r.channels_net_gdr}, {"p2p", r.channels_p2p}, {"shm", r.channels_shm}}},
       {"nodes", r.nodes},
       {"ranks", r.ranks},
       {"init_complete", r.init_complete},

@@ -25,24 +25,24 @@
 namespace shardtrain::telemetry {
 
 struct FabricReport {
-  std::string nccl_version;          // "2.27.3+cuda13.0"; empty if not seen
-  int cuda_driver_version = 0;       // "cudaDriverVersion 13000"; 0 if not seen
+  std::string nccl_version;     // "2.27.3+cuda13.0"; empty if not seen
+  int cuda_driver_version = 0;  // "cudaDriverVersion 13000"; 0 if not seen
   // "IB" | "RoCE" | "Socket" | "P2P/SHM only" | "unknown" (or another NET
   // plugin's name, e.g. "AWS Libfabric", as NCCL reports it)
   std::string transport = "unknown";
   // Whether network transfers use GPUDirect RDMA; nullopt when unknown or
   // meaningless (no network transport).
   std::optional<bool> gpudirect_rdma;
-  std::vector<std::string> devices;  // NICs NCCL uses: "mlx5_0:1/RoCE", "eth0"
+  std::vector<std::string> devices;     // NICs NCCL uses: "mlx5_0:1/RoCE", "eth0"
   std::vector<std::string> ib_devices;  // IB/RoCE HCAs NCCL found ("NET/IB : Using"), even when unused
-  int channels_net = 0;       // channel connections via NET/...
-  int channels_net_gdr = 0;   //   of which via .../GDRDMA
-  int channels_p2p = 0;       // via P2P/... (NVLink, PCIe)
-  int channels_shm = 0;       // via SHM/... (through host shared memory)
-  int nodes = 0;              // "nNodes"; 0 if not seen
-  int ranks = 0;              // "nRanks"/"nranks"; 0 if not seen
-  bool init_complete = false; // "Init COMPLETE" seen
-  std::vector<std::string> settings;  // "NCCL_NET_GDR_LEVEL set by environment to 0", ...
+  int channels_net = 0;                 // channel connections via NET/...
+  int channels_net_gdr = 0;             //   of which via .../GDRDMA
+  int channels_p2p = 0;                 // via P2P/... (NVLink, PCIe)
+  int channels_shm = 0;                 // via SHM/... (through host shared memory)
+  int nodes = 0;                        // "nNodes"; 0 if not seen
+  int ranks = 0;                        // "nRanks"/"nranks"; 0 if not seen
+  bool init_complete = false;           // "Init COMPLETE" seen
+  std::vector<std::string> settings;    // "NCCL_NET_GDR_LEVEL set by environment to 0", ...
   std::vector<std::string> warnings;
 };
 

@@ -68,16 +68,16 @@ RankStats rank_stats(int rank, const std::vector<StepRecord>& records) {
 // The packed layout: rank, steps, then these fields in this order (pack and
 // unpack both walk this one list, so they cannot disagree).
 constexpr double RankStats::*kPackedFields[] = {
-    &RankStats::step_median_s,      &RankStats::step_p95_s,
-    &RankStats::step_mean_s,        &RankStats::busy_median_s,
-    &RankStats::compute_median_s,   &RankStats::data_wait_median_s,
+    &RankStats::step_median_s,         &RankStats::step_p95_s,
+    &RankStats::step_mean_s,           &RankStats::busy_median_s,
+    &RankStats::compute_median_s,      &RankStats::data_wait_median_s,
     &RankStats::comm_exposed_median_s, &RankStats::blocked_on_peers_median_s,
-    &RankStats::data_median_s,      &RankStats::au,
-    &RankStats::data_wait_frac,     &RankStats::comm_exposed_frac,
+    &RankStats::data_median_s,         &RankStats::au,
+    &RankStats::data_wait_frac,        &RankStats::comm_exposed_frac,
     &RankStats::blocked_on_peers_frac, &RankStats::comm_s,
-    &RankStats::samples_per_s,      &RankStats::io_bytes,
-    &RankStats::io_requests,        &RankStats::io_read_s,
-    &RankStats::mem_peak_bytes,     &RankStats::cpu_process_s,
+    &RankStats::samples_per_s,         &RankStats::io_bytes,
+    &RankStats::io_requests,           &RankStats::io_read_s,
+    &RankStats::mem_peak_bytes,        &RankStats::cpu_process_s,
     &RankStats::mem_gpu_peak_bytes,
 };
 static_assert(2 + std::size(kPackedFields) == RankStats::kPackedSize);

@@ -165,8 +165,7 @@ std::vector<SpanEvent> Recorder::recent(size_t n) const {
     std::lock_guard<std::mutex> lock(r.mu);
     for (auto& b : r.buffers) b->ring->read_recent(n, out);
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const SpanEvent& a, const SpanEvent& b) { return a.end_s < b.end_s; });
+  std::stable_sort(out.begin(), out.end(), [](const SpanEvent& a, const SpanEvent& b) { return a.end_s < b.end_s; });
   return out;
 }
 
@@ -200,8 +199,7 @@ const char* Recorder::intern(std::string_view s) {
   return it->c_str();
 }
 
-Span::Span(const char* name, const char* category, int64_t seq)
-    : on_(g_enabled.load(std::memory_order_relaxed)) {
+Span::Span(const char* name, const char* category, int64_t seq) : on_(g_enabled.load(std::memory_order_relaxed)) {
   if (!on_) return;
   e_.name = name;
   e_.category = category;

@@ -19,9 +19,9 @@ struct SpanEvent {
   const char* name = "";
   const char* category = "";  // "step", "data", "compute", "comm", "eval", "io", ...
   double start_s = 0, end_s = 0;
-  int tid = 0;              // recorder thread id (0 = first thread to record), or a virtual lane
-  int64_t bytes = -1;       // optional attribute (collectives, reads); -1 = none
-  int64_t seq = -1;         // optional attribute (collective sequence number, block index, step)
+  int tid = 0;                   // recorder thread id (0 = first thread to record), or a virtual lane
+  int64_t bytes = -1;            // optional attribute (collectives, reads); -1 = none
+  int64_t seq = -1;              // optional attribute (collective sequence number, block index, step)
   const char* detail = nullptr;  // optional attribute (algorithm); a literal
 };
 

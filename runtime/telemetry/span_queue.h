@@ -23,9 +23,7 @@ class SpanQueue {
  public:
   static constexpr uint32_t kChunk = 1024;
 
-  explicit SpanQueue(uint64_t max_pending) : max_pending_(max_pending) {
-    head_ = tail_ = new Chunk;
-  }
+  explicit SpanQueue(uint64_t max_pending) : max_pending_(max_pending) { head_ = tail_ = new Chunk; }
   ~SpanQueue() {
     for (Chunk* c = head_; c != nullptr;) {
       Chunk* next = c->next.load(std::memory_order_relaxed);

@@ -22,8 +22,7 @@ struct RankStats {
   double step_median_s = 0, step_p95_s = 0, step_mean_s = 0;
   double busy_median_s = 0;  // step time minus time blocked on other ranks
   // Medians of the components per step (their sum may differ from the median step).
-  double compute_median_s = 0, data_wait_median_s = 0, comm_exposed_median_s = 0,
-         blocked_on_peers_median_s = 0;
+  double compute_median_s = 0, data_wait_median_s = 0, comm_exposed_median_s = 0, blocked_on_peers_median_s = 0;
   // Median of data_wait + h2d per step: the "data" straggler cause.
   double data_median_s = 0;
   // Totals over the steps: fractions are total component / total step time.
@@ -33,7 +32,7 @@ struct RankStats {
   double samples_per_s = 0;
   double io_bytes = 0, io_requests = 0, io_read_s = 0;
   double mem_peak_bytes = 0, cpu_process_s = 0;  // host memory
-  double mem_gpu_peak_bytes = 0;                  // the rank's GPU (0 without one)
+  double mem_gpu_peak_bytes = 0;                 // the rank's GPU (0 without one)
 
   // A fixed-length vector (kPackedSize doubles) for one MPI gather.
   static constexpr size_t kPackedSize = 23;

@@ -39,8 +39,8 @@ double across_median(const json& s, const char* key) {
 
 std::string run_line(const json& s) {
   const int64_t ranks = s.value("ranks", int64_t{0}), steps = s.value("steps", int64_t{0});
-  std::string line = fmt::format("telemetry: {} rank{}, {} step{}", ranks, ranks == 1 ? "" : "s", steps,
-                                 steps == 1 ? "" : "s");
+  std::string line =
+      fmt::format("telemetry: {} rank{}, {} step{}", ranks, ranks == 1 ? "" : "s", steps, steps == 1 ? "" : "s");
   if (steps == 0) return line + " (no step records)";
   std::vector<double> p95;
   for (const auto& r : s.value("per_rank", json::array())) p95.push_back(num(r, "step_time_p95_s"));

@@ -58,8 +58,7 @@ void append_us(fmt::memory_buffer& out, double seconds) {
 
 void append_metadata(fmt::memory_buffer& out, const char* what, int pid, int tid, const char* arg,
                      std::string_view value) {
-  fmt::format_to(fmt::appender(out), R"({{"name":"{}","ph":"M","pid":{},"tid":{},"args":{{"{}":)", what, pid,
-                 tid, arg);
+  fmt::format_to(fmt::appender(out), R"({{"name":"{}","ph":"M","pid":{},"tid":{},"args":{{"{}":)", what, pid, tid, arg);
   append_string(out, value);
   out.append(std::string_view("}}"));
 }

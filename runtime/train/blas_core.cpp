@@ -27,9 +27,10 @@ void restart_with_a_better_blas_core(char** argv) {
 
 std::string blas_core_note() {
   if (const char* chose = std::getenv(kRestartedFrom))
-    return fmt::format("OpenBLAS chose its {} kernels (it does not recognize this CPU); restarted with "
-                       "OPENBLAS_CORETYPE={} (set OPENBLAS_CORETYPE yourself to choose)",
-                       chose, cpu::blas_core());
+    return fmt::format(
+        "OpenBLAS chose its {} kernels (it does not recognize this CPU); restarted with "
+        "OPENBLAS_CORETYPE={} (set OPENBLAS_CORETYPE yourself to choose)",
+        chose, cpu::blas_core());
   if (const std::string w = cpu::blas_core_warning(); !w.empty()) return "warning: " + w;
   return {};
 }

@@ -40,8 +40,8 @@ std::map<std::string, std::string> toml_values(const std::string& toml) {
 
 }  // namespace
 
-Checkpointing::Checkpointing(const Config& config, const std::string& run_dir, Session& s,
-                             parallel::Strategy& strategy, const std::string& strategy_name, int rank, int world)
+Checkpointing::Checkpointing(const Config& config, const std::string& run_dir, Session& s, parallel::Strategy& strategy,
+                             const std::string& strategy_name, int rank, int world)
     : config_(config),
       s_(s),
       strategy_(strategy),
@@ -93,8 +93,8 @@ std::pair<std::string, double> Checkpointing::save(const checkpoint::Progress& p
   const std::string path = checkpoint::checkpoint_path(dir_, progress.step);
   // Fault injection (tests/fault/checkpoint_crash_test.sh): debug.slow_rank
   // is killed after the parameters are written, before the rest.
-  const bool kill_here = fault_step >= 0 && config_.debug.kill_in_checkpoint == fault_step &&
-                         config_.debug.slow_rank == rank_;
+  const bool kill_here =
+      fault_step >= 0 && config_.debug.kill_in_checkpoint == fault_step && config_.debug.slow_rank == rank_;
   checkpoint::save(path, MPI_COMM_WORLD, h, buffers(), [&] {
     if (kill_here) std::raise(SIGKILL);
   });

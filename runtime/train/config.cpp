@@ -25,8 +25,8 @@ struct Field {
   std::string key;   // dotted path, e.g. "train.epochs"
   std::string type;  // for messages and docs
   std::string doc;
-  std::function<void(Config&, const toml::node&)> set;              // throws "expected ..."
-  std::function<std::string(const Config&)> show;                    // the value as TOML
+  std::function<void(Config&, const toml::node&)> set;  // throws "expected ..."
+  std::function<std::string(const Config&)> show;       // the value as TOML
 };
 
 std::string node_type(const toml::node& n) {
@@ -51,10 +51,12 @@ std::string render(const toml::node& n) {
   throw Error(fmt::format("expected {}, got {} ({})", expected, node_type(n), render(n)));
 }
 
-template <typename T> struct Convert;
+template <typename T>
+struct Convert;
 // Convert<T>: from a TOML node (type-checked) and to TOML text. Values are
 // written with fmt's shortest round-trip formatting (0.05, not 0.0500000007).
-template <> struct Convert<int64_t> {
+template <>
+struct Convert<int64_t> {
   static constexpr const char* name = "integer";
   static int64_t from(const toml::node& n) {
     if (auto v = n.value_exact<int64_t>()) return *v;
@@ -62,7 +64,8 @@ template <> struct Convert<int64_t> {
   }
   static std::string show(int64_t v) { return fmt::format("{}", v); }
 };
-template <> struct Convert<int> {
+template <>
+struct Convert<int> {
   static constexpr const char* name = "integer";
   static int from(const toml::node& n) {
     const int64_t v = Convert<int64_t>::from(n);
@@ -71,7 +74,8 @@ template <> struct Convert<int> {
   }
   static std::string show(int v) { return fmt::format("{}", v); }
 };
-template <> struct Convert<double> {
+template <>
+struct Convert<double> {
   static constexpr const char* name = "float";
   static double from(const toml::node& n) {
     // inf and nan are TOML floats; no key of ours means them.
@@ -84,7 +88,8 @@ template <> struct Convert<double> {
     return s;
   }
 };
-template <> struct Convert<float> {
+template <>
+struct Convert<float> {
   static constexpr const char* name = "float";
   static float from(const toml::node& n) { return float(Convert<double>::from(n)); }
   static std::string show(float v) {
@@ -93,7 +98,8 @@ template <> struct Convert<float> {
     return s;
   }
 };
-template <> struct Convert<bool> {
+template <>
+struct Convert<bool> {
   static constexpr const char* name = "boolean";
   static bool from(const toml::node& n) {
     if (auto v = n.value_exact<bool>()) return *v;
@@ -101,7 +107,8 @@ template <> struct Convert<bool> {
   }
   static std::string show(bool v) { return v ? "true" : "false"; }
 };
-template <> struct Convert<std::string> {
+template <>
+struct Convert<std::string> {
   static constexpr const char* name = "string";
   static std::string from(const toml::node& n) {
     if (auto v = n.value_exact<std::string>()) return *v;
@@ -113,7 +120,8 @@ template <> struct Convert<std::string> {
     return os.str();
   }
 };
-template <> struct Convert<std::vector<int64_t>> {
+template <>
+struct Convert<std::vector<int64_t>> {
   static constexpr const char* name = "array of integers";
   static std::vector<int64_t> from(const toml::node& n) {
     const toml::array* a = n.as_array();
@@ -132,7 +140,7 @@ template <> struct Convert<std::vector<int64_t>> {
 // An enum with an enum_names table (runtime/core/enum_names.h): a string
 // naming one of its values.
 template <typename E>
-  requires NamedEnum<E>
+requires NamedEnum<E>
 struct Convert<E> {
   static constexpr const char* name = "string";
   static E from(const toml::node& n) {
@@ -155,9 +163,13 @@ Field field(std::string key, std::string doc, Ref ref) {
   return f;
 }
 
-#define KEY(key, doc, member) field(key, doc, [](Config& c) -> auto& { return c.member; })
+#define KEY(key, doc, member) \
+  field(                      \
+      key, doc, [](Config & c) -> auto& { return c.member; })
 
 const std::vector<Field>& schema() {
+  // One row per key, kept on one line each so that the table reads as one.
+  // clang-format off
   static const std::vector<Field> fields = {
       KEY("run.dir", "Run directory (created). Empty: `runs/<config name>-<YYYYmmdd-HHMMSS>`.", run.dir),
 
@@ -260,6 +272,7 @@ const std::vector<Field>& schema() {
       KEY("runtime.device", "`\"cpu\"`, or `\"cuda\"`: each rank trains on the GPU of its node-local rank (modulo the GPUs it sees); needs a build with the CUDA backend. Gradients then travel over NCCL (comm.backend).", runtime.device),
       KEY("runtime.gpu_gemm", "GEMM precision on the GPU: `\"f32\"`, `\"tf32\"` (tensor cores, 10-bit mantissa products) or `\"bf16\"` (bf16 operands, f32 accumulation).", runtime.gpu_gemm),
   };
+  // clang-format on
   return fields;
 }
 
@@ -286,8 +299,7 @@ void check_known_keys(const toml::table& table, const std::string& prefix) {
     const std::string name(k.str());
     const std::string path = prefix + name;
     if (!valid.count(name)) {
-      if (prefix.empty())
-        throw Error(fmt::format("unknown section [{}]; valid sections: {}", name, join(valid)));
+      if (prefix.empty()) throw Error(fmt::format("unknown section [{}]; valid sections: {}", name, join(valid)));
       throw Error(fmt::format("unknown config key {}; valid keys in [{}]: {}", path,
                               prefix.substr(0, prefix.size() - 1), join(valid)));
     }
@@ -470,8 +482,7 @@ std::string config_reference_markdown() {
       section = s;
       os << "\n## [" << s << "]\n\n| key | type | default | meaning |\n| --- | --- | --- | --- |\n";
     }
-    os << "| `" << f.key << "` | " << f.type << " | `" << f.show(defaults) << "` | " << f.doc
-       << " |\n";
+    os << "| `" << f.key << "` | " << f.type << " | `" << f.show(defaults) << "` | " << f.doc << " |\n";
   }
   return os.str();
 }

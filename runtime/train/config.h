@@ -66,7 +66,7 @@ struct Config {
   optim::ScheduleConfig schedule;
   struct Target {
     TargetMetric metric = TargetMetric::test_accuracy;  // reached when accuracy >= value, or loss <= value
-    double value = 0.0;                    // 0 = no target
+    double value = 0.0;                                 // 0 = no target
     bool enabled() const { return value > 0.0; }
   } target;
   parallel::ParallelOptions parallel;  // strategy (a name of parallel::strategy_names()), ddp, fsdp
@@ -85,12 +85,12 @@ struct Config {
   struct Checkpoint {
     int64_t every_steps = 0;  // 0 = no checkpoints
     int64_t keep = 3;
-    std::string dir;          // empty: <run dir>/checkpoints
+    std::string dir;  // empty: <run dir>/checkpoints
   } checkpoint;
   struct Debug {
     int64_t slow_rank = -1;  // -1: none
     double slow_compute_ms = 0, slow_data_ms = 0, slow_comm_ms = 0;
-    int64_t fail_step = -1;  // debug.slow_rank throws an error at this step (-1: never)
+    int64_t fail_step = -1;           // debug.slow_rank throws an error at this step (-1: never)
     int64_t kill_step = -1;           // debug.slow_rank SIGKILLs itself after this many steps
     int64_t kill_in_checkpoint = -1;  // ... or while writing this step's checkpoint
   } debug;

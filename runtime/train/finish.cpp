@@ -20,8 +20,8 @@ using nlohmann::json;
 // caching allocator holds from the driver (its cached blocks included) and
 // the kernels' workspaces (cuBLAS's own not counted). Maxima over ranks.
 MemoryFigures measure_memory(const Job& job, const MemoryPlan& plan, json& per_rank) {
-  const std::vector<double> mine = {double(memory_stats(job.s.device).high_water_bytes),
-                                    double(gpu_reserved_bytes()), double(gpu_workspace_bytes())};
+  const std::vector<double> mine = {double(memory_stats(job.s.device).high_water_bytes), double(gpu_reserved_bytes()),
+                                    double(gpu_workspace_bytes())};
   const std::vector<std::vector<double>> all =
       job.comm ? gather_from_ranks(*job.comm, mine) : std::vector<std::vector<double>>{mine};
   MemoryFigures m;
@@ -51,9 +51,9 @@ int finish(Job& job, const LoopState& state, RunTelemetry& telemetry, const Memo
       {"reached_target", state.time_to_target.has_value()},
       {"target", config.target.enabled() ? json{{"metric", config.target.metric}, {"value", config.target.value}}
                                          : json(nullptr)},
-      {"final", state.last_eval ? json{{"test_accuracy", state.last_eval->accuracy},
-                                       {"test_loss", state.last_eval->loss}}
-                                : json(nullptr)},  // a diverged run is not evaluated
+      {"final", state.last_eval
+                    ? json{{"test_accuracy", state.last_eval->accuracy}, {"test_loss", state.last_eval->loss}}
+                    : json(nullptr)},  // a diverged run is not evaluated
       {"time_to_target_s", state.time_to_target ? json(*state.time_to_target) : json(nullptr)},
       {"train_time_s", train_time},
       {"step_time_s", step_s},
@@ -72,10 +72,10 @@ int finish(Job& job, const LoopState& state, RunTelemetry& telemetry, const Memo
                          ? json(checkpoint::checkpoint_path(job.checkpoints->dir(), state.last_checkpoint))
                          : json(nullptr)},
   };
-  job.ctx.mllog.end("run_stop", nullptr,
-                    {{"status", state.status == "completed" && (state.time_to_target || !config.target.enabled())
-                                    ? "success"
-                                    : "aborted"}});
+  job.ctx.mllog.end(
+      "run_stop", nullptr,
+      {{"status",
+        state.status == "completed" && (state.time_to_target || !config.target.enabled()) ? "success" : "aborted"}});
   json per_rank;
   const MemoryFigures memory = measure_memory(job, plan, per_rank);
   const bool gpu = !job.s.device.is_cpu();
@@ -96,11 +96,11 @@ int finish(Job& job, const LoopState& state, RunTelemetry& telemetry, const Memo
   if (job.mpi.rank() == 0 && job.staging.stager()) run.log(job.staging.summary());
   if (job.comm) {
     run.log(comm_volume_line(job.spec->wire_theory(job.s.model->flat(), job.plan_inputs),
-                             job.s.model->flat().parameter_count(),
-                             result["timing"]["comm_wire_bytes"].get<double>()));
+                             job.s.model->flat().parameter_count(), result["timing"]["comm_wire_bytes"].get<double>()));
     if (!comm::engine_priority_raised())
-      run.log("[summary] note: the communication threads could not raise their priority (no CAP_SYS_NICE); "
-              "when ranks fill every core, collectives may wait for the scheduler");
+      run.log(
+          "[summary] note: the communication threads could not raise their priority (no CAP_SYS_NICE); "
+          "when ranks fill every core, collectives may wait for the scheduler");
   }
   DoneFigures done;
   done.status = state.status;

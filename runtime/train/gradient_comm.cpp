@@ -12,8 +12,8 @@
 namespace shardtrain::train {
 
 std::unique_ptr<comm::Communicator> make_gradient_communicator(comm::Communicator& world,
-                                                               const comm::CommOptions& options,
-                                                               Device device, RunDir& run, FabricInfo* fabric_out) {
+                                                               const comm::CommOptions& options, Device device,
+                                                               RunDir& run, FabricInfo* fabric_out) {
   comm::GpuBackend backend = options.backend;
   if (backend == comm::GpuBackend::automatic) {
     std::string why;
@@ -32,8 +32,8 @@ std::unique_ptr<comm::Communicator> make_gradient_communicator(comm::Communicato
   const std::string log_dir = (std::filesystem::path(run.path()) / "nccl").string();
   std::filesystem::create_directories(log_dir);
   telemetry::set_nccl_debug_environment(log_dir, world.rank());
-  auto c = std::make_unique<comm::RoutingCommunicator>(
-      world, comm::make_nccl_world_communicator(device.index, options));
+  auto c =
+      std::make_unique<comm::RoutingCommunicator>(world, comm::make_nccl_world_communicator(device.index, options));
   world.barrier()->wait();  // every rank's init lines are in its file
   if (world.rank() == 0) {
     const telemetry::FabricReport fabric = telemetry::read_nccl_logs(log_dir);

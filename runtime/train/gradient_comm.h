@@ -30,8 +30,7 @@ struct FabricInfo {
 };
 
 std::unique_ptr<comm::Communicator> make_gradient_communicator(comm::Communicator& world,
-                                                               const comm::CommOptions& options,
-                                                               Device device, RunDir& run,
-                                                               FabricInfo* fabric = nullptr);
+                                                               const comm::CommOptions& options, Device device,
+                                                               RunDir& run, FabricInfo* fabric = nullptr);
 
 }  // namespace shardtrain::train

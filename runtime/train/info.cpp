@@ -22,8 +22,7 @@ std::string build_info() {
   std::string blas = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
   blas = blas.substr(blas.find_first_not_of(' '));
   blas = blas.substr(0, blas.find_last_not_of(' ') + 1);
-  s += fmt::format("  BLAS      {}, core {}, {} thread(s) per rank\n", blas, cpu::blas_core(),
-                   cpu::blas_threads());
+  s += fmt::format("  BLAS      {}, core {}, {} thread(s) per rank\n", blas, cpu::blas_core(), cpu::blas_threads());
   if (const std::string note = blas_core_note(); !note.empty()) s += "            " + note + "\n";
   s += fmt::format("  MPI       {}\n", comm::MpiEnv::library_version());
   unsigned maj = 0, min = 0, rel = 0;
@@ -37,8 +36,10 @@ std::string build_info() {
   std::string why;
   auto devices = cuda_devices(&why);
   s += fmt::format("  CUDA      backend {}", cuda_backend_built() ? "built" : "not built");
-  if (devices.empty()) s += fmt::format("; no device ({})\n", why);
-  else s += "\n";
+  if (devices.empty())
+    s += fmt::format("; no device ({})\n", why);
+  else
+    s += "\n";
   for (const auto& d : devices)
     s += fmt::format("    cuda:{} {} (sm {}), {:.1f} GiB\n", d.index, d.name, d.compute_capability,
                      double(d.total_memory_bytes) / (1 << 30));

@@ -30,14 +30,16 @@ Job::Job(const Config& cfg, RunContext& context, const comm::MpiEnv& m, std::uni
   RunDir& run = ctx.run;
   nn::Model& model = *s.model;
   if (!s.device.is_cpu())
-    run.log(device_line(s.device, cuda_devices()[size_t(s.device.index)].name, std::string(name_of(config.runtime.gpu_gemm))));
+    run.log(device_line(s.device, cuda_devices()[size_t(s.device.index)].name,
+                        std::string(name_of(config.runtime.gpu_gemm))));
   comm::Communicator* grad_comm = nullptr;  // where gradients travel
   if (spec->communicates()) {
     comm::CommOptions comm_options = config.comm;
     if (config.debug.slow_rank == mpi.rank() && config.debug.slow_comm_ms > 0) {
       // Spread the per-step delay over the step's collectives.
-      comm_options.debug_delay_s = config.debug.slow_comm_ms * 1e-3 /
-                                   double(spec->collectives_per_step(model.flat(), int(config.train.accumulation_steps)));
+      comm_options.debug_delay_s =
+          config.debug.slow_comm_ms * 1e-3 /
+          double(spec->collectives_per_step(model.flat(), int(config.train.accumulation_steps)));
       injected_comm_s = config.debug.slow_comm_ms * 1e-3;
     }
     comm = comm::make_mpi_world_communicator(comm_options);
@@ -67,8 +69,8 @@ Job::Job(const Config& cfg, RunContext& context, const comm::MpiEnv& m, std::uni
            "train.accumulation_steps = {} exceeds the {} samples per step of the smallest rank's share (global "
            "batch {} over {} ranks)",
            micro_batches, smallest_share, config.train.global_batch_size, mpi.world_size());
-  checkpoints = std::make_unique<Checkpointing>(config, ctx.dir, s, *strategy, spec->name(), mpi.rank(),
-                                                mpi.world_size());
+  checkpoints =
+      std::make_unique<Checkpointing>(config, ctx.dir, s, *strategy, spec->name(), mpi.rank(), mpi.world_size());
 }
 
 MemoryPlan Job::memory_plan() const {

@@ -23,8 +23,7 @@ namespace shardtrain::train {
 
 struct Job {
   // Collective (communicators, the strategy's parameter broadcast).
-  Job(const Config& config, RunContext& ctx, const comm::MpiEnv& mpi,
-      std::unique_ptr<parallel::StrategySpec> spec);
+  Job(const Config& config, RunContext& ctx, const comm::MpiEnv& mpi, std::unique_ptr<parallel::StrategySpec> spec);
 
   // The bytes a rank will hold at its peak, as `plan` predicts them.
   MemoryPlan memory_plan() const;

@@ -18,7 +18,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 parallel::Topology plan_topology(const Config& config, int ranks) {
-  const int per_node = config.comm.ranks_per_node > 0 ? int(std::min<int64_t>(config.comm.ranks_per_node, ranks)) : ranks;
+  const int per_node =
+      config.comm.ranks_per_node > 0 ? int(std::min<int64_t>(config.comm.ranks_per_node, ranks)) : ranks;
   return {ranks, per_node};
 }
 
@@ -70,14 +71,14 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
   return p;
 }
 
-std::vector<MemoryPlan> plan_strategies(const Config& config, const nn::Model& model, const PlanData& data,
-                                        int ranks) {
+std::vector<MemoryPlan> plan_strategies(const Config& config, const nn::Model& model, const PlanData& data, int ranks) {
   const parallel::Topology t = plan_topology(config, ranks);
   std::vector<MemoryPlan> plans;
   Config c = config;
   for (const std::string& name : parallel::strategy_names()) {
     c.parallel.strategy = name;
-    for (const parallel::ParallelOptions& variant : parallel::make_strategy_spec(c.parallel)->plan_variants(c.parallel, t)) {
+    for (const parallel::ParallelOptions& variant :
+         parallel::make_strategy_spec(c.parallel)->plan_variants(c.parallel, t)) {
       c.parallel = variant;
       plans.push_back(plan_memory(c, model, data, t));
     }
@@ -126,9 +127,8 @@ nlohmann::json plan_json(const MemoryPlan& p) {
 int plan_command(const std::string& config_path, const std::vector<std::string>& overrides, int ranks, bool json) {
   ST_CHECK(ranks >= 1, "plan: --ranks must be at least 1, got {}", ranks);
   const Config config = load_config(config_path, overrides);
-  const io::InMemoryDataset test = with_context("data.test", [&] {
-    return io::InMemoryDataset::load(config.data.test, config.data.test_limit);
-  });
+  const io::InMemoryDataset test =
+      with_context("data.test", [&] { return io::InMemoryDataset::load(config.data.test, config.data.test_limit); });
   const io::DatasetInfo& info = test.info();
   PlanData data;
   data.classes = info.num_classes;
@@ -151,8 +151,8 @@ int plan_command(const std::string& config_path, const std::vector<std::string>&
       "evaluation batch {}, optimizer {}\n(tensor bytes per rank at the peak, an evaluation after training; "
       "not counted: the in-memory data set, MPI and HDF5 buffers)\n\n",
       config_path, config.model.kind, model->flat().parameter_count(), ranks, config.train.global_batch_size,
-      ceil_div(config.train.global_batch_size, ranks), config.train.accumulation_steps,
-      config.train.eval_batch_size, config.optim.kind);
+      ceil_div(config.train.global_batch_size, ranks), config.train.accumulation_steps, config.train.eval_batch_size,
+      config.optim.kind);
   std::cout << plan_table(plans);
   return 0;
 }

@@ -4,10 +4,9 @@
 // sizes (nn::Model::activation_bytes, each strategy's
 // parallel::StrategySpec::memory), the way the runtime allocates them; the
 // trainer prints its own plan next to the measured peak
-// (tests/integration/memory_plan_test.sh holds them within 10%). Counted: tensors (what the allocator accounts); not counted: the
-// in-memory data set, MPI's and HDF5's own buffers, code, and on a GPU the
-// CUDA context's scratch buffers (kernels/cuda/context.h: conv2d's im2col
-// passes up to 128 MiB, attention's score gradients as large as its
+// (tests/integration/memory_plan_test.sh holds them within 10%). Counted: tensors (what the allocator accounts); not
+// counted: the in-memory data set, MPI's and HDF5's own buffers, code, and on a GPU the CUDA context's scratch buffers
+// (kernels/cuda/context.h: conv2d's im2col passes up to 128 MiB, attention's score gradients as large as its
 // probabilities, cuBLAS's bf16 operand copies).
 #pragma once
 
@@ -28,15 +27,15 @@ struct MemoryPlan {
   std::string strategy;  // parallel::StrategySpec::name: "none", "ddp", "zero1", "fsdp full", ...
   int ranks = 1;
   std::vector<MemoryComponent> components;
-  int64_t peak_bytes = 0;  // their sum: everything is held at once during an evaluation
+  int64_t peak_bytes = 0;        // their sum: everything is held at once during an evaluation
   int64_t persistent_bytes = 0;  // parameters, gradients and optimizer state (or their shards)
 };
 
 // What the run needs to know about its data.
 struct PlanData {
-  Shape sample;             // the model's input sample (a language model: [T] tokens)
-  int64_t classes = 0;      // logits per row
-  int64_t tokens = 1;       // label rows per sample (T for a language model)
+  Shape sample;         // the model's input sample (a language model: [T] tokens)
+  int64_t classes = 0;  // logits per row
+  int64_t tokens = 1;   // label rows per sample (T for a language model)
   int64_t test_samples = 0;
 };
 
@@ -48,13 +47,11 @@ parallel::PlanInputs plan_inputs(const Config& config, const parallel::Topology&
 
 // The plan of `config`'s strategy (config.parallel) at `t`, for the rank
 // with the most samples; `model` built from the config.
-MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanData& data,
-                       const parallel::Topology& t);
+MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanData& data, const parallel::Topology& t);
 
 // The strategies `shardtrain plan` compares: each strategy's plan variants
 // (parallel::StrategySpec::plan_variants) at `ranks`.
-std::vector<MemoryPlan> plan_strategies(const Config& config, const nn::Model& model, const PlanData& data,
-                                        int ranks);
+std::vector<MemoryPlan> plan_strategies(const Config& config, const nn::Model& model, const PlanData& data, int ranks);
 
 std::string plan_table(const std::vector<MemoryPlan>& plans);
 nlohmann::json plan_json(const MemoryPlan& plan);

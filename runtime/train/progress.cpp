@@ -15,15 +15,14 @@ std::string format_duration(double seconds) {
 
 Progress::Progress(int64_t total_steps, double every_s) : total_steps_(total_steps), every_s_(every_s) {}
 
-std::string Progress::update(int64_t step, int64_t epoch, int64_t epochs, double loss, float lr,
-                             double samples_per_s, double step_seconds_avg) {
+std::string Progress::update(int64_t step, int64_t epoch, int64_t epochs, double loss, float lr, double samples_per_s,
+                             double step_seconds_avg) {
   const double now = now_seconds();
   if (now - last_ < every_s_ && step != total_steps_) return "";
   last_ = now;
   const double eta = double(total_steps_ - step) * step_seconds_avg;
-  return fmt::format("[train] epoch {}/{}  step {}/{}  loss {:.4f}  lr {:.4g}  {:.0f} samples/s  ETA {}",
-                     epoch + 1, epochs, step, total_steps_, loss, lr, samples_per_s,
-                     format_duration(eta));
+  return fmt::format("[train] epoch {}/{}  step {}/{}  loss {:.4f}  lr {:.4g}  {:.0f} samples/s  ETA {}", epoch + 1,
+                     epochs, step, total_steps_, loss, lr, samples_per_s, format_duration(eta));
 }
 
 }  // namespace shardtrain::train

@@ -14,8 +14,8 @@ class Progress {
  public:
   Progress(int64_t total_steps, double every_s);
   // Returns the line to print for this step, or "" when it is not yet time.
-  std::string update(int64_t step, int64_t epoch, int64_t epochs, double loss, float lr,
-                     double samples_per_s, double step_seconds_avg);
+  std::string update(int64_t step, int64_t epoch, int64_t epochs, double loss, float lr, double samples_per_s,
+                     double step_seconds_avg);
 
  private:
   int64_t total_steps_;

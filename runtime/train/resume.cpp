@@ -25,24 +25,27 @@ LoopState resume(Job& job, const std::string& resume) {
       if (h.progress.target_reached_ms >= 0) state.time_to_target = double(h.progress.target_reached_ms) / 1000.0;
       run.log(resume_line(path, h, job.mpi.world_size(), job.spec->name(), now_seconds() - t0));
       if (h.progress.total_steps != job.total_steps)
-        run.log(fmt::format("[resume] note: the checkpoint's run had {} steps in all, this one has {}: the "
-                            "learning-rate schedule differs from here on",
-                            h.progress.total_steps, job.total_steps));
+        run.log(
+            fmt::format("[resume] note: the checkpoint's run had {} steps in all, this one has {}: the "
+                        "learning-rate schedule differs from here on",
+                        h.progress.total_steps, job.total_steps));
       for (const std::string& change : checkpoints.config_changes(h))
         run.log("[resume] config changed since the checkpoint: " + change);
       if (state.time_to_target)
-        run.log(fmt::format("[resume] the checkpoint's run reached its target after {:.1f} s of training: nothing "
-                            "left to train (the final evaluation runs again)",
-                            *state.time_to_target));
+        run.log(
+            fmt::format("[resume] the checkpoint's run reached its target after {:.1f} s of training: nothing "
+                        "left to train (the final evaluation runs again)",
+                        *state.time_to_target));
     }
   }
   state.next_epoch = state.epoch;
   state.start_step = state.step;
   if (checkpoints.enabled()) {
     for (const std::string& moved : checkpoints.set_aside_newer_than(state.step))
-      run.log(fmt::format("[checkpoint] {} is newer than step {}, where this run starts: an earlier run's, set "
-                          "aside (no longer listed, loaded or pruned)",
-                          moved, state.step));
+      run.log(
+          fmt::format("[checkpoint] {} is newer than step {}, where this run starts: an earlier run's, set "
+                      "aside (no longer listed, loaded or pruned)",
+                      moved, state.step));
     run.log(checkpoints_line(job.config.checkpoint.every_steps, checkpoints.dir(), job.config.checkpoint.keep));
   }
   return state;

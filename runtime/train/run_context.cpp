@@ -14,11 +14,11 @@ namespace shardtrain::train {
 namespace {
 
 std::string run_directory(const Config& config, const TrainOptions& options, const comm::MpiEnv& mpi) {
-  ST_CHECK(options.resume != "auto" || !options.run_dir.empty() || !config.run.dir.empty() ||
-               !config.checkpoint.dir.empty(),
-           "--resume auto resumes the newest checkpoint of a run directory: name it with --run-dir (or set "
-           "run.dir or checkpoint.dir); without one this run gets a new directory, which holds none");
-  const std::string dir = !options.run_dir.empty() ? options.run_dir
+  ST_CHECK(
+      options.resume != "auto" || !options.run_dir.empty() || !config.run.dir.empty() || !config.checkpoint.dir.empty(),
+      "--resume auto resumes the newest checkpoint of a run directory: name it with --run-dir (or set "
+      "run.dir or checkpoint.dir); without one this run gets a new directory, which holds none");
+  const std::string dir = !options.run_dir.empty()  ? options.run_dir
                           : !config.run.dir.empty() ? config.run.dir
                                                     : RunDir::default_path(config.source);
   return mpi.broadcast_string(dir, 0);  // rank 0's timestamp names the run

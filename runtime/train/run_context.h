@@ -18,8 +18,7 @@ namespace shardtrain::train {
 struct RunContext {
   // Collective: rank 0 names the directory (its timestamp). `strategy` is
   // the strategy's name for the opening line.
-  RunContext(const Config& config, const TrainOptions& options, const comm::MpiEnv& mpi,
-             const std::string& strategy);
+  RunContext(const Config& config, const TrainOptions& options, const comm::MpiEnv& mpi, const std::string& strategy);
 
   const double start_s;  // when the job started (init time is measured from here)
   const std::string dir;

@@ -9,12 +9,12 @@ namespace shardtrain::train {
 std::string describe_target(const Config::Target& t) {
   if (!t.enabled()) return "none";
   return t.metric == TargetMetric::test_accuracy ? fmt::format("test_accuracy >= {:.2f}%", 100 * t.value)
-                                     : fmt::format("test_loss <= {:.4f}", t.value);
+                                                 : fmt::format("test_loss <= {:.4f}", t.value);
 }
 
 std::string opening_line(int world, const std::string& strategy, const std::string& config, const std::string& dir) {
-  return fmt::format("[init] shardtrain {} on {} rank(s), strategy {}; config {}; run dir {}", "0.1.0", world,
-                     strategy, config, dir);
+  return fmt::format("[init] shardtrain {} on {} rank(s), strategy {}; config {}; run dir {}", "0.1.0", world, strategy,
+                     config, dir);
 }
 
 std::string device_line(Device device, const std::string& gpu_name, const std::string& gemm) {
@@ -86,9 +86,10 @@ std::string loader_line(const io::LoaderStats& ls) {
     mode += ls.no_collective_cause.empty()
                 ? fmt::format(" (HDF5 did: {})", ls.actual_io_mode)
                 : fmt::format(" (HDF5 did: {}, because {})", ls.actual_io_mode, ls.no_collective_cause);
-  return fmt::format("[summary] data (rank 0): read {:.1f} MB in {} requests ({} batches), {:.2f} s in reads, {} "
-                     "transfer",
-                     double(ls.bytes) / 1e6, ls.requests, ls.batches, ls.read_s, mode);
+  return fmt::format(
+      "[summary] data (rank 0): read {:.1f} MB in {} requests ({} batches), {:.2f} s in reads, {} "
+      "transfer",
+      double(ls.bytes) / 1e6, ls.requests, ls.batches, ls.read_s, mode);
 }
 
 std::string summary_lines(const std::string& text) {
@@ -109,9 +110,10 @@ std::string done_line(const DoneFigures& d, const Config::Target& target) {
   const std::string metrics = !d.final_eval ? std::string("not evaluated")
                                             : fmt::format("final test_accuracy {:.2f}% test_loss {:.4f}",
                                                           100 * d.final_eval->accuracy, d.final_eval->loss);
-  return fmt::format("[done] {}: {} steps ({:.2f} epochs) in {:.1f} s, {:.0f} samples/s; {}; {}; results in "
-                     "{}/result.json",
-                     d.status, d.steps, d.epochs, d.train_seconds, d.samples_per_s, metrics, outcome, d.dir);
+  return fmt::format(
+      "[done] {}: {} steps ({:.2f} epochs) in {:.1f} s, {:.0f} samples/s; {}; {}; results in "
+      "{}/result.json",
+      d.status, d.steps, d.epochs, d.train_seconds, d.samples_per_s, metrics, outcome, d.dir);
 }
 
 }  // namespace shardtrain::train

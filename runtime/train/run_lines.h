@@ -39,7 +39,7 @@ std::string resume_line(const std::string& path, const checkpoint::Header& h, in
 std::string eval_line(double epoch, int64_t step, double train_loss, const EvalResult& r, double samples_per_s);
 
 struct MemoryFigures {
-  double peak = 0, planned = 0;        // bytes of tensors per rank: max over ranks, and the plan's
+  double peak = 0, planned = 0;  // bytes of tensors per rank: max over ranks, and the plan's
   double gpu_reserved = 0, gpu_workspace = 0;
   std::string device;
 };
@@ -54,7 +54,7 @@ struct DoneFigures {
   std::string status;
   int64_t steps = 0;
   double epochs = 0, train_seconds = 0, samples_per_s = 0;
-  std::optional<EvalResult> final_eval;       // none: not evaluated (diverged)
+  std::optional<EvalResult> final_eval;  // none: not evaluated (diverged)
   std::optional<double> time_to_target;
   std::string dir;
 };

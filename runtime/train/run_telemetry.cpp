@@ -24,8 +24,7 @@ namespace {
 double cpu_seconds(int who) {
   rusage u{};
   getrusage(who, &u);
-  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 std::string rank_file(const std::string& dir, const char* stem, int rank, const char* ext) {
@@ -52,8 +51,13 @@ std::vector<std::string> set_aside_earlier_telemetry(const std::string& run_dir,
 
 RunTelemetry::RunTelemetry(const Config& config, const std::string& run_dir, int rank, int world,
                            comm::Communicator* comm, double run_start)
-    : config_(config), dir_(run_dir), rank_(rank), world_(world), comm_(comm),
-      run_start_(run_start), files_(config.telemetry.enabled) {
+    : config_(config),
+      dir_(run_dir),
+      rank_(rank),
+      world_(world),
+      comm_(comm),
+      run_start_(run_start),
+      files_(config.telemetry.enabled) {
   if (!files_) return;
   std::error_code ec;
   fs::create_directories(fs::path(dir_) / "telemetry", ec);
@@ -62,8 +66,7 @@ RunTelemetry::RunTelemetry(const Config& config, const std::string& run_dir, int
   jsonl_ = std::fopen(path.c_str(), "w");
   ST_CHECK(jsonl_ != nullptr, "{}: cannot open for writing: {}", path, std::strerror(errno));
   if (config.telemetry.trace)
-    trace_ = std::make_unique<telemetry::TraceWriter>(rank_file(dir_, "trace-rank", rank, "json"),
-                                                      rank, run_start);
+    trace_ = std::make_unique<telemetry::TraceWriter>(rank_file(dir_, "trace-rank", rank, "json"), rank, run_start);
 }
 
 RunTelemetry::~RunTelemetry() {
@@ -99,8 +102,7 @@ void RunTelemetry::io_done(int64_t bytes, int64_t requests, double read_s, int64
   current_.stage_bytes = stage_bytes;
 }
 
-void RunTelemetry::end_step(const StepPhases& phases, const parallel::CommStats& comm,
-                            double debug_delay_s) {
+void RunTelemetry::end_step(const StepPhases& phases, const parallel::CommStats& comm, double debug_delay_s) {
   const double t0 = now_seconds();
   current_.step_s = t0 - t_step_;
   step_s_total_ += current_.step_s;
@@ -192,8 +194,7 @@ std::string RunTelemetry::finish(nlohmann::json& result) {
   // Every rank's stats to every rank (one gather), the summary on rank 0.
   std::vector<telemetry::RankStats> all;
   if (comm_) {
-    for (const auto& v : gather_from_ranks(*comm_, mine.pack()))
-      all.push_back(telemetry::RankStats::unpack(v));
+    for (const auto& v : gather_from_ranks(*comm_, mine.pack())) all.push_back(telemetry::RankStats::unpack(v));
   } else {
     all.push_back(mine);
   }

@@ -30,8 +30,8 @@ std::vector<std::string> set_aside_earlier_telemetry(const std::string& run_dir,
 
 class RunTelemetry {
  public:
-  RunTelemetry(const Config& config, const std::string& run_dir, int rank, int world,
-               comm::Communicator* comm, double run_start);
+  RunTelemetry(const Config& config, const std::string& run_dir, int rank, int world, comm::Communicator* comm,
+               double run_start);
   ~RunTelemetry();
   RunTelemetry(const RunTelemetry&) = delete;
   RunTelemetry& operator=(const RunTelemetry&) = delete;

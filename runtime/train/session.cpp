@@ -44,29 +44,27 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
   cpu::set_blas_threads(int(config.runtime.blas_threads));
   Session s;
   // The test split first: once the streaming loader exists, its thread owns HDF5.
-  s.test_data = with_context("data.test", [&] {
-    return io::InMemoryDataset::load(config.data.test, config.data.test_limit);
-  });
+  s.test_data =
+      with_context("data.test", [&] { return io::InMemoryDataset::load(config.data.test, config.data.test_limit); });
   if (config.data.loader.mode == io::LoaderMode::stream) {  // data.train_limit is refused with it (config.cpp)
     s.train_stream = with_context("data.train", [&] {
       io::LoaderOptions loader = config.data.loader;
-      loader.raw = config.model.kind == nn::ModelKind::gpt;  // token ids, turned into x and labels per step (lm_batch.h)
-      return std::make_unique<io::StreamLoader>(config.data.train, loader,
-                                                config.train.global_batch_size, uint64_t(config.train.seed),
-                                                std::move(locator));
+      loader.raw =
+          config.model.kind == nn::ModelKind::gpt;  // token ids, turned into x and labels per step (lm_batch.h)
+      return std::make_unique<io::StreamLoader>(config.data.train, loader, config.train.global_batch_size,
+                                                uint64_t(config.train.seed), std::move(locator));
     });
   } else {
-    s.train_data = with_context("data.train", [&] {
-      return io::InMemoryDataset::load(config.data.train, config.data.train_limit);
-    });
+    s.train_data = with_context("data.train",
+                                [&] { return io::InMemoryDataset::load(config.data.train, config.data.train_limit); });
   }
   const io::DatasetInfo& tr = s.train_info();
   const io::DatasetInfo& te = s.test_data.info();
   ST_CHECK(tr.sample_shape == te.sample_shape && tr.num_classes == te.num_classes,
            "data.train ({} samples of shape {}, {} classes) and data.test ({} of shape {}, {} "
            "classes) do not match",
-           tr.num_samples, tr.sample_shape.str(), tr.num_classes, te.num_samples,
-           te.sample_shape.str(), te.num_classes);
+           tr.num_samples, tr.sample_shape.str(), tr.num_classes, te.num_samples, te.sample_shape.str(),
+           te.num_classes);
   if (config.model.kind == nn::ModelKind::gpt) {
     // Windows of T+1 byte tokens (docs/formats.md): the model reads T of them.
     ST_CHECK(tr.sample_shape.ndim() == 1 && tr.sample_shape[0] >= 2 && tr.dtype == io::SampleDType::u8,
@@ -187,8 +185,8 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
   for (int64_t m = 0; m < micro_batches; ++m) {
     const int64_t begin = local * m / micro_batches, end = local * (m + 1) / micro_batches;
     Tensor x = b.x.view(begin * sample.numel(), batched(end - begin, sample));
-    Tensor dlogits = b.dlogits.view(begin * rows * classes, rows == 1 ? Shape{end - begin, classes}
-                                                                      : Shape{end - begin, rows, classes});
+    Tensor dlogits = b.dlogits.view(begin * rows * classes,
+                                    rows == 1 ? Shape{end - begin, classes} : Shape{end - begin, rows, classes});
     double t0 = now_seconds();
     {
       telemetry::Span span("forward", "compute", m);
@@ -240,9 +238,8 @@ Tensor to_device_into(const Tensor& dev, const Tensor& xs) {
 
 }  // namespace
 
-StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& b, float lr,
-                      double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
-                      parallel::Strategy& strategy) {
+StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& b, float lr, double clip_grad_norm,
+                      int64_t global_batch, int64_t micro_batches, parallel::Strategy& strategy) {
   StepPhases phases;
   forward_backward(model, b, global_batch, micro_batches, strategy, phases);
   strategy.update(optimizer, lr, clip_grad_norm, phases.optimizer_s);
@@ -250,8 +247,7 @@ StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers
   return phases;
 }
 
-std::vector<std::vector<double>> gather_from_ranks(comm::Communicator& comm,
-                                                   const std::vector<double>& values) {
+std::vector<std::vector<double>> gather_from_ranks(comm::Communicator& comm, const std::vector<double>& values) {
   const auto n = int64_t(values.size());
   Tensor mine = Tensor::empty({n});
   for (int64_t i = 0; i < n; ++i) mine.f32()[i] = float(values[size_t(i)]);
@@ -270,8 +266,8 @@ std::vector<double> sum_over_ranks(comm::Communicator& comm, const std::vector<d
   return sums;
 }
 
-EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t batch,
-                    comm::Communicator* comm, bool language_model, nn::BlockHooks* hooks) {
+EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t batch, comm::Communicator* comm,
+                    bool language_model, nn::BlockHooks* hooks) {
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
   const int64_t first = data.size() * rank / world, last = data.size() * (rank + 1) / world;
   // Shares differ by one sample at most. Every rank uses the batch of the
@@ -288,8 +284,8 @@ EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t b
   const DType x_dtype = language_model ? DType::i32 : DType::f32;
   // Gathered on the host; on a GPU, copied there batch by batch.
   const bool gpu = !model.device().is_cpu();
-  Tensor x_host = gpu ? Tensor::empty_pinned(batched(batch, sample), x_dtype)
-                      : Tensor::empty(batched(batch, sample), x_dtype);
+  Tensor x_host =
+      gpu ? Tensor::empty_pinned(batched(batch, sample), x_dtype) : Tensor::empty(batched(batch, sample), x_dtype);
   Tensor x_dev = gpu ? Tensor::empty(batched(batch, sample), x_dtype, model.device()) : x_host;
   std::vector<int32_t> labels(static_cast<size_t>(batch * rows));
   std::vector<int64_t> indices(static_cast<size_t>(batch));

@@ -56,21 +56,20 @@ void make_optimizer(Session& s, const Config& config, parallel::Strategy& strate
 
 // Reusable buffers of one training step: no allocation per step.
 struct StepBuffers {
-  Tensor x;                       // [local batch, sample...]; language model: i32 [local batch, T]
-  Tensor x_host;                  // x on the host (pinned), where batches are gathered; x itself on the CPU
-  int input_slot = 0;             // GPU: which of the two input slots x, x_host, y and y_host are
-  Tensor dlogits;                 // [local batch, classes]; language model: [local batch, T, V]
-  std::vector<int32_t> labels;    // local batch; language model: local batch * T
+  Tensor x;                     // [local batch, sample...]; language model: i32 [local batch, T]
+  Tensor x_host;                // x on the host (pinned), where batches are gathered; x itself on the CPU
+  int input_slot = 0;           // GPU: which of the two input slots x, x_host, y and y_host are
+  Tensor dlogits;               // [local batch, classes]; language model: [local batch, T, V]
+  std::vector<int32_t> labels;  // local batch; language model: local batch * T
   // GPU only (undefined on the CPU, where the loss takes `labels` directly):
-  Tensor y, y_host;               // the labels on the device, and the input slot's pinned copy of them
-  Tensor row_loss, row_loss_host; // f32, one per label row: written on the device, read once per step
+  Tensor y, y_host;                // the labels on the device, and the input slot's pinned copy of them
+  Tensor row_loss, row_loss_host;  // f32, one per label row: written on the device, read once per step
   std::vector<int64_t> indices;
-  int64_t tokens = 1;             // labels (logit rows) per sample: 1, or T for a language model
-  std::vector<uint8_t> windows;   // language model: the raw samples [local batch, T+1]
+  int64_t tokens = 1;            // labels (logit rows) per sample: 1, or T for a language model
+  std::vector<uint8_t> windows;  // language model: the raw samples [local batch, T+1]
   StepBuffers(const Shape& sample, int64_t classes, int64_t batch, Device device = Device::cpu());
   // A language model's: T tokens per sample, vocabulary V.
-  static StepBuffers language_model(int64_t T, int64_t vocab, int64_t batch,
-                                    Device device = Device::cpu());
+  static StepBuffers language_model(int64_t T, int64_t vocab, int64_t batch, Device device = Device::cpu());
 
   // On a GPU, switches x, x_host, y and y_host to the other input slot and
   // waits until its host buffers may be refilled: the next batch is gathered
@@ -96,7 +95,7 @@ void gather_batch(const Session& s, StepBuffers& b, int64_t n);
 struct StepPhases {
   double loss_sum = 0;  // summed loss of this rank's samples
   double forward_s = 0, backward_s = 0, optimizer_s = 0;
-  double h2d_s = 0;     // GPU: how long the compute stream waited for the batch's copy (not hidden)
+  double h2d_s = 0;  // GPU: how long the compute stream waited for the batch's copy (not hidden)
 };
 
 // One optimizer step on this rank's slice of the global batch (in buffers):
@@ -111,8 +110,7 @@ struct StepPhases {
 // and the step waits for the device once, for the last forward's losses,
 // after issuing everything else.
 StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& buffers, float lr,
-                      double clip_grad_norm, int64_t global_batch, int64_t micro_batches,
-                      parallel::Strategy& strategy);
+                      double clip_grad_norm, int64_t global_batch, int64_t micro_batches, parallel::Strategy& strategy);
 
 struct EvalResult {
   double loss = 0.0;      // mean over samples (language model: over tokens)
@@ -128,14 +126,12 @@ struct EvalResult {
 // gathers each Block for it); with hooks every rank makes the same number of
 // forward passes, also when the split does not divide evenly.
 EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t batch,
-                    comm::Communicator* comm = nullptr, bool language_model = false,
-                    nn::BlockHooks* hooks = nullptr);
+                    comm::Communicator* comm = nullptr, bool language_model = false, nn::BlockHooks* hooks = nullptr);
 
 // Sums each value over all ranks (every rank gets the sums, added in rank
 // order). Values travel as f32: for loss sums and counts, not for parameters.
 std::vector<double> sum_over_ranks(comm::Communicator& comm, const std::vector<double>& values);
 // Every rank's values: result[r][i] is value i of rank r.
-std::vector<std::vector<double>> gather_from_ranks(comm::Communicator& comm,
-                                                   const std::vector<double>& values);
+std::vector<std::vector<double>> gather_from_ranks(comm::Communicator& comm, const std::vector<double>& values);
 
 }  // namespace shardtrain::train

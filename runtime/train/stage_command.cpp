@@ -33,11 +33,11 @@ int stage_command(const std::string& source_dir, const io::StageOptions& options
     fmt::print("[stage] {}\n", line);
     std::fflush(stdout);
   });
-  fmt::print("[stage] {}/{} shard(s) in {} ({} already there), {} copied in {:.1f} s ({:.1f} MB/s), "
-             "{} evicted, {} checksum failure(s), {:.1f} s in all\n",
-             s.shards_cached, cache.manifest().shards.size(), cache.cache_dir(), s.shards_kept,
-             size_text(s.bytes_copied), s.copy_seconds, s.rate_mb_s(), s.shards_evicted, s.checksum_failures,
-             now_seconds() - t0);
+  fmt::print(
+      "[stage] {}/{} shard(s) in {} ({} already there), {} copied in {:.1f} s ({:.1f} MB/s), "
+      "{} evicted, {} checksum failure(s), {:.1f} s in all\n",
+      s.shards_cached, cache.manifest().shards.size(), cache.cache_dir(), s.shards_kept, size_text(s.bytes_copied),
+      s.copy_seconds, s.rate_mb_s(), s.shards_evicted, s.checksum_failures, now_seconds() - t0);
   std::fflush(stdout);
   if (s.shards_failed > 0) {
     fmt::print(stderr,

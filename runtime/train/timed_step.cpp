@@ -23,8 +23,8 @@ double inject(const Config& c, int rank, double ms, const char* what) {
 }  // namespace
 
 StepPhases timed_step(const Config& config, Session& s, io::Sampler& sampler, StepBuffers& buffers,
-                      RunTelemetry& telemetry, const StepPosition& at, float lr, parallel::Strategy& strategy,
-                      int rank, double injected_comm_s, const std::function<int64_t()>& stage_bytes) {
+                      RunTelemetry& telemetry, const StepPosition& at, float lr, parallel::Strategy& strategy, int rank,
+                      double injected_comm_s, const std::function<int64_t()>& stage_bytes) {
   telemetry.begin_step(at.step, double(at.step) / double(at.steps_per_epoch));
   telemetry::Span step_span("step", "step", at.step);
   double injected = 0;
@@ -34,8 +34,8 @@ StepPhases timed_step(const Config& config, Session& s, io::Sampler& sampler, St
     if (s.train_stream) {
       const int64_t queued = s.train_stream->queued();
       const io::LoadedBatch& b = s.train_stream->next();
-      ST_CHECK(b.epoch == at.epoch && b.batch == at.batch, "the loader delivered batch {}.{} for step {}.{}",
-               b.epoch, b.batch, at.epoch, at.batch);
+      ST_CHECK(b.epoch == at.epoch && b.batch == at.batch, "the loader delivered batch {}.{} for step {}.{}", b.epoch,
+               b.batch, at.epoch, at.batch);
       if (s.language_model) {  // windows of T+1 token ids: x and the T next-token labels
         lm_batch_from_windows(b.raw.data(), sampler.local_batch(), s.lm_tokens, buffers.x_host.i32(),
                               buffers.labels.data());

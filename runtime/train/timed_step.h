@@ -22,9 +22,8 @@ struct StepPosition {
 // `injected_comm_s`: the debug.slow_comm_ms this rank's collectives are
 // slowed by per step (0 on other ranks), for the record. `stage_bytes`
 // (optional): bytes the cache stager copied since it was last asked.
-StepPhases timed_step(const Config& config, Session& session, io::Sampler& sampler,
-                      StepBuffers& buffers, RunTelemetry& telemetry, const StepPosition& at,
-                      float lr, parallel::Strategy& strategy, int rank, double injected_comm_s,
-                      const std::function<int64_t()>& stage_bytes = {});
+StepPhases timed_step(const Config& config, Session& session, io::Sampler& sampler, StepBuffers& buffers,
+                      RunTelemetry& telemetry, const StepPosition& at, float lr, parallel::Strategy& strategy, int rank,
+                      double injected_comm_s, const std::function<int64_t()>& stage_bytes = {});
 
 }  // namespace shardtrain::train

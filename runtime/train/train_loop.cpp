@@ -38,9 +38,10 @@ bool run_step(Job& job, LoopState& state, RunTelemetry& telemetry, const StepPos
   // only its own loss: a rank whose loss is not finite stops the job.
   if (!std::isfinite(loss)) {
     state.status = "diverged";
-    job.ctx.run.log(fmt::format("[train] training diverged at step {} (loss {}): lower optim.lr or set "
-                                "optim.clip_grad_norm",
-                                state.step, loss));
+    job.ctx.run.log(
+        fmt::format("[train] training diverged at step {} (loss {}): lower optim.lr or set "
+                    "optim.clip_grad_norm",
+                    state.step, loss));
     if (job.mpi.world_size() > 1) throw Error(fmt::format("training diverged at step {} (loss {})", state.step, loss));
     return false;
   }
@@ -48,9 +49,9 @@ bool run_step(Job& job, LoopState& state, RunTelemetry& telemetry, const StepPos
   state.loss_sum += loss;
   state.loss_samples += labels;
   const double step_s = telemetry.step_seconds();
-  const std::string line = progress.update(state.step, at.epoch, config.train.epochs, loss / double(labels), lr,
-                                           double(state.trained_samples) / step_s,
-                                           step_s / double(state.step - state.start_step));
+  const std::string line =
+      progress.update(state.step, at.epoch, config.train.epochs, loss / double(labels), lr,
+                      double(state.trained_samples) / step_s, step_s / double(state.step - state.start_step));
   if (!line.empty()) job.ctx.run.log(line);
   return true;
 }
@@ -107,8 +108,8 @@ void evaluate_and_log(Job& job, LoopState& state, RunTelemetry& telemetry) {
   {
     telemetry::Span span("eval", "eval", state.step);
     // FSDP: each Block gathered for its forward, as in training.
-    result = evaluate(*job.s.model, job.s.test_data, config.train.eval_batch_size, job.comm.get(),
-                      job.s.language_model, job.strategy->eval_hooks());
+    result = evaluate(*job.s.model, job.s.test_data, config.train.eval_batch_size, job.comm.get(), job.s.language_model,
+                      job.strategy->eval_hooks());
     job.strategy->end_evaluation();  // its collectives are the evaluation's (eval_s), not the next step's
   }
   mllog.end("eval_stop", nullptr, {{"epoch_num", epoch_num}});

@@ -27,8 +27,8 @@ struct LoopState {
   int64_t loss_samples = 0;
   std::optional<EvalResult> last_eval;
   int64_t last_eval_step = -1;
-  std::string status = "completed";      // or "diverged"
-  double run_start = 0;                  // when training began (after set-up and resume)
+  std::string status = "completed";  // or "diverged"
+  double run_start = 0;              // when training began (after set-up and resume)
 };
 
 // Collective. `resume` is TrainOptions::resume: "" (step 0), "auto" or a

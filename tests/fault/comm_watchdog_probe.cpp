@@ -55,8 +55,9 @@ int main(int argc, char** argv) {
   }
   if (mode != "skip" && mode != "mismatch-op" && mode != "mismatch-size" && mode != "freeze" &&
       mode != "skip-in-group" && mode != "ok") {
-    std::fprintf(stderr, "usage: comm_watchdog_probe skip|mismatch-op|mismatch-size|freeze|skip-in-group|ok [--bytes N] "
-                         "[--algorithm A] [--timeout S]\n");
+    std::fprintf(stderr,
+                 "usage: comm_watchdog_probe skip|mismatch-op|mismatch-size|freeze|skip-in-group|ok [--bytes N] "
+                 "[--algorithm A] [--timeout S]\n");
     return 2;
   }
   try {

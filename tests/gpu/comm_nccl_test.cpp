@@ -64,9 +64,12 @@ Tensor make_host(int64_t n, DType dtype, int r, int64_t offset = 0) {
   Tensor h = Tensor::empty({n}, dtype);
   for (int64_t i = 0; i < n; ++i) {
     const float v = value(i + offset, r);
-    if (dtype == DType::f32) h.f32()[i] = v;
-    else if (dtype == DType::bf16) h.bf16_data()[i] = to_bf16(v);
-    else h.i32()[i] = int32_t(v);
+    if (dtype == DType::f32)
+      h.f32()[i] = v;
+    else if (dtype == DType::bf16)
+      h.bf16_data()[i] = to_bf16(v);
+    else
+      h.i32()[i] = int32_t(v);
   }
   return h;
 }
@@ -130,8 +133,8 @@ TEST_P(NcclTest, ReduceScatter) {
   Tensor in = to_device(make_host(per * n, dt, r), gpu());
   Tensor out = poisoned({per}, dt);
   c.reduce_scatter(in, out, comm::ReduceOp::sum)->wait();
-  report("nccl_reduce_scatter", dname(dt),
-         compare(out, [&](int64_t i) { return sum_over_ranks(i + r * per, n); }), kLimitF32);
+  report("nccl_reduce_scatter", dname(dt), compare(out, [&](int64_t i) { return sum_over_ranks(i + r * per, n); }),
+         kLimitF32);
   // In place: the output is this rank's chunk of the input.
   Tensor in2 = to_device(make_host(per * n, dt, r), gpu());
   Tensor own = in2.view(r * per, {per});
@@ -149,8 +152,7 @@ TEST_P(NcclTest, AllgatherAndBroadcast) {
   Tensor in = to_device(make_host(per, dt, r), gpu());
   Tensor out = poisoned({per * n}, dt);
   c.allgather(in, out)->wait();
-  report("nccl_allgather", dname(dt), compare(out, [&](int64_t i) { return value(i % per, int(i / per)); }),
-         kLimitF32);
+  report("nccl_allgather", dname(dt), compare(out, [&](int64_t i) { return value(i % per, int(i / per)); }), kLimitF32);
 
   const int root = n - 1;
   Tensor b = to_device(make_host(per, dt, r), gpu());

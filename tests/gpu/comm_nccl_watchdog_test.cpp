@@ -46,9 +46,9 @@ using namespace shardtrain::gpu_test;
 
 namespace {
 
-constexpr double kTimeout_s = 2.0;      // comm.timeout_s of the stalled child
-constexpr double kStall_s = 60.0;       // its sleep kernel: far past the timeout
-constexpr double kSlowDelay_s = 0.25;   // the slow child's delay per collective
+constexpr double kTimeout_s = 2.0;     // comm.timeout_s of the stalled child
+constexpr double kStall_s = 60.0;      // its sleep kernel: far past the timeout
+constexpr double kSlowDelay_s = 0.25;  // the slow child's delay per collective
 
 #if defined(SHARDTRAIN_HAVE_COMM_GPU)
 
@@ -74,10 +74,10 @@ int run_probe(const std::string& mode) {
 }
 
 struct ChildResult {
-  int status = 0;         // waitpid's
-  bool killed = false;    // still running after the limit
+  int status = 0;       // waitpid's
+  bool killed = false;  // still running after the limit
   double seconds = 0;
-  std::string output;     // stdout and stderr
+  std::string output;  // stdout and stderr
 };
 
 // This program again with ST_NCCL_PROBE=mode, without the launcher's
@@ -135,11 +135,11 @@ ChildResult run_child(const std::string& mode, double limit_s) {
 // Skips without a GPU or NCCL. Unlike ST_REQUIRE_GPU, it creates no CUDA
 // context in this process: on a GPU in exclusive-process mode the child
 // could not create its own.
-#define ST_REQUIRE_NCCL()                                                            \
-  do {                                                                               \
-    std::string st_why_;                                                             \
+#define ST_REQUIRE_NCCL()                                                                              \
+  do {                                                                                                 \
+    std::string st_why_;                                                                               \
     if (cuda_devices(&st_why_).empty()) GTEST_SKIP() << "skipped: no CUDA device (" << st_why_ << ")"; \
-    if (!comm::nccl_available(&st_why_)) GTEST_SKIP() << st_why_;                    \
+    if (!comm::nccl_available(&st_why_)) GTEST_SKIP() << st_why_;                                      \
   } while (0)
 
 TEST(NcclWatchdog, StuckCollectiveIsAbortedWithTheWatchdogLine) {
@@ -148,8 +148,9 @@ TEST(NcclWatchdog, StuckCollectiveIsAbortedWithTheWatchdogLine) {
   // Within the timeout, ncclCommAbort's bounded wait (5 s) and start-up.
   const bool exited_failing = !r.killed && !(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
   report("nccl_watchdog_abort", "f32", r.seconds, 30.0);
-  EXPECT_TRUE(exited_failing) << "the stalled child was not ended by the watchdog (killed after "
-                              << r.seconds << " s: " << r.killed << ")\n" << r.output;
+  EXPECT_TRUE(exited_failing) << "the stalled child was not ended by the watchdog (killed after " << r.seconds
+                              << " s: " << r.killed << ")\n"
+                              << r.output;
   EXPECT_LT(r.seconds, 30.0);
   const std::regex line(
       "shardtrain: watchdog: allreduce #0 \\(4096 bytes, f32, nccl\\) on communicator 'world' "

@@ -26,12 +26,11 @@ inline constexpr double kLimitTf32 = 1e-3;
 inline constexpr double kLimitBf16 = 1e-2;
 
 // In a test body: skip unless a CUDA device is usable, then bring up device 0.
-#define ST_REQUIRE_GPU()                                                          \
-  do {                                                                            \
-    std::string st_why_;                                                          \
-    if (::shardtrain::cuda_devices(&st_why_).empty())                             \
-      GTEST_SKIP() << "skipped: no CUDA device (" << st_why_ << ")";              \
-    ::shardtrain::use_cuda_device(0);                                             \
+#define ST_REQUIRE_GPU()                                                                                             \
+  do {                                                                                                               \
+    std::string st_why_;                                                                                             \
+    if (::shardtrain::cuda_devices(&st_why_).empty()) GTEST_SKIP() << "skipped: no CUDA device (" << st_why_ << ")"; \
+    ::shardtrain::use_cuda_device(0);                                                                                \
   } while (0)
 
 inline Device gpu() { return Device::cuda(0); }
@@ -79,8 +78,8 @@ inline double rel_error_scalar(double got, double want) {
 // Prints the GPUCHECK line and fails the test when relerr >= limit.
 inline void report(const std::string& kernel, const char* dtype, double relerr, double limit) {
   const bool ok = relerr < limit;
-  std::printf("GPUCHECK kernel=%s dtype=%s relerr=%.3e limit=%.0e ok=%d\n", kernel.c_str(), dtype,
-              relerr, limit, ok ? 1 : 0);
+  std::printf("GPUCHECK kernel=%s dtype=%s relerr=%.3e limit=%.0e ok=%d\n", kernel.c_str(), dtype, relerr, limit,
+              ok ? 1 : 0);
   std::fflush(stdout);
   EXPECT_LT(relerr, limit) << kernel << " (" << dtype << ")";
 }

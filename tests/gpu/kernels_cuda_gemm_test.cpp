@@ -75,8 +75,8 @@ void check_gemm(const GemmCase& g, uint64_t seed) {
   const Tensor c0 = random_host({size_c}, seed + 3);
   Tensor want = host_copy(c0);
   for (int64_t i = 0; i < g.batch; ++i)
-    cpu::gemm(g.ta, g.tb, g.M, g.N, g.K, g.alpha, a.f32() + i * g.stride_a, g.lda,
-              b.f32() + i * g.stride_b, g.ldb, g.beta, want.f32() + i * g.stride_c, g.ldc);
+    cpu::gemm(g.ta, g.tb, g.M, g.N, g.K, g.alpha, a.f32() + i * g.stride_a, g.lda, b.f32() + i * g.stride_b, g.ldb,
+              g.beta, want.f32() + i * g.stride_c, g.ldc);
   const Tensor da = dev(a), db = dev(b);
   for (const Precision& p : kPrecisions) {
     cuda::set_gemm_precision(p.value);
@@ -89,12 +89,10 @@ void check_gemm(const GemmCase& g, uint64_t seed) {
           std::memset(c_start.f32() + i * g.stride_c + r * g.ldc, 0xFF, size_t(g.N) * sizeof(float));
     const Tensor dc = dev(c_start);
     if (g.batch == 1)
-      cuda::gemm(g.ta, g.tb, g.M, g.N, g.K, g.alpha, da.f32(), g.lda, db.f32(), g.ldb, g.beta,
-                 dc.f32(), g.ldc);
+      cuda::gemm(g.ta, g.tb, g.M, g.N, g.K, g.alpha, da.f32(), g.lda, db.f32(), g.ldb, g.beta, dc.f32(), g.ldc);
     else
-      cuda::gemm_strided_batched(g.ta, g.tb, g.M, g.N, g.K, g.alpha, da.f32(), g.lda, g.stride_a,
-                                 db.f32(), g.ldb, g.stride_b, g.beta, dc.f32(), g.ldc, g.stride_c,
-                                 g.batch);
+      cuda::gemm_strided_batched(g.ta, g.tb, g.M, g.N, g.K, g.alpha, da.f32(), g.lda, g.stride_a, db.f32(), g.ldb,
+                                 g.stride_b, g.beta, dc.f32(), g.ldc, g.stride_c, g.batch);
     report(g.name, p.name, rel_error(dc, want), p.limit);
   }
 }
@@ -110,11 +108,9 @@ TEST(CudaGemm, MatchesCpuForAllTransposesAndStrides) {
     for (bool tb : {false, true}) {
       const int64_t cols_a = ta ? M : K, cols_b = tb ? K : N;
       // Tight strides, beta = 0 over a poisoned C.
-      check_gemm({"gemm_" + trans_name(ta, tb), ta, tb, M, N, K, cols_a, cols_b, N, 1.0f, 0.0f},
-                 seed += 10);
+      check_gemm({"gemm_" + trans_name(ta, tb), ta, tb, M, N, K, cols_a, cols_b, N, 1.0f, 0.0f}, seed += 10);
       // Padded row strides, alpha and beta in play.
-      check_gemm({"gemm_" + trans_name(ta, tb) + "_ld", ta, tb, M, N, K, cols_a + 7, cols_b + 5,
-                  N + 3, 0.75f, 0.5f},
+      check_gemm({"gemm_" + trans_name(ta, tb) + "_ld", ta, tb, M, N, K, cols_a + 7, cols_b + 5, N + 3, 0.75f, 0.5f},
                  seed += 10);
     }
   // K = 0: an empty sum; beta = 0 writes zeros without reading C.
@@ -130,8 +126,7 @@ TEST(CudaGemm, StridedBatchedMatchesCpuLoop) {
     for (bool tb : {false, true}) {
       const int64_t cols_a = ta ? M : K;
       const int64_t rows_b = tb ? N : K, cols_b = tb ? K : N;
-      GemmCase g{"gemm_strided_batched_" + trans_name(ta, tb), ta, tb, M, N, K, 0, 0, 0, 1.0f,
-                 0.0f};
+      GemmCase g{"gemm_strided_batched_" + trans_name(ta, tb), ta, tb, M, N, K, 0, 0, 0, 1.0f, 0.0f};
       g.batch = batch;
       // A interleaved like attention heads: matrix i is the i-th column block
       // of one wide matrix. B: separate blocks with a gap. C: padded rows.
@@ -169,13 +164,10 @@ TEST(CudaLinear, ForwardAndBackwardMatchCpu) {
   Tensor out_ref = Tensor::empty({N, OC}), out_nb_ref = Tensor::empty({N, OC});
   cpu::linear_forward(out_ref.f32(), in.f32(), w.f32(), bias.f32(), N, IC, OC);
   cpu::linear_forward(out_nb_ref.f32(), in.f32(), w.f32(), nullptr, N, IC, OC);
-  Tensor din_ref = Tensor::empty({N, IC}), dw_ref = Tensor::empty({OC, IC}),
-         db_ref = Tensor::empty({OC});
-  cpu::linear_backward(din_ref.f32(), dw_ref.f32(), db_ref.f32(), dout.f32(), in.f32(), w.f32(),
-                       N, IC, OC, false);
+  Tensor din_ref = Tensor::empty({N, IC}), dw_ref = Tensor::empty({OC, IC}), db_ref = Tensor::empty({OC});
+  cpu::linear_backward(din_ref.f32(), dw_ref.f32(), db_ref.f32(), dout.f32(), in.f32(), w.f32(), N, IC, OC, false);
   Tensor dw_acc_ref = host_copy(dw0), db_acc_ref = host_copy(db0);
-  cpu::linear_backward(nullptr, dw_acc_ref.f32(), db_acc_ref.f32(), dout.f32(), in.f32(),
-                       w.f32(), N, IC, OC, true);
+  cpu::linear_backward(nullptr, dw_acc_ref.f32(), db_acc_ref.f32(), dout.f32(), in.f32(), w.f32(), N, IC, OC, true);
 
   for (const Precision& p : kPrecisions) {
     cuda::set_gemm_precision(p.value);
@@ -186,16 +178,14 @@ TEST(CudaLinear, ForwardAndBackwardMatchCpu) {
     report("linear_forward_nobias", p.name, rel_error(out_nb, out_nb_ref), p.limit);
 
     const Tensor din = poisoned({N, IC}), dw = poisoned({OC, IC}), db = poisoned({OC});
-    cuda::linear_backward(din.f32(), dw.f32(), db.f32(), d_dout.f32(), din_in.f32(), d_w.f32(), N,
-                          IC, OC, false);
+    cuda::linear_backward(din.f32(), dw.f32(), db.f32(), d_dout.f32(), din_in.f32(), d_w.f32(), N, IC, OC, false);
     report("linear_backward_din", p.name, rel_error(din, din_ref), p.limit);
     report("linear_backward_dweight", p.name, rel_error(dw, dw_ref), p.limit);
     report("linear_backward_dbias", p.name, rel_error(db, db_ref), p.limit);
 
     // Accumulating, no input gradient.
     const Tensor dw_acc = dev(dw0), db_acc = dev(db0);
-    cuda::linear_backward(nullptr, dw_acc.f32(), db_acc.f32(), d_dout.f32(), din_in.f32(),
-                          d_w.f32(), N, IC, OC, true);
+    cuda::linear_backward(nullptr, dw_acc.f32(), db_acc.f32(), d_dout.f32(), din_in.f32(), d_w.f32(), N, IC, OC, true);
     report("linear_backward_acc_dweight", p.name, rel_error(dw_acc, dw_acc_ref), p.limit);
     report("linear_backward_acc_dbias", p.name, rel_error(db_acc, db_acc_ref), p.limit);
   }
@@ -214,7 +204,7 @@ TEST(CudaConv2d, ForwardAndBackwardMatchCpu) {
       {"conv2d_k5s1p2", {8, 3, 28, 28, 16, 5, 1, 2}},
       {"conv2d_k5s2p2", {8, 3, 28, 28, 16, 5, 2, 2}},
       {"conv2d_k3s2p1_nonsquare", {4, 16, 15, 12, 32, 3, 2, 1}},
-      {"conv2d_k1", {4, 16, 14, 14, 32, 1, 1, 0}},  // col is the image itself
+      {"conv2d_k1", {4, 16, 14, 14, 32, 1, 1, 0}},                // col is the image itself
       {"conv2d_k5s1p2_passes3", {8, 3, 28, 28, 16, 5, 1, 2}, 3},  // passes of 3, 3 and 2 samples
       {"conv2d_k1_passes1", {4, 16, 14, 14, 32, 1, 1, 0}, 1},
   };
@@ -231,13 +221,12 @@ TEST(CudaConv2d, ForwardAndBackwardMatchCpu) {
 
     Tensor out_ref = Tensor::empty({out_n});
     cpu::conv2d_forward(out_ref.f32(), in.f32(), w.f32(), bias.f32(), col.data(), s);
-    Tensor din_ref = Tensor::empty({in_n}), dw_ref = Tensor::empty({w_n}),
-           db_ref = Tensor::empty({s.OC});
-    cpu::conv2d_backward(din_ref.f32(), dw_ref.f32(), db_ref.f32(), dout.f32(), in.f32(), w.f32(),
-                         col.data(), s, false);
+    Tensor din_ref = Tensor::empty({in_n}), dw_ref = Tensor::empty({w_n}), db_ref = Tensor::empty({s.OC});
+    cpu::conv2d_backward(din_ref.f32(), dw_ref.f32(), db_ref.f32(), dout.f32(), in.f32(), w.f32(), col.data(), s,
+                         false);
     Tensor dw_acc_ref = host_copy(dw0), db_acc_ref = host_copy(db0);
-    cpu::conv2d_backward(nullptr, dw_acc_ref.f32(), db_acc_ref.f32(), dout.f32(), in.f32(),
-                         w.f32(), col.data(), s, true);
+    cpu::conv2d_backward(nullptr, dw_acc_ref.f32(), db_acc_ref.f32(), dout.f32(), in.f32(), w.f32(), col.data(), s,
+                         true);
 
     const Tensor d_in = dev(in), d_w = dev(w), d_bias = dev(bias), d_dout = dev(dout);
     const std::string name = c.name;
@@ -255,15 +244,14 @@ TEST(CudaConv2d, ForwardAndBackwardMatchCpu) {
       report(name + "_forward", p.name, rel_error(out, out_ref), p.limit);
 
       const Tensor din = poisoned({in_n}), dw = poisoned({w_n}), db = poisoned({s.OC});
-      cuda::conv2d_backward(din.f32(), dw.f32(), db.f32(), d_dout.f32(), d_in.f32(), d_w.f32(),
-                            d_col.f32(), s, false);
+      cuda::conv2d_backward(din.f32(), dw.f32(), db.f32(), d_dout.f32(), d_in.f32(), d_w.f32(), d_col.f32(), s, false);
       report(name + "_backward_din", p.name, rel_error(din, din_ref), p.limit);
       report(name + "_backward_dweight", p.name, rel_error(dw, dw_ref), p.limit);
       report(name + "_backward_dbias", p.name, rel_error(db, db_ref), p.limit);
 
       const Tensor dw_acc = dev(dw0), db_acc = dev(db0);
-      cuda::conv2d_backward(nullptr, dw_acc.f32(), db_acc.f32(), d_dout.f32(), d_in.f32(),
-                            d_w.f32(), d_col.f32(), s, true);
+      cuda::conv2d_backward(nullptr, dw_acc.f32(), db_acc.f32(), d_dout.f32(), d_in.f32(), d_w.f32(), d_col.f32(), s,
+                            true);
       report(name + "_backward_acc_dweight", p.name, rel_error(dw_acc, dw_acc_ref), p.limit);
       report(name + "_backward_acc_dbias", p.name, rel_error(db_acc, db_acc_ref), p.limit);
     }
@@ -293,7 +281,10 @@ TEST(CudaConv2d, Col2imIsTheGatherOfCpuCol2im) {
 TEST(CudaAttention, ForwardAndBackwardMatchCpu) {
   ST_REQUIRE_GPU();
   RestoreF32 restore;
-  struct Dims { int64_t B, T, C, NH; const char* suffix; };
+  struct Dims {
+    int64_t B, T, C, NH;
+    const char* suffix;
+  };
   for (const Dims& d : {Dims{4, 64, 128, 4, ""}, Dims{6, 48, 64, 2, "_b6h2"}, Dims{2, 40, 128, 8, "_b2h8"}}) {
     const int64_t B = d.B, T = d.T, C = d.C, NH = d.NH;
     const Tensor qkv = random_host({B, T, 3 * C}, 5001), dout = random_host({B, T, C}, 5002);
@@ -301,8 +292,7 @@ TEST(CudaAttention, ForwardAndBackwardMatchCpu) {
     cpu::attention_forward(out_ref.f32(), att_ref.f32(), qkv.f32(), B, T, C, NH);
     Tensor dqkv_ref = Tensor::empty({B, T, 3 * C});
     std::vector<float> scratch(size_t(T * T));
-    cpu::attention_backward(dqkv_ref.f32(), scratch.data(), dout.f32(), qkv.f32(), att_ref.f32(), B,
-                            T, C, NH);
+    cpu::attention_backward(dqkv_ref.f32(), scratch.data(), dout.f32(), qkv.f32(), att_ref.f32(), B, T, C, NH);
 
     const Tensor d_qkv = dev(qkv), d_dout = dev(dout);
     const std::string s = d.suffix;
@@ -325,8 +315,6 @@ TEST(CudaAttention, ForwardAndBackwardMatchCpu) {
 
 #else  // no CUDA backend in this build
 
-TEST(CudaGemm, NeedsTheCudaBackend) {
-  GTEST_SKIP() << "skipped: no CUDA device (CUDA backend not built)";
-}
+TEST(CudaGemm, NeedsTheCudaBackend) { GTEST_SKIP() << "skipped: no CUDA device (CUDA backend not built)"; }
 
 #endif

@@ -117,7 +117,7 @@ TEST(CudaElementwise, ClippingMatchesCpu) {
   const int64_t n = (int64_t(1) << 18) + 3;
   const Tensor x = random_host({n}, 105, -0.5f, 0.5f);
   const double norm = std::sqrt(cpu::sum_squares(x.f32(), n));  // about 147
-  for (const double max_norm : {1.0, 1000.0, 0.0}) {  // clipped, not clipped, off
+  for (const double max_norm : {1.0, 1000.0, 0.0}) {            // clipped, not clipped, off
     const Tensor d = dev(x);
     cuda::clip_to_max_norm(d.f32(), n, max_norm);
     const Tensor want = clone_host(x);
@@ -324,8 +324,7 @@ TEST(CudaActivation, GeluForwardBackwardMatchCpu) {
 
 void check_sgd(const cpu::SgdParams& hp, bool first_step, uint64_t seed) {
   const int64_t n = 1000003;
-  const Tensor p = random_host({n}, seed), g = random_host({n}, seed + 1),
-               buf = random_host({n}, seed + 2);
+  const Tensor p = random_host({n}, seed), g = random_host({n}, seed + 1), buf = random_host({n}, seed + 2);
   const Tensor dp = dev(p), dg = dev(g), dbuf = dev(buf);
   const bool with_buf = hp.momentum != 0.0f;
   cuda::sgd_update(dp.f32(), dg.f32(), with_buf ? dbuf.f32() : nullptr, n, hp, first_step);
@@ -340,12 +339,8 @@ TEST(CudaOptimizer, SgdMatchesCpuInEveryMode) {
   check_sgd({.lr = 0.05f, .momentum = 0.0f, .dampening = 0.0f, .weight_decay = 1e-2f}, false, 301);
   check_sgd({.lr = 0.05f, .momentum = 0.9f, .dampening = 0.0f, .weight_decay = 1e-2f}, true, 311);
   check_sgd({.lr = 0.05f, .momentum = 0.9f, .dampening = 0.1f, .weight_decay = 1e-4f}, false, 321);
-  check_sgd({.lr = 0.05f, .momentum = 0.9f, .dampening = 0.0f, .weight_decay = 1e-2f,
-             .nesterov = true},
-            false, 331);
-  check_sgd({.lr = 0.05f, .momentum = 0.8f, .dampening = 0.0f, .weight_decay = 0.0f,
-             .nesterov = true},
-            true, 341);
+  check_sgd({.lr = 0.05f, .momentum = 0.9f, .dampening = 0.0f, .weight_decay = 1e-2f, .nesterov = true}, false, 331);
+  check_sgd({.lr = 0.05f, .momentum = 0.8f, .dampening = 0.0f, .weight_decay = 0.0f, .nesterov = true}, true, 341);
 }
 
 TEST(CudaOptimizer, SgdWithoutBufferIsAnErrorAsOnCpu) {
@@ -372,13 +367,11 @@ TEST(CudaOptimizer, SgdWithoutBufferIsAnErrorAsOnCpu) {
 TEST(CudaOptimizer, AdamWMatchesCpu) {
   ST_REQUIRE_GPU();
   const int64_t n = 1000003;
-  const cpu::AdamWParams hp{.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                            .weight_decay = 0.1f};
+  const cpu::AdamWParams hp{.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
   for (const int64_t step : {int64_t(1), int64_t(7), int64_t(1000)}) {
     const uint64_t seed = 400 + uint64_t(step);
     const Tensor p = random_host({n}, seed), g = random_host({n}, seed + 1, -0.1f, 0.1f),
-                 m = random_host({n}, seed + 2, -0.01f, 0.01f),
-                 v = random_host({n}, seed + 3, 0.0f, 1e-3f);
+                 m = random_host({n}, seed + 2, -0.01f, 0.01f), v = random_host({n}, seed + 3, 0.0f, 1e-3f);
     const Tensor dp = dev(p), dg = dev(g), dm = dev(m), dv = dev(v);
     cuda::adamw_update(dp.f32(), dg.f32(), dm.f32(), dv.f32(), n, hp, step);
     const Tensor wp = clone_host(p), wm = clone_host(m), wv = clone_host(v);
@@ -419,8 +412,7 @@ TEST(CudaCrossEntropy, FusedMatchesCpuAlsoInPlace) {
   report("softmax_xent_fused.loss", "f32", rel_error_scalar(got, want_loss), kLimitF32);
   report("softmax_xent_fused", "f32", rel_error(dlogits, want), kLimitF32);
   // In place: the gradient overwrites the logits.
-  const double got_in_place =
-      cuda::softmax_xent_fused(dx.f32(), dx.f32(), y.data(), N, C, scale);
+  const double got_in_place = cuda::softmax_xent_fused(dx.f32(), dx.f32(), y.data(), N, C, scale);
   report("softmax_xent_fused.loss", "f32", rel_error_scalar(got_in_place, want_loss), kLimitF32);
   report("softmax_xent_fused", "f32", rel_error(dx, want), kLimitF32);
 }
@@ -437,8 +429,7 @@ TEST(CudaCrossEntropy, FusedRowsMatchCpu) {
     Tensor labels = Tensor::empty({N}, DType::i32);
     std::copy(y.begin(), y.end(), labels.i32());
     const Tensor dlogits = poisoned({N, C}), rows = poisoned({N});
-    cuda::softmax_xent_fused_rows(dlogits.f32(), dev(x).f32(), to_device(labels, gpu()).i32(), N, C, scale,
-                                  rows.f32());
+    cuda::softmax_xent_fused_rows(dlogits.f32(), dev(x).f32(), to_device(labels, gpu()).i32(), N, C, scale, rows.f32());
     const Tensor want = Tensor::empty({N, C}), want_rows = Tensor::empty({N});
     cpu::softmax_xent_fused_rows(want.f32(), x.f32(), y.data(), N, C, scale, want_rows.f32());
     report("softmax_xent_fused_rows.loss", "f32", rel_error(rows, want_rows), kLimitF32);
@@ -450,8 +441,7 @@ TEST(CudaCrossEntropy, FusedRowsMatchCpu) {
   const int32_t y[] = {1, 7, 0, -2};
   std::copy(y, y + N, labels.i32());
   const Tensor dlogits = poisoned({N, C}), rows = poisoned({N});
-  cuda::softmax_xent_fused_rows(dlogits.f32(), dev(x).f32(), to_device(labels, gpu()).i32(), N, C, 1.0f,
-                                rows.f32());
+  cuda::softmax_xent_fused_rows(dlogits.f32(), dev(x).f32(), to_device(labels, gpu()).i32(), N, C, 1.0f, rows.f32());
   const Tensor r = to_host(rows), d = to_host(dlogits);
   EXPECT_TRUE(std::isfinite(r.f32()[0]) && std::isfinite(r.f32()[2]));
   EXPECT_TRUE(std::isnan(r.f32()[1]) && std::isnan(r.f32()[3]));
@@ -520,11 +510,9 @@ TEST(CudaLayerNorm, ForwardMatchesCpu) {
   const Tensor w = random_host({C}, 902, 0.5f, 1.5f), b = random_host({C}, 903);
   const Tensor dx = dev(x), dw = dev(w), db = dev(b);
   const Tensor out = poisoned({N, C}), mean = poisoned({N}), rstd = poisoned({N});
-  cuda::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), dx.f32(), dw.f32(), db.f32(), N, C,
-                          1e-5f);
+  cuda::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), dx.f32(), dw.f32(), db.f32(), N, C, 1e-5f);
   const Tensor wout = Tensor::empty({N, C}), wmean = Tensor::empty({N}), wrstd = Tensor::empty({N});
-  cpu::layernorm_forward(wout.f32(), wmean.f32(), wrstd.f32(), x.f32(), w.f32(), b.f32(), N, C,
-                         1e-5f);
+  cpu::layernorm_forward(wout.f32(), wmean.f32(), wrstd.f32(), x.f32(), w.f32(), b.f32(), N, C, 1e-5f);
   report("layernorm_forward", "f32", rel_error(out, wout), kLimitF32);
   report("layernorm_forward.mean", "f32", rel_error(mean, wmean), kLimitF32);
   report("layernorm_forward.rstd", "f32", rel_error(rstd, wrstd), kLimitF32);
@@ -540,8 +528,7 @@ TEST(CudaLayerNorm, BackwardMatchesCpuOverwritingAndAccumulating) {
     const Tensor g = random_host({N, C}, 1004);
     // Mean and rstd from the CPU forward, used by both backward passes.
     const Tensor out = Tensor::empty({N, C}), mean = Tensor::empty({N}), rstd = Tensor::empty({N});
-    cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), x.f32(), w.f32(), b.f32(), N, C,
-                           1e-5f);
+    cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), x.f32(), w.f32(), b.f32(), N, C, 1e-5f);
     const Tensor dx = dev(x), dw_in = dev(w), dg = dev(g), dmean = dev(mean), drstd = dev(rstd);
     for (const bool accumulate : {false, true}) {
       const uint64_t seed = accumulate ? 1010 : 1020;
@@ -549,11 +536,11 @@ TEST(CudaLayerNorm, BackwardMatchesCpuOverwritingAndAccumulating) {
       const Tensor din = poisoned({N, C});
       const Tensor dweight = accumulate ? dev(dw0) : poisoned({C});
       const Tensor dbias = accumulate ? dev(db0) : poisoned({C});
-      cuda::layernorm_backward(din.f32(), dweight.f32(), dbias.f32(), dg.f32(), dx.f32(),
-                               dw_in.f32(), dmean.f32(), drstd.f32(), N, C, accumulate);
+      cuda::layernorm_backward(din.f32(), dweight.f32(), dbias.f32(), dg.f32(), dx.f32(), dw_in.f32(), dmean.f32(),
+                               drstd.f32(), N, C, accumulate);
       const Tensor wdin = Tensor::empty({N, C}), wdw = clone_host(dw0), wdb = clone_host(db0);
-      cpu::layernorm_backward(wdin.f32(), wdw.f32(), wdb.f32(), g.f32(), x.f32(), w.f32(),
-                              mean.f32(), rstd.f32(), N, C, accumulate);
+      cpu::layernorm_backward(wdin.f32(), wdw.f32(), wdb.f32(), g.f32(), x.f32(), w.f32(), mean.f32(), rstd.f32(), N, C,
+                              accumulate);
       report("layernorm_backward.din", "f32", rel_error(din, wdin), kLimitF32);
       report("layernorm_backward.dweight", "f32", rel_error(dweight, wdw), kLimitF32);
       report("layernorm_backward.dbias", "f32", rel_error(dbias, wdb), kLimitF32);

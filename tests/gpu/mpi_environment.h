@@ -15,8 +15,7 @@ namespace shardtrain::gpu_test {
 
 class MpiEnvironment : public ::testing::Environment {
  public:
-  explicit MpiEnvironment(std::function<void()> before_finalize = {})
-      : before_finalize_(std::move(before_finalize)) {}
+  explicit MpiEnvironment(std::function<void()> before_finalize = {}) : before_finalize_(std::move(before_finalize)) {}
   void SetUp() override {
     int initialized = 0, provided = 0;
     MPI_Initialized(&initialized);

@@ -67,8 +67,8 @@ struct ModelRun {
 
 inline ModelRun make_run(const Case& c, Device device) {
   ModelRun r{nn::build_model(c.spec, c.sample, c.classes), nullptr,
-        c.lm ? train::StepBuffers::language_model(c.sample[0], c.classes, c.batch, device)
-             : train::StepBuffers(c.sample, c.classes, c.batch, device)};
+             c.lm ? train::StepBuffers::language_model(c.sample[0], c.classes, c.batch, device)
+                  : train::StepBuffers(c.sample, c.classes, c.batch, device)};
   r.model->to(device);
   r.model->initialize(7);
   // SGD with momentum: AdamW divides by sqrt(v), which turns rounding-level
@@ -79,8 +79,7 @@ inline ModelRun make_run(const Case& c, Device device) {
   oc.lr = 0.05f;
   oc.momentum = 0.9f;
   oc.weight_decay = 0.0f;
-  r.opt = optim::make_optimizer(oc, r.model->flat().numel(), train::optimizer_ranges(r.model->flat()),
-                                device);
+  r.opt = optim::make_optimizer(oc, r.model->flat().numel(), train::optimizer_ranges(r.model->flat()), device);
   return r;
 }
 

@@ -57,9 +57,8 @@ void throughput(const Case& c, const char* precision, double flops) {
   synchronize_gpu();
   const double per_step = (now_seconds() - t0) / kSteps;
   const double tflops = flops / per_step * 1e-12;
-  std::printf("GPUTRAIN model=%s precision=%s batch=%lld step_ms=%.3f samples_s=%.0f tflops=%.2f\n",
-              c.name, precision, static_cast<long long>(c.batch), per_step * 1e3,
-              double(c.batch) / per_step, tflops);
+  std::printf("GPUTRAIN model=%s precision=%s batch=%lld step_ms=%.3f samples_s=%.0f tflops=%.2f\n", c.name, precision,
+              static_cast<long long>(c.batch), per_step * 1e3, double(c.batch) / per_step, tflops);
   std::fflush(stdout);
   set_gpu_gemm_precision("f32");
 }

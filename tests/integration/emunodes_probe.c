@@ -45,8 +45,8 @@ static Counters read_counters(void) {
     const char* name = line;
     while (*name == ' ') ++name;
     unsigned long long v[16] = {0};
-    if (sscanf(colon + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-               &v[4], &v[5], &v[6], &v[7], &v[8]) != 9)
+    if (sscanf(colon + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+               &v[6], &v[7], &v[8]) != 9)
       continue;
     /* field 0: rx bytes, field 8: tx bytes */
     if (strcmp(name, "lo") == 0) {

@@ -67,7 +67,8 @@ Buffers fsdp_buffers(int r, int shards, bool filled) {
     for (const Piece& p : b.write)
       for (int64_t i = p.flat_begin; i < p.flat_end; ++i) {
         b.params.f32()[p.local_offset + i - p.flat_begin] = param_value(i);
-        for (int k = 0; k < 2; ++k) b.state[size_t(k)].second.f32()[p.local_offset + i - p.flat_begin] = state_value(k, i);
+        for (int k = 0; k < 2; ++k)
+          b.state[size_t(k)].second.f32()[p.local_offset + i - p.flat_begin] = state_value(k, i);
       }
   return b;
 }

@@ -53,8 +53,7 @@ void check_queued(const std::string& config) {
   for (const Issued& x : alone.ops) c.allreduce(alone.buffers[x.buffer], x.op)->wait();
 
   for (size_t b = 0; b < queued.buffers.size(); ++b) {
-    SCOPED_TRACE(fmt::format("buffer {} ({} {})", b, queued.buffers[b].numel(),
-                             dtype_name(queued.buffers[b].dtype())));
+    SCOPED_TRACE(fmt::format("buffer {} ({} {})", b, queued.buffers[b].numel(), dtype_name(queued.buffers[b].dtype())));
     EXPECT_EQ(hash(queued.buffers[b]), hash(alone.buffers[b])) << "queued and one at a time differ";
     EXPECT_TRUE(same_on_all_ranks(hash(queued.buffers[b]))) << "the ranks' results differ in some bit";
     // Sums only (twice for some): exact.

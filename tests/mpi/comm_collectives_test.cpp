@@ -16,8 +16,8 @@
 namespace shardtrain::comm::testing {
 namespace {
 
-const char* kAlgorithmConfigs[] = {"auto", "shm", "oneshot", "mpi", "ring", "ring-default-chunk", "hierarchical",
-                                   "auto-small"};
+const char* kAlgorithmConfigs[] = {"auto",         "shm",       "oneshot", "mpi", "ring", "ring-default-chunk",
+                                   "hierarchical", "auto-small"};
 const DType kReduceDtypes[] = {DType::f32, DType::bf16};
 const ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::avg};
 
@@ -60,7 +60,8 @@ std::string expected_algorithm(const std::string& config, const char* op, int64_
   // Shared memory when every rank of the world is on one node (one machine
   // here), unless emulated nodes split it.
   const bool shm = o.shared_memory && w.node().size() == p;
-  if (name == "allreduce" && shm && (o.allreduce_algorithm == AllreduceAlgorithm::automatic || o.allreduce_algorithm == AllreduceAlgorithm::shm))
+  if (name == "allreduce" && shm &&
+      (o.allreduce_algorithm == AllreduceAlgorithm::automatic || o.allreduce_algorithm == AllreduceAlgorithm::shm))
     return "shm";
   if (name == "allreduce" && o.allreduce_algorithm == AllreduceAlgorithm::oneshot) return "oneshot";
   if (o.allreduce_algorithm == AllreduceAlgorithm::mpi) return "mpi";
@@ -130,8 +131,8 @@ TEST(CommCollectives, ReduceScatterEveryAlgorithmSizeDtypeOp) {
 }
 
 void check_allgather(const std::string& config, DType dtype, int64_t per_rank, bool aliased) {
-  SCOPED_TRACE(fmt::format("config {} dtype {} per rank {}{}", config, dtype_name(dtype), per_rank,
-                           aliased ? " aliased" : ""));
+  SCOPED_TRACE(
+      fmt::format("config {} dtype {} per rank {}{}", config, dtype_name(dtype), per_rank, aliased ? " aliased" : ""));
   Communicator& c = world(config);
   const int p = c.size(), r = c.rank();
   auto values = [&](int k) {
@@ -170,8 +171,8 @@ TEST(CommCollectives, BroadcastFromEveryRootEveryDtype) {
       for (int root = 0; root < c.size(); ++root) {
         SCOPED_TRACE(fmt::format("dtype {} numel {} root {}", dtype_name(dtype), n, root));
         const Tensor want = to_tensor(input(17 + uint64_t(n), root, n, dtype), dtype);
-        Tensor t = c.rank() == root ? to_tensor(input(17 + uint64_t(n), root, n, dtype), dtype)
-                                    : Tensor::zeros({n}, dtype);
+        Tensor t =
+            c.rank() == root ? to_tensor(input(17 + uint64_t(n), root, n, dtype), dtype) : Tensor::zeros({n}, dtype);
         WorkPtr w = c.broadcast(t, root);
         w->wait();
         EXPECT_EQ(hash(t), hash(want));

@@ -23,13 +23,13 @@ using namespace shardtrain;
 
 namespace {
 
-#define ST_REQUIRE_GPU_ALL_RANKS()                                                     \
-  do {                                                                                 \
-    std::string st_why_;                                                               \
-    int st_have_ = cuda_devices(&st_why_).empty() ? 0 : 1, st_all_ = 0;                \
-    MPI_Allreduce(&st_have_, &st_all_, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);           \
-    if (!st_all_) GTEST_SKIP() << "skipped: no CUDA device (" << st_why_ << ")";       \
-    use_cuda_device(0);                                                                \
+#define ST_REQUIRE_GPU_ALL_RANKS()                                               \
+  do {                                                                           \
+    std::string st_why_;                                                         \
+    int st_have_ = cuda_devices(&st_why_).empty() ? 0 : 1, st_all_ = 0;          \
+    MPI_Allreduce(&st_have_, &st_all_, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);     \
+    if (!st_all_) GTEST_SKIP() << "skipped: no CUDA device (" << st_why_ << ")"; \
+    use_cuda_device(0);                                                          \
   } while (0)
 
 float value(int64_t i, int r) { return float(i % 5) + 10.0f * float(r); }
@@ -37,8 +37,10 @@ float value(int64_t i, int r) { return float(i % 5) + 10.0f * float(r); }
 Tensor device_input(int64_t n, int r, DType dtype = DType::f32) {
   Tensor h = Tensor::empty({n}, dtype);
   for (int64_t i = 0; i < n; ++i) {
-    if (dtype == DType::bf16) h.bf16_data()[i] = to_bf16(value(i, r));
-    else h.f32()[i] = value(i, r);
+    if (dtype == DType::bf16)
+      h.bf16_data()[i] = to_bf16(value(i, r));
+    else
+      h.f32()[i] = value(i, r);
   }
   return to_device(h, Device::cuda(0));
 }

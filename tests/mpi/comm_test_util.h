@@ -96,7 +96,9 @@ inline Tensor to_tensor(const std::vector<float>& v, DType dtype) {
 inline std::vector<float> to_vector(const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
   for (size_t i = 0; i < v.size(); ++i)
-    v[i] = t.dtype() == DType::bf16 ? to_f32(t.bf16_data()[i]) : t.dtype() == DType::f32 ? t.f32()[i] : float(t.i32()[i]);
+    v[i] = t.dtype() == DType::bf16  ? to_f32(t.bf16_data()[i])
+           : t.dtype() == DType::f32 ? t.f32()[i]
+                                     : float(t.i32()[i]);
   return v;
 }
 

@@ -32,8 +32,7 @@ std::vector<std::string> host_names() {
   int len = 0;
   MPI_Get_processor_name(mine, &len);
   std::vector<char> all(static_cast<size_t>(world_size()) * MPI_MAX_PROCESSOR_NAME);
-  MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
-                MPI_COMM_WORLD);
+  MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD);
   std::vector<std::string> names;
   for (int r = 0; r < world_size(); ++r) names.emplace_back(&all[size_t(r) * MPI_MAX_PROCESSOR_NAME]);
   return names;
@@ -48,9 +47,7 @@ TEST(CommTopology, NodesAreTheRanksOfAHost) {
   EXPECT_EQ(w.size(), world_size());
   EXPECT_EQ(w.rank(), my_world_rank());
   const std::vector<std::string> hosts = host_names();
-  auto local_index = [&](int r) {
-    return int(std::count(hosts.begin(), hosts.begin() + r, hosts[size_t(r)]));
-  };
+  auto local_index = [&](int r) { return int(std::count(hosts.begin(), hosts.begin() + r, hosts[size_t(r)])); };
   std::vector<int32_t> node_members, cross_members;
   for (int r = 0; r < world_size(); ++r) {
     if (hosts[size_t(r)] == hosts[size_t(my_world_rank())]) node_members.push_back(r);

@@ -47,8 +47,8 @@ std::vector<std::vector<int64_t>> gather_epoch(Sampler& s, int64_t epoch) {
   for (int64_t b = 0; b < s.batches_per_epoch(); ++b) {
     s.batch_indices(epoch, b, mine);
     EXPECT_EQ(int64_t(mine.size()), counts[size_t(world_rank())]);
-    MPI_Gatherv(mine.data(), int(mine.size()), MPI_INT64_T, all.data(), counts.data(), displs.data(),
-                MPI_INT64_T, 0, MPI_COMM_WORLD);
+    MPI_Gatherv(mine.data(), int(mine.size()), MPI_INT64_T, all.data(), counts.data(), displs.data(), MPI_INT64_T, 0,
+                MPI_COMM_WORLD);
     if (world_rank() == 0) batches.push_back(all);
   }
   return batches;

@@ -149,8 +149,7 @@ TEST(StreamLoader, ColdCacheDropsTheShardsPages) {
     for (int64_t b = 0; b < loader.sampler().batches_per_epoch(); ++b) loader.next();
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  for (const auto& f : io::format_v1::list_shard_files(dir))
-    EXPECT_LT(io::resident_fraction(f), 0.05) << f;
+  for (const auto& f : io::format_v1::list_shard_files(dir)) EXPECT_LT(io::resident_fraction(f), 0.05) << f;
   MPI_Barrier(MPI_COMM_WORLD);  // every rank has looked before rank 0 reads one back
   // Control: reading the files puts them in the page cache.
   if (rank() == 0) {

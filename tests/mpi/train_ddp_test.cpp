@@ -41,8 +41,7 @@ struct Trainee {
 };
 
 // Trains `steps` steps on rows [begin, end) of each global batch.
-void train_steps(Trainee& t, int64_t steps, int64_t begin, int64_t end, int64_t micro_batches,
-           parallel::Ddp* ddp) {
+void train_steps(Trainee& t, int64_t steps, int64_t begin, int64_t end, int64_t micro_batches, parallel::Ddp* ddp) {
   train::StepBuffers b(kSample, kClasses, end - begin);
   for (int64_t s = 0; s < steps; ++s) {
     load_batch(s, {begin, end}, b);
@@ -125,8 +124,10 @@ class GroupRecorder final : public comm::Communicator {
   int size() const override { return inner_.size(); }
   const std::string& name() const override { return inner_.name(); }
   comm::WorkPtr allreduce(const Tensor& t, comm::ReduceOp op) override {
-    if (open_) ++group_sizes.back();
-    else group_sizes.push_back(0);  // a lone all-reduce: size 0
+    if (open_)
+      ++group_sizes.back();
+    else
+      group_sizes.push_back(0);  // a lone all-reduce: size 0
     if (++allreduces_ == fail_at) throw Error("all-reduce refused (test)");
     return inner_.allreduce(t, op);
   }
@@ -225,8 +226,8 @@ TEST(Ddp, BucketsAreWholeBlocksInReverseOrder) {
   spec.hidden = {64, 64, 64};  // blocks of 16.6 KiB, 16.6 KiB, 16.6 KiB, 2.6 KiB
   Trainee t(spec, 1);
   parallel::DdpOptions o;
-  o.first_bucket_mb = 0.02;   // the head + one hidden block fit
-  o.bucket_mb = 0.04;         // two hidden blocks fit
+  o.first_bucket_mb = 0.02;  // the head + one hidden block fit
+  o.bucket_mb = 0.04;        // two hidden blocks fit
   parallel::Ddp ddp(*t.model, world(), o);
   const auto& b = ddp.buckets();
   ASSERT_EQ(b.size(), 2u);

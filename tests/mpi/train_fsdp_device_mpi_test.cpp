@@ -100,8 +100,8 @@ TEST(FsdpOnGpu, MatchesTheCpuForEveryShardingMode) {
   use_cuda_device(0);
   set_gpu_gemm_precision("f32");
   const std::pair<const char*, parallel::ShardingMode> modes[] = {{"full", parallel::ShardingMode::full_shard},
-                                                                   {"grad_op", parallel::ShardingMode::shard_grad_op},
-                                                                   {"hybrid", parallel::ShardingMode::hybrid}};
+                                                                  {"grad_op", parallel::ShardingMode::shard_grad_op},
+                                                                  {"hybrid", parallel::ShardingMode::hybrid}};
   for (const nn::ModelSpec& spec : {mlp_spec(), cnn_spec()}) {
     for (const auto& [name, mode] : modes) {
       parallel::FsdpOptions fo;

@@ -32,7 +32,6 @@ using namespace train::testing;
 
 constexpr int64_t kSteps = 5;
 
-
 // DDP's parameters after `steps` steps (train::train_step).
 Tensor ddp_params(const nn::ModelSpec& spec, const optim::OptimizerConfig& oc, int64_t steps,
                   parallel::CommStats* stats = nullptr, double clip = 0.0) {
@@ -266,7 +265,8 @@ TEST(Fsdp, FreedBlocksArePoisonedUntilGathered) {
 TEST(Fsdp, AnyPrefetchDepthGivesTheSameParameters) {
   const Tensor ddp = ddp_params(four_block_mlp_spec(), sgd_with_decay(), kSteps);
   for (int k : {0, 1, 3, 8}) {
-    const FsdpRun f = fsdp_params(four_block_mlp_spec(), sgd_with_decay(), kSteps, opts(parallel::ShardingMode::full_shard, k));
+    const FsdpRun f =
+        fsdp_params(four_block_mlp_spec(), sgd_with_decay(), kSteps, opts(parallel::ShardingMode::full_shard, k));
     EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << "prefetch " << k;
   }
 }
@@ -289,8 +289,8 @@ TEST(Fsdp, GradientAccumulationReduceScattersOncePerStep) {
 // What `debug.slow_comm_ms` spreads its delay over: the collectives of a
 // step as counted, for each mode with one and two micro-batches.
 TEST(Fsdp, CollectivesPerStepAsCounted) {
-  for (const auto mode : {parallel::ShardingMode::full_shard, parallel::ShardingMode::shard_grad_op,
-                          parallel::ShardingMode::hybrid})
+  for (const auto mode :
+       {parallel::ShardingMode::full_shard, parallel::ShardingMode::shard_grad_op, parallel::ShardingMode::hybrid})
     for (const int64_t k : {int64_t(1), int64_t(2)}) {
       comm::Communicator* comm = mode == parallel::ShardingMode::hybrid ? &two_rank_nodes() : nullptr;
       const FsdpRun f = fsdp_params(cnn_spec(), sgd_with_decay(), kSteps, opts(mode), k, 0.0, comm);
@@ -307,7 +307,8 @@ TEST(Fsdp, GradientClippingMatchesDdp) {
   const Tensor ddp = ddp_params(cnn_spec(), sgd_with_decay(), kSteps, nullptr, 0.05);
   const Tensor unclipped = ddp_params(cnn_spec(), sgd_with_decay(), kSteps);
   EXPECT_GT(max_abs_diff(ddp, unclipped), 1e-3);
-  const FsdpRun f = fsdp_params(cnn_spec(), sgd_with_decay(), kSteps, opts(parallel::ShardingMode::full_shard), 1, 0.05);
+  const FsdpRun f =
+      fsdp_params(cnn_spec(), sgd_with_decay(), kSteps, opts(parallel::ShardingMode::full_shard), 1, 0.05);
   EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance);
   expect_identical_across_ranks(f.params);
 }
@@ -329,16 +330,15 @@ TEST(Fsdp, BytesPerStepAgainstTheory) {
     const double factor = mode == parallel::ShardingMode::full_shard ? 3.0 : 2.0;
     if (world().rank() == 0)
       std::cout << fmt::format(
-                       "[bytes] {} ranks, CNN (Psi = {} B f32, {} Blocks, padded {} B): DDP payload {} B, wire "
-                       "{:.0f} B (theory 2(N-1)/N Psi = {:.0f}); FSDP {} gathers {} B + reduce-scatters {} B "
-                       "payload, wire {:.0f} B (theory {:.0f}(N-1)/N Psi = {:.0f})\n",
-                       n, psi, f.blocks, f.padded_numel * 4, ds.bytes, ddp_wire, 2 * (n - 1) / double(n) * psi,
-                       mode == parallel::ShardingMode::full_shard ? "FULL_SHARD" : "SHARD_GRAD_OP",
-                       f.stats.allgather_payload_bytes, f.stats.reduce_scatter_payload_bytes, fsdp_wire, factor,
-                       factor * (n - 1) / n * psi);
+          "[bytes] {} ranks, CNN (Psi = {} B f32, {} Blocks, padded {} B): DDP payload {} B, wire "
+          "{:.0f} B (theory 2(N-1)/N Psi = {:.0f}); FSDP {} gathers {} B + reduce-scatters {} B "
+          "payload, wire {:.0f} B (theory {:.0f}(N-1)/N Psi = {:.0f})\n",
+          n, psi, f.blocks, f.padded_numel * 4, ds.bytes, ddp_wire, 2 * (n - 1) / double(n) * psi,
+          mode == parallel::ShardingMode::full_shard ? "FULL_SHARD" : "SHARD_GRAD_OP", f.stats.allgather_payload_bytes,
+          f.stats.reduce_scatter_payload_bytes, fsdp_wire, factor, factor * (n - 1) / n * psi);
     // Exact for what we issue: (N-1)/N of every padded Block gathered or reduce-scattered.
-    const int64_t gathers = mode == parallel::ShardingMode::full_shard ? 2 * f.padded_numel - f.last_padded
-                                                                       : f.padded_numel;
+    const int64_t gathers =
+        mode == parallel::ShardingMode::full_shard ? 2 * f.padded_numel - f.last_padded : f.padded_numel;
     EXPECT_EQ(f.stats.wire_bytes, (gathers + f.padded_numel) / n * (n - 1) * 4);
     EXPECT_EQ(ds.bytes, int64_t(psi));
   }

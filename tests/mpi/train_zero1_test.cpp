@@ -24,7 +24,6 @@ using namespace train::testing;
 
 constexpr int64_t kSteps = 5;
 
-
 struct Trained {
   Tensor params;  // the whole flat buffer after the steps, on this rank
   parallel::CommStats stats;
@@ -34,7 +33,7 @@ struct Trained {
 
 // `steps` steps of `strategy_name` ("ddp" or "zero1") over the world.
 Trained run_steps(const std::string& strategy_name, const nn::ModelSpec& spec, const optim::OptimizerConfig& oc,
-          int64_t micro_batches = 1, double clip = 0.0) {
+                  int64_t micro_batches = 1, double clip = 0.0) {
   auto model = nn::build_model(spec, kSample, kClasses);
   model->initialize(5);
   parallel::ParallelOptions po;

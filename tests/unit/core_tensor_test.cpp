@@ -9,7 +9,7 @@ using namespace shardtrain;
 TEST(Allocator, AccountsCurrentAndPeakBytes) {
   const MemoryStats before = memory_stats(Device::cpu());
   {
-    Tensor a = Tensor::empty({1000});        // 4000 bytes
+    Tensor a = Tensor::empty({1000});                 // 4000 bytes
     Tensor b = Tensor::empty({10, 10}, DType::bf16);  // 200 bytes
     const MemoryStats during = memory_stats(Device::cpu());
     EXPECT_EQ(during.current_bytes - before.current_bytes, 4200);

@@ -79,9 +79,9 @@ void expect_copy_rate(double limit_mb_s, int64_t file_bytes, int64_t block_bytes
   EXPECT_TRUE(s.complete);
   EXPECT_EQ(s.bytes, file_bytes);
   const double rate = mb_per_s(s.bytes, s.seconds);
-  std::printf("[ rate     ] limit %.1f MB/s, block %lld KiB, %.2f MiB: %.3f s, %.2f MB/s (%+.1f%%)\n",
-              limit_mb_s, static_cast<long long>(block_bytes / 1024), double(file_bytes) / (1 << 20), s.seconds,
-              rate, (rate / limit_mb_s - 1) * 100);
+  std::printf("[ rate     ] limit %.1f MB/s, block %lld KiB, %.2f MiB: %.3f s, %.2f MB/s (%+.1f%%)\n", limit_mb_s,
+              static_cast<long long>(block_bytes / 1024), double(file_bytes) / (1 << 20), s.seconds, rate,
+              (rate / limit_mb_s - 1) * 100);
   EXPECT_NEAR(rate, limit_mb_s, 0.10 * limit_mb_s);
   EXPECT_NEAR(mb_per_s(s.bytes, wall), limit_mb_s, 0.10 * limit_mb_s);
   EXPECT_EQ(read_bytes(dir / "dst"), data);

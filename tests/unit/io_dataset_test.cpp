@@ -199,8 +199,7 @@ TEST(DatasetLoad, EmptyShardsAreAllowedButNotAnEmptySplit) {
   empty.shard_index = 0;
   empty.num_shards = 1;
   write_raw(only_empty / "part-00000.h5", empty);
-  expect_error([&] { InMemoryDataset::load(only_empty.path()); },
-               {only_empty.path(), "the split has no samples"});
+  expect_error([&] { InMemoryDataset::load(only_empty.path()); }, {only_empty.path(), "the split has no samples"});
 }
 
 // ---- schema violations -----------------------------------------------------
@@ -316,10 +315,8 @@ TEST(DatasetSchema, LabelOutOfRangeBeyondLimit) {
 
 // ---- shard sets ------------------------------------------------------------
 
-void write_set(const TempDir& dir, const std::vector<int>& file_numbers,
-               const std::vector<RawShard>& shards) {
-  for (size_t i = 0; i < shards.size(); ++i)
-    write_raw(dir / format_v1::shard_file_name(file_numbers[i]), shards[i]);
+void write_set(const TempDir& dir, const std::vector<int>& file_numbers, const std::vector<RawShard>& shards) {
+  for (size_t i = 0; i < shards.size(); ++i) write_raw(dir / format_v1::shard_file_name(file_numbers[i]), shards[i]);
 }
 
 RawShard shard(int index, int count) {
@@ -332,8 +329,7 @@ RawShard shard(int index, int count) {
 TEST(DatasetShards, MissingShard) {
   TempDir dir;
   write_set(dir, {0, 2}, {shard(0, 3), shard(2, 3)});
-  expect_error([&] { InMemoryDataset::load(dir.path()); },
-               {dir.path(), "shard 1 of 3 is missing", "2 shard file(s)"});
+  expect_error([&] { InMemoryDataset::load(dir.path()); }, {dir.path(), "shard 1 of 3 is missing", "2 shard file(s)"});
 }
 
 TEST(DatasetShards, DuplicateIndex) {
@@ -370,8 +366,7 @@ TEST(DatasetShards, InconsistentMetadata) {
   TempDir dir2;
   b = shard(1, 3);
   write_set(dir2, {0, 1}, {shard(0, 2), b});
-  expect_error([&] { InMemoryDataset::load(dir2.path()); },
-               {dir2 / "part-00001.h5", "num_shards 3 differs from 2"});
+  expect_error([&] { InMemoryDataset::load(dir2.path()); }, {dir2 / "part-00001.h5", "num_shards 3 differs from 2"});
 
   TempDir dir3;
   b = shard(1, 2);

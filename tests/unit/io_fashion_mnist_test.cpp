@@ -28,12 +28,8 @@ using testing::write_gz;
 constexpr float kMean = 0.2860f, kStd = 0.3530f;
 constexpr int kPixels = 28 * 28;
 
-uint8_t pixel(int split_seed, int64_t sample, int p) {
-  return uint8_t((sample * 13 + p * 7 + split_seed) % 256);
-}
-uint8_t label(int split_seed, int64_t sample) {
-  return uint8_t((sample * (split_seed + 1) + split_seed) % 10);
-}
+uint8_t pixel(int split_seed, int64_t sample, int p) { return uint8_t((sample * 13 + p * 7 + split_seed) % 256); }
+uint8_t label(int split_seed, int64_t sample) { return uint8_t((sample * (split_seed + 1) + split_seed) % 10); }
 
 // Writes <prefix>-{images-idx3,labels-idx1}-ubyte.gz for n samples.
 void write_source(const TempDir& dir, const std::string& prefix, int split_seed, uint32_t n) {
@@ -153,8 +149,7 @@ TEST_P(FashionMnistRoundTrip, LoadsBackExactly) {
   std::vector<float> x(kPixels);
   int32_t y = 0;
   int64_t beyond = 20;
-  expect_error([&] { limited.gather(&beyond, 1, x.data(), &y); },
-               {"sample index 20 is out of range [0, 20)"});
+  expect_error([&] { limited.gather(&beyond, 1, x.data(), &y); }, {"sample index 20 is out of range [0, 20)"});
   // A limit past the end is the whole split.
   EXPECT_EQ(InMemoryDataset::load(out / "train", 1000).size(), 50);
   // A single shard file is a valid path when it is a one-shard split.
@@ -183,8 +178,7 @@ TEST(FashionMnistPrep, ShardCountMustFitTheSamples) {
   Source src;
   TempDir out;
   expect_error([&] { prep_fashion_mnist(options(src, out, 0)); }, {"shards is 0", ">= 1"});
-  expect_error([&] { prep_fashion_mnist(options(src, out, 21)); },
-               {"shards is 21", "test split has only 20"});
+  expect_error([&] { prep_fashion_mnist(options(src, out, 21)); }, {"shards is 21", "test split has only 20"});
   EXPECT_TRUE(fs::is_empty(out.path())) << "nothing may be written when the options are invalid";
 }
 
@@ -194,9 +188,8 @@ TEST(FashionMnistPrep, ImageLabelCountMismatch) {
   std::vector<uint8_t> labels(19, 1);
   write_gz(src.dir / "t10k-labels-idx1-ubyte.gz", idx_bytes(kIdxLabelsMagic, {19}, labels));
   TempDir out;
-  expect_error([&] { prep_fashion_mnist(options(src, out, 1)); },
-               {src.dir / "t10k-images-idx3-ubyte.gz", "20 images", src.dir / "t10k-labels-idx1-ubyte.gz",
-                "19 labels"});
+  expect_error([&] { prep_fashion_mnist(options(src, out, 1)); }, {src.dir / "t10k-images-idx3-ubyte.gz", "20 images",
+                                                                   src.dir / "t10k-labels-idx1-ubyte.gz", "19 labels"});
   // The train split was fine, but nothing is written when any input is bad.
   EXPECT_TRUE(fs::is_empty(out.path()));
 }

@@ -57,8 +57,7 @@ TEST(IdxReader, TrailingGarbage) {
 TEST(IdxReader, NotGzip) {
   TempDir dir;
   write_bytes(dir / "plain.gz", idx_bytes(kIdxLabelsMagic, {3}, {1, 2, 3}));
-  expect_error([&] { read_idx_gz(dir / "plain.gz", kIdxLabelsMagic); },
-               {dir / "plain.gz", "not a gzip file"});
+  expect_error([&] { read_idx_gz(dir / "plain.gz", kIdxLabelsMagic); }, {dir / "plain.gz", "not a gzip file"});
 }
 
 TEST(IdxReader, EmptyFile) {

@@ -180,12 +180,11 @@ TEST_F(ManifestMismatch, ExtraShard) {
 TEST_F(ManifestMismatch, TruncatedShard) {
   const auto size = fs::file_size(shard_path(split, 2));
   fs::resize_file(shard_path(split, 2), size - 100);
-  expect_mismatch(manifest, shard_path(split, 2), {"truncated", fmt::format("{} bytes", size - 100),
-                                                   fmt::format("says {}", size)});
+  expect_mismatch(manifest, shard_path(split, 2),
+                  {"truncated", fmt::format("{} bytes", size - 100), fmt::format("says {}", size)});
   expect_load_fails({shard_path(split, 2), "truncated"});
   verify_shard(shard_path(split, 0), manifest.shards[0]);
-  expect_error([&] { verify_shard(shard_path(split, 2), manifest.shards[2]); },
-               {shard_path(split, 2), "truncated"});
+  expect_error([&] { verify_shard(shard_path(split, 2), manifest.shards[2]); }, {shard_path(split, 2), "truncated"});
 }
 
 TEST_F(ManifestMismatch, GrownShard) {

@@ -45,8 +45,8 @@ SamplerOptions make_options(const std::string& order, int64_t n, bool pad, int64
 
 // Every global batch of `epoch`: the ranks' slices joined in rank order, with
 // a check that each rank got local_batch() samples.
-std::vector<std::vector<int64_t>> epoch_batches(int64_t n, int64_t g, int world, uint64_t seed,
-                                                const SamplerOptions& o, int64_t epoch) {
+std::vector<std::vector<int64_t>> epoch_batches(int64_t n, int64_t g, int world, uint64_t seed, const SamplerOptions& o,
+                                                int64_t epoch) {
   std::vector<Sampler> ranks;
   for (int r = 0; r < world; ++r) ranks.emplace_back(n, g, r, world, seed, o);
   std::vector<std::vector<int64_t>> batches(size_t(ranks[0].batches_per_epoch()));
@@ -81,9 +81,8 @@ TEST(Sampler, ExactlyOncePerEpochAcrossRanks) {
       for (int64_t window : {int64_t{0}, int64_t{16}})
         for (const Case& c : kCases)
           for (int world : {1, 2, 3, 4}) {
-            SCOPED_TRACE(::testing::Message() << "order " << order << " pad " << pad << " window "
-                                              << window << " n " << c.n << " G " << c.g << " world "
-                                              << world);
+            SCOPED_TRACE(::testing::Message() << "order " << order << " pad " << pad << " window " << window << " n "
+                                              << c.n << " G " << c.g << " world " << world);
             const SamplerOptions o = make_options(order, c.n, pad, window);
             const Sampler s(c.n, c.g, 0, world, 5, o);
             const auto batches = epoch_batches(c.n, c.g, world, 5, o, 1);
@@ -309,8 +308,8 @@ TEST(Sampler, ShardOrderLocalityWithUnevenShards) {
       std::vector<int64_t> held;
       for (int64_t s : touched) held.push_back(sizes[size_t(s)]);
       std::sort(held.begin(), held.end(), std::greater<>());
-      const int64_t inner = std::accumulate(held.begin() + std::min<ptrdiff_t>(2, ptrdiff_t(held.size())),
-                                            held.end(), int64_t{0});
+      const int64_t inner =
+          std::accumulate(held.begin() + std::min<ptrdiff_t>(2, ptrdiff_t(held.size())), held.end(), int64_t{0});
       EXPECT_LE(inner, 2 * w) << "epoch " << epoch;
     }
     const auto all = flatten(batches);

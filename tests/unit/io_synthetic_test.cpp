@@ -159,8 +159,7 @@ TEST(Synthetic, BadOptions) {
     return o;
   };
   expect_error([&] { prep_synthetic(with([](SyntheticOptions& o) { o.samples = 0; })); }, {"samples is 0"});
-  expect_error([&] { prep_synthetic(with([](SyntheticOptions& o) { o.sample_bytes = 0; })); },
-               {"sample bytes is 0"});
+  expect_error([&] { prep_synthetic(with([](SyntheticOptions& o) { o.sample_bytes = 0; })); }, {"sample bytes is 0"});
   expect_error([&] { prep_synthetic(with([](SyntheticOptions& o) { o.shards = 0; })); }, {"shards is 0"});
   expect_error([&] { prep_synthetic(with([](SyntheticOptions& o) { o.shards = 104; })); },
                {"shards is 104 but there are only 103 samples"});

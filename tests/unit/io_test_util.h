@@ -33,9 +33,7 @@ class TempDir {
   TempDir& operator=(const TempDir&) = delete;
 
   const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const {
-    return (std::filesystem::path(path_) / name).string();
-  }
+  std::string operator/(const std::string& name) const { return (std::filesystem::path(path_) / name).string(); }
 
  private:
   std::string path_;

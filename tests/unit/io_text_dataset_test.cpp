@@ -27,9 +27,7 @@ TEST(TextDataset, PrepWritesTrainThenTestSplitsOfTheText) {
   std::string text;
   for (int i = 0; i < 1000; ++i) text += char(' ' + i % 90);
   text += "\xff\x80";  // bytes above 127 are tokens too
-  {
-    std::ofstream(dir / "corpus.txt", std::ios::binary) << text;
-  }
+  { std::ofstream(dir / "corpus.txt", std::ios::binary) << text; }
   TextPrepOptions o;
   o.out_dir = dir / "out";
   o.input = dir / "corpus.txt";

@@ -58,8 +58,7 @@ TEST(Relu, BackwardMatchesFiniteDifferences) {
 
 TEST(Gelu, ForwardMatchesTanhFormula) {
   std::vector<float> x = uniform_vector(1001, 3, -8.0f, 8.0f);
-  for (float v : {0.0f, -0.0f, 1e-20f, -1e-6f, 20.0f, -20.0f, 100.0f, -100.0f, 1e30f, -1e30f})
-    x.push_back(v);
+  for (float v : {0.0f, -0.0f, 1e-20f, -1e-6f, 20.0f, -20.0f, 100.0f, -100.0f, 1e30f, -1e30f}) x.push_back(v);
   std::vector<float> y(x.size());
   gelu_forward(y.data(), x.data(), int64_t(x.size()));
   for (size_t i = 0; i < x.size(); ++i) {
@@ -84,8 +83,7 @@ TEST(Gelu, BackwardMatchesDerivativeAndFiniteDifferences) {
   const int64_t n = int64_t(x.size());
   std::vector<float> out(x.size()), din(x.size());
   gelu_backward(din.data(), R.data(), x.data(), n);
-  for (size_t i = 0; i < x.size(); ++i)
-    EXPECT_NEAR(din[i], gelu_grad_ref(x[i]) * R[i], 1e-6) << "x = " << x[i];
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(din[i], gelu_grad_ref(x[i]) * R[i], 1e-6) << "x = " << x[i];
   expect_gradient(
       x, din,
       [&] {

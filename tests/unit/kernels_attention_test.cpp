@@ -17,8 +17,7 @@ using testing::expect_gradient;
 using testing::uniform_vector;
 
 // The definition, in double, one (b, h, t) at a time: no GEMM, no mask trick.
-std::vector<double> naive_attention(const std::vector<float>& qkv, int64_t B, int64_t T,
-                                    int64_t C, int64_t NH) {
+std::vector<double> naive_attention(const std::vector<float>& qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
   const int64_t hs = C / NH;
   std::vector<double> out(size_t(B * T * C), 0.0);
   for (int64_t b = 0; b < B; ++b)

@@ -18,8 +18,7 @@ using testing::expect_gradient;
 using testing::uniform_vector;
 
 std::string name(const Conv2dShape& s) {
-  return fmt::format("B{} C{} {}x{} OC{} K{} S{} P{}", s.B, s.C, s.H, s.W, s.OC, s.K, s.stride,
-                     s.pad);
+  return fmt::format("B{} C{} {}x{} OC{} K{} S{} P{}", s.B, s.C, s.H, s.W, s.OC, s.K, s.stride, s.pad);
 }
 
 // Square kernels with stride 1/2, padding 0/1/2, non-square images, a 1x1
@@ -34,8 +33,8 @@ const std::vector<Conv2dShape> kShapes = {
 };
 
 // Direct convolution, in double.
-std::vector<double> direct_conv(const std::vector<float>& in, const std::vector<float>& w,
-                                const std::vector<float>& b, const Conv2dShape& s) {
+std::vector<double> direct_conv(const std::vector<float>& in, const std::vector<float>& w, const std::vector<float>& b,
+                                const Conv2dShape& s) {
   const int64_t OH = s.OH(), OW = s.OW();
   std::vector<double> out(size_t(s.B * s.OC * OH * OW));
   for (int64_t n = 0; n < s.B; ++n)
@@ -48,8 +47,7 @@ std::vector<double> direct_conv(const std::vector<float>& in, const std::vector<
               for (int64_t kj = 0; kj < s.K; ++kj) {
                 const int64_t ih = oh * s.stride - s.pad + ki, iw = ow * s.stride - s.pad + kj;
                 if (ih < 0 || ih >= s.H || iw < 0 || iw >= s.W) continue;
-                acc += double(in[((n * s.C + c) * s.H + ih) * s.W + iw]) *
-                       w[((o * s.C + c) * s.K + ki) * s.K + kj];
+                acc += double(in[((n * s.C + c) * s.H + ih) * s.W + iw]) * w[((o * s.C + c) * s.K + ki) * s.K + kj];
               }
           out[((n * s.OC + o) * OH + oh) * OW + ow] = acc;
         }
@@ -64,8 +62,7 @@ TEST(Conv2d, ForwardMatchesDirectConvolution) {
     std::vector<float> col(s.col_floats());
     conv2d_forward(out.data(), in.data(), w.data(), b.data(), col.data(), s);
     const auto ref = direct_conv(in, w, b, s);
-    for (size_t i = 0; i < out.size(); ++i)
-      EXPECT_NEAR(out[i], ref[i], 1e-5) << name(s) << " @" << i;
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], ref[i], 1e-5) << name(s) << " @" << i;
   }
 }
 
@@ -87,9 +84,8 @@ TEST(Conv2d, Col2imIsTheAdjointOfIm2col) {
 // vector (7, 8, 14, 16, 17, 33 columns) so full vectors and masked tails run.
 TEST(Conv2d, Im2colAndCol2imAreTheirDefinitionsWithEveryRowCopy) {
   const std::vector<Conv2dShape> shapes = {
-      {1, 3, 7, 7, 1, 3, 1, 1},   {1, 2, 8, 8, 1, 5, 1, 2}, {1, 32, 14, 14, 1, 5, 1, 2},
-      {1, 2, 16, 16, 1, 3, 1, 0}, {1, 2, 5, 17, 1, 3, 1, 1}, {1, 1, 4, 33, 1, 5, 1, 2},
-      {1, 3, 7, 5, 1, 3, 2, 1}};  // stride 2: the general path
+      {1, 3, 7, 7, 1, 3, 1, 1},  {1, 2, 8, 8, 1, 5, 1, 2},  {1, 32, 14, 14, 1, 5, 1, 2}, {1, 2, 16, 16, 1, 3, 1, 0},
+      {1, 2, 5, 17, 1, 3, 1, 1}, {1, 1, 4, 33, 1, 5, 1, 2}, {1, 3, 7, 5, 1, 3, 2, 1}};  // stride 2: the general path
   for (const int isa : {2, 1, 0}) {
     const int before = set_conv_row_isa(isa);
     for (const auto& s : shapes) {
@@ -130,8 +126,7 @@ TEST(Conv2d, BackwardMatchesFiniteDifferences) {
       return dot(out, R);
     };
     std::vector<float> din(in.size()), dw(w.size()), db(b.size());
-    conv2d_backward(din.data(), dw.data(), db.data(), R.data(), in.data(), w.data(), col.data(), s,
-                    false);
+    conv2d_backward(din.data(), dw.data(), db.data(), R.data(), in.data(), w.data(), col.data(), s, false);
     expect_gradient(in, din, loss, 1e-2f, 1e-3, "din " + name(s));
     expect_gradient(w, dw, loss, 1e-2f, 1e-3, "dweight " + name(s));
     expect_gradient(b, db, loss, 1e-2f, 1e-3, "dbias " + name(s));
@@ -146,16 +141,14 @@ TEST(Conv2d, AccumulateAddsAndOverwriteIgnoresGarbage) {
   std::vector<float> col(s.col_floats());
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> din(in.size(), nan), dw(w.size(), nan), db(s.OC, nan);
-  conv2d_backward(din.data(), dw.data(), db.data(), dout.data(), in.data(), w.data(), col.data(), s,
-                  false);
+  conv2d_backward(din.data(), dw.data(), db.data(), dout.data(), in.data(), w.data(), col.data(), s, false);
   for (float v : dw) ASSERT_FALSE(std::isnan(v));
   for (float v : db) ASSERT_FALSE(std::isnan(v));
   for (float v : din) ASSERT_FALSE(std::isnan(v));
   auto dw2 = uniform_vector(w.size(), 13), db2 = uniform_vector(s.OC, 14);
   const auto dw0 = dw2, db0 = db2;
   // din may be null (a first layer).
-  conv2d_backward(nullptr, dw2.data(), db2.data(), dout.data(), in.data(), w.data(), col.data(), s,
-                  true);
+  conv2d_backward(nullptr, dw2.data(), db2.data(), dout.data(), in.data(), w.data(), col.data(), s, true);
   for (size_t i = 0; i < dw.size(); ++i) EXPECT_NEAR(dw2[i], dw0[i] + dw[i], 1e-5) << i;
   for (int64_t o = 0; o < s.OC; ++o) EXPECT_NEAR(db2[o], db0[o] + db[o], 1e-5) << o;
 }

@@ -81,8 +81,7 @@ TEST(SoftmaxXent, GradientMatchesFiniteDifferences) {
   std::vector<float> d(N * C);
   softmax_xent_fused(d.data(), x.data(), y.data(), N, C, scale);
   expect_gradient(
-      x, d, [&] { return scale * softmax_xent_forward(x.data(), y.data(), N, C, nullptr); }, 1e-2f,
-      1e-2, "dlogits");
+      x, d, [&] { return scale * softmax_xent_forward(x.data(), y.data(), N, C, nullptr); }, 1e-2f, 1e-2, "dlogits");
 }
 
 TEST(SoftmaxXent, ManyClassesMatchDoubleReference) {
@@ -157,14 +156,11 @@ TEST(SoftmaxXent, OutOfRangeLabelIsAnErrorNamingRowAndLabel) {
         call();
         ADD_FAILURE() << which << ": no error for label " << bad;
       } catch (const Error& e) {
-        for (const auto& part : expected_parts)
-          EXPECT_THAT(e.what(), ::testing::HasSubstr(part)) << which;
+        for (const auto& part : expected_parts) EXPECT_THAT(e.what(), ::testing::HasSubstr(part)) << which;
       }
     };
     expect_error([&] { softmax_xent_forward(x.data(), y.data(), N, C, lse.data()); }, "forward");
-    expect_error(
-        [&] { softmax_xent_backward(d.data(), x.data(), lse.data(), y.data(), N, C, 1.0f); },
-        "backward");
+    expect_error([&] { softmax_xent_backward(d.data(), x.data(), lse.data(), y.data(), N, C, 1.0f); }, "backward");
     expect_error([&] { softmax_xent_fused(d.data(), x.data(), y.data(), N, C, 1.0f); }, "fused");
     expect_error([&] { count_correct(x.data(), y.data(), N, C); }, "count_correct");
   }

@@ -94,8 +94,7 @@ TEST(Elementwise, U8Normalization) {
   std::vector<float> out(in.size());
   const float mean = 0.2860f, std = 0.3530f;  // Fashion-MNIST
   u8_to_f32_normalized(out.data(), in.data(), int64_t(in.size()), mean, std);
-  for (size_t i = 0; i < in.size(); ++i)
-    EXPECT_NEAR(out[i], (in[i] / 255.0 - mean) / std, 1e-6) << int(in[i]);
+  for (size_t i = 0; i < in.size(); ++i) EXPECT_NEAR(out[i], (in[i] / 255.0 - mean) / std, 1e-6) << int(in[i]);
 }
 
 }  // namespace

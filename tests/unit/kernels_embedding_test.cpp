@@ -74,8 +74,7 @@ TEST(Embedding, PositionEmbeddingAddsRowsAndBackwardSumsOverBatch) {
   loss();
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t)
-      for (int64_t c = 0; c < C; ++c)
-        EXPECT_EQ(out[(b * T + t) * C + c], base[(b * T + t) * C + c] + table[t * C + c]);
+      for (int64_t c = 0; c < C; ++c) EXPECT_EQ(out[(b * T + t) * C + c], base[(b * T + t) * C + c] + table[t * C + c]);
   std::vector<float> dtable(rows * C, std::numeric_limits<float>::quiet_NaN());
   position_embedding_backward(dtable.data(), R.data(), B, T, C, rows, false);
   for (int64_t i = T * C; i < rows * C; ++i) EXPECT_EQ(dtable[i], 0.0f) << i;  // unused rows
@@ -112,8 +111,8 @@ TEST(Embedding, OutOfRangeIdIsAnErrorNamingPositionAndId) {
       check_embedding_ids(ids.data(), 3, V);
       ADD_FAILURE() << "no error for id " << bad;
     } catch (const Error& e) {
-      EXPECT_EQ(e.what(), "embedding: id " + std::to_string(bad) + " at position 1 is outside [0, " +
-                              std::to_string(V) + ")");
+      EXPECT_EQ(e.what(),
+                "embedding: id " + std::to_string(bad) + " at position 1 is outside [0, " + std::to_string(V) + ")");
     }
   }
 }

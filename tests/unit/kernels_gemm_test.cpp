@@ -29,9 +29,8 @@ Stored stored(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t pad) {
 
 // C[i,j] = alpha * sum_k op(A)[i,k] op(B)[k,j] + beta * C[i,j], in double.
 std::vector<double> naive_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                               const std::vector<float>& A, int64_t lda,
-                               const std::vector<float>& B, int64_t ldb, float beta,
-                               const std::vector<float>& C, int64_t ldc) {
+                               const std::vector<float>& A, int64_t lda, const std::vector<float>& B, int64_t ldb,
+                               float beta, const std::vector<float>& C, int64_t ldc) {
   std::vector<double> out(C.begin(), C.end());
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
@@ -60,8 +59,7 @@ TEST(Gemm, AllTransposeCombinationsWithPaddedStrides) {
       gemm(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, -1.5f, C.data(), ldc);
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < ldc; ++j)
-          EXPECT_NEAR(C[i * ldc + j], expected[i * ldc + j], 1e-5)
-              << "trans " << ta << tb << " at " << i << "," << j;
+          EXPECT_NEAR(C[i * ldc + j], expected[i * ldc + j], 1e-5) << "trans " << ta << tb << " at " << i << "," << j;
     }
 }
 
@@ -108,8 +106,7 @@ TEST(Gemm, BetaZeroOverwritesGarbage) {
   const auto A = uniform_vector(M * K, 4), B = uniform_vector(K * N, 5);
   std::vector<float> C(M * N, std::numeric_limits<float>::quiet_NaN());
   gemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N);
-  const auto expected =
-      naive_gemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, std::vector<float>(M * N, 0.0f), N);
+  const auto expected = naive_gemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, std::vector<float>(M * N, 0.0f), N);
   for (size_t i = 0; i < C.size(); ++i) EXPECT_NEAR(C[i], expected[i], 1e-5) << i;
 }
 
@@ -132,8 +129,7 @@ TEST(Gemm, EmptyOutputIsANoOp) {
 
 TEST(Gemm, StridesSmallerThanTheRowAreAnError) {
   std::vector<float> A(6), B(6), C(4);
-  EXPECT_THROW(gemm(false, false, 2, 2, 3, 1.0f, A.data(), 2, B.data(), 2, 0.0f, C.data(), 2),
-               Error);
+  EXPECT_THROW(gemm(false, false, 2, 2, 3, 1.0f, A.data(), 2, B.data(), 2, 0.0f, C.data(), 2), Error);
 }
 
 TEST(Gemm, OneBlasThreadByDefaultAndConfigurable) {
@@ -203,11 +199,11 @@ TEST(GemmRecorder, RecordsNothingAfterDestruction) {
 TEST(BlasCore, SuggestedOnlyForAGenericCoreTheUserDidNotChoose) {
   EXPECT_EQ(suggested_blas_core(nullptr, "Prescott", true, true), "SkylakeX");
   EXPECT_EQ(suggested_blas_core(nullptr, "Core2", true, false), "Haswell");
-  EXPECT_EQ(suggested_blas_core("", "Nehalem", true, false), "Haswell");     // set but empty: not a choice
-  EXPECT_EQ(suggested_blas_core("Prescott", "Prescott", true, true), "");   // the user's choice
-  EXPECT_EQ(suggested_blas_core(nullptr, "Haswell", true, true), "");       // AVX2 kernels: left alone
-  EXPECT_EQ(suggested_blas_core(nullptr, "SKYLAKEX", true, true), "");      // any case
-  EXPECT_EQ(suggested_blas_core(nullptr, "Prescott", false, false), "");    // nothing better exists
+  EXPECT_EQ(suggested_blas_core("", "Nehalem", true, false), "Haswell");   // set but empty: not a choice
+  EXPECT_EQ(suggested_blas_core("Prescott", "Prescott", true, true), "");  // the user's choice
+  EXPECT_EQ(suggested_blas_core(nullptr, "Haswell", true, true), "");      // AVX2 kernels: left alone
+  EXPECT_EQ(suggested_blas_core(nullptr, "SKYLAKEX", true, true), "");     // any case
+  EXPECT_EQ(suggested_blas_core(nullptr, "Prescott", false, false), "");   // nothing better exists
   // This process's own answers agree with each other.
   const std::string mine = suggested_blas_core(), warning = blas_core_warning();
   EXPECT_EQ(mine.empty(), warning.empty()) << warning;

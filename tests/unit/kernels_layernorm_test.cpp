@@ -23,8 +23,7 @@ TEST(LayerNorm, ForwardMatchesDoubleReference) {
   for (int64_t c = 0; c < C; ++c) in[3 * C + c] += 1000.0f;  // a row with |mean| >> std
   const auto w = uniform_vector(C, 2), b = uniform_vector(C, 3);
   std::vector<float> out(N * C), mean(N), rstd(N);
-  layernorm_forward(out.data(), mean.data(), rstd.data(), in.data(), w.data(), b.data(), N, C,
-                    kEps);
+  layernorm_forward(out.data(), mean.data(), rstd.data(), in.data(), w.data(), b.data(), N, C, kEps);
   for (int64_t n = 0; n < N; ++n) {
     double m = 0.0, v = 0.0;
     for (int64_t c = 0; c < C; ++c) m += in[n * C + c];
@@ -45,14 +44,13 @@ TEST(LayerNorm, BackwardMatchesFiniteDifferences) {
   const auto R = uniform_vector(N * C, 7);
   std::vector<float> out(N * C), mean(N), rstd(N);
   auto loss = [&] {
-    layernorm_forward(out.data(), mean.data(), rstd.data(), in.data(), w.data(), b.data(), N, C,
-                      kEps);
+    layernorm_forward(out.data(), mean.data(), rstd.data(), in.data(), w.data(), b.data(), N, C, kEps);
     return dot(out, R);
   };
   loss();
   std::vector<float> din(N * C), dw(C), db(C);
-  layernorm_backward(din.data(), dw.data(), db.data(), R.data(), in.data(), w.data(), mean.data(),
-                     rstd.data(), N, C, false);
+  layernorm_backward(din.data(), dw.data(), db.data(), R.data(), in.data(), w.data(), mean.data(), rstd.data(), N, C,
+                     false);
   expect_gradient(in, din, loss, 1e-3f, 1e-2, "din");
   expect_gradient(w, dw, loss, 1e-2f, 1e-3, "dweight");
   expect_gradient(b, db, loss, 1e-2f, 1e-3, "dbias");
@@ -63,18 +61,17 @@ TEST(LayerNorm, AccumulateAddsAndOverwriteIgnoresGarbage) {
   const auto in = uniform_vector(N * C, 8), w = uniform_vector(C, 9), b = uniform_vector(C, 10);
   const auto dout = uniform_vector(N * C, 11);
   std::vector<float> out(N * C), mean(N), rstd(N);
-  layernorm_forward(out.data(), mean.data(), rstd.data(), in.data(), w.data(), b.data(), N, C,
-                    kEps);
+  layernorm_forward(out.data(), mean.data(), rstd.data(), in.data(), w.data(), b.data(), N, C, kEps);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> din(N * C, nan), dw(C, nan), db(C, nan);
-  layernorm_backward(din.data(), dw.data(), db.data(), dout.data(), in.data(), w.data(),
-                     mean.data(), rstd.data(), N, C, false);
+  layernorm_backward(din.data(), dw.data(), db.data(), dout.data(), in.data(), w.data(), mean.data(), rstd.data(), N, C,
+                     false);
   for (float v : din) ASSERT_FALSE(std::isnan(v));
   auto dw2 = uniform_vector(C, 12), db2 = uniform_vector(C, 13);
   const auto dw0 = dw2, db0 = db2;
   std::vector<float> din2(N * C, nan);
-  layernorm_backward(din2.data(), dw2.data(), db2.data(), dout.data(), in.data(), w.data(),
-                     mean.data(), rstd.data(), N, C, true);
+  layernorm_backward(din2.data(), dw2.data(), db2.data(), dout.data(), in.data(), w.data(), mean.data(), rstd.data(), N,
+                     C, true);
   for (int64_t c = 0; c < C; ++c) {
     EXPECT_NEAR(dw2[c], dw0[c] + dw[c], 1e-5) << c;
     EXPECT_NEAR(db2[c], db0[c] + db[c], 1e-5) << c;

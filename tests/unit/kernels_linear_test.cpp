@@ -40,8 +40,7 @@ TEST(Linear, BackwardMatchesFiniteDifferences) {
     return dot(out, R);
   };
   std::vector<float> din(N * IC), dW(OC * IC), db(OC);
-  linear_backward(din.data(), dW.data(), db.data(), R.data(), in.data(), W.data(), N, IC, OC,
-                  false);
+  linear_backward(din.data(), dW.data(), db.data(), R.data(), in.data(), W.data(), N, IC, OC, false);
   expect_gradient(in, din, loss, 1e-2f, 1e-3, "din");
   expect_gradient(W, dW, loss, 1e-2f, 1e-3, "dW");
   expect_gradient(b, db, loss, 1e-2f, 1e-3, "db");
@@ -53,17 +52,14 @@ TEST(Linear, AccumulateAddsAndOverwriteIgnoresGarbage) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   // Reference gradients, written over NaN garbage (accumulate = false).
   std::vector<float> din(N * IC, nan), dW(OC * IC, nan), db(OC, nan);
-  linear_backward(din.data(), dW.data(), db.data(), dout.data(), in.data(), W.data(), N, IC, OC,
-                  false);
+  linear_backward(din.data(), dW.data(), db.data(), dout.data(), in.data(), W.data(), N, IC, OC, false);
   for (float v : dW) ASSERT_FALSE(std::isnan(v));
   for (float v : db) ASSERT_FALSE(std::isnan(v));
   for (float v : din) ASSERT_FALSE(std::isnan(v));
   // accumulate = true adds onto what is there (din is still overwritten).
-  std::vector<float> din2(N * IC, nan), dW2 = uniform_vector(OC * IC, 11),
-                                        db2 = uniform_vector(OC, 12);
+  std::vector<float> din2(N * IC, nan), dW2 = uniform_vector(OC * IC, 11), db2 = uniform_vector(OC, 12);
   const auto dW0 = dW2, db0 = db2;
-  linear_backward(din2.data(), dW2.data(), db2.data(), dout.data(), in.data(), W.data(), N, IC, OC,
-                  true);
+  linear_backward(din2.data(), dW2.data(), db2.data(), dout.data(), in.data(), W.data(), N, IC, OC, true);
   for (size_t i = 0; i < dW.size(); ++i) EXPECT_NEAR(dW2[i], dW0[i] + dW[i], 1e-5) << i;
   for (size_t i = 0; i < db.size(); ++i) EXPECT_NEAR(db2[i], db0[i] + db[i], 1e-5) << i;
   EXPECT_EQ(din2, din);
@@ -74,8 +70,7 @@ TEST(Linear, OptionalGradientsMayBeNull) {
   const auto dout = uniform_vector(N * OC, 15);
   std::vector<float> dW(OC * IC), dW_ref(OC * IC), din(N * IC), db(OC);
   linear_backward(nullptr, dW.data(), nullptr, dout.data(), in.data(), W.data(), N, IC, OC, false);
-  linear_backward(din.data(), dW_ref.data(), db.data(), dout.data(), in.data(), W.data(), N, IC, OC,
-                  false);
+  linear_backward(din.data(), dW_ref.data(), db.data(), dout.data(), in.data(), W.data(), N, IC, OC, false);
   EXPECT_EQ(dW, dW_ref);
 }
 
@@ -87,8 +82,8 @@ TEST(Linear, RepeatedRunsAreBitwiseIdentical) {
   for (int run = 0; run < 2; ++run) {
     out[run].resize(n * oc), din[run].resize(n * ic), dW[run].resize(oc * ic), db[run].resize(oc);
     linear_forward(out[run].data(), in.data(), W.data(), b.data(), n, ic, oc);
-    linear_backward(din[run].data(), dW[run].data(), db[run].data(), dout.data(), in.data(),
-                    W.data(), n, ic, oc, false);
+    linear_backward(din[run].data(), dW[run].data(), db[run].data(), dout.data(), in.data(), W.data(), n, ic, oc,
+                    false);
   }
   EXPECT_EQ(out[0], out[1]);
   EXPECT_EQ(din[0], din[1]);

@@ -72,11 +72,8 @@ TEST(SgdUpdate, VectorsMatchDoubleReference) {
   const int64_t n = 1000;  // not a multiple of any vector width
   for (bool nesterov : {false, true})
     for (float momentum : {0.0f, 0.9f}) {
-      const SgdParams hp{.lr = 0.05f,
-                         .momentum = momentum,
-                         .dampening = 0.1f,
-                         .weight_decay = 0.01f,
-                         .nesterov = nesterov};
+      const SgdParams hp{
+          .lr = 0.05f, .momentum = momentum, .dampening = 0.1f, .weight_decay = 0.01f, .nesterov = nesterov};
       auto p = uniform_vector(n, 1);
       std::vector<float> buf(n, std::numeric_limits<float>::quiet_NaN());
       std::vector<double> p_ref(p.begin(), p.end()), buf_ref(n);
@@ -105,8 +102,7 @@ TEST(AdamWUpdate, HandComputedSteps) {
   //         v^ = 3.1225e-4/0.001999; p = 0.8544662987
   // step 3: p = 0.8459216357; m = 0.118, v = 1.31194e-3 (approx);
   //         m^ = 0.118/0.271, v^ = v/0.002997001; p = 0.7801104767
-  const AdamWParams hp{
-      .lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.1f};
+  const AdamWParams hp{.lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.1f};
   float p = 1.0f, m = 0.0f, v = 0.0f;
   std::vector<float> trace;
   for (int t = 0; t < 3; ++t) {
@@ -118,8 +114,7 @@ TEST(AdamWUpdate, HandComputedSteps) {
 
 TEST(AdamWUpdate, VectorsMatchDoubleReference) {
   const int64_t n = 1003;  // spans several internal blocks, with a ragged tail
-  const AdamWParams hp{
-      .lr = 0.01f, .beta1 = 0.8f, .beta2 = 0.99f, .eps = 1e-3f, .weight_decay = 0.05f};
+  const AdamWParams hp{.lr = 0.01f, .beta1 = 0.8f, .beta2 = 0.99f, .eps = 1e-3f, .weight_decay = 0.05f};
   auto p = uniform_vector(n, 2);
   std::vector<float> m(n, 0.0f), v(n, 0.0f);
   std::vector<double> p_ref(p.begin(), p.end()), m_ref(n, 0.0), v_ref(n, 0.0);

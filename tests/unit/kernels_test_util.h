@@ -16,8 +16,7 @@
 
 namespace shardtrain::testing {
 
-inline std::vector<float> uniform_vector(size_t n, uint64_t key, float lo = -1.0f,
-                                         float hi = 1.0f) {
+inline std::vector<float> uniform_vector(size_t n, uint64_t key, float lo = -1.0f, float hi = 1.0f) {
   Rng rng(key);
   std::vector<float> v(n);
   for (float& x : v) x = rng.uniform(lo, hi);
@@ -43,9 +42,8 @@ inline double dot(const std::vector<float>& a, const std::vector<float>& b) {
 // the step actually taken in float. x is restored after each probe. An entry
 // passes when |numeric - analytic| <= rtol * (|analytic| + 0.1 * max|grad|):
 // relative for large entries, with a floor for entries near zero.
-inline void expect_gradient(std::vector<float>& x, const std::vector<float>& grad,
-                            const std::function<double()>& loss, float h, double rtol,
-                            const std::string& what) {
+inline void expect_gradient(std::vector<float>& x, const std::vector<float>& grad, const std::function<double()>& loss,
+                            float h, double rtol, const std::string& what) {
   ASSERT_EQ(x.size(), grad.size()) << what;
   double scale = 0.0;
   for (float g : grad) scale = std::max(scale, double(std::fabs(g)));

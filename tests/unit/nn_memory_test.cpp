@@ -15,9 +15,9 @@ namespace {
 struct Case {
   const char* name;
   ModelSpec spec;
-  Shape sample;      // the model's input sample
+  Shape sample;  // the model's input sample
   int64_t classes;
-  bool tokens;       // the input holds token ids (i32)
+  bool tokens;  // the input holds token ids (i32)
 };
 
 std::vector<Case> cases() {

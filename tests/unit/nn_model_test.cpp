@@ -58,8 +58,7 @@ void check_model_gradients(const ModelSpec& spec, const Shape& sample, int64_t c
       const double down = loss_of(*model, x, y, false);
       p[k] = saved;
       const double numeric = (up - down) / (2.0 * double(eps));
-      ASSERT_NEAR(analytic[size_t(k)], numeric, 2e-3 + 3e-2 * std::fabs(numeric))
-          << e.name << "[" << i << "]";
+      ASSERT_NEAR(analytic[size_t(k)], numeric, 2e-3 + 3e-2 * std::fabs(numeric)) << e.name << "[" << i << "]";
       ++checked;
     }
   }
@@ -101,7 +100,7 @@ TEST(Models, CnnShapes) {
 TEST(Models, BadSpecsAreErrors) {
   ModelSpec cnn;
   cnn.kind = nn::ModelKind::cnn;
-  EXPECT_THROW(build_model(cnn, Shape{784}, 10), Error);  // flat samples
+  EXPECT_THROW(build_model(cnn, Shape{784}, 10), Error);              // flat samples
   EXPECT_FALSE(parse_enum<ModelKind>("transformer-xl").has_value());  // the config refuses the name
   ModelSpec zero;
   zero.hidden = {0};
@@ -160,8 +159,8 @@ TEST(Model, HooksRunForwardInOrderAndBackwardInReverse) {
   Tensor logits = m->forward(random_input(2, Shape{3}, 1), &hooks);
   Tensor d = Tensor::zeros(logits.shape());
   m->backward(d, false, &hooks);
-  EXPECT_EQ(hooks.events, (std::vector<std::string>{"f0", "F0", "f1", "F1", "f2", "F2", "b2", "B2",
-                                                    "b1", "B1", "b0", "B0"}));
+  EXPECT_EQ(hooks.events,
+            (std::vector<std::string>{"f0", "F0", "f1", "F1", "f2", "F2", "b2", "B2", "b1", "B1", "b0", "B0"}));
 }
 
 TEST(Model, MlpGradientsMatchFiniteDifferences) {
@@ -194,8 +193,7 @@ TEST(Model, AccumulateAddsGradients) {
   Tensor dlogits = Tensor::empty(logits.shape());
   ops::softmax_xent_fused(dlogits, logits, y.data(), 1.0f / 3);
   m->backward(dlogits, /*accumulate=*/true);
-  for (int64_t i = 0; i < m->flat().numel(); ++i)
-    ASSERT_FLOAT_EQ(m->flat().grads().f32()[i], 2 * once[size_t(i)]) << i;
+  for (int64_t i = 0; i < m->flat().numel(); ++i) ASSERT_FLOAT_EQ(m->flat().grads().f32()[i], 2 * once[size_t(i)]) << i;
 }
 
 TEST(Model, LargerEvalBatchAfterTrainingBatchWorks) {

@@ -48,8 +48,8 @@ double dot(const Tensor& a, const Tensor& b) {
 
 // Central differences of loss() with respect to every element of `values`,
 // against `analytic`. Same tolerance style as nn_model_test.
-void expect_gradient(float* values, const float* analytic, int64_t n,
-                     const std::function<double()>& loss, const std::string& what) {
+void expect_gradient(float* values, const float* analytic, int64_t n, const std::function<double()>& loss,
+                     const std::string& what) {
   const float eps = 1e-2f;
   int failures = 0;
   for (int64_t k = 0; k < n; ++k) {
@@ -109,8 +109,7 @@ TEST(TransformerBlock, ParametersAreOneBlockWithGptInit) {
   EXPECT_EQ(specs[3].init, Init::zeros);
   EXPECT_FALSE(specs[0].decay);
   EXPECT_EQ(s.flat.blocks().size(), 1u);
-  EXPECT_EQ(s.flat.parameter_count(), 2 * 8 + 24 * 8 + 24 + 8 * 8 + 8 + 2 * 8 + 32 * 8 + 32 +
-                                          8 * 32 + 8);
+  EXPECT_EQ(s.flat.parameter_count(), 2 * 8 + 24 * 8 + 24 + 8 * 8 + 8 + 2 * 8 + 32 * 8 + 32 + 8 * 32 + 8);
   EXPECT_EQ(s.block.output_shape(Shape{4, 8}), (Shape{4, 8}));
   EXPECT_THROW(s.block.output_shape(Shape{5, 8}), Error);
   EXPECT_THROW(TransformerBlock("bad", 4, 10, 3), Error);
@@ -131,8 +130,7 @@ TEST(TransformerBlock, GradientsMatchFiniteDifferences) {
   std::vector<float> dp(s.flat.grads().f32(), s.flat.grads().f32() + s.flat.numel());
   expect_gradient(x.f32(), dx_analytic.data(), x.numel(), loss, "dx");
   for (const ParamEntry& e : s.flat.entries())
-    expect_gradient(s.flat.params().f32() + e.offset, dp.data() + e.offset, e.spec.shape.numel(),
-                    loss, e.name);
+    expect_gradient(s.flat.params().f32() + e.offset, dp.data() + e.offset, e.spec.shape.numel(), loss, e.name);
 }
 
 TEST(TransformerBlock, AccumulateAddsParameterGradientsAndOverwritesInputGradient) {
@@ -149,15 +147,12 @@ TEST(TransformerBlock, AccumulateAddsParameterGradientsAndOverwritesInputGradien
   s.block.forward(x);
   s.block.backward(R, dx, true);
   for (int64_t i = 0; i < s.flat.numel(); ++i)
-    ASSERT_NEAR(s.flat.grads().f32()[i], 2 * once[size_t(i)],
-                1e-6 + 1e-5 * std::fabs(once[size_t(i)]))
-        << i;
+    ASSERT_NEAR(s.flat.grads().f32()[i], 2 * once[size_t(i)], 1e-6 + 1e-5 * std::fabs(once[size_t(i)])) << i;
   for (int64_t i = 0; i < dx.numel(); ++i) ASSERT_EQ(dx.f32()[i], dx_once[size_t(i)]) << i;
   // Without an input gradient the parameter gradients are the same.
   s.block.forward(x);
   s.block.backward(R, Tensor(), false);
-  for (int64_t i = 0; i < s.flat.numel(); ++i)
-    ASSERT_EQ(s.flat.grads().f32()[i], once[size_t(i)]) << i;
+  for (int64_t i = 0; i < s.flat.numel(); ++i) ASSERT_EQ(s.flat.grads().f32()[i], once[size_t(i)]) << i;
 }
 
 TEST(Gpt, ShapesBlocksAndParameterCount) {
@@ -177,7 +172,7 @@ TEST(Gpt, ShapesBlocksAndParameterCount) {
 }
 
 TEST(Gpt, BadSpecsAndInputsAreErrors) {
-  EXPECT_THROW(build_model(tiny_gpt(1, 3, 16), Shape{8}, 11), Error);  // 16 % 3
+  EXPECT_THROW(build_model(tiny_gpt(1, 3, 16), Shape{8}, 11), Error);        // 16 % 3
   EXPECT_THROW(build_model(tiny_gpt(1, 2, 16), Shape{1, 8, 8}, 11), Error);  // not token ids
   ModelSpec short_ctx = tiny_gpt(1, 2, 16);
   short_ctx.block_size = 4;
@@ -220,8 +215,7 @@ TEST(Gpt, GradientsMatchFiniteDifferences) {
   std::vector<float> analytic(flat.grads().f32(), flat.grads().f32() + flat.numel());
   auto loss = [&] { return gpt_loss(*m, x, y, false); };
   for (const ParamEntry& e : flat.entries())
-    expect_gradient(flat.params().f32() + e.offset, analytic.data() + e.offset,
-                    e.spec.shape.numel(), loss, e.name);
+    expect_gradient(flat.params().f32() + e.offset, analytic.data() + e.offset, e.spec.shape.numel(), loss, e.name);
 }
 
 TEST(Gpt, LossDecreasesOverSgdStepsOnAFixedBatch) {
@@ -256,6 +250,6 @@ TEST(Gpt, ForwardBackwardTiming) {
   for (int i = 0; i < reps; ++i) gpt_loss(*m, x, y, true);
   const auto elapsed = std::chrono::steady_clock::now() - t0;
   const double ms = std::chrono::duration<double, std::milli>(elapsed).count() / reps;
-  std::printf("gpt forward+backward B=%lld T=%lld C=128 heads=4 layers=2 V=%lld: %.2f ms\n",
-              (long long)B, (long long)T, (long long)V, ms);
+  std::printf("gpt forward+backward B=%lld T=%lld C=128 heads=4 layers=2 V=%lld: %.2f ms\n", (long long)B, (long long)T,
+              (long long)V, ms);
 }

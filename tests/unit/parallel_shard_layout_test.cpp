@@ -57,7 +57,7 @@ TEST(ShardLayout, EveryElementIsOwnedExactlyOnce) {
 TEST(ShardLayout, ShardRangesCutParametersAndKeepWeightDecay) {
   // Block 2 (flat 64..1072): weights 64..1064 decayed, bias 1064..1072 not;
   // block 0: one decayed weight 0..40, bias 40..44, padding 44..48.
-  const std::vector<optim::ParamRange> full{{0, 40, true}, {40, 4, false}, {48, 16, true},
+  const std::vector<optim::ParamRange> full{{0, 40, true},    {40, 4, false},   {48, 16, true},
                                             {64, 1000, true}, {1064, 8, false}, {1072, 32, true}};
   for (int world = 1; world <= 7; ++world) {
     const ShardLayout l(kBlocks, world);

@@ -52,8 +52,7 @@ TEST(StrategySpec, MicroBatchesRepeatFsdpGathersOnly) {
   const WireTheory full = theory("fsdp", 4, 0, DType::f32, 2);
   EXPECT_DOUBLE_EQ(full.bytes, (2 * 2 * 4 + 4) * 0.75 * 1e6);
   EXPECT_THAT(full.formula, ::testing::HasSubstr("(2 x 4+2 x 4+4)(N-1)/N B"));
-  EXPECT_DOUBLE_EQ(theory("fsdp", 4, 0, DType::f32, 2, ShardingMode::shard_grad_op).bytes,
-                   (2 * 4 + 4) * 0.75 * 1e6);
+  EXPECT_DOUBLE_EQ(theory("fsdp", 4, 0, DType::f32, 2, ShardingMode::shard_grad_op).bytes, (2 * 4 + 4) * 0.75 * 1e6);
   EXPECT_DOUBLE_EQ(theory("ddp", 4, 0, DType::f32, 3).bytes, 2 * 4 * 0.75 * 1e6);
 }
 

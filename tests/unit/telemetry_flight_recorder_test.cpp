@@ -38,9 +38,7 @@ TEST(FlightRecorder, DumpWritesTheRecentSpansAndKeepsTheFirstReason) {
   FlightRecorder::arm(dir.string(), 3, 16, [] { return std::string("step 7, epoch 0.25"); });
   const fs::path expected = dir / "flight" / "rank-00003.json";
   EXPECT_EQ(FlightRecorder::path(), expected.string());
-  {
-    Span s("before the failure", "compute", 5);
-  }
+  { Span s("before the failure", "compute", 5); }
   SpanEvent e;
   e.name = "allreduce";
   e.category = "comm";
@@ -77,7 +75,7 @@ TEST(FlightRecorder, DumpWritesTheRecentSpansAndKeepsTheFirstReason) {
 }
 
 TEST(FlightRecorder, DumpNeverThrows) {
-  FlightRecorder::arm("/proc/no/such/run/dir", 0, 16, [] () -> std::string { throw std::runtime_error("no state"); });
+  FlightRecorder::arm("/proc/no/such/run/dir", 0, 16, []() -> std::string { throw std::runtime_error("no state"); });
   EXPECT_NO_THROW(FlightRecorder::dump("cannot be written"));
 }
 

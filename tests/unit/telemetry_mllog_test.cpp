@@ -25,8 +25,8 @@ nlohmann::json parse_line(const std::string& line) {
 
 TEST(MlLog, FormatIsThePrefixAndJsonWithKeysInMlperfOrder) {
   const auto where = std::source_location::current();
-  const std::string line = MlLog::format("POINT_IN_TIME", "eval_accuracy", 0.8912, {{"epoch_num", 3}},
-                                         1796000000123.4, where);
+  const std::string line =
+      MlLog::format("POINT_IN_TIME", "eval_accuracy", 0.8912, {{"epoch_num", 3}}, 1796000000123.4, where);
   const auto j = parse_line(line);
   EXPECT_EQ(j["namespace"], "");
   EXPECT_EQ(j["time_ms"], 1796000000123);

@@ -200,7 +200,8 @@ TEST(NcclLog, SocketFallbackWhileInfinibandExists) {
 
 TEST(NcclLog, SocketsWithoutRdmaDevicesWarnOnce) {
   std::string log = kSocketFallback;
-  log.erase(log.find("host-a:900:930 [0] NCCL INFO NET/IB"), std::string("host-a:900:930 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.1.0.5<0>\n").size());
+  log.erase(log.find("host-a:900:930 [0] NCCL INFO NET/IB"),
+            std::string("host-a:900:930 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.1.0.5<0>\n").size());
   const FabricReport r = parse_nccl_log(log);
   EXPECT_EQ(r.transport, "Socket");
   ASSERT_EQ(r.warnings.size(), 1u);

@@ -150,9 +150,7 @@ TEST_F(RecorderTest, DisabledRecordsNothing) {
   rec.disable();
   EXPECT_FALSE(rec.enabled());
   rec.record(numbered(kName, 1));
-  {
-    Span s(kName, "test");
-  }
+  { Span s(kName, "test"); }
   {
     Span s(kName, "test");
     rec.enable(4096, true);  // on at the end but not at the start: not recorded either
@@ -164,9 +162,7 @@ TEST_F(RecorderTest, DisabledRecordsNothing) {
 
 TEST_F(RecorderTest, SpanRecordsItsIntervalOnTheCallingThread) {
   static const char* const kName = "scoped";
-  {
-    Span s(kName, "compute", 7);
-  }
+  { Span s(kName, "compute", 7); }
   const auto spans = named(rec.drain(), kName);
   ASSERT_EQ(spans.size(), 1u);
   EXPECT_STREQ(spans[0].category, "compute");

@@ -46,12 +46,38 @@ StepRecord sample_record() {
 
 TEST(StepRecord, JsonHasTheDocumentedKeysAndComputeS) {
   const nlohmann::json j = to_json(sample_record());
-  for (const char* key : {"rank", "step", "epoch", "t_start_s", "step_s", "data_wait_s", "h2d_s", "comm_exposed_s",
-                          "blocked_on_peers_s", "compute_s", "debug_delay_s", "forward_s", "backward_s",
-                          "optimizer_s", "comm_s", "comm_bytes", "comm_wire_bytes", "collectives", "eval_s", "checkpoint_s", "io_bytes",
-                          "io_requests", "io_read_s", "io_queued", "stage_bytes", "mem_cpu_current_bytes", "mem_cpu_peak_bytes",
-                          "mem_gpu_current_bytes", "mem_gpu_peak_bytes",
-                          "cpu_train_thread_s", "cpu_process_s", "samples"})
+  for (const char* key : {"rank",
+                          "step",
+                          "epoch",
+                          "t_start_s",
+                          "step_s",
+                          "data_wait_s",
+                          "h2d_s",
+                          "comm_exposed_s",
+                          "blocked_on_peers_s",
+                          "compute_s",
+                          "debug_delay_s",
+                          "forward_s",
+                          "backward_s",
+                          "optimizer_s",
+                          "comm_s",
+                          "comm_bytes",
+                          "comm_wire_bytes",
+                          "collectives",
+                          "eval_s",
+                          "checkpoint_s",
+                          "io_bytes",
+                          "io_requests",
+                          "io_read_s",
+                          "io_queued",
+                          "stage_bytes",
+                          "mem_cpu_current_bytes",
+                          "mem_cpu_peak_bytes",
+                          "mem_gpu_current_bytes",
+                          "mem_gpu_peak_bytes",
+                          "cpu_train_thread_s",
+                          "cpu_process_s",
+                          "samples"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j.size(), 32u);
   EXPECT_DOUBLE_EQ(j["compute_s"].get<double>(), 0.0473 - 0.00005 - 0.00001 - 0.00002 - 0.0004);

@@ -167,7 +167,7 @@ TEST(Summary, DocumentedKeysAndAcrossRankStatistics) {
     s.io_requests = 3;
     s.io_read_s = 0.5;
     s.step_mean_s = 0.1;
-    s.comm_s = 0.2;  // 20 ms per step
+    s.comm_s = 0.2;              // 20 ms per step
     s.comm_exposed_frac = 0.05;  // 5 ms per step of 100: a quarter of it
     ranks.push_back(s);
   }
@@ -179,10 +179,27 @@ TEST(Summary, DocumentedKeysAndAcrossRankStatistics) {
   EXPECT_EQ(s["steps"], 10);
   ASSERT_EQ(s["per_rank"].size(), 4u);
   for (int r = 0; r < 4; ++r) EXPECT_EQ(s["per_rank"][r]["rank"], r);
-  for (const char* key : {"rank", "steps", "step_time_median_s", "step_time_p95_s", "step_time_mean_s", "busy_time_median_s", "au",
-                          "data_wait_frac", "comm_exposed_frac", "blocked_on_peers_frac", "compute_median_s",
-                          "data_wait_median_s", "comm_exposed_median_s", "comm_s", "samples_per_s", "io_bytes",
-                          "io_requests", "io_read_s", "mem_peak_bytes", "mem_gpu_peak_bytes", "cpu_process_s"})
+  for (const char* key : {"rank",
+                          "steps",
+                          "step_time_median_s",
+                          "step_time_p95_s",
+                          "step_time_mean_s",
+                          "busy_time_median_s",
+                          "au",
+                          "data_wait_frac",
+                          "comm_exposed_frac",
+                          "blocked_on_peers_frac",
+                          "compute_median_s",
+                          "data_wait_median_s",
+                          "comm_exposed_median_s",
+                          "comm_s",
+                          "samples_per_s",
+                          "io_bytes",
+                          "io_requests",
+                          "io_read_s",
+                          "mem_peak_bytes",
+                          "mem_gpu_peak_bytes",
+                          "cpu_process_s"})
     EXPECT_TRUE(s["per_rank"][0].contains(key)) << key;
   EXPECT_EQ(s["per_rank"][0].size(), 21u);
   for (const char* key : {"step_time_median_s", "busy_time_median_s", "au", "data_wait_frac", "comm_exposed_frac",

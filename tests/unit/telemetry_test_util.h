@@ -14,8 +14,8 @@ namespace shardtrain::telemetry::testing {
 // <temp>/shardtrain-<suite>-<pid>-<name>, emptied: the pid keeps concurrent
 // test processes (ctest -j) apart.
 inline std::filesystem::path fresh_dir(const std::string& suite, const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("shardtrain-" + suite + "-" + std::to_string(getpid()) + "-" + name);
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("shardtrain-" + suite + "-" + std::to_string(getpid()) + "-" + name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

@@ -124,7 +124,8 @@ TEST(Trace, WhatWasWrittenIsOnDiskBeforeTheWriterCloses) {
   const fs::path dir = fresh_dir("flushed");
   const fs::path file = dir / "trace-rank-00000.json";
   TraceWriter w(file.string(), 0, 0.0);
-  w.write({span(Recorder::intern("step"), "compute", 1.0, 2.0, 1), span(Recorder::intern("step"), "compute", 2.0, 3.0, 1)});
+  w.write(
+      {span(Recorder::intern("step"), "compute", 1.0, 2.0, 1), span(Recorder::intern("step"), "compute", 2.0, 3.0, 1)});
   std::ifstream in(file);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_FALSE(text.empty());

@@ -20,8 +20,8 @@ namespace {
 // One directory per process (ctest runs the tests of this file in parallel),
 // removed when the process ends.
 struct ScratchDir {
-  std::filesystem::path path = std::filesystem::temp_directory_path() /
-                               fmt::format("shardtrain-config-test-{}", ::getpid());
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / fmt::format("shardtrain-config-test-{}", ::getpid());
   ScratchDir() { std::filesystem::create_directories(path); }
   ~ScratchDir() { std::filesystem::remove_all(path); }
 };

@@ -45,8 +45,7 @@ bool DeviceMpiCommunicator::mpi_is_cuda_aware() {
 #endif
 }
 
-DeviceMpiCommunicator::DeviceMpiCommunicator(std::unique_ptr<Communicator> host, MPI_Comm cuda_aware_comm,
-                                             int device)
+DeviceMpiCommunicator::DeviceMpiCommunicator(std::unique_ptr<Communicator> host, MPI_Comm cuda_aware_comm, int device)
     : owned_host_(std::move(host)), host_(owned_host_.get()), device_(device) {
   start(device);
   if (cuda_aware_comm != MPI_COMM_NULL) {
@@ -104,8 +103,8 @@ Communicator& DeviceMpiCommunicator::cross_node() {
 
 bool DeviceMpiCommunicator::is_device(const Tensor& t) const {
   if (!t.defined() || t.device().is_cpu()) return false;
-  ST_CHECK(t.device() == Device::cuda(device_), "comm '{}' (mpi, device): tensors must be on cuda:{}, not {}",
-           name(), device_, t.device().str());
+  ST_CHECK(t.device() == Device::cuda(device_), "comm '{}' (mpi, device): tensors must be on cuda:{}, not {}", name(),
+           device_, t.device().str());
   return true;
 }
 
@@ -228,7 +227,7 @@ void DeviceMpiCommunicator::worker_loop() {
   std::unique_lock lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, drained
+    if (queue_.empty()) return;    // stopping, drained
     Task& front = queue_.front();  // only this thread pops
     lock.unlock();
     Task task;

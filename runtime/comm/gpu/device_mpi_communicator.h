@@ -85,10 +85,10 @@ class DeviceMpiCommunicator final : public Communicator {
     Tensor a, b;            // the caller's tensors (device, or host when passed through the queue)
     Tensor host_a, host_b;  // pinned staging copies (staged device collectives)
     int root = -1;
-    bool device = false;    // a device collective (else: the wrapped communicator, unchanged)
-    bool direct = false;    // device pointers straight to the MPI library
+    bool device = false;          // a device collective (else: the wrapped communicator, unchanged)
+    bool direct = false;          // device pointers straight to the MPI library
     cudaEvent_t ready = nullptr;  // input copied (staged) or produced (direct)
-    WorkPtr work;           // what the caller holds
+    WorkPtr work;                 // what the caller holds
   };
 
   void start(int device);

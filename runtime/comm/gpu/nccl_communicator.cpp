@@ -82,23 +82,23 @@ int device_for_local_rank(int local_rank) {
 
 // ---- construction -------------------------------------------------------------
 
-std::unique_ptr<NcclCommunicator> NcclCommunicator::make_world(MPI_Comm world, int device,
-                                                               const CommOptions& options) {
+std::unique_ptr<NcclCommunicator> NcclCommunicator::make_world(MPI_Comm world, int device, const CommOptions& options) {
   ST_CHECK(options.timeout_s > 0, "comm.timeout_s must be > 0, not {}", options.timeout_s);
   ST_CHECK(options.ranks_per_node >= 0, "comm.ranks_per_node must be >= 0, not {}", options.ranks_per_node);
   int initialized = 0, level = 0;
   MPI_Initialized(&initialized);
   ST_CHECK(initialized, "the NCCL communicator needs MPI initialized first (comm::MpiEnv)");
   MPI_Query_thread(&level);
-  ST_CHECK(level == MPI_THREAD_MULTIPLE, "the NCCL communicator needs MPI_THREAD_MULTIPLE (its watchdog calls "
-                                         "MPI from a thread), the MPI library provides thread level {}",
+  ST_CHECK(level == MPI_THREAD_MULTIPLE,
+           "the NCCL communicator needs MPI_THREAD_MULTIPLE (its watchdog calls "
+           "MPI from a thread), the MPI library provides thread level {}",
            level);
   const NcclLibrary& lib = nccl();  // an Error here names LD_LIBRARY_PATH
   if (!cuda::device_initialized())
     cuda::init_device(device);
   else
-    ST_CHECK(cuda::current_device() == device, "the NCCL communicator wants cuda:{}, the process uses cuda:{}",
-             device, cuda::current_device());
+    ST_CHECK(cuda::current_device() == device, "the NCCL communicator wants cuda:{}, the process uses cuda:{}", device,
+             cuda::current_device());
 
   MPI_Comm comm;
   check_mpi(MPI_Comm_dup(world, &comm), "MPI_Comm_dup");
@@ -130,15 +130,18 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::make_world(MPI_Comm world, i
 NcclCommunicator::NcclCommunicator(ncclComm_t comm, Kind kind, int rank, int size, std::vector<int> world_ranks,
                                    int device, const CommOptions& options, std::shared_ptr<Watchdog> watchdog)
     : kind_(kind),
-      name_(kind == Kind::world ? "world" : kind == Kind::node ? "node" : kind == Kind::cross ? "cross-node" : "self"),
+      name_(kind == Kind::world   ? "world"
+            : kind == Kind::node  ? "node"
+            : kind == Kind::cross ? "cross-node"
+                                  : "self"),
       options_(options),
       device_(device),
       comm_(comm),
       rank_(rank),
       size_(size),
       watchdog_(std::move(watchdog)) {
-  monitor_ = std::make_shared<CommMonitor>(name_, rank_, size_, std::move(world_ranks),
-                                           options_.timeout_s + kWatchdogGrace_s);
+  monitor_ =
+      std::make_shared<CommMonitor>(name_, rank_, size_, std::move(world_ranks), options_.timeout_s + kWatchdogGrace_s);
   if (watchdog_) watchdog_->add(monitor_);
   ST_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
 }
@@ -167,8 +170,8 @@ NcclCommunicator& NcclCommunicator::self_communicator() {
     ST_NCCL_CHECK(nccl().GetUniqueId(&id));
     int world_rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-    self_.reset(new NcclCommunicator(init_rank(1, id, 0, device_), Kind::self, 0, 1, {world_rank}, device_,
-                                     options_, watchdog_));
+    self_.reset(new NcclCommunicator(init_rank(1, id, 0, device_), Kind::self, 0, 1, {world_rank}, device_, options_,
+                                     watchdog_));
   }
   return *self_;
 }
@@ -265,8 +268,8 @@ void NcclCommunicator::check_device(const char* what, const Tensor& t) const {
 void NcclCommunicator::check_reducible(const char* what, const Tensor& t) const {
   check_device(what, t);
   ST_CHECK(t.dtype() != DType::i32, "comm '{}': {} reduces f32 or bf16 tensors, not i32", name_, what);
-  ST_CHECK(t.dtype() != DType::bf16 || nccl().has_bf16(), "comm '{}': {} of bf16 needs NCCL >= 2.10, not {}",
-           name_, what, nccl().version_string());
+  ST_CHECK(t.dtype() != DType::bf16 || nccl().has_bf16(), "comm '{}': {} of bf16 needs NCCL >= 2.10, not {}", name_,
+           what, nccl().version_string());
 }
 
 ncclRedOp_t NcclCommunicator::reduce_op(ReduceOp op) const {
@@ -392,9 +395,8 @@ WorkPtr NcclCommunicator::allreduce(const Tensor& t, ReduceOp op) {
   void* buf = t.raw();
   const size_t n = size_t(t.numel());
   const ncclDataType_t dt = nccl_dtype(t.dtype());
-  return issue(OpCode::allreduce, t, Tensor(), -1, int64_t(t.nbytes()), [=, this](cudaStream_t s) {
-    return nccl().AllReduce(buf, buf, n, dt, rop, comm_, s);
-  });
+  return issue(OpCode::allreduce, t, Tensor(), -1, int64_t(t.nbytes()),
+               [=, this](cudaStream_t s) { return nccl().AllReduce(buf, buf, n, dt, rop, comm_, s); });
 }
 
 WorkPtr NcclCommunicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
@@ -406,9 +408,8 @@ WorkPtr NcclCommunicator::reduce_scatter(const Tensor& in, const Tensor& out, Re
   void* dst = out.raw();
   const size_t n = size_t(out.numel());
   const ncclDataType_t dt = nccl_dtype(in.dtype());
-  return issue(OpCode::reduce_scatter, in, out, -1, int64_t(in.nbytes()), [=, this](cudaStream_t s) {
-    return nccl().ReduceScatter(src, dst, n, dt, rop, comm_, s);
-  });
+  return issue(OpCode::reduce_scatter, in, out, -1, int64_t(in.nbytes()),
+               [=, this](cudaStream_t s) { return nccl().ReduceScatter(src, dst, n, dt, rop, comm_, s); });
 }
 
 WorkPtr NcclCommunicator::allgather(const Tensor& in, const Tensor& out) {
@@ -419,9 +420,8 @@ WorkPtr NcclCommunicator::allgather(const Tensor& in, const Tensor& out) {
   void* dst = out.raw();
   const size_t n = size_t(in.numel());
   const ncclDataType_t dt = nccl_dtype(in.dtype());
-  return issue(OpCode::allgather, in, out, -1, int64_t(in.nbytes()), [=, this](cudaStream_t s) {
-    return nccl().AllGather(src, dst, n, dt, comm_, s);
-  });
+  return issue(OpCode::allgather, in, out, -1, int64_t(in.nbytes()),
+               [=, this](cudaStream_t s) { return nccl().AllGather(src, dst, n, dt, comm_, s); });
 }
 
 WorkPtr NcclCommunicator::broadcast(const Tensor& t, int root) {
@@ -430,9 +430,8 @@ WorkPtr NcclCommunicator::broadcast(const Tensor& t, int root) {
   void* buf = t.raw();
   const size_t n = size_t(t.numel());
   const ncclDataType_t dt = nccl_dtype(t.dtype());
-  return issue(OpCode::broadcast, t, Tensor(), root, int64_t(t.nbytes()), [=, this](cudaStream_t s) {
-    return nccl().Broadcast(buf, buf, n, dt, root, comm_, s);
-  });
+  return issue(OpCode::broadcast, t, Tensor(), root, int64_t(t.nbytes()),
+               [=, this](cudaStream_t s) { return nccl().Broadcast(buf, buf, n, dt, root, comm_, s); });
 }
 
 WorkPtr NcclCommunicator::barrier() {

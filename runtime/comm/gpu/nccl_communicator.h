@@ -140,15 +140,15 @@ class NcclCommunicator final : public Communicator {
   int64_t next_seq_ = 0;
   bool shut_down_ = false;
   bool in_group_ = false;
-  std::vector<Pending> group_;  // issued in the open group, completion events not yet recorded
+  std::vector<Pending> group_;   // issued in the open group, completion events not yet recorded
   cudaEvent_t ready_ = nullptr;  // compute stream -> comm stream, re-recorded per collective
   Tensor barrier_buffer_;
 
   // Shared with the poller.
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Pending> pending_;     // launched, in issue order
-  std::vector<Pending> retired_;    // completed; dropped by the issuing thread
+  std::deque<Pending> pending_;   // launched, in issue order
+  std::vector<Pending> retired_;  // completed; dropped by the issuing thread
   std::vector<cudaEvent_t> free_events_;
   bool stop_ = false;
   std::thread poller_;
