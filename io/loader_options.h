@@ -1,6 +1,6 @@
 // How the training split is read ([data] in the config, docs/config.md):
 // held in memory, or streamed from the shard files by the parallel HDF5
-// loader with prefetching (io/loader.h).
+// loader with prefetching (io/stream_loader.h).
 #pragma once
 
 #include "runtime/core/enum_names.h"

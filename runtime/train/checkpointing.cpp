@@ -91,7 +91,7 @@ std::pair<std::string, double> Checkpointing::save(const checkpoint::Progress& p
   h.origin.world = world_;
   h.origin.config_toml = config_toml_;
   const std::string path = checkpoint::checkpoint_path(dir_, progress.step);
-  // Fault injection (tests/fault/checkpoint_crash_test.sh): debug.slow_rank
+  // Fault injection (tests/fault/checkpoint_resume_test.sh): debug.slow_rank
   // is killed after the parameters are written, before the rest.
   const bool kill_here =
       fault_step >= 0 && config_.debug.kill_in_checkpoint == fault_step && config_.debug.slow_rank == rank_;

@@ -1,5 +1,5 @@
 // The training configuration: a TOML file plus `--set key=value` overrides,
-// validated against one schema (config_schema.cpp). An unknown key is an
+// validated against one schema (config.cpp). An unknown key is an
 // error that names it and lists the valid keys of its section; a value of the
 // wrong type names the key path. docs/config.md is generated from the schema.
 #pragma once

@@ -3,7 +3,7 @@
 // G - n % G of the order are seen twice), disjoint rank slices, orders fixed by
 // (seed, epoch) whatever the world size, resume from (epoch, batch), and the
 // shard order's locality. Ranks are simulated in one process: one Sampler per
-// rank; tests/mpi/io_sampler_test.cpp checks the same across real ranks.
+// rank; tests/mpi/io_sampler_ranks_test.cpp checks the same across real ranks.
 #include "io/sampler.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
