@@ -13,16 +13,15 @@
 // reads its input (unless out aliases it). Results are deterministic: the
 // same inputs on the same ranks give the same bits, on every rank.
 //
-// Costs (MPI backend, these 2-core machines): issuing takes ~0.2 us on the
-// caller's thread, and the engine adds ~0.1-0.3 us per collective; a thread
-// per communicator actually used (plus the watchdog's, which wakes every 10
-// ms). While data moves the progress thread uses a core; idle it sleeps
-// (after polling for 50 us only when collectives come back to back); while
-// it waits for a late rank it sleeps in growing steps (~6% of a core),
-// including before MPI's own collectives (which would otherwise spin at
-// 100%). A caller that
+// Costs (MPI backend): issuing is a queue push on the caller's thread; a
+// thread per communicator actually used (plus the watchdog's, which wakes
+// every 10 ms). While data moves the progress thread uses a core; idle it
+// sleeps (after a short poll only when collectives come back to back); while
+// it waits for a late rank it sleeps in growing steps, including before
+// MPI's own collectives (which would otherwise spin at 100%). A caller that
 // waits for a collective nothing has started yet runs it on its own thread
-// (Work::wait), which saves the hand-off to the engine and back.
+// (Work::wait), which saves the hand-off to the engine and back. The figures
+// behind these choices: docs/BENCHMARKS.md, "Where the communicator's defaults come from".
 // Errors in arguments throw shardtrain::Error on the caller's thread, before
 // anything is issued; a collective that fails or hangs ends the job with the
 // watchdog's report (CommOptions::timeout_s).
@@ -61,35 +60,31 @@ inline std::span<const EnumName<GpuBackend>> enum_names(GpuBackend) {
   return n;
 }
 
-// Tunables of the MPI backend (config section [comm]). The defaults are
-// measured on this project's machines (2 cores, Open MPI 4.1.4 over shared
-// memory, 2 and 4 ranks; docs/BENCHMARKS.md has the tables).
+// Tunables of the MPI backend (config section [comm]). Each default is where
+// measurements put the crossover on this project's machines (2 cores, Open
+// MPI 4.1.4, 2 and 4 ranks): docs/BENCHMARKS.md, "Where the communicator's defaults come from".
 struct CommOptions {
   // Buffers up to these sizes (all-reduce: the tensor; reduce-scatter: its
   // input; all-gather: its output) go through the MPI library's own
   // collective, larger ones through shardtrain's pipelined ring.
   // - all-reduce, where it does not go through shared memory (see
-  //   shared_memory below: several nodes, or switched off): Open MPI's is as fast as the ring or faster up to 16 MiB
-  //   (~5.5-12 GB/s busbw on 2 ranks), and falls to ~2.6 GB/s from 32 MiB
-  //   (it allocates a temporary buffer beyond malloc's mmap threshold at
-  //   every call), where the ring keeps ~5 GB/s: 1.8-2x.
+  //   shared_memory below: several nodes, or switched off): Open MPI's is as
+  //   fast as the ring up to this size, then slows (it allocates a
+  //   temporary buffer beyond malloc's mmap threshold at every call).
   int64_t small_message_bytes = 16 << 20;
   // - all-reduce, there too: the one-shot exchange (comm/allreduce_oneshot.h,
   //   which also coalesces all-reduces queued behind each other) while what a
-  //   rank receives, (size - 1) times the tensor, is at most this. Measured
-  //   against the MPI collective with its arrival check (shared memory off,
-  //   one machine): ahead up to 64-128 KiB tensors on 2 ranks and 16-32 KiB
-  //   on 4.
+  //   rank receives, (size - 1) times the tensor, is at most this: where it
+  //   stops being ahead of the MPI collective with its arrival check.
   int64_t oneshot_bytes = 64 << 10;
-  // - reduce-scatter: MPI_Reduce_scatter_block stays at ~3 GB/s (2 ranks)
-  //   and falls to 0.8 GB/s from 16 MiB; the ring is ahead from 8-128 KiB
-  //   (2-4 ranks) and 3-7x ahead from 1 MiB.
+  // - reduce-scatter: the ring is ahead of MPI_Reduce_scatter_block from
+  //   about this size on.
   int64_t reduce_scatter_small_bytes = 128 << 10;
   // - all-gather: MPI_Allgather was as fast as the ring or faster at every
-  //   size measured (4 KiB - 256 MiB), so it is always used unless forced.
+  //   size measured, so it is always used unless forced.
   int64_t allgather_small_bytes = int64_t(1) << 62;
-  // Chunk size of the ring's pipeline: 256 KiB staging stays in L2 (1 MiB
-  // here); 256 KiB - 4 MiB measured alike, 128 KiB ~10% slower on 4 ranks.
+  // Chunk size of the ring's pipeline: its staging stays in L2; larger
+  // chunks were no faster, smaller ones slower.
   int64_t chunk_bytes = 256 << 10;
   // auto (by size, hierarchical when there are several nodes with several
   // ranks each), or force oneshot, mpi, ring or hierarchical (this choice
@@ -108,16 +103,15 @@ struct CommOptions {
   // root): comm/arrival_barrier.h. Off, a late rank makes the others'
   // progress threads spin at 100% of a core inside MPI, and mismatched sizes
   // may corrupt memory before the watchdog ends the job; on, small
-  // collectives issued back to back cost ~0.5 us more (measured, 2 ranks:
-  // 4 KiB all-reduce 35% slower, 64 KiB 5-10%, 1 MiB 2-4%). The shared-memory
+  // collectives issued back to back cost a little more. The shared-memory
   // and one-shot all-reduces need no such check: their descriptors and
   // headers carry the same signature.
   bool check_arrival = true;
   // All-reduce through shared memory (comm/allreduce_shm.h) on communicators
   // whose ranks all share one node (ranks_per_node emulating several nodes
-  // counts as several): every size, in place of the algorithms above, 2-6x
-  // MPI's speed at 4 KiB - 16 MiB and ~3-5x the ring beyond (2 and 4 ranks).
-  // Each rank maps 512 KiB per such communicator. Off: point-to-point only.
+  // counts as several): every size, in place of the algorithms above (the
+  // fastest path at every size measured). Each rank maps 512 KiB per such
+  // communicator. Off: point-to-point only.
   bool shared_memory = true;
   // Node groups for node(), cross_node() and the hierarchical all-reduce: 0
   // asks the MPI library (ranks sharing memory); k > 0 makes every k

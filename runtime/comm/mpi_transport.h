@@ -22,31 +22,21 @@
 namespace shardtrain::comm {
 
 // Spin, then sleep: what a polling loop does between polls that found nothing
-// done. Measured on these VMs (2 vCPUs, 2 ranks):
-// - nanosleep(1 us) sleeps ~15 us once the thread's timer slack is 1 us (~80
-//   us with Linux's default 50 us, which is why the engine lowers it); an
-//   MPI_Test costs ~0.1-0.2 us.
-// - The spin window covers a peer a chunk behind (a 256 KiB chunk moves in
-//   ~20-50 us) and the skew between ranks leaving a large collective (~100
-//   us). Ring bandwidth was the same with 5 to 200 us; but sleeping costs
-//   more than its length on these VMs: a 64 MiB MPI_Allgather right after an
-//   ArrivalBarrier that had slept once ran 30% slower (the idle vCPU seems
-//   to be parked and resumed elsewhere), with a 200 us window it did not.
-// - Then sleeps of 1, 2, 4 ... up to 256 us. While a peer is 300 ms late the
-//   waiting process used 95 ms of CPU with a 32 us cap, 34 ms with 128, 20 ms
-//   (6%) with 256, 6 ms with 1000; bandwidth was the same with 32 and 256 (4
-//   ranks on 2 cores did better with fewer wake-ups). The cost: a collective
-//   whose peer was already late by ~0.5 ms or more may start up to 256 us
-//   after the peer arrives.
-// - yield: when a node runs more ranks than it has cores (4 ranks on these 2
-//   cores, tests and benchmarks), the peer a rank waits for is often
-//   descheduled behind it on the same core: pure spinning then holds it off
-//   for the whole spin window. Spinning with sched_yield lets it run at once
-//   (4 ranks, shared-memory all-reduce: 0.12-0.5x of MPI's speed without,
-//   2-11x with). Off otherwise: yielding to the rank's own compute thread
-//   can delay the engine's reaction by a scheduler tick, and 2 ranks were
-//   slower with it (4 KiB all-reduces one at a time: 1.9 -> 5.8 us). (Open
-//   MPI does the same: it yields while idle when oversubscribed.)
+// done.
+// - The spin window covers a peer a chunk behind and the skew between ranks
+//   leaving a large collective: sleeping costs more than its length on VMs
+//   (an idle vCPU is parked and resumed elsewhere), and a collective right
+//   after a sleep ran slower.
+// - Then sleeps of growing length up to a cap: while a peer is late the
+//   waiting process uses little CPU, at the price of starting up to one cap
+//   after a peer that was already late arrives.
+// - yield: when a node runs more ranks than it has cores (tests and
+//   benchmarks), the peer a rank waits for is often descheduled behind it on
+//   the same core: pure spinning then holds it off for the whole window, and
+//   spinning with sched_yield lets it run at once. Off otherwise: yielding
+//   to the rank's own compute thread can delay the engine by a scheduler
+//   tick. (Open MPI does the same: it yields while idle when oversubscribed.)
+// The figures behind each choice: docs/BENCHMARKS.md, "Where the communicator's defaults come from".
 struct BackoffPolicy {
   double spin_s = 200e-6;
   double sleep_min_s = 1e-6;

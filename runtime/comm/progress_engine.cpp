@@ -21,8 +21,8 @@ constexpr int kEngineNice = -10;
 std::atomic<bool> g_priority_denied{false};
 
 // The engine sleeps a few microseconds at a time while it waits for a peer
-// (Backoff); with Linux's default 50 us timer slack every such sleep lasts
-// ~80 us on these VMs, with 1 us ~15 us.
+// (Backoff); with Linux's default timer slack of 50 us every such sleep
+// lasts several times longer than asked (docs/BENCHMARKS.md, "Where the communicator's defaults come from").
 void configure_thread(const std::string& name) {
 #ifdef __linux__
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
@@ -133,11 +133,11 @@ void ProgressEngine::loop() {
       // poll for the next one (yielding the core) before sleeping: a caller
       // issuing back to back, or one at a time waiting for each, issues the
       // next within microseconds, and waking a sleeping engine for each costs
-      // several thread switches (2 ranks, 4 KiB: ~5-14 us instead of ~1).
-      // Otherwise sleep at once: while the caller computes, a polling engine
-      // that shares its core is not preempted in when work arrives and waits
-      // for the compute thread's time slice to end (always polling cost DDP
-      // training 40%: Fashion-MNIST MLP, 2 ranks, 7.4 -> 10.5 ms per step).
+      // several thread switches. Otherwise sleep at once: while the caller
+      // computes, a polling engine that shares its core is not preempted in
+      // when work arrives and waits for the compute thread's time slice to
+      // end (always polling made DDP training much slower; the figures:
+      // docs/BENCHMARKS.md, "Where the communicator's defaults come from").
       polling_ = true;
       lock.unlock();
       while (!queued_.load(std::memory_order_acquire) && now_seconds() - last_activity() < kIdlePoll_s)

@@ -10,8 +10,8 @@
 // its own thread (help(), from Work::wait()); the engine's thread meanwhile
 // runs nothing (busy_), so there is still one thread at a time.
 //
-// Idle, the thread sleeps on a condition variable (after polling for 50 us
-// when collectives come back to back: loop()). Running a collective it polls
+// Idle, the thread sleeps on a condition variable (after a short poll when
+// collectives come back to back: loop()). Running a collective it polls
 // (MpiTransport's Backoff), so it costs CPU only while data moves. The thread starts with the
 // first collective: communicators never used (most node() and cross_node())
 // cost no thread.
@@ -21,7 +21,7 @@
 // to the issuing thread (dropped at its next submit), so that what the caller
 // allocated is freed on the caller's thread. (With closures freed on the
 // engine, malloc's arena lock bounced between the two threads on every
-// collective: ~0.5 us per small collective, half of a 4 KiB all-reduce.)
+// collective, a large share of a small all-reduce's cost.)
 #pragma once
 
 #include "runtime/comm/comm_monitor.h"
@@ -106,8 +106,7 @@ class ProgressEngine {
   // thread, if no thread is running tasks and it is still queued; returns
   // whether it did. A caller that waits for a collective right after issuing
   // it (a loss, a metric, one-at-a-time use) then runs it without the two
-  // thread switches of a hand-off to the engine and back (~8 us on these
-  // 2-core VMs, 4 KiB through shared memory: 9.5 -> ~2 us).
+  // thread switches of a hand-off to the engine and back.
   bool help(const Work& work);
   void run_batch(std::vector<Task>& batch, std::vector<WorkPtr>& finished);
   void run(std::span<Task> tasks);
