@@ -28,6 +28,7 @@ void add_report_command(CLI::App& app, std::vector<Command>& out) {
          std::vector<std::string> args = {"/usr/bin/python3", script, a->run_dir};
          if (!a->out.empty()) args.insert(args.end(), {"--out", a->out});
          std::vector<char*> argv;
+         argv.reserve(args.size() + 1);
          for (auto& arg : args) argv.push_back(arg.data());
          argv.push_back(nullptr);
          execv(argv[0], argv.data());

@@ -53,6 +53,7 @@ std::vector<std::string> list_shard_files(const std::string& path) {
   std::sort(names.begin(), names.end());
 
   std::vector<std::string> files;
+  files.reserve(names.size());
   for (const std::string& name : names) files.push_back((fs::path(path) / name).string());
   return files;
 }

@@ -14,8 +14,8 @@ packages=(
   libhdf5-openmpi-dev hdf5-tools
   # BLAS
   libopenblas-dev
-  # tests and micro-benchmarks
-  googletest libgtest-dev libgmock-dev libbenchmark-dev
+  # tests and micro-benchmarks; the format and lint checks of CI
+  googletest libgtest-dev libgmock-dev libbenchmark-dev clang-format clang-tidy
   # parsing, formatting, CLI
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev
   # data sets that ship with the OS

@@ -90,6 +90,7 @@ double raw_read(const std::vector<std::string>& files, int rank, int world, int6
   MPI_Barrier(MPI_COMM_WORLD);
   const double t0 = now_seconds();
   std::vector<std::thread> threads;
+  threads.reserve(size_t(depth));
   for (int t = 0; t < depth; ++t)
     threads.emplace_back([&, t] {
       AlignedBuffer buf(static_cast<size_t>(block));

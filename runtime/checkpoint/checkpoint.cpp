@@ -176,8 +176,8 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
       h5::Dataset ds = create_f32(file.get(), name, header.identity.flat_numel);
       Selections s = select(ds.get(), b.write, host.numel());
       h5::check_status(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, s.memory.get(), s.file.get(), dxpl.get(), host.f32()),
-                       tmp + ": cannot write " + name);
-      ds.close(tmp + ": cannot close " + name);
+                       fmt::format("{}: cannot write {}", tmp, name));
+      ds.close(fmt::format("{}: cannot close {}", tmp, name));
       my_crcs.push_back(crc_of(host.f32(), b.write));
       if (i == 0 && after_params) after_params();
     }
@@ -193,7 +193,7 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
       displs[size_t(r)] = at;
       at += recv_counts[size_t(r)];
     }
-    all.resize(size_t(displs.back() + recv_counts.back()));
+    all.resize(size_t(displs.back()) + size_t(recv_counts.back()));
     MPI_Allgatherv(mine.data(), int(mine.size()), MPI_INT64_T, all.data(), recv_counts.data(), displs.data(),
                    MPI_INT64_T, mpi_comm);
     write_table(file.get(), "/layout/pieces", H5T_STD_I64LE, all, 3, c.rank == 0);
@@ -282,7 +282,8 @@ Header load(const std::string& path, MPI_Comm mpi_comm, const Identity& expected
   std::vector<h5::Dataset> datasets;
   agreed(c, [&] {
     for (const auto& [name, t] : tensors)
-      datasets.emplace_back(h5::check(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), path + ": cannot open " + name));
+      datasets.emplace_back(
+          h5::check(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), fmt::format("{}: cannot open {}", path, name)));
   });
   // The saved ranks' checksums, verified round-robin by the current ranks
   // (independent reads).
@@ -301,7 +302,7 @@ Header load(const std::string& path, MPI_Comm mpi_comm, const Identity& expected
         Selections s = select(datasets[k].get(), theirs, extent);
         h5::check_status(
             H5Dread(datasets[k].get(), H5T_NATIVE_FLOAT, s.memory.get(), s.file.get(), H5P_DEFAULT, data.data()),
-            path + ": cannot read " + name);
+            fmt::format("{}: cannot read {}", path, name));
         const uint32_t want = crcs[size_t(saved) * tensors.size() + k], got = crc_of(data.data(), theirs);
         ST_CHECK(got == want,
                  "{}: {} as written by rank {} fails its checksum (CRC-32 {:08x}, recorded {:08x}): "
@@ -320,7 +321,7 @@ Header load(const std::string& path, MPI_Comm mpi_comm, const Identity& expected
       Selections s = select(datasets[k].get(), b.read, host.numel());
       h5::check_status(
           H5Dread(datasets[k].get(), H5T_NATIVE_FLOAT, s.memory.get(), s.file.get(), dxpl.get(), host.f32()),
-          path + ": cannot read " + name);
+          fmt::format("{}: cannot read {}", path, name));
       if (!t.device().is_cpu()) copy_tensor(t, host);
     }
     datasets.clear();

@@ -15,7 +15,7 @@ class LayerNorm final : public Layer {
   void bind(std::span<const Tensor> params, std::span<const Tensor> grads) override;
   // Mean and 1/std of every row.
   int64_t workspace_bytes(const Shape& in, int64_t batch) const override {
-    return 2 * 4 * batch * (in.numel() / channels_);
+    return int64_t{8} * batch * (in.numel() / channels_);  // two floats per row
   }
   Shape output_shape(const Shape& in) const override;
   void forward(const Tensor& in, const Tensor& out) override;

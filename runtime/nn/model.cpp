@@ -33,7 +33,7 @@ int64_t Model::activation_bytes(int64_t batch, bool training) const {
   if (training) {  // as backward() allocates them
     int64_t widest = 0;
     for (size_t i = 1; i + 1 < shapes_.size(); ++i) widest = std::max(widest, shapes_[i].numel());
-    bytes += 2 * 4 * std::max<int64_t>(1, batch * widest);
+    bytes += int64_t{8} * std::max<int64_t>(1, batch * widest);
   }
   return bytes;
 }

@@ -105,7 +105,8 @@ Tensor TransformerBlock::forward(const Tensor& in) {
   const Tensor ln1 = ln1_out_.view(0, {B, T, C}), qkv = qkv_out_.view(0, {B, T, 3 * C});
   const Tensor attn = attn_out_.view(0, {B, T, C}), res1 = res1_.view(0, {B, T, C});
   const Tensor ln2 = ln2_out_.view(0, {B, T, C}), fc = fc_out_.view(0, {B, T, 4 * C});
-  const Tensor gelu = gelu_out_.view(0, {B, T, 4 * C}), out = out_.view(0, {B, T, C});
+  const Tensor gelu = gelu_out_.view(0, {B, T, 4 * C});
+  Tensor out = out_.view(0, {B, T, C});
   ln1_.forward(in_, ln1);
   qkv_.forward(ln1, qkv);
   ops::attention_forward(attn, att_, qkv, n_head_);

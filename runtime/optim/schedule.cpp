@@ -31,7 +31,10 @@ float LrSchedule::at(int64_t step) const {
     return float(config_.min_lr + (base_lr_ - config_.min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress)));
   }
   if (config_.kind == ScheduleKind::step)  // its steps count from the end of warmup, as cosine's progress does
-    return float(base_lr_ * std::pow(double(config_.gamma), double((step - config_.warmup_steps) / config_.step_size)));
+  {
+    const int64_t decays = (step - config_.warmup_steps) / config_.step_size;  // whole periods after warmup
+    return float(base_lr_ * std::pow(double(config_.gamma), double(decays)));
+  }
   return base_lr_;
 }
 

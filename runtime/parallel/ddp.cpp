@@ -79,7 +79,7 @@ void Ddp::broadcast_parameters() {
   comm_.allgather(mine, all)->wait();
   std::string mismatched;
   for (int r = 1; r < comm_.size(); ++r) {
-    const int32_t* a = all.i32() + 3 * r;
+    const int32_t* a = all.i32() + 3 * int64_t(r);
     if (a[0] != all.i32()[0] || a[1] != all.i32()[1] || a[2] != all.i32()[2])
       mismatched += fmt::format("{}rank {} has {} blocks, {} parameters (layout {:08x})",
                                 mismatched.empty() ? "" : "; ", r, a[0], a[1], uint32_t(a[2]));

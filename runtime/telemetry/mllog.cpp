@@ -77,20 +77,20 @@ MlLog::~MlLog() {
   if (f_ != nullptr) std::fclose(f_);
 }
 
-void MlLog::event(const std::string& key, const json& value, const json& metadata, std::source_location where) {
+void MlLog::event(const std::string& key, const json& value, const json& metadata, CallSite where) {
   write("POINT_IN_TIME", key, value, metadata, where);
 }
 
-void MlLog::start(const std::string& key, const json& value, const json& metadata, std::source_location where) {
+void MlLog::start(const std::string& key, const json& value, const json& metadata, CallSite where) {
   write("INTERVAL_START", key, value, metadata, where);
 }
 
-void MlLog::end(const std::string& key, const json& value, const json& metadata, std::source_location where) {
+void MlLog::end(const std::string& key, const json& value, const json& metadata, CallSite where) {
   write("INTERVAL_END", key, value, metadata, where);
 }
 
 std::string MlLog::format(const std::string& event_type, const std::string& key, const json& value,
-                          const json& metadata, double time_ms, const std::source_location& where) {
+                          const json& metadata, double time_ms, const CallSite& where) {
   std::string line = ":::MLLOG {\"namespace\": \"\", \"time_ms\": ";
   line += std::to_string(std::llround(time_ms));
   line += ", \"event_type\": ";
@@ -100,9 +100,9 @@ std::string MlLog::format(const std::string& event_type, const std::string& key,
   line += ", \"value\": ";
   append_python_style(line, value);
   line += ", \"metadata\": {\"file\": ";
-  line += quoted(repo_relative(where.file_name()));
+  line += quoted(repo_relative(where.file));
   line += ", \"lineno\": ";
-  line += std::to_string(where.line());
+  line += std::to_string(where.line);
   if (metadata.is_object()) {
     for (const auto& [k, v] : metadata.items()) {
       if (k == "file" || k == "lineno") continue;  // the call site's, above
@@ -117,7 +117,7 @@ std::string MlLog::format(const std::string& event_type, const std::string& key,
 }
 
 void MlLog::write(const char* type, const std::string& key, const json& value, const json& metadata,
-                  const std::source_location& where) {
+                  const CallSite& where) {
   if (f_ == nullptr) return;
   const std::string line = format(type, key, value, metadata, wall_ms(), where) + "\n";
   // One fwrite per line (stdio locks the stream: lines never interleave),

@@ -8,10 +8,20 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <source_location>
 #include <string>
 
 namespace shardtrain::telemetry {
+
+// Where a log call was made: the caller's file and line, filled in by the
+// default arguments (GCC and Clang builtins; std::source_location is not
+// usable with clang 14 and libstdc++ 12, which the linter runs).
+struct CallSite {
+  const char* file;
+  int line;
+  static constexpr CallSite here(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return {file, line};
+  }
+};
 
 class MlLog {
  public:
@@ -22,22 +32,19 @@ class MlLog {
   MlLog& operator=(const MlLog&) = delete;
 
   void event(const std::string& key, const nlohmann::json& value = nullptr,
-             const nlohmann::json& metadata = nlohmann::json::object(),
-             std::source_location where = std::source_location::current());
+             const nlohmann::json& metadata = nlohmann::json::object(), CallSite where = CallSite::here());
   void start(const std::string& key, const nlohmann::json& value = nullptr,
-             const nlohmann::json& metadata = nlohmann::json::object(),
-             std::source_location where = std::source_location::current());
+             const nlohmann::json& metadata = nlohmann::json::object(), CallSite where = CallSite::here());
   void end(const std::string& key, const nlohmann::json& value = nullptr,
-           const nlohmann::json& metadata = nlohmann::json::object(),
-           std::source_location where = std::source_location::current());
+           const nlohmann::json& metadata = nlohmann::json::object(), CallSite where = CallSite::here());
 
   // The line that would be written (for tests).
   static std::string format(const std::string& event_type, const std::string& key, const nlohmann::json& value,
-                            const nlohmann::json& metadata, double time_ms, const std::source_location& where);
+                            const nlohmann::json& metadata, double time_ms, const CallSite& where);
 
  private:
   void write(const char* type, const std::string& key, const nlohmann::json& value, const nlohmann::json& metadata,
-             const std::source_location& where);
+             const CallSite& where);
   std::FILE* f_ = nullptr;
 };
 

@@ -45,6 +45,7 @@ json rank_json(const RankStats& s) {
 
 std::vector<double> collect(const std::vector<RankStats>& ranks, double RankStats::*field) {
   std::vector<double> v;
+  v.reserve(ranks.size());
   for (const auto& r : ranks) v.push_back(r.*field);
   return v;
 }

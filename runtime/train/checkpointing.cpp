@@ -126,7 +126,7 @@ std::optional<std::string> Checkpointing::resolve(const std::string& resume) con
 
 checkpoint::Header Checkpointing::load(const std::string& path) {
   checkpoint::Buffers b = buffers();
-  const checkpoint::Header h = checkpoint::load(path, MPI_COMM_WORLD, identity(), b);
+  checkpoint::Header h = checkpoint::load(path, MPI_COMM_WORLD, identity(), b);
   s_.optimizer->set_steps_taken(h.progress.optimizer_steps);
   strategy_.loaded();
   return h;

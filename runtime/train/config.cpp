@@ -412,7 +412,8 @@ void apply_leaves(Config& config, const toml::table& table, const std::string& p
       continue;
     }
     const std::string where = from_set.count(path) ? "--set " + path : file;
-    with_context(fmt::format("{}: config key {}", where, path), [&] { field->set(config, node); });
+    const toml::node& value = node;  // clang 14 (clang-tidy) cannot capture a structured binding
+    with_context(fmt::format("{}: config key {}", where, path), [&] { field->set(config, value); });
   }
 }
 

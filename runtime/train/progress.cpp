@@ -2,12 +2,13 @@
 
 #include "runtime/core/clock.h"
 
+#include <cmath>
 #include <fmt/format.h>
 
 namespace shardtrain::train {
 
 std::string format_duration(double seconds) {
-  const auto s = int64_t(seconds + 0.5);
+  const auto s = int64_t(std::llround(seconds));
   if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
   if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
   return fmt::format("{}s", s);

@@ -41,7 +41,7 @@ std::vector<std::string> set_aside_earlier_telemetry(const std::string& run_dir,
   for (const std::string& p : paths) {
     std::error_code ec;
     if (!fs::exists(p, ec)) continue;
-    const std::string to = p + ".before-" + tag;
+    const std::string to = fmt::format("{}.before-{}", p, tag);
     fs::rename(p, to, ec);
     ST_CHECK(!ec, "{}: cannot set the earlier run's file aside as {}: {}", p, to, ec.message());
     moved.push_back(to);
@@ -224,6 +224,7 @@ std::string RunTelemetry::finish(nlohmann::json& result) {
       std::ofstream(fs::path(dir_) / "summary.txt") << text << "\n";
       if (config_.telemetry.trace) {
         std::vector<std::string> files;
+        files.reserve(size_t(world_));
         for (int r = 0; r < world_; ++r) files.push_back(rank_file(dir_, "trace-rank", r, "json"));
         telemetry::merge_traces(files, (fs::path(dir_) / "trace.json").string());
       }

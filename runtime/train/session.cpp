@@ -11,6 +11,7 @@
 #include "runtime/core/clock.h"
 #include "runtime/telemetry/recorder.h"
 
+#include <cmath>
 #include <algorithm>
 #include <numeric>
 
@@ -314,7 +315,7 @@ EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t b
   if (comm) {
     const std::vector<double> sums = sum_over_ranks(*comm, {loss, double(correct)});
     loss = sums[0];
-    correct = int64_t(sums[1] + 0.5);
+    correct = int64_t(std::llround(sums[1]));
   }
   const auto n = double(data.size() * rows);
   return {loss / n, double(correct) / n, data.size()};

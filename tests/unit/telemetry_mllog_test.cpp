@@ -24,7 +24,7 @@ nlohmann::json parse_line(const std::string& line) {
 }
 
 TEST(MlLog, FormatIsThePrefixAndJsonWithKeysInMlperfOrder) {
-  const auto where = std::source_location::current();
+  const CallSite where = CallSite::here();
   const std::string line =
       MlLog::format("POINT_IN_TIME", "eval_accuracy", 0.8912, {{"epoch_num", 3}}, 1796000000123.4, where);
   const auto j = parse_line(line);
@@ -35,7 +35,7 @@ TEST(MlLog, FormatIsThePrefixAndJsonWithKeysInMlperfOrder) {
   EXPECT_EQ(j["key"], "eval_accuracy");
   EXPECT_DOUBLE_EQ(j["value"].get<double>(), 0.8912);
   EXPECT_EQ(j["metadata"]["file"], "tests/unit/telemetry_mllog_test.cpp");  // relative to the repo
-  EXPECT_EQ(j["metadata"]["lineno"], where.line());
+  EXPECT_EQ(j["metadata"]["lineno"], where.line);
   EXPECT_EQ(j["metadata"]["epoch_num"], 3);
 
   // Order as the MLPerf logger writes them, with its separators.
@@ -49,12 +49,12 @@ TEST(MlLog, FormatIsThePrefixAndJsonWithKeysInMlperfOrder) {
 }
 
 TEST(MlLog, NullValueAndNestedValues) {
-  const auto j = parse_line(MlLog::format("INTERVAL_START", "run_start", nullptr, nlohmann::json::object(), 1.0,
-                                          std::source_location::current()));
+  const auto j = parse_line(
+      MlLog::format("INTERVAL_START", "run_start", nullptr, nlohmann::json::object(), 1.0, CallSite::here()));
   EXPECT_TRUE(j.contains("value"));
   EXPECT_TRUE(j["value"].is_null());
-  const std::string line = MlLog::format("POINT_IN_TIME", "x", {{"a", {1, 2}}}, {{"status", "success"}}, 1.0,
-                                         std::source_location::current());
+  const std::string line =
+      MlLog::format("POINT_IN_TIME", "x", {{"a", {1, 2}}}, {{"status", "success"}}, 1.0, CallSite::here());
   EXPECT_THAT(line, HasSubstr("\"value\": {\"a\": [1, 2]}"));
   EXPECT_EQ(parse_line(line)["metadata"]["status"], "success");
 }
