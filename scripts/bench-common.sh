@@ -8,3 +8,5 @@ mkdir -p "$out"
 st=build/bin/shardtrain
 run=build/bin/shardrun
 [ -f data/fashion-mnist/test/part-00000.h5 ] || $st prep fashion-mnist
+
+source "$(dirname "${BASH_SOURCE[0]}")/strategy-flags.sh"

@@ -21,13 +21,12 @@ for model in cnn gpt; do
     variants=(ddp full grad_op)
     [ $n = 4 ] && variants+=(hybrid full-bf16)
     for s in "${variants[@]}"; do
-      strategy=(--set parallel.strategy=ddp)
+      fsdp=($(strategy_flags $cfg fsdp))
       case $s in
-        ddp) ;;
-        hybrid) strategy=(--set parallel.strategy=fsdp --set parallel.fsdp.sharding=hybrid --set comm.ranks_per_node=2) ;;
-        full-bf16) strategy=(--set parallel.strategy=fsdp --set parallel.fsdp.param_dtype=bf16
-                             --set parallel.fsdp.reduce_dtype=bf16) ;;
-        *) strategy=(--set parallel.strategy=fsdp --set parallel.fsdp.sharding=$s) ;;
+        ddp) strategy=($(strategy_flags $cfg ddp)) ;;
+        hybrid) strategy=("${fsdp[@]}" --set parallel.fsdp.sharding=hybrid --set comm.ranks_per_node=2) ;;
+        full-bf16) strategy=("${fsdp[@]}" --set parallel.fsdp.param_dtype=bf16 --set parallel.fsdp.reduce_dtype=bf16) ;;
+        *) strategy=("${fsdp[@]}" --set parallel.fsdp.sharding=$s) ;;
       esac
       $run -n $n -- $st train $cfg "${strategy[@]}" --set train.max_steps=$steps \
         --set target.value=0 --run-dir "$out/fsdp-$model-$n-$s" --overwrite >"$out/fsdp-$model-$n-$s.txt" 2>&1

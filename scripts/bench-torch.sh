@@ -37,13 +37,13 @@ echo "openblas: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}; $("$py" -c 'imp
 for m in $MODELS; do
   [[ " $PARTS " == *" 1 "* ]] || break
   cfg=$(config_of "$m")
-  $st config "$cfg" --set train.max_steps="$K" --set target.value=0 --set parallel.strategy=none \
-    > "$out/torch-$m-steps.toml"
+  one=($(strategy_flags "$cfg" none))
+  $st config "$cfg" --set train.max_steps="$K" --set target.value=0 "${one[@]}" > "$out/torch-$m-steps.toml"
   for r in $(seq "$ROUNDS"); do
-    $st train "$cfg" --set train.max_steps="$K" --set target.value=0 --set parallel.strategy=none \
+    $st train "$cfg" --set train.max_steps="$K" --set target.value=0 "${one[@]}" \
       --run-dir "$out/st-$m-steps-$r" --overwrite > /dev/null
     [ $skx = 1 ] && OPENBLAS_CORETYPE=SkylakeX $st train "$cfg" --set train.max_steps="$K" --set target.value=0 \
-      --set parallel.strategy=none --run-dir "$out/st-skx-$m-steps-$r" --overwrite > /dev/null
+      "${one[@]}" --run-dir "$out/st-skx-$m-steps-$r" --overwrite > /dev/null
     OMP_NUM_THREADS=1 "$py" bench/torch_reference.py "$out/torch-$m-steps.toml" --json "$out/torch-$m-steps-$r.json" > /dev/null
     echo "step time $m round $r done"
   done

@@ -13,6 +13,7 @@
 #   GPU_BENCH_BATCH      global batch of the extra MLP throughput run (default 8192)
 # Per model it also runs the same K steps in PyTorch on the GPU
 # (bench/torch_reference.py; row torch-cuda) when $PY imports torch.
+source "$REPO/scripts/strategy-flags.sh"
 
 GPU_TRAIN_STEPS=${GPU_TRAIN_STEPS:-50}
 GPU_TRAIN_DEVICE_KEY=${GPU_TRAIN_DEVICE_KEY:-runtime.device}
@@ -156,7 +157,8 @@ gpu_two_ranks() {
   local rd2=$W/runs/$m-cuda-${strategy}2 name=train-$m-cuda-${strategy}2
   local f2=$W/logs/$name.log
   SHARDTRAIN_UNVERIFIED_GPU_FSDP=1 run "$name" 90 mpirun -x SHARDTRAIN_UNVERIFIED_GPU_FSDP -n 2 \
-    shardtrain train "$cfg" "$@" --set parallel.strategy="$strategy" --set comm.backend=mpi --run-dir "$rd2" --overwrite
+    shardtrain train "$cfg" "$@" $(strategy_flags "$cfg" "$strategy") --set comm.backend=mpi \
+    --run-dir "$rd2" --overwrite
   local rc2=$? loss2 tl2 ms2 sps2
   read -r loss2 tl2 ms2 sps2 < <(run_figures "$rd2" "$f2" "$K")
   say "$m cuda $strategy x2 (device MPI): exit $rc2, loss@$K $loss2, test_loss $tl2"

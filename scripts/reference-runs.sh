@@ -7,6 +7,7 @@
 # Prints one Markdown row per run; the run directories stay under OUT_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/strategy-flags.sh
 bin=${1:?usage: reference-runs.sh BIN_DIR OUT_DIR}
 out=${2:?usage: reference-runs.sh BIN_DIR OUT_DIR}
 mkdir -p "$out"
@@ -20,8 +21,7 @@ for cfg in fmnist_mlp fmnist_cnn gpt_kjv; do
     dir="$out/$cfg-$1-$2"
     rm -rf "$dir"
     "$bin/shardrun" -n "$1" -- "$bin/shardtrain" train "examples/$cfg.toml" --set train.max_steps=200 \
-      --set target.value=0 --set parallel.strategy="$2" --set parallel.fsdp.sharding=full \
-      --set train.progress_every_s=1000 --run-dir "$dir" >"$dir.log" 2>&1 ||
+      --set target.value=0 $(strategy_flags "examples/$cfg.toml" "$2") --set train.progress_every_s=1000 --run-dir "$dir" >"$dir.log" 2>&1 ||
       { echo "reference-runs: $cfg on $1 rank(s) with $2 failed; see $dir.log" >&2; exit 1; }
     python3 - "$dir/result.json" "$cfg" "$1" "$2" <<'PY'
 import json, sys

@@ -42,6 +42,7 @@ class DdpSpec final : public StrategySpec {
  public:
   explicit DdpSpec(const ParallelOptions& options) : options_(options.ddp) {}
   std::string name() const override { return "ddp"; }
+  std::string options_section() const override { return "ddp"; }
   StrategyMemory memory(const nn::FlatParameters& flat, const PlanInputs& in) const override;
   WireTheory wire_theory(const nn::FlatParameters& flat, const PlanInputs& in) const override;
   int64_t collectives_per_step(const nn::FlatParameters& flat, int micro_batches) const override;

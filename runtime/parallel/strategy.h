@@ -85,6 +85,9 @@ class StrategySpec {
   virtual void check(const Topology& t) const;
   // Whether it needs a communicator over the job's ranks.
   virtual bool communicates() const { return true; }
+  // The [parallel.X] section whose options it reads ("ddp" for ddp and
+  // zero1), empty for none: keys under any other section are an error.
+  virtual std::string options_section() const { return ""; }
   // The options of each variant `plan` compares for this strategy at `t`
   // (FSDP: each sharding mode that applies), none when it does not apply.
   virtual std::vector<ParallelOptions> plan_variants(const ParallelOptions& base, const Topology& t) const;

@@ -24,6 +24,7 @@ class Zero1Spec final : public StrategySpec {
  public:
   explicit Zero1Spec(const ParallelOptions& options) : options_(options.ddp) {}
   std::string name() const override { return "zero1"; }
+  std::string options_section() const override { return "ddp"; }  // its gradient buckets
   StrategyMemory memory(const nn::FlatParameters& flat, const PlanInputs& in) const override;
   WireTheory wire_theory(const nn::FlatParameters& flat, const PlanInputs& in) const override;
   int64_t collectives_per_step(const nn::FlatParameters& flat, int micro_batches) const override;

@@ -373,8 +373,23 @@ void validate(const Config& c) {
 
 // ---- overrides -----------------------------------------------------------------
 
+// "~a.b.c": removes that key or table from the file's; one that is not there
+// is an error (a misspelt removal would otherwise do nothing).
+void apply_removal(toml::table& root, const std::string& arg) {
+  const std::string key = arg.substr(1);
+  toml::table* t = &root;
+  size_t start = 0;
+  for (size_t dot; t && (dot = key.find('.', start)) != std::string::npos; start = dot + 1) {
+    toml::node* child = t->get(key.substr(start, dot - start));
+    t = child ? child->as_table() : nullptr;
+  }
+  if (!t || !t->erase(key.substr(start)))
+    throw Error(fmt::format("--set {}: {} is not set, so there is nothing to remove", arg, key));
+}
+
 // "a.b.c=value" into table; the value is TOML if it parses, else a string.
 void apply_override(toml::table& root, const std::string& arg) {
+  if (!arg.empty() && arg[0] == '~') return apply_removal(root, arg);
   const size_t eq = arg.find('=');
   if (eq == std::string::npos || eq == 0)
     throw Error(fmt::format("--set {}: expected key=value, e.g. --set train.epochs=3", arg));
@@ -417,6 +432,38 @@ void apply_leaves(Config& config, const toml::table& table, const std::string& p
   }
 }
 
+// The strategies that read [parallel.`section`], as "\"ddp\" or \"zero1\"".
+std::string strategies_reading(const std::string& section) {
+  std::vector<std::string> names;
+  parallel::ParallelOptions o;
+  for (const std::string& name : parallel::strategy_names()) {
+    o.strategy = name;
+    if (parallel::make_strategy_spec(o)->options_section() == section) names.push_back("\"" + name + "\"");
+  }
+  return names.empty() ? "no strategy" : fmt::format("{}", fmt::join(names, " or "));
+}
+
+// Keys under [parallel.X] for a strategy that is not selected would be
+// ignored without a word (a user who sets parallel.fsdp.prefetch and runs
+// ddp believes FSDP was tuned): an error naming the key and where it was set.
+void check_strategy_sections(const Config& config, const toml::table& root, const std::set<std::string>& from_set,
+                             const std::string& file) {
+  const toml::table* parallel = root["parallel"].as_table();
+  if (!parallel) return;
+  const std::string used = parallel::make_strategy_spec(config.parallel)->options_section();
+  for (auto&& [section, node] : *parallel) {
+    const toml::table* options = node.as_table();
+    if (!options || options->empty() || section.str() == used) continue;
+    const std::string path = fmt::format("parallel.{}.{}", section.str(), options->begin()->first.str());
+    const std::string where = from_set.count(path) ? "--set " + path : file;
+    throw Error(
+        fmt::format("{}: config key {} applies to parallel.strategy {}, but the strategy is \"{}\": "
+                    "remove it (from the file, or with --set '~{}'), or select that strategy",
+                    where, path, strategies_reading(std::string(section.str())), config.parallel.strategy,
+                    fmt::format("parallel.{}", section.str())));
+  }
+}
+
 }  // namespace
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
@@ -444,6 +491,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   with_context(path, [&] { check_known_keys(root, ""); });
   apply_leaves(config, root, "", from_set, path);
   with_context(path, [&] { validate(config); });
+  check_strategy_sections(config, root, from_set, path);
   return config;
 }
 
@@ -455,7 +503,11 @@ bool unverified_gpu_fsdp_allowed() {
 std::string to_toml(const Config& config) {
   std::ostringstream os;
   std::string section;
+  // Only the selected strategy's options: the others would be refused.
+  const std::string used = "parallel." + parallel::make_strategy_spec(config.parallel)->options_section() + ".";
   for (const Field& f : schema()) {
+    const bool strategy_option = f.key.rfind("parallel.", 0) == 0 && f.key != "parallel.strategy";
+    if (strategy_option && f.key.rfind(used, 0) != 0) continue;
     const size_t dot = f.key.find('.');
     if (f.key.substr(0, dot) != section) {
       section = f.key.substr(0, dot);
@@ -474,8 +526,11 @@ std::string config_reference_markdown() {
      << "A run is configured by a TOML file (see `examples/`), overridden on the command line "
         "with `--set key=value` (the value is parsed as TOML, and taken as a string where that "
         "fails: `--set train.epochs=3`, `--set optim.kind=adamw`, `--set model.hidden=[512,256]`). "
+        "`--set '~key'` removes a key or a whole table of the file (`--set '~parallel.ddp'`). "
         "Every key is optional; unknown keys and values of the wrong type are errors that name "
-        "the key. The run directory receives the fully resolved file as `config.toml`.\n";
+        "the key, and so are the options of a strategy that does not run (`parallel.fsdp.*` "
+        "with `parallel.strategy = \"ddp\"`). The run directory receives the fully resolved file "
+        "as `config.toml`.\n";
   std::string section;
   for (const Field& f : schema()) {
     const std::string s = f.key.substr(0, f.key.find('.'));

@@ -99,7 +99,8 @@ struct Config {
 };
 
 // Reads `path`, applies overrides ("key=value": the value is parsed as TOML,
-// and taken as a string where that fails), validates. Errors name the file
+// and taken as a string where that fails; "~key" removes a key or a table,
+// as Hydra's syntax does), validates. Errors name the file
 // or the --set argument, and the key.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 

@@ -29,7 +29,7 @@ fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 train() {  # ranks strategy run-dir [args...]
   local n=$1 strategy=$2 dir=$3
   shift 3
-  timeout 120 "${mpirun[@]}" -np "$n" "$st" train "$cfg" "${common[@]}" --set parallel.strategy="$strategy" \
+  timeout 120 "${mpirun[@]}" -np "$n" "$st" train "$cfg" "${common[@]}" $(strategy_flags "$cfg" "$strategy") \
     --run-dir "$dir" "$@" >"$dir.txt" 2>&1
 }
 # compare A B TOLERANCE: every dataset of two checkpoints, max |a-b| / max |a|.

@@ -2,10 +2,12 @@
 # Sourced by tests/fault/*_test.sh as `source "$(dirname "$0")/lib.sh" NAME`:
 # the program ($st), the reference config ($cfg), a scratch directory ($work,
 # the current directory, removed at exit) and mpirun with the flags these
-# machines need ("${mpirun[@]}": oversubscribed, unbound, as root if root).
+# machines need ("${mpirun[@]}": oversubscribed, unbound, as root if root),
+# and strategy_flags (scripts/strategy-flags.sh).
 # Environment: PROBE_DIR (build/bin, holds shardtrain), SOURCE_DIR.
 st="${PROBE_DIR:?}/shardtrain"
 cfg="${SOURCE_DIR:?}/examples/fmnist_mlp.toml"
+source "$SOURCE_DIR/scripts/strategy-flags.sh"
 work=$(mktemp -d "/tmp/shardtrain-${1:?fault test name}.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work" || exit 1

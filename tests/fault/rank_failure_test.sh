@@ -18,7 +18,7 @@ for variant in "memory ddp" "stream ddp" "stream fsdp"; do
   start=$(date +%s)
   rc=0
   timeout 150 "${mpirun[@]}" -np 2 "$st" train "$cfg" "${common[@]}" --set data.loader=$1 \
-    --set parallel.strategy=$2 --run-dir "$name" >"$name.txt" 2>&1 || rc=$?
+    $(strategy_flags "$cfg" "$2") --run-dir "$name" >"$name.txt" 2>&1 || rc=$?
   took=$(($(date +%s) - start))
   if [ "$rc" -eq 0 ] || [ "$took" -ge 60 ]; then
     echo "FAIL $name: exit $rc after ${took}s (expected a quick failure)"; cat "$name.txt"; failures=$((failures + 1))

@@ -22,6 +22,8 @@ pass "--set before the config path takes one value"
 expect_error "data.verify_checksums needs data.loader = \"stream\"" "$SHARDTRAIN" config "$cfg" --set data.verify_checksums=true
 expect_error "unknown config key optim.learning_rate" "$SHARDTRAIN" train "$cfg" --set optim.learning_rate=0.1
 expect_error "config key parallel.fsdp.sharding: \"zero3\" is not one of \"full\", \"grad_op\" or \"hybrid\"" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=fsdp --set parallel.fsdp.sharding=zero3 --run-dir r-fsdp
+expect_error "config key parallel.ddp.bucket_mb applies to parallel.strategy \"ddp\" or \"zero1\", but the strategy is \"fsdp\"" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=fsdp --run-dir r-fsdp
+expect_error "--set parallel.fsdp.prefetch: config key parallel.fsdp.prefetch applies to parallel.strategy \"fsdp\", but the strategy is \"ddp\"" "$SHARDTRAIN" config "$cfg" --set parallel.fsdp.prefetch=1
 
 # --- data sets ------------------------------------------------------------------
 expect_error "$WORK/missing" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "data.train=$WORK/missing" --run-dir r1
@@ -90,7 +92,7 @@ expect_error "shards" "$SHARDTRAIN" prep fashion-mnist --out out4 --shards 0
 mpi=(mpirun -np 2 --oversubscribe)
 [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
 rc=0
-timeout 120 "${mpi[@]}" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=none --run-dir r-mpi >mpi.out 2>&1 || rc=$?
+timeout 120 "${mpi[@]}" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=none --set '~parallel.ddp' --run-dir r-mpi >mpi.out 2>&1 || rc=$?
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { cat mpi.out; fail "2 ranks with strategy none: rc $rc"; }
 grep -q 'trains on one rank, but the job has 2 ranks' mpi.out || { cat mpi.out; fail "no clear error under mpirun"; }
 pass "2 ranks with strategy none: clear error, exit $rc"

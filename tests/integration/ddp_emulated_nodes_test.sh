@@ -57,7 +57,7 @@ pass "4 ranks on 2 emulated nodes trained 30 steps; $((crossed >> 20)) MiB cross
 before=$(cat "/sys/class/net/$P-v1/statistics/tx_bytes")
 timeout 240 "$EMU" run --prefix "$P" -n 4 --per-node 2 -- "$SHARDTRAIN" train "$SOURCE_DIR/examples/fmnist_mlp.toml" \
   --set "data.train=$data/train" --set "data.test=$data/test" --set data.train_limit=4000 \
-  --set train.max_steps=30 --set parallel.strategy=fsdp --set parallel.fsdp.sharding=hybrid \
+  --set train.max_steps=30 --set parallel.strategy=fsdp --set '~parallel.ddp' --set parallel.fsdp.sharding=hybrid \
   --set comm.ranks_per_node=2 --run-dir "$WORK/run-hybrid" >hybrid.txt 2>&1 ||
   { cat hybrid.txt; fail "HYBRID training across emulated nodes"; }
 crossed=$(( $(cat "/sys/class/net/$P-v1/statistics/tx_bytes") - before ))

@@ -35,15 +35,17 @@ PY
 
 wide=(--set "data.train=$data/train" --set "data.test=$data/test" --set data.train_limit=4096 --set data.test_limit=512
       --set model.hidden=[1024,1024] --set train.eval_batch_size=64)
+# The examples' [parallel.ddp] is refused by FSDP, which does not read it.
+fsdp=(--set parallel.strategy=fsdp --set '~parallel.ddp')
 check mlp-ddp 2 fmnist_mlp.toml "${wide[@]}" --set parallel.strategy=ddp
-check mlp-full 4 fmnist_mlp.toml "${wide[@]}" --set parallel.strategy=fsdp
-check mlp-grad-op 3 fmnist_mlp.toml "${wide[@]}" --set parallel.strategy=fsdp --set parallel.fsdp.sharding=grad_op
-check mlp-hybrid 4 fmnist_mlp.toml "${wide[@]}" --set parallel.strategy=fsdp --set parallel.fsdp.sharding=hybrid \
+check mlp-full 4 fmnist_mlp.toml "${wide[@]}" "${fsdp[@]}"
+check mlp-grad-op 3 fmnist_mlp.toml "${wide[@]}" "${fsdp[@]}" --set parallel.fsdp.sharding=grad_op
+check mlp-hybrid 4 fmnist_mlp.toml "${wide[@]}" "${fsdp[@]}" --set parallel.fsdp.sharding=hybrid \
   --set comm.ranks_per_node=2 --set train.accumulation_steps=2
-check mlp-bf16 4 fmnist_mlp.toml "${wide[@]}" --set parallel.strategy=fsdp --set parallel.fsdp.param_dtype=bf16 \
+check mlp-bf16 4 fmnist_mlp.toml "${wide[@]}" "${fsdp[@]}" --set parallel.fsdp.param_dtype=bf16 \
   --set parallel.fsdp.reduce_dtype=bf16
 check cnn-full 2 fmnist_cnn.toml --set "data.train=$data/train" --set "data.test=$data/test" --set data.train_limit=4096 \
-  --set data.test_limit=600 --set parallel.strategy=fsdp
+  --set data.test_limit=600 "${fsdp[@]}"
 check gpt-full 4 gpt_kjv.toml --set data.train=kjv/train --set data.test=kjv/test --set data.test_limit=256 \
   --set parallel.strategy=fsdp
 

@@ -125,6 +125,30 @@ TEST(Config, SetErrorsNameTheArgument) {
   EXPECT_THAT(err("train.epochs.x=1"), HasSubstr("train.epochs: expected an integer, got a table"));
 }
 
+TEST(Config, TildeRemovesAKeyOrATableAndAMissingOneIsAnError) {
+  const std::string path = write_config("[parallel]\nstrategy = \"ddp\"\n[parallel.ddp]\nbucket_mb = 4.0\n");
+  EXPECT_DOUBLE_EQ(load_config(path, {"~parallel.ddp.bucket_mb"}).parallel.ddp.bucket_mb, 25.0);
+  EXPECT_DOUBLE_EQ(load_config(path, {"~parallel.ddp"}).parallel.ddp.bucket_mb, 25.0);
+  EXPECT_EQ(load_config(path, {"~parallel"}).parallel.strategy, "none");
+  EXPECT_THAT(error_of("", {"~parallel.ddp"}), HasSubstr("--set ~parallel.ddp: parallel.ddp is not set"));
+  EXPECT_THAT(error_of("[parallel]\n", {"~parallel.fsdp.prefetch"}), HasSubstr("nothing to remove"));
+}
+
+// Options of a strategy that does not run would be ignored without a word.
+TEST(Config, KeysOfAStrategyNotSelectedAreAnError) {
+  const std::string ddp_file = "[parallel]\nstrategy = \"ddp\"\n[parallel.ddp]\nbucket_mb = 4.0\n";
+  EXPECT_THAT(error_of(ddp_file, {"parallel.strategy=fsdp"}),
+              HasSubstr("config key parallel.ddp.bucket_mb applies to parallel.strategy \"ddp\" or \"zero1\", but "
+                        "the strategy is \"fsdp\": remove it (from the file, or with --set '~parallel.ddp')"));
+  EXPECT_THAT(error_of(ddp_file, {"parallel.strategy=none"}), HasSubstr("but the strategy is \"none\""));
+  EXPECT_THAT(error_of(ddp_file, {"parallel.fsdp.prefetch=1"}),
+              HasSubstr("--set parallel.fsdp.prefetch: config key parallel.fsdp.prefetch applies to "
+                        "parallel.strategy \"fsdp\", but the strategy is \"ddp\""));
+  // zero1 reads DDP's buckets; removing the section makes FSDP fine.
+  EXPECT_DOUBLE_EQ(load_config(write_config(ddp_file), {"parallel.strategy=zero1"}).parallel.ddp.bucket_mb, 4.0);
+  EXPECT_EQ(load_config(write_config(ddp_file), {"parallel.strategy=fsdp", "~parallel.ddp"}).parallel.strategy, "fsdp");
+}
+
 TEST(Config, ValuesOutOfRangeNameTheKey) {
   EXPECT_THAT(error_of("[train]\nepochs = 0\n"), HasSubstr("train.epochs must be at least 1"));
   EXPECT_THAT(error_of("[model]\nkind = \"rnn\"\n"),
@@ -157,6 +181,13 @@ TEST(Config, ResolvedTomlRoundTrips) {
   EXPECT_EQ(to_toml(again), to_toml(c));
   EXPECT_EQ(again.train.epochs, 4);
   EXPECT_EQ(again.optim.kind, optim::OptimizerKind::adamw);
+  // With each strategy: only its own options are written.
+  for (const char* strategy : {"none", "ddp", "zero1", "fsdp"}) {
+    const Config s = load_config(write_config(""), {fmt::format("parallel.strategy={}", strategy)});
+    const std::string text = to_toml(s);
+    EXPECT_EQ(to_toml(load_config(write_config(text))), text) << strategy;
+    EXPECT_EQ(text.find("fsdp.prefetch") != std::string::npos, std::string(strategy) == "fsdp") << text;
+  }
 }
 
 TEST(Config, FsdpOnAGpuOnlyWhenTheUnverifiedPathIsAskedFor) {
