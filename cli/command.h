@@ -4,7 +4,7 @@
 // error into one line (runtime/train/fatal_error.h).
 #pragma once
 
-#include "runtime/comm/mpi_env.h"
+#include "runtime/comm/transport/mpi_env.h"
 #include "runtime/core/enum_names.h"
 
 #include <CLI/CLI.hpp>

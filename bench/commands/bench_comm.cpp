@@ -1,7 +1,7 @@
 #include "bench/commands/bench_comm.h"
 
-#include "runtime/comm/mpi_native.h"
-#include "runtime/comm/scratch.h"
+#include "runtime/comm/algorithms/mpi_native.h"
+#include "runtime/comm/engine/scratch.h"
 #include "runtime/core/error.h"
 #include "runtime/core/tensor.h"
 

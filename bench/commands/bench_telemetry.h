@@ -9,7 +9,7 @@
 // (RunTelemetry::own_seconds).
 #pragma once
 
-#include "runtime/comm/mpi_env.h"
+#include "runtime/comm/transport/mpi_env.h"
 #include "runtime/train/config.h"
 
 #include <string>

@@ -53,8 +53,8 @@ StrategyMemory FsdpSpec::memory(const nn::FlatParameters& flat, const PlanInputs
                     {"gradient accumulator", m.accumulator_bytes},
                     {"bf16 copies (mixed precision)", m.low_precision_bytes}};
   out.persistent_bytes = m.persistent_bytes;
-  // The reduce-scatter's staging in the communicator (runtime/comm/
-  // reduce_scatter_ring.cpp), sized by the largest Block: a ring above
+  // The reduce-scatter's staging in the communicator
+  // (runtime/comm/algorithms/reduce_scatter_ring.cpp), sized by the largest Block: a ring above
   // comm.reduce_scatter_small_bytes keeps two chunks in flight and, with
   // more than 2 ranks, two out-of-place partial sums of a segment.
   const ShardLayout layout(flat.blocks(), group);

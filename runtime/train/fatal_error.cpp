@@ -1,6 +1,6 @@
 #include "runtime/train/fatal_error.h"
 
-#include "runtime/comm/mpi_env.h"
+#include "runtime/comm/transport/mpi_env.h"
 #include "runtime/telemetry/flight_recorder.h"
 
 #include <fmt/format.h>

@@ -1,7 +1,7 @@
 // finish(): result.json and the run's last lines (train_loop.h).
 #include "kernels/devices.h"
 #include "runtime/checkpoint/checkpoint_dir.h"
-#include "runtime/comm/progress_engine.h"
+#include "runtime/comm/engine/progress_engine.h"
 #include "runtime/core/clock.h"
 #include "runtime/train/comm_volume.h"
 #include "runtime/train/run_lines.h"

@@ -2,7 +2,7 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/devices.h"
-#include "runtime/comm/mpi_env.h"
+#include "runtime/comm/transport/mpi_env.h"
 #include "runtime/train/blas_core.h"
 
 #include <cblas.h>

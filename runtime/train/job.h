@@ -6,7 +6,7 @@
 
 #include "io/sampler.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/comm/mpi_env.h"
+#include "runtime/comm/transport/mpi_env.h"
 #include "runtime/optim/schedule.h"
 #include "runtime/parallel/strategy.h"
 #include "runtime/train/checkpointing.h"

@@ -3,7 +3,7 @@
 // MLPerf log, and the flight recorder armed with what the rank is doing.
 #pragma once
 
-#include "runtime/comm/mpi_env.h"
+#include "runtime/comm/transport/mpi_env.h"
 #include "runtime/telemetry/mllog.h"
 #include "runtime/train/config.h"
 #include "runtime/train/run_dir.h"

@@ -1,7 +1,7 @@
 // `shardtrain train`: the whole job, top to bottom, as the user sees it.
 #pragma once
 
-#include "runtime/comm/mpi_env.h"
+#include "runtime/comm/transport/mpi_env.h"
 #include "runtime/train/config.h"
 
 #include <string>

@@ -16,7 +16,7 @@
 // The job must end (non-zero exit) with the watchdog's one-line report on
 // stderr, within a few seconds of --timeout (default 2 s).
 #include "runtime/comm/communicator.h"
-#include "runtime/comm/mpi_env.h"
+#include "runtime/comm/transport/mpi_env.h"
 #include "runtime/core/error.h"
 
 #include <chrono>

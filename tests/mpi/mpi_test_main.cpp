@@ -1,7 +1,7 @@
 // gtest main for tests run under mpirun: MPI is initialized once for all
 // tests, only rank 0 prints gtest's report, and the process fails when the
 // test failed on any rank (so a failure on rank 2 fails the run).
-#include "runtime/comm/mpi_env.h"
+#include "runtime/comm/transport/mpi_env.h"
 
 #include <gtest/gtest.h>
 #include <mpi.h>

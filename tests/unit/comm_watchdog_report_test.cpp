@@ -1,6 +1,6 @@
 // The watchdog's one-line report, from snapshots (no MPI needed): who never
 // arrived and what they do instead.
-#include "runtime/comm/watchdog_report.h"
+#include "runtime/comm/watchdog/watchdog_report.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

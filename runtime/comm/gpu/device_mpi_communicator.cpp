@@ -3,7 +3,7 @@
 #include "kernels/cuda/context.h"
 #include "runtime/comm/collective_args.h"
 #include "runtime/comm/gpu_backend.h"
-#include "runtime/comm/mpi_transport.h"
+#include "runtime/comm/transport/mpi_transport.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
 

@@ -4,8 +4,8 @@
 #include "kernels/cuda/stream_sleep.h"
 #include "runtime/comm/gpu_backend.h"
 #include "runtime/comm/collective_args.h"
-#include "runtime/comm/mpi_transport.h"
-#include "runtime/comm/mpi_world.h"
+#include "runtime/comm/transport/mpi_transport.h"
+#include "runtime/comm/transport/mpi_world.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
 

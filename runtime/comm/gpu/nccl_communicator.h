@@ -46,10 +46,10 @@
 // world must make it (in the same order for node() and cross_node()).
 #pragma once
 
-#include "runtime/comm/comm_monitor.h"
+#include "runtime/comm/watchdog/comm_monitor.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/gpu/nccl_library.h"
-#include "runtime/comm/watchdog.h"
+#include "runtime/comm/watchdog/watchdog.h"
 
 #include <cuda_runtime.h>
 #include <mpi.h>

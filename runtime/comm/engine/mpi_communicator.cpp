@@ -1,0 +1,457 @@
+#include "runtime/comm/engine/mpi_communicator.h"
+
+#include "runtime/comm/algorithms/allgather_ring.h"
+#include "runtime/comm/algorithms/allreduce_hierarchical.h"
+#include "runtime/comm/algorithms/allreduce_ring.h"
+#include "runtime/comm/collective_args.h"
+#include "runtime/comm/algorithms/mpi_native.h"
+#include "runtime/comm/transport/mpi_world.h"
+#include "runtime/comm/algorithms/reduce_scatter_ring.h"
+#include "runtime/comm/algorithms/reduction.h"
+#include "runtime/comm/algorithms/ring_layout.h"
+#include "runtime/core/clock.h"
+#include "runtime/core/error.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <cstring>
+#include <vector>
+
+namespace shardtrain::comm {
+namespace {
+
+// ---- helpers ----------------------------------------------------------------
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+void check_cpu(const std::string& comm, const char* what, const Tensor& t) {
+  ST_CHECK(t.defined(), "comm '{}': {} of an undefined tensor", comm, what);
+  ST_CHECK(t.device().is_cpu(), "comm '{}': {}: the MPI backend takes CPU tensors, not {}", comm, what,
+           t.device().str());
+}
+
+void check_reducible(const std::string& comm, const char* what, const Tensor& t) {
+  check_cpu(comm, what, t);
+  ST_CHECK(t.dtype() != DType::i32, "comm '{}': {} reduces f32 or bf16 tensors, not i32", comm, what);
+}
+
+const char* algo_name(int algo) {
+  static const char* names[] = {"local", "mpi", "ring", "hierarchical", "oneshot", "shm"};
+  return names[algo];
+}
+
+}  // namespace
+
+// ---- construction -------------------------------------------------------------
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::make_world(const CommOptions& options) {
+  validate(options);
+  int initialized = 0, level = 0;
+  MPI_Initialized(&initialized);
+  ST_CHECK(initialized, "the MPI communicator needs MPI initialized first (comm::MpiEnv)");
+  MPI_Query_thread(&level);
+  ST_CHECK(level == MPI_THREAD_MULTIPLE,
+           "the MPI communicator needs MPI_THREAD_MULTIPLE (its progress threads call MPI), the "
+           "MPI library provides thread level {}",
+           level);
+  MPI_Comm comm;
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
+  auto watchdog = std::make_shared<Watchdog>(MPI_COMM_WORLD);
+  const BackoffPolicy policy = BackoffPolicy::for_node(comm);
+  std::unique_ptr<MpiCommunicator> world(new MpiCommunicator(comm, Kind::world, options, policy, std::move(watchdog)));
+  MpiCommunicator* w = world.get();
+  shutdown_at_mpi_finalize(w, [w] { w->shutdown(); });
+  world->make_sub_communicators();
+  return world;
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& options, const BackoffPolicy& policy,
+                                 std::shared_ptr<Watchdog> watchdog)
+    : kind_(kind),
+      name_(kind == Kind::world   ? "world"
+            : kind == Kind::node  ? "node"
+            : kind == Kind::cross ? "cross-node"
+                                  : "self"),
+      options_(options),
+      policy_(policy),
+      comm_(comm),
+      watchdog_(std::move(watchdog)) {
+  std::vector<int> world_ranks{world_rank()};
+  if (comm_ != MPI_COMM_NULL) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    world_ranks = world_ranks_of(comm_);
+    transport_ = std::make_unique<MpiTransport>(comm_, policy_);
+    native_ = std::make_unique<MpiNative>(comm_);
+    // The world's window is set up with its sub-communicators (it needs to
+    // know whether it spans several nodes, emulated ones included).
+    // Emulated nodes (ranks_per_node) are separate nodes: the cross-node
+    // communicator's ranks share no memory there, even where the machine
+    // would let them (its collectives must cross the emulated links).
+    const bool emulated_cross = kind_ == Kind::cross && options_.ranks_per_node > 0;
+    if (kind_ != Kind::world && options_.shared_memory && !emulated_cross)
+      shm_ = ShmWindow::create(comm_, AllreduceShm::kWindowBytes);
+  }
+  monitor_ = std::make_shared<CommMonitor>(name_, rank_, size_, world_ranks, options_.timeout_s);
+  if (watchdog_) watchdog_->add(monitor_);
+  Executor& executor = *this;
+  engine_ = std::make_unique<ProgressEngine>(name_, executor, monitor_);
+}
+
+// Node groups from the MPI library's shared-memory split (or, to emulate
+// nodes on one machine, consecutive groups of ranks_per_node ranks); the
+// cross-node groups are the ranks with the same node-local index.
+void MpiCommunicator::make_sub_communicators() {
+  MPI_Comm node, cross;
+  if (options_.ranks_per_node > 0)
+    check_mpi(MPI_Comm_split(comm_, rank_ / options_.ranks_per_node, rank_, &node), "MPI_Comm_split");
+  else
+    check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  int local_rank = 0, local_size = 1;
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_size(node, &local_size);
+  check_mpi(MPI_Comm_split(comm_, local_rank, rank_, &cross), "MPI_Comm_split");
+
+  int extremes[2] = {local_size, -local_size}, nodes = local_rank == 0 ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, extremes, 2, MPI_INT, MPI_MAX, comm_);
+  MPI_Allreduce(MPI_IN_PLACE, &nodes, 1, MPI_INT, MPI_SUM, comm_);
+  if (local_size == size_ && options_.shared_memory) shm_ = ShmWindow::create(comm_, AllreduceShm::kWindowBytes);
+  hierarchical_possible_ = extremes[0] == -extremes[1];
+  hierarchical_useful_ = hierarchical_possible_ && nodes >= 2 && local_size >= 2;
+  if (hierarchical_possible_) {
+    check_mpi(MPI_Comm_dup(node, &hier_node_), "MPI_Comm_dup");
+    check_mpi(MPI_Comm_dup(cross, &hier_cross_), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(hier_node_, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(hier_cross_, MPI_ERRORS_RETURN);
+    hier_node_transport_ = std::make_unique<MpiTransport>(hier_node_, policy_);
+    hier_cross_transport_ = std::make_unique<MpiTransport>(hier_cross_, policy_);
+  }
+  node_.reset(new MpiCommunicator(node, Kind::node, options_, policy_, watchdog_));
+  cross_.reset(new MpiCommunicator(cross, Kind::cross, options_, policy_, watchdog_));
+  ST_CHECK(hierarchical_possible_ || options_.allreduce_algorithm != AllreduceAlgorithm::hierarchical,
+           "comm.allreduce_algorithm = hierarchical needs the same number of ranks on every node "
+           "(here between {} and {} on {} nodes)",
+           -extremes[1], extremes[0], nodes);
+}
+
+MpiCommunicator& MpiCommunicator::self_communicator() {
+  std::lock_guard lock(self_mu_);
+  if (!self_) self_.reset(new MpiCommunicator(MPI_COMM_NULL, Kind::self, options_, policy_, nullptr));
+  return *self_;
+}
+
+Communicator& MpiCommunicator::node() {
+  switch (kind_) {
+    case Kind::world: return *node_;
+    case Kind::node: return *this;
+    case Kind::cross: return self_communicator();
+    case Kind::self: break;
+  }
+  return *this;
+}
+
+Communicator& MpiCommunicator::cross_node() {
+  switch (kind_) {
+    case Kind::world: return *cross_;
+    case Kind::node: return self_communicator();
+    case Kind::cross: return *this;
+    case Kind::self: break;
+  }
+  return *this;
+}
+
+// ---- shutdown -----------------------------------------------------------------
+
+void MpiCommunicator::shutdown() {
+  {
+    std::lock_guard lock(issue_mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  engine_->stop();  // runs what is queued first
+  if (node_) node_->shutdown();
+  if (cross_) cross_->shutdown();
+  {
+    std::lock_guard lock(self_mu_);
+    if (self_) self_->shutdown();
+  }
+  shm_.reset();  // collective, like every rank's shutdown
+  scratch_.release();
+  transport_.reset();
+  native_.reset();
+  hier_node_transport_.reset();
+  hier_cross_transport_.reset();
+  for (MPI_Comm* c : {&hier_node_, &hier_cross_, &comm_})
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+  if (kind_ == Kind::world) watchdog_->stop();
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) shutdown();
+  if (kind_ == Kind::world) cancel_shutdown_at_mpi_finalize(this);
+}
+
+// ---- issuing ------------------------------------------------------------------
+
+MpiCommunicator::Algo MpiCommunicator::pick(OpCode op, int64_t bytes) const {
+  if (size_ == 1) return Algo::local;
+  if (op == OpCode::broadcast || op == OpCode::barrier) return Algo::mpi;
+  using A = AllreduceAlgorithm;
+  const A forced = options_.allreduce_algorithm;
+  if (op == OpCode::allreduce && shm_ && (forced == A::automatic || forced == A::shm)) return Algo::shm;
+  if (forced == A::oneshot && op == OpCode::allreduce) return Algo::oneshot;
+  if (forced == A::mpi) return Algo::mpi;
+  if (forced == A::ring) return Algo::ring;
+  const bool hierarchical = op == OpCode::allreduce && kind_ == Kind::world;
+  if (forced == A::hierarchical) return hierarchical ? Algo::hierarchical : Algo::ring;
+  const int64_t small = op == OpCode::allreduce        ? options_.small_message_bytes
+                        : op == OpCode::reduce_scatter ? options_.reduce_scatter_small_bytes
+                                                       : options_.allgather_small_bytes;
+  if (op == OpCode::allreduce && bytes * (size_ - 1) <= options_.oneshot_bytes) return Algo::oneshot;
+  if (bytes <= small) return Algo::mpi;
+  return hierarchical && hierarchical_useful_ ? Algo::hierarchical : Algo::ring;
+}
+
+WorkPtr MpiCommunicator::issue(OpCode op, Algo algo, Task&& task) {
+  task.record.op = op;
+  task.record.dtype = task.a.defined() ? task.a.dtype() : DType::f32;
+  task.record.root = task.root;
+  task.algorithm = int(algo);
+  std::strncpy(task.record.algorithm, algo_name(int(algo)), sizeof(task.record.algorithm) - 1);
+  std::lock_guard lock(issue_mu_);
+  ST_CHECK(!shut_down_, "comm '{}': {} after the communicator was shut down", name_, op_name(op));
+  task.record.seq = next_seq_++;
+  task.work = std::make_shared<Work>(op_name(op), task.record.seq, task.record.bytes, engine_->helper());
+  WorkPtr work = task.work;
+  monitor_->issued(task.record);
+  engine_->submit(std::move(task));
+  return work;
+}
+
+bool MpiCommunicator::checks_arrival(const Task& task) const {
+  return Algo(task.algorithm) == Algo::mpi && (options_.check_arrival || task.record.op == OpCode::barrier);
+}
+
+bool MpiCommunicator::prepare(const Task& task, const Task* running) {
+  if (options_.debug_delay_s > 0) {
+    if (running) return false;  // delay each collective when it is next, not ahead
+    std::this_thread::sleep_for(std::chrono::duration<double>(options_.debug_delay_s));
+  }
+  if (!checks_arrival(task)) return true;
+  if (running && running->record.bytes > kLookaheadBytes) return false;
+  try {
+    arrivals_.emplace_back(*transport_, task.record);
+    arrivals_.back().progress();
+  } catch (const std::exception& e) {
+    if (watchdog_) watchdog_->fail(*monitor_, task.record, fmt::format("failed: {}", e.what()));
+    throw;
+  }
+  return true;
+}
+
+// One-shot (or shared-memory) all-reduces queued right behind each other on
+// disjoint buffers run as one group: all their messages in flight at once
+// (one-shot), packed into common steps (shared memory).
+size_t MpiCommunicator::group(std::span<const Task> queued) {
+  const int algorithm = queued.front().algorithm;
+  if (Algo(algorithm) != Algo::oneshot && Algo(algorithm) != Algo::shm) return 1;
+  int64_t bytes = queued.front().record.bytes;
+  size_t n = 1;
+  for (; n < std::min(queued.size(), kCoalesceOps) && bytes <= kCoalesceBytes; ++n) {
+    const Task& next = queued[n];
+    if (next.algorithm != algorithm || bytes + next.record.bytes > kCoalesceBytes) break;
+    // The same buffer again is a dependency (its input is the earlier result).
+    const bool disjoint = std::none_of(queued.begin(), queued.begin() + std::ptrdiff_t(n),
+                                       [&](const Task& earlier) { return overlap(earlier.a, next.a); });
+    if (!disjoint) break;
+    bytes += next.record.bytes;
+  }
+  return n;
+}
+
+void MpiCommunicator::execute(std::span<Task> tasks) {
+  const Task* current = &tasks.front();
+  const auto algo = Algo(tasks.front().algorithm);
+  try {
+    if (shm_) shm_->announce(ShmWindow::signature(current->record.seq, current->record.op, algo == Algo::shm));
+    if (algo == Algo::oneshot)
+      run_oneshot(tasks, current);
+    else if (algo == Algo::shm)
+      run_shm(tasks, current);
+    else
+      run(tasks.front());
+  } catch (const std::exception& e) {
+    // The other ranks are inside the same collective: there is no way to go
+    // on consistently. The watchdog reports and ends the job.
+    if (watchdog_) watchdog_->fail(*monitor_, current->record, fmt::format("failed: {}", e.what()));
+    throw;
+  }
+}
+
+void MpiCommunicator::fill_inplace_ops(std::span<Task> tasks) {
+  inplace_ops_.clear();
+  for (const Task& t : tasks) inplace_ops_.push_back({t.record.seq, t.a.dtype(), t.a.raw(), t.a.numel(), t.scale, 0.0});
+}
+
+// A group of one-shot all-reduces, completed in issue order; `current` follows the one being completed (what the
+// watchdog names).
+void MpiCommunicator::run_oneshot(std::span<Task> tasks, const Task*& current) {
+  fill_inplace_ops(tasks);
+  AllreduceOneshot algorithm(*transport_, inplace_ops_, scratch_, oneshot_workspace_);
+  algorithm.post();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (i > 0) move_on(tasks, i, i, i + 1, current);
+    algorithm.finish(i);
+    tasks[i].work->mark_arrived(inplace_ops_[i].arrived_at);
+  }
+}
+
+// All-reduces through shared memory, small ones queued together packed into
+// common steps.
+void MpiCommunicator::run_shm(std::span<Task> tasks, const Task*& current) {
+  fill_inplace_ops(tasks);
+  size_t in = 0, reached = 0;  // the task the rank waits in; tasks [0, reached) started
+  AllreduceShm(*shm_, shm_step_, inplace_ops_, policy_).run([&](size_t first, size_t end) {
+    if (first > in || end > reached) move_on(tasks, first > in ? first : 0, std::max(first, reached), end, current);
+    in = std::max(in, first);
+    reached = std::max(reached, end);
+  });
+  for (size_t i = 0; i < tasks.size(); ++i) tasks[i].work->mark_arrived(inplace_ops_[i].arrived_at);
+}
+
+// Within a group: the rank now waits in #waits_in (those before it are
+// complete; 0: no change) and starts collectives [begin, end) (their first
+// step; the group's first ones were marked by the progress engine). The
+// watchdog names #waits_in and times it from now, not from the group's
+// start, which would count the earlier ones against its timeout; and each
+// one's wait for its peers (started -> arrived,
+// Work::blocked_waiting_for_peers) leaves out this rank's own transfers of
+// the earlier ones.
+void MpiCommunicator::move_on(std::span<Task> tasks, size_t waits_in, size_t begin, size_t end, const Task*& current) {
+  const double now = now_seconds();
+  if (begin > 0)
+    for (size_t k = begin; k < end; ++k) tasks[k].work->mark_started(tasks[k].work->algorithm(), now);
+  if (waits_in == 0) return;
+  current = &tasks[waits_in];
+  if (!monitor_) return;
+  monitor_->finished(tasks[waits_in - 1].record);
+  monitor_->started(tasks[waits_in].record, now);
+}
+
+// On the thread running tasks (the engine, or a waiting caller).
+void MpiCommunicator::run(const Task& task) {
+  const auto algo = Algo(task.algorithm);
+  const int64_t seq = task.record.seq;
+  const Tensor& a = task.a;
+  const Tensor& b = task.b;
+  if (checks_arrival(task)) {
+    ST_ASSERT(!arrivals_.empty() && arrivals_.front().seq() == seq);
+    arrivals_.front().wait();
+    arrivals_.pop_front();
+    task.work->mark_arrived(now_seconds());
+  }
+  switch (task.record.op) {
+    case OpCode::allreduce:
+      if (algo == Algo::local)
+        scale_inplace(a.dtype(), a.raw(), a.numel(), task.scale);
+      else if (algo == Algo::mpi)
+        native_->allreduce(a.raw(), a.numel(), a.dtype(), task.scale);
+      else if (algo == Algo::ring)
+        AllreduceRing(*transport_, seq, a.dtype(), a.raw(), a.numel(), task.scale, options_.chunk_bytes, scratch_)
+            .run();
+      else
+        AllreduceHierarchical(*hier_node_transport_, *hier_cross_transport_, seq, a.dtype(), a.raw(), a.numel(),
+                              task.scale, options_, scratch_)
+            .run();
+      return;
+    case OpCode::reduce_scatter:  // a: input, b: output
+      if (algo == Algo::mpi) {
+        native_->reduce_scatter(a.raw(), b.raw(), b.numel(), a.dtype(), task.scale, scratch_);
+      } else if (algo == Algo::local) {
+        if (b.raw() != a.raw() && b.nbytes() > 0) std::memcpy(b.raw(), a.raw(), b.nbytes());
+        scale_inplace(b.dtype(), b.raw(), b.numel(), task.scale);
+      } else {
+        const RingLayout layout(a.numel(), size_, options_.chunk_bytes / int64_t(dtype_size(a.dtype())));
+        ReduceScatterRing(*transport_, layout, a.dtype(), transport_->tag(seq, kTagReduceScatter), a.raw(), b.raw(),
+                          task.scale, /*in_place=*/false, scratch_)
+            .run();
+      }
+      return;
+    case OpCode::allgather: {  // a: input, b: output
+      if (algo == Algo::mpi) {
+        native_->allgather(a.raw(), b.raw(), a.numel(), a.dtype());
+        return;
+      }
+      if (algo == Algo::local) {
+        if (b.raw() != a.raw() && a.nbytes() > 0) std::memcpy(b.raw(), a.raw(), a.nbytes());
+        return;
+      }
+      const size_t elem = dtype_size(a.dtype());
+      const RingLayout layout(b.numel(), size_, options_.chunk_bytes / int64_t(elem));
+      AllgatherRing(*transport_, layout, elem, transport_->tag(seq, kTagAllgather), b.raw(), a.raw()).run();
+      return;
+    }
+    case OpCode::broadcast:
+      if (algo == Algo::mpi) native_->broadcast(a.raw(), int64_t(a.nbytes()), task.root);
+      return;
+    case OpCode::barrier:  // the arrival barrier above was it
+      return;
+  }
+}
+
+WorkPtr MpiCommunicator::allreduce(const Tensor& t, ReduceOp op) {
+  check_reducible(name_, "allreduce", t);
+  Task task;
+  task.a = t;
+  task.scale = op == ReduceOp::avg ? float(1.0 / size_) : 1.0f;
+  task.record.bytes = int64_t(t.nbytes());
+  return issue(OpCode::allreduce, pick(OpCode::allreduce, int64_t(t.nbytes())), std::move(task));
+}
+
+WorkPtr MpiCommunicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+  check_reducible(name_, "reduce_scatter", in);
+  check_reducible(name_, "reduce_scatter", out);
+  check_reduce_scatter_args(name_, in, out, rank_, size_);
+  Task task;
+  task.a = in;
+  task.b = out;
+  task.scale = op == ReduceOp::avg ? float(1.0 / size_) : 1.0f;
+  task.record.bytes = int64_t(in.nbytes());
+  return issue(OpCode::reduce_scatter, pick(OpCode::reduce_scatter, int64_t(in.nbytes())), std::move(task));
+}
+
+WorkPtr MpiCommunicator::allgather(const Tensor& in, const Tensor& out) {
+  check_cpu(name_, "allgather", in);
+  check_cpu(name_, "allgather", out);
+  check_allgather_args(name_, in, out, rank_, size_);
+  Task task;
+  task.a = in;
+  task.b = out;
+  task.record.bytes = int64_t(in.nbytes());
+  return issue(OpCode::allgather, pick(OpCode::allgather, int64_t(out.nbytes())), std::move(task));
+}
+
+WorkPtr MpiCommunicator::broadcast(const Tensor& t, int root) {
+  check_cpu(name_, "broadcast", t);
+  ST_CHECK(root >= 0 && root < size_, "comm '{}': broadcast from rank {} of {}", name_, root, size_);
+  Task task;
+  task.a = t;
+  task.root = root;
+  task.record.bytes = int64_t(t.nbytes());
+  return issue(OpCode::broadcast, pick(OpCode::broadcast, int64_t(t.nbytes())), std::move(task));
+}
+
+WorkPtr MpiCommunicator::barrier() { return issue(OpCode::barrier, pick(OpCode::barrier, 0), Task{}); }
+
+std::unique_ptr<Communicator> make_mpi_world_communicator(const CommOptions& options) {
+  return MpiCommunicator::make_world(options);
+}
+
+}  // namespace shardtrain::comm

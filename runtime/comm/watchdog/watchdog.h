@@ -1,0 +1,90 @@
+// The watchdog: ends the job, with a one-line reason on stderr, when a
+// collective does not complete within CommOptions::timeout_s or fails, rather
+// than let ranks wait forever.
+//
+// One thread per world communicator (shared by its sub-communicators), on a
+// duplicate of the world communicator of its own. Every 10 ms it answers
+// other ranks' queries and checks the running collective of each monitored
+// communicator. When one is late (or an engine reports a failure), it asks
+// every rank for its monitors' snapshots (CommMonitor), waits a bounded time
+// for the answers, prints who never arrived and what they do instead
+// (watchdog_report.h) and calls MPI_Abort.
+//
+// Why point-to-point queries answered by a thread, rather than reading the
+// others' state from an MPI one-sided window: the answering thread runs
+// while its rank's training thread is stuck in compute, the queries work over
+// any transport (a one-sided window over TCP needs the target to progress
+// anyway), and every wait is bounded (a dead rank simply does not answer).
+#pragma once
+
+#include "runtime/comm/watchdog/comm_monitor.h"
+
+#include <mpi.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace shardtrain::comm {
+
+class Watchdog {
+ public:
+  // Collective over `world`, which it duplicates.
+  explicit Watchdog(MPI_Comm world);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  void add(std::shared_ptr<CommMonitor> monitor);
+
+  // A progress engine's collective failed (an MPI error, a message of the
+  // wrong size): the same report as a timeout, then the job ends.
+  [[noreturn]] void fail(const CommMonitor& monitor, const OpRecord& op, const std::string& what);
+
+  // Stops the thread and frees the communicator; MPI must still be
+  // initialized. Idempotent.
+  void stop();
+
+  // How long a stuck rank waits for the others' answers.
+  static constexpr double kAnswerWait_s = 3.0;
+
+ private:
+  struct Reply;
+  struct Failure {
+    const CommMonitor* monitor;
+    OpRecord op;
+    std::string what;
+  };
+
+  void loop();
+  void serve_queries();
+  void check_timeouts();
+  // `peers`: the snapshots already asked for (null: asks now).
+  [[noreturn]] void diagnose_and_abort(const CommMonitor& monitor, const OpRecord& op, const std::string& what,
+                                       const std::vector<std::optional<MonitorSnapshot>>* peers = nullptr);
+  // A collective past the timeout: diagnosed and the job ended, unless it
+  // completed while the peers were asked (a rank arrived late, after the
+  // timeout): then one line says so and the job goes on.
+  void diagnose_timeout(const CommMonitor& monitor, const MonitorSnapshot& stuck);
+  std::vector<std::optional<MonitorSnapshot>> ask_everyone(const CommMonitor& monitor);
+  void fill(Reply& reply);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<CommMonitor>> monitors_;
+  std::optional<Failure> failure_;
+  bool stop_ = false;
+  std::atomic<bool> lower_rank_diagnosing_{false};
+  struct PendingReply;
+  std::vector<std::unique_ptr<PendingReply>> pending_replies_;  // the thread's own
+  std::thread thread_;
+};
+
+}  // namespace shardtrain::comm
