@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -36,6 +37,7 @@ struct Settings {
   std::function<std::string()> context;
   std::string first_reason;
   bool armed = false;
+  std::string grace_expired_line;  // defer_signals()
 };
 
 struct State {
@@ -66,11 +68,16 @@ State& state() {
 // Read by the signal handler: plain atomics, nothing else.
 constinit std::atomic<int> g_pipe_write{-1};
 constinit std::atomic<pid_t> g_owner{0};  // the process whose thread reads the pipe
+// defer_signals(): the grace in seconds (< 0: a signal ends the process at
+// once) and the first signal received since.
+constinit std::atomic<double> g_grace_s{-1.0};
+constinit std::atomic<int> g_stop_signal{0};
 
 const char* signal_name(int sig) {
   switch (sig) {
     case SIGTERM: return "SIGTERM";
     case SIGINT: return "SIGINT";
+    case SIGUSR1: return "SIGUSR1";
     default: return "signal";
   }
 }
@@ -92,12 +99,37 @@ extern "C" void on_signal(int sig) {
   errno = saved_errno;
 }
 
+// The first signal after defer_signals(): recorded, and the process given
+// the grace to act on it before this thread ends it.
+void start_grace(int sig, double grace_s) {
+  std::string line;
+  {
+    std::lock_guard<std::mutex> lock(state().mu);
+    line = state().settings.grace_expired_line;
+  }
+  std::thread([sig, grace_s, line] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(grace_s));
+    std::fprintf(stderr, "shardtrain: %s: %s\n", signal_name(sig), line.c_str());
+    FlightRecorder::dump(fmt::format("signal {}, grace of {} s expired", signal_name(sig), grace_s));
+    _exit(128 + sig);
+  }).detach();
+}
+
 void read_signals(int fd) {
   for (;;) {
     unsigned char byte = 0;
     const ssize_t n = read(fd, &byte, 1);
     if (n == 1) {
       const int sig = byte;
+      const double grace_s = g_grace_s.load();
+      int none = 0;
+      if (grace_s >= 0 && g_stop_signal.compare_exchange_strong(none, sig)) {
+        // Recorded now: the signal may be mpirun ending a failed job, which
+        // kills this rank before it stops.
+        FlightRecorder::dump(fmt::format("signal {}: stopping after the next step", signal_name(sig)));
+        start_grace(sig, grace_s);
+        continue;
+      }
       FlightRecorder::dump(fmt::format("signal {}", signal_name(sig)));
       _exit(128 + sig);
     }
@@ -123,7 +155,7 @@ void install_signal_path() {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int sig : {SIGTERM, SIGINT})
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1})
     ST_CHECK(sigaction(sig, &sa, nullptr) == 0, "flight recorder: sigaction: {}", std::strerror(errno));
 }
 
@@ -229,6 +261,16 @@ void FlightRecorder::dump(const std::string& reason) noexcept {
     std::fprintf(stderr, "shardtrain: flight recorder: cannot write %s\n", path.c_str());
   }
 }
+
+void FlightRecorder::defer_signals(double grace_s, const std::string& expired_line) {
+  {
+    std::lock_guard<std::mutex> lock(state().mu);
+    state().settings.grace_expired_line = expired_line;
+  }
+  g_grace_s.store(std::max(0.0, grace_s));
+}
+
+int FlightRecorder::stop_signal() { return g_stop_signal.load(); }
 
 std::string FlightRecorder::path() {
   State& s = state();

@@ -1,6 +1,6 @@
 // The flight recorder: when a job fails (an error on this rank, the
-// collective watchdog ending the job, or SIGTERM/SIGINT, which is how mpirun
-// stops the other ranks of a failed job), each rank writes its last spans
+// collective watchdog ending the job, or SIGTERM/SIGINT/SIGUSR1, which is how
+// mpirun stops the other ranks of a failed job), each rank writes its last spans
 // (Recorder::recent) and the state it was in to
 // <run dir>/flight/rank-NNNNN.json, so the user can see what every rank was
 // doing when it stopped.
@@ -31,6 +31,17 @@ class FlightRecorder {
   static void dump(const std::string& reason) noexcept;
   // The path the dump goes to ("" when not armed).
   static std::string path();
+
+  // Preemption (Slurm sends SIGTERM before it kills a job, or SIGUSR1 ahead
+  // of time with --signal): from this call on, SIGTERM, SIGINT and SIGUSR1
+  // do not end the process at once. The first is recorded (stop_signal(),
+  // for the training loop to act on, and a dump) and starts a clock:
+  // a process still running `grace_s` later prints `expired_line` on
+  // stderr, dumps, and ends with 128 + signal. A second signal ends the
+  // process at once, as without this call.
+  static void defer_signals(double grace_s, const std::string& expired_line);
+  // The signal defer_signals() recorded, 0 for none.
+  static int stop_signal();
 };
 
 }  // namespace shardtrain::telemetry

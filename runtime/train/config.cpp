@@ -259,6 +259,8 @@ const std::vector<Field>& schema() {
       KEY("checkpoint.every_steps", "Write a sharded checkpoint every this many steps and at the end of training (0 = never). Every rank writes its shard into one HDF5 file over MPI-IO (docs/formats.md); `shardtrain train --resume auto` continues from the newest.", checkpoint.every_steps),
       KEY("checkpoint.keep", "Keep the newest this many checkpoints; older ones are deleted once a newer one is complete.", checkpoint.keep),
       KEY("checkpoint.dir", "Where checkpoints go (\"\": <run dir>/checkpoints).", checkpoint.dir),
+      KEY("checkpoint.on_signal", "On SIGTERM, SIGINT or SIGUSR1 (preemption: Slurm sends SIGTERM before it kills a job), write a checkpoint of the step where every rank stops, also when `every_steps` is 0. With `every_steps` > 0 that checkpoint is written anyway. The job then ends with status 75 and result.json says \"preempted\"; `--resume auto` continues from it.", checkpoint.on_signal),
+      KEY("checkpoint.signal_grace_s", "After such a signal, the seconds the job has to finish its step and write that checkpoint; past them it ends without it and says so (keep it below the scheduler's grace: Slurm's KillWait, 30 s by default).", checkpoint.signal_grace_s),
 
       KEY("debug.slow_rank", "Fault injection for checking a diagnosis: the rank to slow down (-1: none).", debug.slow_rank),
       KEY("debug.slow_compute_ms", "Extra compute time per step on debug.slow_rank.", debug.slow_compute_ms),
@@ -360,6 +362,8 @@ void validate(const Config& c) {
           "debug.kill_step and debug.kill_in_checkpoint must be steps, or -1 for never");
   require(c.checkpoint.every_steps >= 0, "checkpoint.every_steps must not be negative (0 = no checkpoints)");
   require(c.checkpoint.keep >= 1, "checkpoint.keep must be at least 1");
+  require(c.checkpoint.signal_grace_s > 0,
+          fmt::format("checkpoint.signal_grace_s must be positive, got {}", c.checkpoint.signal_grace_s));
   require(c.debug.slow_compute_ms >= 0 && c.debug.slow_data_ms >= 0 && c.debug.slow_comm_ms >= 0,
           "debug.slow_compute_ms, slow_data_ms and slow_comm_ms must not be negative");
   require(!(c.runtime.device == DeviceKind::cuda && c.parallel.strategy == "fsdp") || unverified_gpu_fsdp_allowed(),

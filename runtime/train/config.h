@@ -85,7 +85,9 @@ struct Config {
   struct Checkpoint {
     int64_t every_steps = 0;  // 0 = no checkpoints
     int64_t keep = 3;
-    std::string dir;  // empty: <run dir>/checkpoints
+    std::string dir;             // empty: <run dir>/checkpoints
+    bool on_signal = false;      // checkpoint on SIGTERM/SIGINT/SIGUSR1 even when every_steps is 0
+    double signal_grace_s = 20;  // below Slurm's default KillWait (30 s)
   } checkpoint;
   struct Debug {
     int64_t slow_rank = -1;  // -1: none

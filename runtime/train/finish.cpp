@@ -51,9 +51,10 @@ int finish(Job& job, const LoopState& state, RunTelemetry& telemetry, const Memo
       {"reached_target", state.time_to_target.has_value()},
       {"target", config.target.enabled() ? json{{"metric", config.target.metric}, {"value", config.target.value}}
                                          : json(nullptr)},
-      {"final", state.last_eval
+      // A diverged run is not evaluated, a preempted one not at its last step.
+      {"final", state.last_eval && !(state.status == "preempted" && state.last_eval_step != state.step)
                     ? json{{"test_accuracy", state.last_eval->accuracy}, {"test_loss", state.last_eval->loss}}
-                    : json(nullptr)},  // a diverged run is not evaluated
+                    : json(nullptr)},
       {"time_to_target_s", state.time_to_target ? json(*state.time_to_target) : json(nullptr)},
       {"train_time_s", train_time},
       {"step_time_s", step_s},
@@ -108,10 +109,11 @@ int finish(Job& job, const LoopState& state, RunTelemetry& telemetry, const Memo
   done.epochs = epochs;
   done.train_seconds = train_time;
   done.samples_per_s = sps;
-  done.final_eval = state.last_eval;
+  if (!result["final"].is_null()) done.final_eval = state.last_eval;
   done.time_to_target = state.time_to_target;
   done.dir = job.ctx.dir;
   run.log(done_line(done, config.target));
+  if (state.status == "preempted") return kPreemptedExitCode;
   return state.status == "completed" ? 0 : 1;
 }
 

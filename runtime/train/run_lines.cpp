@@ -39,12 +39,20 @@ std::string model_line(const Config& config, const nn::Model& model) {
   return fmt::format("[init] model {} ({} blocks):\n{}", config.model.kind, model.num_blocks(), model.summary());
 }
 
+// "64 per rank", or for an uneven split (io::Sampler: the slices differ by
+// at most one) "64 per rank on 1 rank(s), 63 on 1".
+std::string per_rank_batch(int64_t global, int64_t world) {
+  const int64_t low = global / world, larger = global % world;
+  if (larger == 0) return fmt::format("{} per rank", low);
+  return fmt::format("{} per rank on {} rank(s), {} on {}", low + 1, larger, low, world - larger);
+}
+
 std::string ready_line(const ReadyFigures& r, const Config::Target& target) {
   return fmt::format(
-      "[init] {} optimizer, global batch {} ({} per rank, {} micro-batch(es)), {} steps/epoch, {} steps, target "
+      "[init] {} optimizer, global batch {} ({}, {} micro-batch(es)), {} steps/epoch, {} steps, target "
       "{}, {} BLAS thread(s); ready in {:.2f} s",
-      r.optimizer, r.global_batch, r.local_batch, r.micro_batches, r.steps_per_epoch, r.total_steps,
-      describe_target(target), r.blas_threads, r.seconds);
+      r.optimizer, r.global_batch, per_rank_batch(r.global_batch, r.world), r.micro_batches, r.steps_per_epoch,
+      r.total_steps, describe_target(target), r.blas_threads, r.seconds);
 }
 
 std::string checkpoints_line(int64_t every, const std::string& dir, int64_t keep) {

@@ -25,7 +25,7 @@ std::string model_line(const Config& config, const nn::Model& model);
 
 struct ReadyFigures {
   std::string optimizer;
-  int64_t global_batch = 0, local_batch = 0, micro_batches = 1, steps_per_epoch = 0, total_steps = 0;
+  int64_t global_batch = 0, world = 1, micro_batches = 1, steps_per_epoch = 0, total_steps = 0;
   int blas_threads = 1;
   double seconds = 0;  // since the job started
 };

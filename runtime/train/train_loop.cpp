@@ -2,6 +2,7 @@
 #include "runtime/train/train_loop.h"
 
 #include "runtime/core/clock.h"
+#include "runtime/telemetry/flight_recorder.h"
 #include "runtime/telemetry/recorder.h"
 #include "runtime/train/progress.h"
 #include "runtime/train/run_lines.h"
@@ -11,6 +12,8 @@
 
 #include <cmath>
 #include <csignal>
+#include <cstring>
+#include <exception>
 
 namespace shardtrain::train {
 namespace {
@@ -56,6 +59,59 @@ bool run_step(Job& job, LoopState& state, RunTelemetry& telemetry, const StepPos
   return true;
 }
 
+// Whether a rank received a stop signal (FlightRecorder::defer_signals),
+// agreed over the ranks so that all stop after the same step. The agreement
+// runs one step late: the all-reduce of each step's flag is issued after the
+// step and waited for after the next one, by when it has long completed (a
+// blocking one would add its latency to every step). Every rank sees the
+// same sum, so every rank stops after the same step.
+class StopAgreement {
+ public:
+  explicit StopAgreement(comm::Communicator* comm) : comm_(comm) {}
+  StopAgreement(const StopAgreement&) = delete;
+  StopAgreement& operator=(const StopAgreement&) = delete;
+  // The last one issued: every rank issued it, every rank completes it
+  // (unless an error is unwinding: then the job ends without it).
+  ~StopAgreement() {
+    if (pending_ && std::uncaught_exceptions() == 0) pending_->wait();
+  }
+
+  // After every step (the same number of calls on every rank).
+  bool after_step() {
+    const float mine = telemetry::FlightRecorder::stop_signal() != 0 ? 1.0f : 0.0f;
+    if (comm_ == nullptr) return mine > 0;
+    bool stop = false;
+    if (pending_) {
+      pending_->wait();
+      stop = flag_.f32()[0] > 0;
+    }
+    flag_.f32()[0] = mine;
+    pending_ = comm_->allreduce(flag_, comm::ReduceOp::sum);
+    return stop;
+  }
+
+ private:
+  comm::Communicator* comm_;
+  Tensor flag_ = Tensor::zeros({1});
+  comm::WorkPtr pending_;
+};
+
+// Preemption: the checkpoint of this step (when checkpoints are written),
+// then the one line that says what happened and what to do.
+void stop_on_signal(Job& job, LoopState& state, RunTelemetry& telemetry) {
+  state.status = "preempted";
+  const int sig = telemetry::FlightRecorder::stop_signal();
+  const std::string what = sig != 0 ? fmt::format("SIG{}", sigabbrev_np(sig)) : std::string("a signal to another rank");
+  const bool write = job.checkpoints->enabled() || job.config.checkpoint.on_signal;
+  if (write && state.last_checkpoint != state.step) save_checkpoint(job, state, &telemetry);
+  const std::string outcome =
+      write ? fmt::format("checkpoint of step {} in {}: `--resume auto` continues from it", state.step,
+                          job.checkpoints->dir())
+            : std::string("no checkpoint (checkpoint.every_steps = 0; checkpoint.on_signal = true writes one)");
+  job.ctx.run.log(fmt::format("[preempted] {}: every rank stopped after step {} of {}; {}; exit status {}", what,
+                              state.step, job.total_steps, outcome, kPreemptedExitCode));
+}
+
 }  // namespace
 
 void train(Job& job, LoopState& state, RunTelemetry& telemetry) {
@@ -67,6 +123,7 @@ void train(Job& job, LoopState& state, RunTelemetry& telemetry) {
   const std::function<int64_t()> stage_bytes =
       job.staging.enabled() ? std::function<int64_t()>([&] { return job.staging.take_bytes(); }) : nullptr;
   Progress progress(job.total_steps, config.train.progress_every_s);
+  StopAgreement stop(job.comm.get());
   bool checkpoint_after_eval = false;
   int64_t first_batch = state.next_batch;  // of the first epoch; the others start at 0
   for (; state.epoch < config.train.epochs && state.step < job.total_steps && !state.time_to_target; ++state.epoch) {
@@ -79,18 +136,23 @@ void train(Job& job, LoopState& state, RunTelemetry& telemetry) {
       // A checkpoint due where the epoch (or the run) ends waits for the
       // evaluation that follows, so that it records it: a run resumed from
       // it neither skips that evaluation nor misses a target reached there.
+      const bool mid_epoch = b + 1 < job.steps_per_epoch && state.step < job.total_steps;
       if (job.checkpoints->due(state.step)) {
-        if (b + 1 < job.steps_per_epoch && state.step < job.total_steps)
+        if (mid_epoch)
           save_checkpoint(job, state, &telemetry);
         else
           checkpoint_after_eval = true;
       }
+      // At an epoch's end the evaluation runs first, as for a checkpoint.
+      if (stop.after_step() && mid_epoch) return stop_on_signal(job, state, telemetry);
     }
     live_step = -1;
     if (state.status != "completed") return;
     evaluate_and_log(job, state, telemetry);
     if (std::exchange(checkpoint_after_eval, false)) save_checkpoint(job, state, &telemetry);
     mllog.end("epoch_stop", nullptr, {{"epoch_num", state.epoch + 1}});
+    const bool more = state.epoch + 1 < config.train.epochs && state.step < job.total_steps && !state.time_to_target;
+    if (more && stop.after_step()) return stop_on_signal(job, state, telemetry);
   }
   // `final` is evaluated at the end of every run, also one cut short by max_steps.
   if (state.last_eval_step != state.step) evaluate_and_log(job, state, telemetry);

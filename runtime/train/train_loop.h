@@ -27,7 +27,7 @@ struct LoopState {
   int64_t loss_samples = 0;
   std::optional<EvalResult> last_eval;
   int64_t last_eval_step = -1;
-  std::string status = "completed";  // or "diverged"
+  std::string status = "completed";  // or "diverged", "preempted"
   double run_start = 0;              // when training began (after set-up and resume)
 };
 
@@ -38,7 +38,10 @@ LoopState resume(Job& job, const std::string& resume);
 
 // Steps until the target, the steps or the epochs are done (or the loss is
 // not finite), with an evaluation after every epoch and at the end, and the
-// checkpoints due.
+// checkpoints due. On SIGTERM, SIGINT or SIGUSR1 (preemption) the loop
+// stops after the same step on every rank (the one after the signal: the
+// ranks agree one step late), with a checkpoint of it when checkpointing
+// (or checkpoint.on_signal) is on: status "preempted".
 void train(Job& job, LoopState& state, RunTelemetry& telemetry);
 
 // Forward passes over the test split on every rank, then metrics.jsonl,
@@ -47,8 +50,12 @@ void evaluate_and_log(Job& job, LoopState& state, RunTelemetry& telemetry);
 // Collective: the checkpoint of state.step.
 void save_checkpoint(Job& job, LoopState& state, RunTelemetry* telemetry);
 
+// The exit status of a preempted run: BSD's EX_TEMPFAIL, "try again
+// later", distinct from an error (1) and from being killed (128 + signal).
+constexpr int kPreemptedExitCode = 75;
+
 // Writes result.json and the [summary] and [done] lines; returns the exit
-// code (0: completed, reached or not; 1: diverged).
+// code (0: completed, reached or not; 1: diverged; kPreemptedExitCode).
 int finish(Job& job, const LoopState& state, RunTelemetry& telemetry, const MemoryPlan& plan);
 
 }  // namespace shardtrain::train

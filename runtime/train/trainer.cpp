@@ -1,6 +1,7 @@
 #include "runtime/train/trainer.h"
 
 #include "runtime/core/clock.h"
+#include "runtime/telemetry/flight_recorder.h"
 #include "runtime/train/fatal_error.h"
 #include "runtime/train/job.h"
 #include "runtime/train/run_context.h"
@@ -9,7 +10,17 @@
 
 #include "kernels/cpu/gemm.h"
 
+#include <nlohmann/json.hpp>
+
 namespace shardtrain::train {
+namespace {
+
+// result.json of a run that ended with an error.
+std::string failed_result(const std::string& error, int64_t step, const std::string& strategy) {
+  return nlohmann::json{{"status", "failed"}, {"error", error}, {"steps", step}, {"strategy", strategy}}.dump(2);
+}
+
+}  // namespace
 
 int run_training(const Config& config, const TrainOptions& options, const comm::MpiEnv& mpi) {
   std::unique_ptr<parallel::StrategySpec> spec = parallel::make_strategy_spec(config.parallel);
@@ -26,7 +37,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   ReadyFigures ready;
   ready.optimizer = job.s.optimizer->name();
   ready.global_batch = config.train.global_batch_size;
-  ready.local_batch = job.sampler.local_batch();
+  ready.world = mpi.world_size();
   ready.micro_batches = config.train.accumulation_steps;
   ready.steps_per_epoch = job.steps_per_epoch;
   ready.total_steps = job.total_steps;
@@ -46,11 +57,25 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   telemetry.set_device(job.s.device);
   if (!job.fabric.report.is_null()) telemetry.set_fabric(job.fabric.report, job.fabric.text);
 
+  // Preemption: a signal from here on stops the loop after a step, on every
+  // rank (train_loop.h); past the grace the flight recorder ends the job.
+  telemetry::FlightRecorder::defer_signals(
+      config.checkpoint.signal_grace_s,
+      fmt::format("the job did not stop within checkpoint.signal_grace_s = {} s of the signal (its step or its "
+                  "checkpoint did not finish): ended without them; `--resume auto` continues from the newest "
+                  "complete checkpoint",
+                  config.checkpoint.signal_grace_s));
+
   // Errors from here on are this rank's alone (the others are in a step or
   // an evaluation): end the job before unwinding (runtime/train/fatal_error.h).
   try {
     train(job, state, telemetry);
   } catch (const std::exception& e) {
+    // result.json says what ended the run (when rank 0 can still write it).
+    try {
+      ctx.run.write_file("result.json", failed_result(e.what(), state.step, strategy) + "\n");
+    } catch (const std::exception&) {  // the error that ends the job is e, reported below
+    }
     if (mpi.world_size() > 1) report_fatal_error(e, mpi.rank(), mpi.world_size());
     throw;
   }

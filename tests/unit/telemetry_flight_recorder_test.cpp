@@ -117,4 +117,43 @@ TEST(FlightRecorder, SigtermDumpsAndExitsWith143) {
   fs::remove_all(dir);
 }
 
+// Exits of `child` within `limit_ms`, or -1 (the child is then killed).
+int exit_status_within(pid_t child, int limit_ms) {
+  int status = 0;
+  for (int waited_ms = 0; waited_ms < limit_ms; waited_ms += 10) {
+    if (waitpid(child, &status, WNOHANG) == child) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(child, SIGKILL);
+  waitpid(child, &status, 0);
+  return -1;
+}
+
+// Preemption: the first signal is recorded and the process goes on (exit 75
+// here, as a preempted run ends); without an exit, the grace ends it with
+// 128 + signal and dumps.
+TEST(FlightRecorder, DeferredSignalIsRecordedAndTheGraceEndsTheProcess) {
+  const fs::path dir = fresh_dir("deferred");
+  for (const bool finish_in_time : {true, false}) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      FlightRecorder::arm(dir.string(), 2, 8);
+      FlightRecorder::defer_signals(0.3, "grace over");
+      raise(SIGUSR1);
+      for (int i = 0; i < 100 && FlightRecorder::stop_signal() == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (FlightRecorder::stop_signal() != SIGUSR1) _exit(2);
+      if (finish_in_time) _exit(75);
+      std::this_thread::sleep_for(std::chrono::seconds(10));
+      _exit(3);  // not reached unless the grace failed
+    }
+    const int status = exit_status_within(child, 5000);
+    EXPECT_EQ(status, finish_in_time ? 75 : 128 + SIGUSR1) << finish_in_time;
+  }
+  const auto j = read_json(dir / "flight" / "rank-00002.json");
+  EXPECT_EQ(j["reason"], "signal SIGUSR1: stopping after the next step");  // the first reason is kept
+  fs::remove_all(dir);
+}
+
 }  // namespace
