@@ -8,6 +8,7 @@
 #include "runtime/core/device_memory.h"
 #include "runtime/core/error.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -142,6 +143,17 @@ std::vector<T> read_table(hid_t file, const std::string& name, int64_t cols) {
   return v;
 }
 
+// "; the disk holding DIR has 12.0 MiB free": what a failed write needs
+// beside HDF5's message, which says only "file write failed" ("" when
+// statvfs fails).
+std::string free_space_note(const std::string& dir) {
+  struct statvfs st {};
+  if (statvfs(dir.c_str(), &st) != 0) return "";
+  const double free_bytes = double(st.f_bavail) * double(st.f_frsize);
+  return fmt::format("; the disk holding {} has {:.1f} MiB free{}", dir, free_bytes / (1 << 20),
+                     free_bytes < (1 << 20) ? ": it is full (No space left on device, ENOSPC)" : "");
+}
+
 }  // namespace
 
 void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, const Buffers& b,
@@ -203,9 +215,21 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
     write_table(file.get(), "/checksums/crc32", H5T_STD_U32LE, crcs, int64_t(tensors.size()), c.rank == 0);
     file.close(tmp + ": cannot close the checkpoint file");
   } catch (const std::exception& e) {
+    const std::string space = free_space_note(std::filesystem::path(tmp).parent_path().string());
     // A parallel HDF5 failure is collective in practice (every rank sees
-    // it); end the job rather than risk a hang if it was not.
-    throw Error(fmt::format("{}: writing the checkpoint failed: {}", tmp, e.what()));
+    // it); end the job rather than risk a hang if it was not. On a full
+    // disk HDF5 cannot close the file (closing flushes), and a file it could
+    // not close crashes it when MPI_Finalize shuts it down: the file's space
+    // is freed first, so that the close succeeds, and the file removed.
+    if (c.rank == 0 && ::truncate(tmp.c_str(), 0) != 0) {  // best effort: the error below is the one to report
+    }
+    MPI_Barrier(mpi_comm);
+    try {
+      file.close(tmp + ": cannot close the failed checkpoint file");
+    } catch (const std::exception&) {  // as above
+    }
+    if (c.rank == 0) std::remove(tmp.c_str());
+    throw Error(fmt::format("{}: writing the checkpoint failed: {}{}", tmp, e.what(), space));
   }
   agreed(c, [&] {
     if (c.rank == 0) io::publish(tmp, path);  // fsync, rename, fsync the directory

@@ -3,6 +3,7 @@
 // element, which is written out and then discarded, so a large trace never
 // sits in memory whole.
 #include "runtime/core/error.h"
+#include "runtime/core/output_file.h"
 #include "runtime/telemetry/trace.h"
 
 #include <nlohmann/json.hpp>
@@ -53,7 +54,7 @@ int64_t copy_events(const std::string& file, std::FILE* out, bool& first) {
 int64_t merge_traces(const std::vector<std::string>& rank_files, const std::string& out_path) {
   const std::string tmp = out_path + ".tmp";
   std::FILE* out = std::fopen(tmp.c_str(), "w");
-  ST_CHECK(out != nullptr, "trace: cannot create '{}': {}", tmp, std::strerror(errno));
+  ST_CHECK(out != nullptr, "trace: cannot create '{}': {}", tmp, errno_text(errno));
   int64_t count = 0;
   try {
     std::fputs("{\"traceEvents\": [\n", out);
@@ -63,7 +64,7 @@ int64_t merge_traces(const std::vector<std::string>& rank_files, const std::stri
     const bool failed = std::ferror(out) != 0;
     const bool close_failed = std::fclose(out) != 0;
     out = nullptr;
-    ST_CHECK(!failed && !close_failed, "trace: writing '{}' failed: {}", tmp, std::strerror(errno));
+    ST_CHECK(!failed && !close_failed, "trace: writing '{}' failed: {}", tmp, errno_text(errno));
     std::error_code ec;
     std::filesystem::rename(tmp, out_path, ec);
     ST_CHECK(!ec, "trace: cannot move '{}' to '{}': {}", tmp, out_path, ec.message());

@@ -69,13 +69,10 @@ double wall_ms() {
 
 MlLog::MlLog(const std::string& path) {
   if (path.empty()) return;
-  f_ = std::fopen(path.c_str(), "w");
-  ST_CHECK(f_ != nullptr, "mllog: cannot create '{}': {}", path, std::strerror(errno));
+  file_ = OptionalFile(path, "w");
 }
 
-MlLog::~MlLog() {
-  if (f_ != nullptr) std::fclose(f_);
-}
+MlLog::~MlLog() = default;
 
 void MlLog::event(const std::string& key, const json& value, const json& metadata, CallSite where) {
   write("POINT_IN_TIME", key, value, metadata, where);
@@ -118,12 +115,11 @@ std::string MlLog::format(const std::string& event_type, const std::string& key,
 
 void MlLog::write(const char* type, const std::string& key, const json& value, const json& metadata,
                   const CallSite& where) {
-  if (f_ == nullptr) return;
+  if (!file_.ok()) return;
   const std::string line = format(type, key, value, metadata, wall_ms(), where) + "\n";
-  // One fwrite per line (stdio locks the stream: lines never interleave),
+  // One write per line (stdio locks the stream: lines never interleave),
   // flushed so that a run that crashes keeps its log up to the crash.
-  std::fwrite(line.data(), 1, line.size(), f_);
-  std::fflush(f_);
+  file_.write(line);
 }
 
 }  // namespace shardtrain::telemetry

@@ -5,6 +5,8 @@
 // status), as the MLPerf logging library writes them.
 #pragma once
 
+#include "runtime/core/output_file.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -45,7 +47,7 @@ class MlLog {
  private:
   void write(const char* type, const std::string& key, const nlohmann::json& value, const nlohmann::json& metadata,
              const CallSite& where);
-  std::FILE* f_ = nullptr;
+  OptionalFile file_;  // a failed write warns once and ends the log there
 };
 
 }  // namespace shardtrain::telemetry

@@ -4,9 +4,9 @@
 // and tid = thread, thread and process names as metadata events.
 #pragma once
 
+#include "runtime/core/output_file.h"
 #include "runtime/telemetry/recorder.h"
 
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -28,16 +28,16 @@ class TraceWriter {
   TraceWriter& operator=(const TraceWriter&) = delete;
 
   void write(const std::vector<SpanEvent>& spans);
-  // Adds thread_name metadata for each (tid, name) and closes the file; an
-  // Error names the file when writing it failed (disk full). Writes after
-  // close are ignored.
+  // Adds thread_name metadata for each (tid, name) and closes the file.
+  // Writes after close are ignored. A write that fails (disk full) warns
+  // once, naming the file, and the rank's trace ends there.
   void close(const std::vector<std::pair<int, std::string>>& threads);
 
  private:
   std::string path_;
   int rank_;
   double t0_;
-  std::FILE* f_ = nullptr;
+  OptionalFile file_;
   bool first_ = true;
 };
 

@@ -66,8 +66,7 @@ void append_metadata(fmt::memory_buffer& out, const char* what, int pid, int tid
 }  // namespace
 
 TraceWriter::TraceWriter(std::string path, int rank, double t0_s) : path_(std::move(path)), rank_(rank), t0_(t0_s) {
-  f_ = std::fopen(path_.c_str(), "w");
-  ST_CHECK(f_ != nullptr, "trace: cannot create '{}': {}", path_, std::strerror(errno));
+  file_ = OptionalFile(path_, "w");
   fmt::memory_buffer out;
   out.append(std::string_view("[\n"));
   append_metadata(out, "process_name", rank_, 0, "name", fmt::format("rank {}", rank_));
@@ -76,7 +75,7 @@ TraceWriter::TraceWriter(std::string path, int rank, double t0_s) : path_(std::m
   fmt::format_to(fmt::appender(out),
                  R"({{"name":"process_sort_index","ph":"M","pid":{},"tid":0,"args":{{"sort_index":{}}}}})", rank_,
                  rank_);
-  std::fwrite(out.data(), 1, out.size(), f_);
+  file_.write(std::string_view(out.data(), out.size()));
   first_ = false;
 }
 
@@ -89,7 +88,7 @@ TraceWriter::~TraceWriter() {
 }
 
 void TraceWriter::write(const std::vector<SpanEvent>& spans) {
-  if (f_ == nullptr || spans.empty()) return;
+  if (!file_.ok() || spans.empty()) return;
   constexpr size_t kFlushBytes = 64 << 10;
   fmt::memory_buffer out;
   out.reserve(std::min(spans.size() * 192, kFlushBytes + 1024));  // a span is ~150 bytes
@@ -136,31 +135,27 @@ void TraceWriter::write(const std::vector<SpanEvent>& spans) {
     }
     out.push_back('}');
     if (out.size() >= kFlushBytes) {
-      std::fwrite(out.data(), 1, out.size(), f_);
+      if (!file_.write(std::string_view(out.data(), out.size()))) return;
       out.clear();
     }
   }
-  std::fwrite(out.data(), 1, out.size(), f_);
-  // To the kernel now: a job that fails ends in MPI_Abort or _exit, which
-  // drop stdio's buffer, and would leave a file cut inside an event. Ended
+  // To the kernel now (OptionalFile::write flushes): a job that fails ends
+  // in MPI_Abort or _exit, and would leave a file cut inside an event. Ended
   // after a whole event, it is a valid trace (the Trace Event Format allows
   // the closing bracket to be missing).
-  std::fflush(f_);
+  file_.write(std::string_view(out.data(), out.size()));
 }
 
 void TraceWriter::close(const std::vector<std::pair<int, std::string>>& threads) {
-  if (f_ == nullptr) return;
+  if (!file_.ok()) return;
   fmt::memory_buffer out;
   for (const auto& [tid, name] : threads) {
     out.append(std::string_view(",\n"));
     append_metadata(out, "thread_name", rank_, tid, "name", name);
   }
   out.append(std::string_view("\n]\n"));
-  std::fwrite(out.data(), 1, out.size(), f_);
-  const bool failed = std::ferror(f_) != 0;
-  const bool close_failed = std::fclose(f_) != 0;
-  f_ = nullptr;
-  ST_CHECK(!failed && !close_failed, "trace: writing '{}' failed: {}", path_, std::strerror(errno));
+  file_.write(std::string_view(out.data(), out.size()));
+  file_.close();
 }
 
 }  // namespace shardtrain::telemetry

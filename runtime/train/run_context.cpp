@@ -7,6 +7,8 @@
 #include "runtime/train/run_lines.h"
 #include "runtime/train/run_telemetry.h"
 
+#include <nlohmann/json.hpp>
+
 #include <ctime>
 #include <filesystem>
 
@@ -59,6 +61,14 @@ RunContext::RunContext(const Config& config, const TrainOptions& options, const 
   Config resolved = config;
   resolved.run.dir = dir;
   run.write_file("config.toml", to_toml(resolved));
+  // There from the start: a job that dies without a word leaves "running"
+  // (finish() replaces it; docs/reliability.md).
+  run.write_file(
+      "result.json",
+      nlohmann::json{
+          {"status", "running"}, {"config", config.source}, {"world_size", mpi.world_size()}, {"strategy", strategy}}
+              .dump(2) +
+          "\n");
   run.log(opening_line(mpi.world_size(), strategy, config.source, dir));
   if (const std::string note = blas_core_note(); !note.empty()) run.log("[init] " + note);
   if (!earlier_telemetry_.empty()) run.log(earlier_telemetry_);

@@ -2,10 +2,12 @@
 
 #include "runtime/core/error.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
 
@@ -13,11 +15,11 @@ namespace shardtrain::train {
 namespace fs = std::filesystem;
 
 namespace {
-std::FILE* open_or_throw(const fs::path& p, const char* mode) {
-  std::FILE* f = std::fopen(p.c_str(), mode);
-  ST_CHECK(f != nullptr, "{}: cannot open for writing: {}", p.string(), std::strerror(errno));
-  return f;
+
+std::string cause(int err) {
+  return errno_text(err) + (err == ENOSPC ? ": the disk holding the run directory is full" : "");
 }
+
 }  // namespace
 
 RunDir::RunDir(std::string path, bool overwrite, bool writer, bool append) : path_(std::move(path)), writer_(writer) {
@@ -31,13 +33,25 @@ RunDir::RunDir(std::string path, bool overwrite, bool writer, bool append) : pat
              "--overwrite",
              path_, name);
   }
-  log_ = open_or_throw(fs::path(path_) / "log.txt", append ? "a" : "w");
-  metrics_ = open_or_throw(fs::path(path_) / "metrics.jsonl", append ? "a" : "w");
+  reserve_path_ = (fs::path(path_) / ".reserved-for-results").string();
+  const int reserve = ::open(reserve_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ST_CHECK(reserve >= 0, "{}: cannot create: {}", reserve_path_, errno_text(errno));
+  const int err = posix_fallocate(reserve, 0, kReservedBytes);
+  ::close(reserve);
+  if (err != 0) {
+    ::unlink(reserve_path_.c_str());
+    throw Error(fmt::format("run directory {}: cannot reserve {} KiB for metrics.jsonl and result.json: {}", path_,
+                            kReservedBytes >> 10, cause(err)));
+  }
+  log_ = OptionalFile((fs::path(path_) / "log.txt").string(), append ? "a" : "w");
+  const std::string metrics = (fs::path(path_) / "metrics.jsonl").string();
+  metrics_fd_ = ::open(metrics.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+  ST_CHECK(metrics_fd_ >= 0, "{}: cannot open for writing: {}", metrics, errno_text(errno));
 }
 
 RunDir::~RunDir() {
-  if (log_) std::fclose(log_);
-  if (metrics_) std::fclose(metrics_);
+  if (metrics_fd_ >= 0) ::close(metrics_fd_);
+  if (!reserve_path_.empty()) ::unlink(reserve_path_.c_str());
 }
 
 std::string RunDir::default_path(const std::string& config_path) {
@@ -52,27 +66,53 @@ void RunDir::log(const std::string& line) {
   std::fputs(line.c_str(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);
-  std::fputs(line.c_str(), log_);
-  std::fputc('\n', log_);
-  std::fflush(log_);
+  log_.write(line + "\n");
+}
+
+void RunDir::release_reserve() {
+  if (reserve_path_.empty()) return;
+  ::unlink(reserve_path_.c_str());
+  reserve_path_.clear();
+}
+
+int RunDir::write_all(int fd, const std::string& text) {
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n > 0) {
+      done += size_t(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if ((n == 0 || errno == ENOSPC) && !reserve_path_.empty()) {
+      release_reserve();
+    } else {
+      return n == 0 ? ENOSPC : errno;
+    }
+  }
+  return 0;
 }
 
 void RunDir::write_file(const std::string& name, const std::string& content) {
   if (!writer_) return;
   const fs::path final_path = fs::path(path_) / name;
-  const fs::path tmp = fs::path(path_) / (name + ".tmp");
-  std::FILE* f = open_or_throw(tmp, "w");
-  const bool ok = std::fwrite(content.data(), 1, content.size(), f) == content.size();
-  const bool closed = std::fclose(f) == 0;
-  ST_CHECK(ok && closed, "{}: write failed: {}", tmp.string(), std::strerror(errno));
-  fs::rename(tmp, final_path);
+  const std::string tmp = (fs::path(path_) / (name + ".tmp")).string();
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ST_CHECK(fd >= 0, "{}: cannot create: {}", tmp, cause(errno));
+  int err = write_all(fd, content);
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    throw Error(fmt::format("{}: write failed: {}", final_path.string(), cause(err)));
+  }
+  std::error_code ec;
+  fs::rename(tmp, final_path, ec);
+  ST_CHECK(!ec, "{}: cannot rename to {}: {}", tmp, final_path.string(), ec.message());
 }
 
 void RunDir::append_metrics(const nlohmann::json& record) {
   if (!writer_) return;
-  const std::string line = record.dump() + "\n";
-  std::fputs(line.c_str(), metrics_);
-  std::fflush(metrics_);
+  const int err = write_all(metrics_fd_, record.dump() + "\n");
+  ST_CHECK(err == 0, "{}/metrics.jsonl: write failed: {}", path_, cause(err));
 }
 
 }  // namespace shardtrain::train

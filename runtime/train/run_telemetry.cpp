@@ -14,7 +14,6 @@
 #include <cstring>
 #include <sstream>
 #include <filesystem>
-#include <fstream>
 
 namespace shardtrain::train {
 namespace fs = std::filesystem;
@@ -63,15 +62,12 @@ RunTelemetry::RunTelemetry(const Config& config, const std::string& run_dir, int
   fs::create_directories(fs::path(dir_) / "telemetry", ec);
   ST_CHECK(!ec, "{}/telemetry: cannot create: {}", dir_, ec.message());
   const std::string path = rank_file(dir_, "rank", rank, "jsonl");
-  jsonl_ = std::fopen(path.c_str(), "w");
-  ST_CHECK(jsonl_ != nullptr, "{}: cannot open for writing: {}", path, std::strerror(errno));
+  jsonl_ = OptionalFile(path, "w");
   if (config.telemetry.trace)
     trace_ = std::make_unique<telemetry::TraceWriter>(rank_file(dir_, "trace-rank", rank, "json"), rank, run_start);
 }
 
-RunTelemetry::~RunTelemetry() {
-  if (jsonl_) std::fclose(jsonl_);
-}
+RunTelemetry::~RunTelemetry() = default;
 
 void RunTelemetry::begin_step(int64_t step, double epoch) {
   const double t0 = now_seconds();
@@ -143,11 +139,9 @@ void RunTelemetry::write_record() {
 
 void RunTelemetry::write_files() {
   if (files_) {
-    for (size_t i = written_; i < records_.size(); ++i) {
-      const std::string line = telemetry::to_json(records_[i]).dump() + "\n";
-      std::fputs(line.c_str(), jsonl_);
-    }
-    std::fflush(jsonl_);
+    std::string lines;
+    for (size_t i = written_; i < records_.size(); ++i) lines += telemetry::to_json(records_[i]).dump() + "\n";
+    jsonl_.write(lines);
     if (trace_) trace_->write(telemetry::Recorder::instance().drain());
   }
   // Kept for the summary: the figures, not the list of collectives.
@@ -220,13 +214,19 @@ std::string RunTelemetry::finish(nlohmann::json& result) {
     }
     if (comm_) comm_->barrier()->wait();  // every rank's trace file is complete
     if (rank_ == 0) {
-      std::ofstream(fs::path(dir_) / "summary.json") << summary.dump(2) << "\n";
-      std::ofstream(fs::path(dir_) / "summary.txt") << text << "\n";
+      write_optional_file((fs::path(dir_) / "summary.json").string(), summary.dump(2) + "\n");
+      write_optional_file((fs::path(dir_) / "summary.txt").string(), text + "\n");
       if (config_.telemetry.trace) {
         std::vector<std::string> files;
         files.reserve(size_t(world_));
         for (int r = 0; r < world_; ++r) files.push_back(rank_file(dir_, "trace-rank", r, "json"));
-        telemetry::merge_traces(files, (fs::path(dir_) / "trace.json").string());
+        // Telemetry: a trace that cannot be merged (a disk full, a rank's
+        // file cut short by it) is a warning; result.json comes next.
+        try {
+          telemetry::merge_traces(files, (fs::path(dir_) / "trace.json").string());
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "shardtrain: warning: trace.json not written: %s\n", e.what());
+        }
       }
     }
   }

@@ -6,6 +6,7 @@
 // in-memory figures for result.json are kept. docs/telemetry.md.
 #pragma once
 
+#include "runtime/core/output_file.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/parallel/comm_stats.h"
 #include "runtime/telemetry/step_record.h"
@@ -88,7 +89,7 @@ class RunTelemetry {
   bool files_;
   std::vector<telemetry::StepRecord> records_;  // kept for the summary (a few hundred bytes each)
   size_t written_ = 0;                          // records_[0, written_) are in the files
-  std::FILE* jsonl_ = nullptr;
+  OptionalFile jsonl_;                          // telemetry: a failed write warns once, training goes on
   std::unique_ptr<telemetry::TraceWriter> trace_;
   telemetry::StepRecord current_;
   double t_step_ = 0, cpu_thread_ = 0, cpu_process_ = 0;

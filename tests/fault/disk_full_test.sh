@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# A full disk does not lose the results. The run directory sits on a small
+# tmpfs, filled beforehand so that the disk runs full at different points of
+# a 3-epoch run with a trace (telemetry writes most of the bytes):
+#  - no room for the results' reserve: an error before training, naming
+#    ENOSPC, exit 1;
+#  - full during training: one warning per telemetry file naming the file
+#    and ENOSPC, training goes on, and metrics.jsonl (3 evaluations) and
+#    result.json ("completed", the final evaluation) are complete, exit 0;
+#  - full at a checkpoint: the job ends with the cause, and result.json says
+#    "failed" with the error.
+# Needs to mount a tmpfs (root with CAP_SYS_ADMIN): skipped (77) otherwise.
+source "$(dirname "$0")/lib.sh" disk-full
+PY=/usr/bin/python3
+"$st" prep fashion-mnist --out data >/dev/null || { echo "FAIL: prep"; exit 1; }
+mkdir -p fs
+if ! mount -t tmpfs -o size=16m tmpfs fs 2>/dev/null; then
+  echo "skipped: cannot mount a tmpfs here (needs root with CAP_SYS_ADMIN)"
+  exit 77
+fi
+trap 'umount "$work/fs" 2>/dev/null; rm -rf "$work"' EXIT
+common=(--set data.train=data/train --set data.test=data/test --set data.train_limit=6400 --set train.epochs=3
+        --set target.value=0 --set parallel.strategy=none --set '~parallel.ddp' --set telemetry.trace=true)
+failures=0
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+json() { "$PY" -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1" 2>/dev/null; }
+
+# fill KIB: leaves KIB KiB free on the tmpfs (a filler file takes the rest).
+fill() {
+  rm -rf fs/*
+  local free_kib; free_kib=$(df -k --output=avail fs | tail -1)
+  [ "$free_kib" -gt "$1" ] && fallocate -l "$(((free_kib - $1) * 1024))" fs/filler
+}
+
+# Reference: the same run with room to spare, its telemetry's size.
+"$st" train "$cfg" "${common[@]}" --run-dir ref >ref.txt 2>&1 || { tail ref.txt; exit 1; }
+ref_loss=$(json ref/result.json 'repr(j["final"]["test_loss"])')
+written_kib=$(du -sk ref | cut -f1)
+echo "ok   reference: test_loss $ref_loss, the run directory takes $written_kib KiB"
+
+fill 600
+rc=0
+"$st" train "$cfg" "${common[@]}" --run-dir fs/r >start.txt 2>start.err || rc=$?
+if [ "$rc" -eq 1 ] && grep -q 'cannot reserve 1024 KiB for metrics.jsonl and result.json: No space left on device (ENOSPC)' start.err; then
+  echo "ok   600 KiB free: refused before training: $(cat start.err)"
+else
+  fail "600 KiB free: exit $rc"; cat start.err
+fi
+
+# Free space from just above the reserve to about the run's size: the disk
+# fills at a different point of the run each time.
+for free in 1100 1150 1250 1400 $((written_kib * 2 / 3 + 1024)); do
+  fill "$free"
+  rc=0
+  "$st" train "$cfg" "${common[@]}" --run-dir fs/r >"full-$free.txt" 2>"full-$free.err" || rc=$?
+  status=$(json fs/r/result.json 'j["status"]')
+  loss=$(json fs/r/result.json 'repr(j["final"]["test_loss"])')
+  evals=$(grep -c test_loss fs/r/metrics.jsonl 2>/dev/null)
+  warned=$(grep -c 'warning: .*No space left on device (ENOSPC)' "full-$free.err")
+  files=$(grep -o 'warning: [^:]*: write failed' "full-$free.err" | sort | uniq -d)
+  if [ "$rc" -eq 0 ] && [ "$status" = completed ] && [ "$loss" = "$ref_loss" ] && [ "$evals" = 3 ] &&
+     [ "$warned" -ge 1 ] && [ -z "$files" ]; then
+    echo "ok   $free KiB free: completed, result.json and 3 evaluations kept, test_loss as the reference;" \
+         "$warned telemetry file(s) stopped, one warning each"
+  else
+    fail "$free KiB free: exit $rc, status '$status', test_loss $loss, $evals evaluations, $warned warnings" \
+         "(files warned twice: ${files:-none})"
+    tail -3 "full-$free.err"
+  fi
+done
+
+# A checkpoint (23 MiB: parameters and AdamW's two moments) cannot fit.
+fill 4000
+rc=0
+"$st" train "$cfg" "${common[@]}" --set optim.kind=adamw --set checkpoint.every_steps=50 --run-dir fs/r \
+  >ckpt.txt 2>ckpt.err || rc=$?
+status=$(json fs/r/result.json 'j["status"]')
+if [ "$rc" -eq 1 ] && [ "$status" = failed ] && grep -q 'No space left on device\|the disk holding' ckpt.err &&
+   [ -n "$(json fs/r/result.json 'j["error"]')" ]; then
+  echo "ok   a checkpoint on a full disk: exit 1, result.json 'failed': $(json fs/r/result.json 'j["error"]')"
+else
+  fail "checkpoint on a full disk: exit $rc, status '$status'"; tail -3 ckpt.err
+fi
+
+[ "$failures" -eq 0 ] && echo "PASS disk-full" || { echo "FAIL disk-full: $failures failure(s)"; exit 1; }
