@@ -28,9 +28,15 @@ void add_step(CLI::App* bench, std::vector<Command>& out) {
   auto a = std::make_shared<Args>();
   CLI::App* cmd = bench->add_subcommand("step", "Training-step GFLOP/s against the same GEMMs alone");
   add_config_args(cmd, a->config);
-  cmd->add_option("--steps", a->options.steps, "Steps per round")->capture_default_str();
-  cmd->add_option("--rounds", a->options.rounds, "Alternating rounds (medians reported)")->capture_default_str();
-  cmd->add_option("--warmup", a->options.warmup, "Untimed steps first")->capture_default_str();
+  cmd->add_option("--steps", a->options.steps, "Steps per round")
+      ->check(CLI::Range(1, kMaxCount))
+      ->capture_default_str();
+  cmd->add_option("--rounds", a->options.rounds, "Alternating rounds (medians reported)")
+      ->check(CLI::Range(1, kMaxCount))
+      ->capture_default_str();
+  cmd->add_option("--warmup", a->options.warmup, "Untimed steps first")
+      ->check(CLI::Range(0, kMaxCount))
+      ->capture_default_str();
   cmd->add_option("--json", a->options.json_path, "Also write the figures to this JSON file");
   out.push_back({cmd, [a](Process&) {
                    return train::bench_step(train::load_config(a->config.path, a->config.overrides), a->options);
@@ -45,9 +51,15 @@ void add_telemetry(CLI::App* bench, std::vector<Command>& out) {
   auto a = std::make_shared<Args>();
   CLI::App* cmd = bench->add_subcommand("telemetry", "Step time with telemetry on and off, alternating");
   add_config_args(cmd, a->config);
-  cmd->add_option("--steps", a->options.steps, "Steps per round")->capture_default_str();
-  cmd->add_option("--rounds", a->options.rounds, "Rounds per setting")->capture_default_str();
-  cmd->add_option("--warmup", a->options.warmup, "Untimed steps first")->capture_default_str();
+  cmd->add_option("--steps", a->options.steps, "Steps per round")
+      ->check(CLI::Range(1, kMaxCount))
+      ->capture_default_str();
+  cmd->add_option("--rounds", a->options.rounds, "Rounds per setting")
+      ->check(CLI::Range(1, kMaxCount))
+      ->capture_default_str();
+  cmd->add_option("--warmup", a->options.warmup, "Untimed steps first")
+      ->check(CLI::Range(0, kMaxCount))
+      ->capture_default_str();
   cmd->add_option("--json", a->options.json_path, "Also write the figures to this JSON file");
   out.push_back({cmd, [a](Process& p) {
                    const train::Config config = train::load_config(a->config.path, a->config.overrides);
@@ -55,30 +67,53 @@ void add_telemetry(CLI::App* bench, std::vector<Command>& out) {
                  }});
 }
 
+// O_DIRECT needs whole 4 KiB pages; over 1 GiB a request buffer per depth
+// would exhaust memory before it measured anything.
+const CLI::Validator kDirectIoBlock(
+    [](std::string& v) {
+      const long long bytes = std::stoll(v);
+      return bytes >= 4096 && bytes <= (1LL << 30) && bytes % 4096 == 0
+                 ? std::string()
+                 : fmt::format("{} bytes is not a multiple of 4K between 4K and 1G", v);
+    },
+    "4K..1G, multiple of 4K");
+
 void add_io(CLI::App* bench, std::vector<Command>& out) {
   auto o = std::make_shared<io::BenchIoOptions>();
   CLI::App* cmd = bench->add_subcommand("io",
                                         "The streaming loader against a raw O_DIRECT read of the same files, and "
                                         "under a concurrent ingest (run under mpirun)");
   cmd->add_option("--data", o->data, "A split directory (e.g. from `prep synthetic`)")->required();
-  cmd->add_option("--global-batch", o->global_batch, "Samples per global batch")->capture_default_str();
-  cmd->add_option("--batches", o->batches, "Batches per loader trial (0: one epoch)")->capture_default_str();
+  cmd->add_option("--global-batch", o->global_batch, "Samples per global batch")
+      ->check(CLI::Range(1, kMaxCount))
+      ->capture_default_str();
+  cmd->add_option("--batches", o->batches, "Batches per loader trial (0: one epoch)")
+      ->check(CLI::Range(0, kMaxCount))
+      ->capture_default_str();
   cmd->add_flag("--cold", o->loader.cold_cache, "Drop the pages after reading: every read from storage");
   add_enum_option(cmd, "--transfer", o->loader.transfer, "collective or independent");
   add_enum_option(cmd, "--order", o->loader.order, "global or shard");
   cmd->add_option("--window", o->loader.shuffle_window, "order shard: samples shuffled together (0: a shard)")
+      ->check(CLI::Range(0, kMaxCount))
       ->capture_default_str();
-  cmd->add_option("--prefetch", o->loader.prefetch_batches, "Batches read ahead")->capture_default_str();
-  cmd->add_option("--raw-block", o->raw_block_bytes, "O_DIRECT request size (e.g. 8M)")
+  cmd->add_option("--prefetch", o->loader.prefetch_batches, "Batches read ahead")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--raw-block", o->raw_block_bytes, "O_DIRECT request size (e.g. 8M), a multiple of 4K")
       ->transform(CLI::AsSizeValue(false))
+      ->check(kDirectIoBlock)
       ->capture_default_str();
-  cmd->add_option("--raw-depth", o->raw_depth, "O_DIRECT requests in flight per rank")->capture_default_str();
+  cmd->add_option("--raw-depth", o->raw_depth, "O_DIRECT requests in flight per rank")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   cmd->add_flag("!--no-ingest", o->ingest, "Skip the concurrent-ingest experiment");
-  cmd->add_option("--ingest-blocks", o->ingest_blocks, "Writer block sizes (e.g. 128K,1M,4M)")
+  cmd->add_option("--ingest-blocks", o->ingest_blocks, "Writer block sizes (e.g. 128K,1M,4M), multiples of 4K")
       ->delimiter(',')
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(CLI::AsSizeValue(false))
+      ->check(kDirectIoBlock);
   cmd->add_option("--ingest-rate", o->ingest_rate_mb_s,
                   "The limited writer rate, MB/s (0: a quarter of the raw read rate)")
+      ->check(CLI::Range(0.0, 1e12))
       ->capture_default_str();
   cmd->add_option("--ingest-dir", o->ingest_dir, "Where the writer writes (default: next to the data)");
   cmd->add_option("--json", o->json_path, "Also write the figures to this JSON file");

@@ -16,6 +16,9 @@
 
 namespace shardtrain::cli {
 
+// The upper bound of a count flag's range check (steps, rounds, ranks).
+constexpr int kMaxCount = 1 << 30;
+
 // What a running command may need from the process: MPI, started on demand
 // (commands that run under mpirun), so the error handler knows the rank.
 class Process {

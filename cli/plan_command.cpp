@@ -16,7 +16,7 @@ void add_plan_command(CLI::App& app, std::vector<Command>& out) {
   CLI::App* cmd = app.add_subcommand("plan", "Predict the peak memory per rank of a config for every strategy");
   cmd->add_option("config", a->path, "TOML config")->required();
   cmd->add_option("--set", a->overrides, "Override a config key (repeatable)")->allow_extra_args(false);
-  cmd->add_option("--ranks", a->ranks, "Ranks of the job")->required();
+  cmd->add_option("--ranks", a->ranks, "Ranks of the job")->required()->check(CLI::Range(1, kMaxCount));
   cmd->add_flag("--json", a->json, "Print JSON (one object per strategy)");
   out.push_back({cmd, [a](Process&) { return train::plan_command(a->path, a->overrides, a->ranks, a->json); }});
 }

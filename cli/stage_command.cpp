@@ -17,9 +17,14 @@ void add_stage_command(CLI::App& app, std::vector<Command>& out) {
   cmd->add_option("--from", a->from, "The split directory to stage (with its manifest.json)")->required();
   cmd->add_option("--to", a->options.cache_dir, "The cache directory (the shards land in TO/<split dir name>/)")
       ->required();
-  cmd->add_option("--rate-mb-s", a->options.rate_mb_s, "Copy rate limit, MB/s (0: unlimited)")->capture_default_str();
-  cmd->add_option("--block-kib", a->options.block_kib, "Read/write block, KiB")->capture_default_str();
+  cmd->add_option("--rate-mb-s", a->options.rate_mb_s, "Copy rate limit, MB/s (0: unlimited)")
+      ->check(CLI::Range(0.0, 1e12))
+      ->capture_default_str();
+  cmd->add_option("--block-kib", a->options.block_kib, "Read/write block, KiB (4 at least, as io.stage.block_kib)")
+      ->check(CLI::Range(4, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--capacity-gb", a->options.capacity_gb, "Evict least recently used shards past this (0: no limit)")
+      ->check(CLI::Range(0.0, 1e12))
       ->capture_default_str();
   cmd->add_flag("!--no-verify", a->options.verify, "Do not check the copies against the manifest's checksums");
   out.push_back({cmd, [a](Process&) { return train::stage_command(a->from, a->options); }});

@@ -25,6 +25,20 @@ expect_error "config key parallel.fsdp.sharding: \"zero3\" is not one of \"full\
 expect_error "config key parallel.ddp.bucket_mb applies to parallel.strategy \"ddp\" or \"zero1\", but the strategy is \"fsdp\"" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=fsdp --run-dir r-fsdp
 expect_error "--set parallel.fsdp.prefetch: config key parallel.fsdp.prefetch applies to parallel.strategy \"fsdp\", but the strategy is \"ddp\"" "$SHARDTRAIN" config "$cfg" --set parallel.fsdp.prefetch=1
 
+# --- subcommand flags: refused when parsed, naming the flag (CLI11: exit 105) -----
+expect_flag_error() {  # WANT CMD...
+  local want="$1"; shift
+  local rc=0
+  "$@" >"$WORK/out.txt" 2>&1 || rc=$?
+  [ "$rc" -eq 105 ] && grep -qF -- "$want" "$WORK/out.txt" || { cat "$WORK/out.txt"; fail "'$*': exit $rc"; }
+  pass "flag refused: $(head -1 "$WORK/out.txt")"
+}
+expect_flag_error "--raw-block: 0 bytes is not a multiple of 4K" "$SHARDTRAIN" bench io --data x --raw-block 0
+expect_flag_error "--raw-block: 5000 bytes is not a multiple of 4K" "$SHARDTRAIN" bench io --data x --raw-block 5000
+expect_flag_error "--block-kib: Value 2 not in range 4" "$SHARDTRAIN" stage --from x --to y --block-kib 2
+expect_flag_error "--steps: Value 0 not in range 1 to 1073741824" "$SHARDTRAIN" bench step "$cfg" --steps 0
+expect_flag_error "--ranks: Value -2 not in range 1 to 1073741824" "$SHARDTRAIN" plan "$cfg" --ranks -2
+
 # --- data sets ------------------------------------------------------------------
 expect_error "$WORK/missing" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "data.train=$WORK/missing" --run-dir r1
 mkdir -p empty
