@@ -63,7 +63,9 @@ __global__ void gelu_backward_kernel(float* din, const float* dout, const float*
     // d/dx [x (1 + tanh u)/2] = (1 + tanh u)/2 + x/2 sech^2(u) du/dx, with
     // du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2); same association as the CPU.
     const float du = __fmul_rn(kSqrt2OverPi, __fadd_rn(1.0f, __fmul_rn(__fmul_rn(__fmul_rn(3.0f, kCubic), x), x)));
-    const float slope = __fadd_rn(s, __fmul_rn(__fmul_rn(__fmul_rn(0.5f, x), sech2), du));
+    // Past |x| ~ 5e19 du is infinite where sech^2 is 0: the term is 0, not NaN (as on the CPU).
+    const float term = sech2 > 0.0f ? __fmul_rn(__fmul_rn(__fmul_rn(0.5f, x), sech2), du) : 0.0f;
+    const float slope = __fadd_rn(s, term);
     din[i] = __fmul_rn(slope, dout[i]);
   }
 }

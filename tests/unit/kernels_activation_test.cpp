@@ -77,6 +77,16 @@ TEST(Gelu, SpecialValues) {
   EXPECT_TRUE(std::isnan(y[2]));  // a diverged activation stays visible
 }
 
+// Past |x| ~ 5e19 the derivative of the cubic overflows where sech^2 is 0:
+// the gradient is the limit (1 for large x, 0 for very negative x), not NaN.
+TEST(Gelu, BackwardIsFiniteForHugeInputs) {
+  const float big = std::numeric_limits<float>::max();
+  std::vector<float> x = {1e20f, -1e20f, big, -big, 6e19f, -6e19f};
+  std::vector<float> dout(x.size(), 2.0f), din(x.size());
+  gelu_backward(din.data(), dout.data(), x.data(), int64_t(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(din[i], x[i] > 0 ? 2.0f : 0.0f) << "x = " << x[i];
+}
+
 TEST(Gelu, BackwardMatchesDerivativeAndFiniteDifferences) {
   auto x = uniform_vector(53, 4, -5.0f, 5.0f);
   const auto R = uniform_vector(x.size(), 5);
@@ -118,7 +128,8 @@ TEST(Gelu, SameBitsAsThePortableBuild) {
     const float s = detail::sigmoid_2u(u, &sech2);
     want_out[i] = v * s;
     const float du = k * (1.0f + 3.0f * c * v * v);
-    want_din[i] = (s + 0.5f * v * sech2 * du) * dout[i];
+    const float term = sech2 > 0.0f ? 0.5f * v * sech2 * du : 0.0f;
+    want_din[i] = (s + term) * dout[i];
   }
   for (size_t i = 0; i < x.size(); ++i) {
     ASSERT_EQ(std::memcmp(&out[i], &want_out[i], sizeof(float)), 0) << "forward, x = " << x[i];
