@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The unit and MPI tests under AddressSanitizer + UndefinedBehaviorSanitizer
-# and under ThreadSanitizer (CMake presets asan and tsan: Debug, no CUDA).
+# The unit and MPI tests under AddressSanitizer + UndefinedBehaviorSanitizer,
+# the unit tests under ThreadSanitizer (CMake presets asan and tsan: Debug,
+# no CUDA; why not the MPI tests under TSan: below).
 # A subset, to keep CI short: the layers with threads, shared memory and
 # hand-managed buffers (comm, telemetry, io, parallel, checkpoint, train)
 # and the core and kernel tests; the integration and fault tests, which
@@ -30,6 +31,15 @@ for preset in "${presets[@]}"; do
   ninja -C "build-$preset" $targets shardtrain_mpi_test_main >/dev/null
   echo "== $preset: run"
   ctest --test-dir "build-$preset" --output-on-failure -j2 -L unit -R "^$layers" -E "$timed"
+  # The MPI tests do not run under ThreadSanitizer yet: Open MPI progresses
+  # every request from whichever thread polls and synchronizes inside its
+  # uninstrumented libraries, so TSan reports reads of buffers MPI filled
+  # from another thread (and races inside libevent and the mca_*.so
+  # components); telling it where MPI synchronizes needs annotations.
+  if [ "$preset" = tsan ]; then
+    echo "== tsan: the MPI tests are not run under ThreadSanitizer (see the comment above)"
+    continue
+  fi
   # Under mpirun, LeakSanitizer reports what Open MPI's dlopen'ed components
   # keep at exit, with frames it cannot name (so no suppression matches
   # them): leak checking stays on for the unit tests only. Memory errors

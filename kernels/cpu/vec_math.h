@@ -26,7 +26,10 @@
 // may not reorder float arithmetic, and kernels/cpu is built with
 // -ffp-contract=off (no a*b+c turned into an FMA), so every clone gives the
 // same bits as the baseline (kernels_activation_test checks GELU's bit for bit).
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+// Not under ThreadSanitizer: the loader runs the ifunc resolver, which TSan
+// instruments, before TSan has started, and the process crashes at load.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(__SANITIZE_THREAD__)
 #define ST_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define ST_VECTOR_CLONES
