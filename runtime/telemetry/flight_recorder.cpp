@@ -268,6 +268,7 @@ void FlightRecorder::defer_signals(double grace_s, const std::string& expired_li
     state().settings.grace_expired_line = expired_line;
   }
   g_grace_s.store(std::max(0.0, grace_s));
+  install_signal_path();  // also when not armed (telemetry off): the signal must not end the process
 }
 
 int FlightRecorder::stop_signal() { return g_stop_signal.load(); }

@@ -38,7 +38,8 @@ class FlightRecorder {
   // for the training loop to act on, and a dump) and starts a clock:
   // a process still running `grace_s` later prints `expired_line` on
   // stderr, dumps, and ends with 128 + signal. A second signal ends the
-  // process at once, as without this call.
+  // process at once, as without this call. Works armed or not (without
+  // arming, nothing is dumped).
   static void defer_signals(double grace_s, const std::string& expired_line);
   // The signal defer_signals() recorded, 0 for none.
   static int stop_signal();

@@ -27,6 +27,16 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   spec->check({mpi.world_size(), 1});
   const std::string strategy = spec->name();
 
+  // Preemption: a signal from here on, set-up included, stops the loop after
+  // a step, on every rank (train_loop.h); past the grace the flight recorder
+  // ends the job.
+  telemetry::FlightRecorder::defer_signals(
+      config.checkpoint.signal_grace_s,
+      fmt::format("the job did not stop within checkpoint.signal_grace_s = {} s of the signal (its set-up, its "
+                  "step or its checkpoint did not finish): ended without them; `--resume auto` continues from the "
+                  "newest complete checkpoint",
+                  config.checkpoint.signal_grace_s));
+
   // Set-up: the run directory first (the user sees the run start), then the
   // data, the model, the communicators, the strategy and its optimizer.
   RunContext ctx(config, options, mpi, strategy);
@@ -56,15 +66,6 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   RunTelemetry telemetry(config, ctx.dir, mpi.rank(), mpi.world_size(), job.comm.get(), state.run_start);
   telemetry.set_device(job.s.device);
   if (!job.fabric.report.is_null()) telemetry.set_fabric(job.fabric.report, job.fabric.text);
-
-  // Preemption: a signal from here on stops the loop after a step, on every
-  // rank (train_loop.h); past the grace the flight recorder ends the job.
-  telemetry::FlightRecorder::defer_signals(
-      config.checkpoint.signal_grace_s,
-      fmt::format("the job did not stop within checkpoint.signal_grace_s = {} s of the signal (its step or its "
-                  "checkpoint did not finish): ended without them; `--resume auto` continues from the newest "
-                  "complete checkpoint",
-                  config.checkpoint.signal_grace_s));
 
   // Errors from here on are this rank's alone (the others are in a step or
   // an evaluation): end the job before unwinding (runtime/train/fatal_error.h).

@@ -156,4 +156,19 @@ TEST(FlightRecorder, DeferredSignalIsRecordedAndTheGraceEndsTheProcess) {
   fs::remove_all(dir);
 }
 
+// Without telemetry the recorder is never armed: deferring still catches
+// the signal (a run with telemetry off is preempted the same way).
+TEST(FlightRecorder, DeferringWithoutArmingStillCatchesTheSignal) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    FlightRecorder::defer_signals(30, "grace over");
+    raise(SIGTERM);
+    for (int i = 0; i < 200 && FlightRecorder::stop_signal() == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    _exit(FlightRecorder::stop_signal() == SIGTERM ? 75 : 2);
+  }
+  EXPECT_EQ(exit_status_within(child, 5000), 75);
+}
+
 }  // namespace
