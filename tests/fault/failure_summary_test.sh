@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# A failed job ends with its error, once, naming the rank(s): launch/failure-summary
+# on recorded launcher output (held fatal lines, ranks merged, redundant
+# Open MPI banners dropped, informative ones kept), then shardrun on 2-rank
+# jobs that fail on one rank and on both.
+source "$(dirname "$0")/lib.sh" failure-summary
+summary="${SOURCE_DIR}/launch/failure-summary"
+failures=0
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+rule=--------------------------------------------------------------------------
+
+# check NAME INPUT EXPECTED: the filter turns INPUT into EXPECTED exactly.
+check() {
+  local got
+  got=$(printf '%s\n' "$2" | "$summary")
+  if [ "$got" = "$3" ]; then echo "ok   $1"; else fail "$1"; diff <(echo "$3") <(echo "$got"); fi
+}
+
+check "one rank's error comes last, its MPI_ABORT banner dropped" \
+"shardtrain: error (rank 1): shard data/train: checksum mismatch
+$rule
+MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD
+with errorcode 1.
+$rule
+[vm:123] [[1,0],0] ORTE_ERROR_LOG: Not found in file base.c at line 5
+[vm:123] 1 more process has sent help message help-mpi-api.txt / mpi-abort
+[vm:123] Set MCA parameter \"orte_base_help_aggregate\" to 0 to see all help / error messages
+a rank's last output" \
+"a rank's last output
+shardtrain: error (rank 1): shard data/train: checksum mismatch"
+
+check "the same error on several ranks is one line naming them" \
+"shardtrain: error (rank 3): bad shard
+shardtrain: error (rank 0): bad shard
+shardtrain: error (rank 3): bad shard
+shardtrain: error (rank 2): another cause
+shardtrain: watchdog: allreduce #3 on communicator 'world' (rank 0 of 4) not complete after 5.0 s" \
+"shardtrain: error (ranks 0, 3): bad shard
+shardtrain: error (rank 2): another cause
+shardtrain: watchdog: allreduce #3 on communicator 'world' (rank 0 of 4) not complete after 5.0 s"
+
+check "a rank killed by a signal: the banner is the only news, it stays" \
+"shardtrain: error (rank 0): peer lost
+$rule
+mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).
+$rule" \
+"$rule
+mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).
+$rule
+shardtrain: error (rank 0): peer lost"
+
+check "no fatal line: everything passes, banners included" \
+"shardtrain: watchdog: allreduce #7 completed after comm.timeout_s = 5.0 s (a rank arrived late); the job goes on
+$rule
+MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD
+$rule" \
+"shardtrain: watchdog: allreduce #7 completed after comm.timeout_s = 5.0 s (a rank arrived late); the job goes on
+$rule
+MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD
+$rule"
+
+# The real launcher: an injected error on rank 1, then an error on both ranks.
+"$st" prep fashion-mnist --out data >/dev/null || { echo "FAIL: prep"; exit 1; }
+common=(--set data.train=data/train --set data.test=data/test --set data.train_limit=1280
+        --set data.test_limit=1000 --set target.value=0 --set train.max_steps=20)
+# expect_last NAME PATTERN ARGS...: the job fails and its output ends with
+# one line matching PATTERN, printed once, with no MPI_ABORT banner.
+expect_last() {
+  local name=$1 pattern=$2 rc=0; shift 2
+  "${SOURCE_DIR}/launch/shardrun" -n 2 -- "$st" train "$cfg" "${common[@]}" --run-dir "$name" "$@" >"$name.txt" 2>&1 || rc=$?
+  local last
+  last=$(grep -v '^$' "$name.txt" | tail -1)
+  if [ "$rc" = 0 ]; then fail "$name: exit 0"
+  elif ! grep -Eqx "$pattern" <<<"$last"; then fail "$name: last line: $last"
+  elif [ "$(grep -Ec "$pattern" "$name.txt")" != 1 ]; then fail "$name: the error is printed more than once"; cat "$name.txt"
+  elif grep -q "MPI_ABORT was invoked" "$name.txt"; then fail "$name: Open MPI's MPI_ABORT banner is still there"
+  else echo "ok   $name (exit $rc): $last"; fi
+}
+expect_last one-rank 'shardtrain: error \(rank 1\): debug\.fail_step: injected failure on rank 1 at step 3' \
+  --set debug.slow_rank=1 --set debug.fail_step=3
+expect_last both-ranks 'shardtrain: error \(ranks? [01](, 1)?\): data\.train: missing/train: .*' \
+  --set data.train=missing/train
+
+[ "$failures" = 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "failure summary: all cases passed"
