@@ -69,14 +69,16 @@ void add_telemetry(CLI::App* bench, std::vector<Command>& out) {
 
 // O_DIRECT needs whole 4 KiB pages; over 1 GiB a request buffer per depth
 // would exhaust memory before it measured anything.
-const CLI::Validator kDirectIoBlock(
-    [](std::string& v) {
-      const long long bytes = std::stoll(v);
-      return bytes >= 4096 && bytes <= (1LL << 30) && bytes % 4096 == 0
-                 ? std::string()
-                 : fmt::format("{} bytes is not a multiple of 4K between 4K and 1G", v);
-    },
-    "4K..1G, multiple of 4K");
+CLI::Validator direct_io_block() {
+  return CLI::Validator(
+      [](std::string& v) {
+        const long long bytes = std::stoll(v);
+        return bytes >= 4096 && bytes <= (1LL << 30) && bytes % 4096 == 0
+                   ? std::string()
+                   : fmt::format("{} bytes is not a multiple of 4K between 4K and 1G", v);
+      },
+      "4K..1G, multiple of 4K");
+}
 
 void add_io(CLI::App* bench, std::vector<Command>& out) {
   auto o = std::make_shared<io::BenchIoOptions>();
@@ -101,7 +103,7 @@ void add_io(CLI::App* bench, std::vector<Command>& out) {
       ->capture_default_str();
   cmd->add_option("--raw-block", o->raw_block_bytes, "O_DIRECT request size (e.g. 8M), a multiple of 4K")
       ->transform(CLI::AsSizeValue(false))
-      ->check(kDirectIoBlock)
+      ->check(direct_io_block())
       ->capture_default_str();
   cmd->add_option("--raw-depth", o->raw_depth, "O_DIRECT requests in flight per rank")
       ->check(CLI::Range(1, 256))
@@ -110,7 +112,7 @@ void add_io(CLI::App* bench, std::vector<Command>& out) {
   cmd->add_option("--ingest-blocks", o->ingest_blocks, "Writer block sizes (e.g. 128K,1M,4M), multiples of 4K")
       ->delimiter(',')
       ->transform(CLI::AsSizeValue(false))
-      ->check(kDirectIoBlock);
+      ->check(direct_io_block());
   cmd->add_option("--ingest-rate", o->ingest_rate_mb_s,
                   "The limited writer rate, MB/s (0: a quarter of the raw read rate)")
       ->check(CLI::Range(0.0, 1e12))

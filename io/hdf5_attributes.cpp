@@ -49,7 +49,8 @@ std::string read_string_attribute(hid_t object, const std::string& name) {
   if (H5Tis_variable_str(file_type.get()) > 0) {
     H5Tset_size(mem_type.get(), H5T_VARIABLE);
     char* value = nullptr;
-    check_status(H5Aread(attr.get(), mem_type.get(), &value), "cannot read attribute '" + name + "'");
+    check_status(H5Aread(attr.get(), mem_type.get(), static_cast<void*>(&value)),
+                 "cannot read attribute '" + name + "'");
     std::string result = value != nullptr ? value : "";
     H5free_memory(value);
     return result;
@@ -90,7 +91,7 @@ void write_string_attribute(hid_t object, const std::string& name, const std::st
   H5Tset_size(type.get(), H5T_VARIABLE);
   H5Tset_cset(type.get(), H5T_CSET_UTF8);
   const char* data = value.c_str();
-  write_scalar(object, name, type.get(), type.get(), &data);
+  write_scalar(object, name, type.get(), type.get(), static_cast<const void*>(&data));
 }
 
 void write_int_attribute(hid_t object, const std::string& name, int64_t value) {

@@ -128,6 +128,7 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
         verify_shard(m.source_files[s], manifest->shards[s]);
     }
     std::vector<ShardReader> serial;
+    serial.reserve(m.source_files.size());
     for (const std::string& f : m.source_files) serial.emplace_back(f);
     check_shard_set(m.split_dir, serial);
     int64_t total = 0;
@@ -210,7 +211,7 @@ StreamLoader::~StreamLoader() {
     }
     impl_->cv.notify_all();
     if (thread_.joinable()) thread_.detach();
-    (void)impl_.release();
+    [[maybe_unused]] Impl* leaked = impl_.release();
     return;
   }
   if (thread_.joinable()) {

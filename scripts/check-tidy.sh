@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# clang-tidy (.clang-tidy: bugprone-*, performance-*, a function-size limit)
+# clang-tidy 22 (.clang-tidy: bugprone-*, performance-*, a function-size limit)
 # on every library and program source: runtime/, kernels/cpu, io/, cli/,
 # bench/commands/ (the tests and the CUDA sources are not linted). Needs the
 # compile commands of a configured build: BUILD_DIR (default build).
@@ -12,7 +12,7 @@ mapfile -t files < <(git ls-files 'runtime/*.cpp' 'kernels/*.cpp' 'io/*.cpp' 'cl
                      grep -v '^kernels/cuda/\|^runtime/comm/gpu/')
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-run-clang-tidy -p "$build" -j "$(nproc)" -quiet "${files[@]}" 2>&1 | sed 's/\x1b\[[0-9;]*m//g' >"$log" || true
+run-clang-tidy-22 -clang-tidy-binary clang-tidy-22 -p "$build" -j "$(nproc)" -quiet "${files[@]}" 2>&1 | sed 's/\x1b\[[0-9;]*m//g' >"$log" || true
 if grep -E '^/.*: (warning|error):|^Error while processing' "$log"; then
   echo "check-tidy: findings above (.clang-tidy)" >&2
   exit 1

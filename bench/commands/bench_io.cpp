@@ -162,7 +162,7 @@ class IngestWriter {
   ~IngestWriter() {
     try {
       finish();
-    } catch (...) {  // already reported, or unwinding from another error
+    } catch (...) {  // ignored: already reported, or unwinding from another error
     }
   }
   // Stops the writer; returns the bytes it wrote (over seconds()).

@@ -89,6 +89,7 @@ int bench_telemetry(const Config& config, const BenchTelemetryOptions& opt, cons
   // Rounds are paired (on, then off, back to back), so that drift in the
   // machine's speed cancels in each pair's difference.
   std::vector<double> paired;
+  paired.reserve(t_on.size());
   for (size_t i = 0; i < t_on.size(); ++i) paired.push_back((t_on[i] - t_off[i]) / t_off[i]);
   const double overhead = median(paired);
   const double own = median(own_on);

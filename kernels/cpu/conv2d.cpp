@@ -115,7 +115,7 @@ __attribute__((target("avx2"))) void rows_avx2(const Rows& r) {
 
 // 2: AVX-512, 1: AVX2, 0: portable; the widest the CPU has unless a test
 // asks for a narrower one (set_conv_row_isa).
-int widest_row_isa() {
+int widest_row_isa() noexcept {
 #if defined(__x86_64__) && defined(__GNUC__)
   return __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
 #else

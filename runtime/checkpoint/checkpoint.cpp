@@ -226,7 +226,7 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
     MPI_Barrier(mpi_comm);
     try {
       file.close(tmp + ": cannot close the failed checkpoint file");
-    } catch (const std::exception&) {  // as above
+    } catch (const std::exception&) {  // ignored: as above
     }
     if (c.rank == 0) std::remove(tmp.c_str());
     throw Error(fmt::format("{}: writing the checkpoint failed: {}{}", tmp, e.what(), space));

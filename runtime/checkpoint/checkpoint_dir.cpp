@@ -12,7 +12,12 @@ namespace shardtrain::checkpoint {
 namespace fs = std::filesystem;
 
 namespace {
-const std::regex kName(R"(step-(\d{8,})\.h5(\.tmp)?)");
+// A function-local static: a regex's constructor may throw, which a
+// namespace-scope one would do before main could catch it.
+const std::regex& checkpoint_name() {
+  static const std::regex name(R"(step-(\d{8,})\.h5(\.tmp)?)");
+  return name;
+}
 
 struct Entry {
   std::string path;
@@ -27,7 +32,7 @@ std::vector<Entry> scan(const std::string& dir) {
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     std::smatch m;
     const std::string name = e.path().filename().string();
-    if (!std::regex_match(name, m, kName)) continue;
+    if (!std::regex_match(name, m, checkpoint_name())) continue;
     out.push_back({e.path().string(), std::stoll(m[1].str()), !m[2].matched});
   }
   std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.step < b.step; });

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -54,7 +55,9 @@ std::string word_after(std::string_view s, std::string_view key) {
 int int_after(std::string_view s, std::string_view key) {
   const std::string w = word_after(s, key);
   if (w.empty() || !std::isdigit(uchar(w[0]))) return -1;
-  return std::atoi(w.c_str());
+  int value = -1;
+  const auto [end, ec] = std::from_chars(w.data(), w.data() + w.size(), value);
+  return ec == std::errc() ? value : -1;
 }
 
 void add_unique(std::vector<std::string>& v, const std::string& s) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -79,7 +80,9 @@ struct Convert<double> {
   static constexpr const char* name = "float";
   static double from(const toml::node& n) {
     // inf and nan are TOML floats; no key of ours means them.
-    if ((n.is_floating_point() || n.is_integer()) && std::isfinite(*n.value<double>())) return *n.value<double>();
+    if (n.is_floating_point() || n.is_integer()) {
+      if (const std::optional<double> v = n.value<double>(); v && std::isfinite(*v)) return *v;
+    }
     wrong_type("a finite number", n);
   }
   static std::string show(double v) {

@@ -75,7 +75,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
     // result.json says what ended the run (when rank 0 can still write it).
     try {
       ctx.run.write_file("result.json", failed_result(e.what(), state.step, strategy) + "\n");
-    } catch (const std::exception&) {  // the error that ends the job is e, reported below
+    } catch (const std::exception&) {  // ignored: the error that ends the job is e, reported below
     }
     if (mpi.world_size() > 1) report_fatal_error(e, mpi.rank(), mpi.world_size());
     throw;

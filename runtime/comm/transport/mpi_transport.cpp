@@ -59,7 +59,7 @@ MpiTransport::MpiTransport(MPI_Comm comm, const BackoffPolicy& policy) : comm_(c
   MPI_Comm_size(comm_, &size_);
   void* value = nullptr;
   int found = 0;
-  MPI_Comm_get_attr(comm_, MPI_TAG_UB, &value, &found);
+  MPI_Comm_get_attr(comm_, MPI_TAG_UB, static_cast<void*>(&value), &found);
   const int64_t tag_ub = found ? *static_cast<int*>(value) : 32767;  // the standard's minimum
   // 4 bits of code below the sequence number; the sequence wraps (harmless:
   // collectives run one after the other, far fewer than 2^11 in flight).

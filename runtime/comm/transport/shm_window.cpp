@@ -41,7 +41,7 @@ std::unique_ptr<ShmWindow> ShmWindow::create(MPI_Comm comm, size_t data_bytes) {
   // each rank's is used from its first page boundary, the same offset in
   // every process's mapping (mappings are page aligned).
   const int rc = MPI_Win_allocate_shared(MPI_Aint(4096 + control_bytes + round_up(data_bytes, 4096)), 1, info, comm,
-                                         &base, &w->win_);
+                                         static_cast<void*>(&base), &w->win_);
   MPI_Info_free(&info);
   check_mpi(rc, "MPI_Win_allocate_shared (shared memory for the all-reduce)");
   w->controls_ = std::make_unique<Control*[]>(size_t(size));
@@ -50,7 +50,7 @@ std::unique_ptr<ShmWindow> ShmWindow::create(MPI_Comm comm, size_t data_bytes) {
     MPI_Aint bytes = 0;
     int unit = 0;
     void* region = nullptr;
-    check_mpi(MPI_Win_shared_query(w->win_, r, &bytes, &unit, &region), "MPI_Win_shared_query");
+    check_mpi(MPI_Win_shared_query(w->win_, r, &bytes, &unit, static_cast<void*>(&region)), "MPI_Win_shared_query");
     auto* p = static_cast<std::byte*>(region) + (4096 - reinterpret_cast<uintptr_t>(region) % 4096) % 4096;
     w->controls_[size_t(r)] = r == rank ? new (p) Control : std::launder(reinterpret_cast<Control*>(p));
     w->data_[size_t(r)] = p + control_bytes;
