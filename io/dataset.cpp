@@ -14,15 +14,15 @@
 
 namespace shardtrain::io {
 
-InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit) {
+InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit, bool verify) {
   ST_CHECK(limit >= 0, "{}: limit {} must be >= 0 (0 reads all samples)", path, limit);
 
   // A split with a manifest must still match it: a missing, truncated,
   // added or rewritten shard is reported as such, naming the shard, before
   // HDF5 sees the file. (A single-file split has no manifest.)
-  if (std::filesystem::is_directory(path)) {
-    if (const std::optional<Manifest> manifest = read_manifest(path)) check_manifest_against_files(path, *manifest);
-  }
+  std::optional<Manifest> manifest;
+  if (std::filesystem::is_directory(path)) manifest = read_manifest(path);
+  if (manifest) check_manifest_against_files(path, *manifest);
 
   // Open and validate every shard before reading any data: a schema problem
   // in the last shard should not cost the time of reading the first ones.
@@ -50,6 +50,7 @@ InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit) {
   info.num_classes = h0.num_classes;
   info.normalize_mean = h0.normalize_mean;
   info.normalize_std = h0.normalize_std;
+  info.checksums_verified = verify && manifest.has_value();
 
   const size_t sample_bytes = size_t(info.sample_numel()) * format_v1::dtype_size(info.dtype);
   try {
@@ -62,8 +63,15 @@ InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit) {
 
   // Every label is validated, also beyond the limit: a data set that loads
   // with a limit must not fail later without one.
+  // With a manifest, the files are its shards in order
+  // (check_manifest_against_files). The whole file is checked before HDF5
+  // reads from it, so that a flip in the samples, the labels or the HDF5
+  // metadata that locates them is reported as such; the second read of the
+  // file is served by the page cache.
   int64_t filled = 0;
-  for (const ShardReader& shard : shards) {
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const ShardReader& shard = shards[s];
+    if (info.checksums_verified) verify_shard(shard.path(), manifest->shards[s]);
     const std::vector<int32_t> labels = shard.read_labels();
     const int64_t take = std::min(shard.header().num_samples, info.num_samples - filled);
     if (take <= 0) continue;

@@ -24,6 +24,9 @@ struct DatasetInfo {
   int32_t num_classes = 0;
   float normalize_mean = 0.0f;  // input = (x [/255 for u8] - mean) / std
   float normalize_std = 1.0f;
+  // Every shard's bytes matched its CRC-32 in manifest.json when read
+  // (false: not asked to, or the split has no manifest).
+  bool checksums_verified = false;
   int64_t sample_numel() const { return sample_shape.numel(); }
 };
 
@@ -31,8 +34,11 @@ class InMemoryDataset {
  public:
   // Opens `path` (a directory of part-*.h5 shard files, or one .h5 file),
   // validates the schema and every label, and reads the first `limit` samples
-  // (0 = all) into memory. Any problem is a shardtrain::Error naming the file.
-  static InMemoryDataset load(const std::string& path, int64_t limit = 0);
+  // (0 = all) into memory. With `verify` and a manifest.json, each shard's
+  // bytes are checked against the manifest's CRC-32 as the shard is read
+  // (every shard, also beyond the limit). Any problem is a shardtrain::Error
+  // naming the file.
+  static InMemoryDataset load(const std::string& path, int64_t limit = 0, bool verify = true);
 
   const DatasetInfo& info() const { return info_; }
   int64_t size() const { return info_.num_samples; }

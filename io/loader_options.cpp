@@ -8,9 +8,6 @@ void validate(const LoaderOptions& l) {
   ST_CHECK(l.prefetch_batches >= 1, "data.prefetch_batches must be at least 1, got {}", l.prefetch_batches);
   ST_CHECK(l.shuffle_window >= 0, "data.shuffle_window must not be negative, got {}", l.shuffle_window);
   ST_CHECK(!l.cold_cache || l.mode == LoaderMode::stream, "data.cold_cache needs data.loader = \"stream\"");
-  // The memory loader does not verify: accepted, the key would be ignored.
-  ST_CHECK(!l.verify_checksums || l.mode == LoaderMode::stream,
-           "data.verify_checksums needs data.loader = \"stream\" (the memory loader does not check checksums)");
 }
 
 void validate(const StageOptions& st) {

@@ -41,7 +41,7 @@ struct LoaderOptions {
   int64_t prefetch_batches = 4;               // stream: ready batches queued ahead of training
   Transfer transfer = Transfer::independent;  // stream (docs/io.md)
   bool cold_cache = false;                    // stream: drop the shards' pages after reading them
-  bool verify_checksums = false;              // stream: check the shards against the manifest's CRC-32 first
+  bool verify_checksums = true;               // check the shards against manifest.json's CRC-32s (docs/io.md)
   SampleOrder order = SampleOrder::global;    // sampler
   int64_t shuffle_window = 0;                 // order = shard: samples shuffled together (0: one shard)
   LastBatch last_batch = LastBatch::drop;     // sampler

@@ -56,7 +56,8 @@ Job::Job(const Config& cfg, RunContext& context, const comm::MpiEnv& m, std::uni
   make_optimizer(s, config, *strategy);
   ctx.mllog.event("train_samples", s.train_size());
   ctx.mllog.event("eval_samples", s.test_data.size());
-  run.log(data_line(s.train_info(), s.train_size(), s.test_data.size()));
+  run.log(data_line(s.train_info(), s.test_data.info(), s.train_size(), s.test_data.size(),
+                    config.data.loader.verify_checksums));
   if (s.train_stream) run.log(stream_line(s.train_info(), config));
   run.log(model_line(config, model));
   if (const std::string line = strategy->describe(plan_inputs); !line.empty()) run.log("[init] " + line);

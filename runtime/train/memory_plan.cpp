@@ -127,8 +127,9 @@ nlohmann::json plan_json(const MemoryPlan& p) {
 int plan_command(const std::string& config_path, const std::vector<std::string>& overrides, int ranks, bool json) {
   ST_CHECK(ranks >= 1, "plan: --ranks must be at least 1, got {}", ranks);
   const Config config = load_config(config_path, overrides);
-  const io::InMemoryDataset test =
-      with_context("data.test", [&] { return io::InMemoryDataset::load(config.data.test, config.data.test_limit); });
+  const io::InMemoryDataset test = with_context("data.test", [&] {
+    return io::InMemoryDataset::load(config.data.test, config.data.test_limit, config.data.loader.verify_checksums);
+  });
   const io::DatasetInfo& info = test.info();
   PlanData data;
   data.classes = info.num_classes;

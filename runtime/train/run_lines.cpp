@@ -22,9 +22,19 @@ std::string device_line(Device device, const std::string& gpu_name, const std::s
                      device.str(), gpu_name, gemm);
 }
 
-std::string data_line(const io::DatasetInfo& train, int64_t train_samples, int64_t test_samples) {
-  return fmt::format("[init] data: train {} samples, test {} samples, sample shape {}, {} classes", train_samples,
-                     test_samples, train.sample_shape.str(), train.num_classes);
+// Whether the splits' checksums were checked, and if not why.
+std::string checksum_note(const io::DatasetInfo& train, const io::DatasetInfo& test, bool verify) {
+  if (!verify) return "shards not checked (data.verify_checksums = false)";
+  if (train.checksums_verified && test.checksums_verified) return "every shard's CRC-32 checked against manifest.json";
+  std::string missing = train.checksums_verified ? "" : "data.train";
+  if (!test.checksums_verified) missing += missing.empty() ? "data.test" : " and data.test";
+  return fmt::format("{} not checked: no manifest.json (shardtrain prep manifest DIR writes one)", missing);
+}
+
+std::string data_line(const io::DatasetInfo& train, const io::DatasetInfo& test, int64_t train_samples,
+                      int64_t test_samples, bool verify) {
+  return fmt::format("[init] data: train {} samples, test {} samples, sample shape {}, {} classes; {}", train_samples,
+                     test_samples, train.sample_shape.str(), train.num_classes, checksum_note(train, test, verify));
 }
 
 std::string stream_line(const io::DatasetInfo& train, const Config& config) {

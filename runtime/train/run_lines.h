@@ -19,7 +19,8 @@ std::string describe_target(const Config::Target& target);
 
 std::string opening_line(int world, const std::string& strategy, const std::string& config, const std::string& dir);
 std::string device_line(Device device, const std::string& gpu_name, const std::string& gemm);
-std::string data_line(const io::DatasetInfo& train, int64_t train_samples, int64_t test_samples);
+std::string data_line(const io::DatasetInfo& train, const io::DatasetInfo& test, int64_t train_samples,
+                      int64_t test_samples, bool verify);
 std::string stream_line(const io::DatasetInfo& train, const Config& config);
 std::string model_line(const Config& config, const nn::Model& model);
 

@@ -45,8 +45,9 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
   cpu::set_blas_threads(int(config.runtime.blas_threads));
   Session s;
   // The test split first: once the streaming loader exists, its thread owns HDF5.
-  s.test_data =
-      with_context("data.test", [&] { return io::InMemoryDataset::load(config.data.test, config.data.test_limit); });
+  s.test_data = with_context("data.test", [&] {
+    return io::InMemoryDataset::load(config.data.test, config.data.test_limit, config.data.loader.verify_checksums);
+  });
   if (config.data.loader.mode == io::LoaderMode::stream) {  // data.train_limit is refused with it (config.cpp)
     s.train_stream = with_context("data.train", [&] {
       io::LoaderOptions loader = config.data.loader;
@@ -56,8 +57,9 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
                                                 uint64_t(config.train.seed), std::move(locator));
     });
   } else {
-    s.train_data = with_context("data.train",
-                                [&] { return io::InMemoryDataset::load(config.data.train, config.data.train_limit); });
+    s.train_data = with_context("data.train", [&] {
+      return io::InMemoryDataset::load(config.data.train, config.data.train_limit, config.data.loader.verify_checksums);
+    });
   }
   const io::DatasetInfo& tr = s.train_info();
   const io::DatasetInfo& te = s.test_data.info();

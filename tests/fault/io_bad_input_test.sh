@@ -6,7 +6,8 @@
 # MPI test io_stream_loader_test checks that each rank gets the same error).
 #  missing shard, truncated shard, corrupt HDF5 header, wrong format version,
 #  a manifest that disagrees with a shard, a checksum mismatch
-#  (data.verify_checksums), and the stager refusing a corrupt copy.
+#  (data.verify_checksums, on by default; also with the memory loader),
+#  and the stager refusing a corrupt copy.
 # Environment: PROBE_DIR (build/bin, holds shardtrain), SOURCE_DIR.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh" io-bad
@@ -71,7 +72,9 @@ case_run manifest "part-00002.h5"
 fresh checksum
 size=$(stat -c %s checksum/train/part-00001.h5)
 printf '\xff' | dd of=checksum/train/part-00001.h5 bs=1 seek=$((size - 100)) conv=notrunc status=none
-case_run checksum "part-00001.h5" --set data.verify_checksums=true
+case_run checksum "part-00001.h5: checksum mismatch"
+rm -rf checksum-memory; cp -r checksum checksum-memory
+case_run checksum-memory "part-00001.h5: checksum mismatch" --set data.loader=memory
 
 # The stager: the corrupt shard is copied, fails its check twice, and `stage` exits 1 naming it.
 rc=0

@@ -19,7 +19,6 @@ expect_error "expected key=value" "$SHARDTRAIN" train "$cfg" --set train.epochs
 expect_error "$SOURCE_DIR/examples: not a config file" "$SHARDTRAIN" config "$SOURCE_DIR/examples"
 "$SHARDTRAIN" config --set train.epochs=3 "$cfg" | grep -q '^epochs = 3$' || fail "--set before the config path"
 pass "--set before the config path takes one value"
-expect_error "data.verify_checksums needs data.loader = \"stream\"" "$SHARDTRAIN" config "$cfg" --set data.verify_checksums=true
 expect_error "unknown config key optim.learning_rate" "$SHARDTRAIN" train "$cfg" --set optim.learning_rate=0.1
 expect_error "config key parallel.fsdp.sharding: \"zero3\" is not one of \"full\", \"grad_op\" or \"hybrid\"" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=fsdp --set parallel.fsdp.sharding=zero3 --run-dir r-fsdp
 expect_error "config key parallel.ddp.bucket_mb applies to parallel.strategy \"ddp\" or \"zero1\", but the strategy is \"fsdp\"" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=fsdp --run-dir r-fsdp

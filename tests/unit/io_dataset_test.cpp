@@ -7,11 +7,13 @@
 #include "io/dataset_writer.h"
 #include "io/hdf5_attributes.h"
 #include "io/hdf5_handle.h"
+#include "io/manifest.h"
 #include "io_test_util.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <optional>
 
 namespace shardtrain::io {
@@ -466,6 +468,30 @@ TEST(ShardWriter, UnfinishedWriteLeavesNoFile) {
   EXPECT_TRUE(fs::is_empty(dir.path()));
   expect_error([&] { ShardWriter(path, small_header(0)); }, {path, "at least one sample"});
   EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+// ---- checksums against manifest.json ----------------------------------------
+
+TEST(DatasetChecksums, EveryShardIsCheckedAgainstTheManifest) {
+  TempDir dir;
+  write_set(dir, {0, 1}, {shard(0, 2), shard(1, 2)});
+  EXPECT_FALSE(InMemoryDataset::load(dir.path()).info().checksums_verified);  // no manifest yet: nothing to check
+  write_split_manifest(dir.path());
+  EXPECT_TRUE(InMemoryDataset::load(dir.path()).info().checksums_verified);
+  EXPECT_FALSE(InMemoryDataset::load(dir.path(), 0, /*verify=*/false).info().checksums_verified);
+
+  // One byte of the last shard changed, its size kept: HDF5 might read it
+  // without complaint; the checksum does not, also with a limit that reads
+  // no sample of that shard.
+  const std::string last = dir / "part-00001.h5";
+  std::fstream f(last, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-40, std::ios::end);
+  const char byte = char(f.get() ^ 0x5a);
+  f.seekp(-40, std::ios::end);
+  f.put(byte);
+  f.close();
+  expect_error([&] { InMemoryDataset::load(dir.path()); }, {last, "checksum mismatch", "corrupt file"});
+  expect_error([&] { InMemoryDataset::load(dir.path(), 1); }, {last, "checksum mismatch"});
 }
 
 }  // namespace
