@@ -1,5 +1,7 @@
 #include "bench/commands/bench_comm.h"
 
+#include "bench/commands/bench_stats.h"
+
 #include "runtime/comm/algorithms/mpi_native.h"
 #include "runtime/comm/engine/scratch.h"
 #include "runtime/core/error.h"
@@ -160,10 +162,7 @@ bool all_ranks(bool ok, MPI_Comm comm) {
   return v != 0;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using bench::median;
 
 std::string human(int64_t bytes) {
   if (bytes >= (int64_t(1) << 20) && bytes % (int64_t(1) << 20) == 0) return fmt::format("{} MiB", bytes >> 20);

@@ -1,5 +1,7 @@
 #include "bench/commands/bench_step.h"
 
+#include "bench/commands/bench_stats.h"
+
 #include "io/sampler.h"
 #include "kernels/cpu/gemm.h"
 #include "runtime/core/clock.h"
@@ -14,10 +16,7 @@
 namespace shardtrain::train {
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using bench::median;
 
 // Operand buffers for replaying one recorded GEMM with dense strides.
 struct GemmReplay {

@@ -1,5 +1,7 @@
 #include "bench/commands/bench_telemetry.h"
 
+#include "bench/commands/bench_stats.h"
+
 #include "io/sampler.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/core/clock.h"
@@ -17,10 +19,7 @@
 namespace shardtrain::train {
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using bench::median;
 
 }  // namespace
 
