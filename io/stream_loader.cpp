@@ -120,7 +120,9 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     std::optional<Manifest> manifest;
     if (std::filesystem::is_directory(m.split_dir)) manifest = read_manifest(m.split_dir);
     if (manifest) check_manifest_against_files(m.split_dir, *manifest);
-    if (options.verify_checksums && manifest) {  // without one, the init line says the split is not verified
+    // Without a manifest there is nothing to check against: the init line says so.
+    info_.checksums_verified = options.verify_checksums && manifest.has_value();
+    if (info_.checksums_verified) {
       // Each rank reads its share of the files: shard s on rank s % world.
       for (size_t s = size_t(rank); s < manifest->shards.size(); s += size_t(world))
         verify_shard(m.source_files[s], manifest->shards[s]);
@@ -146,7 +148,6 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     info_.sample_shape = h0.sample_shape;
     info_.dtype = h0.dtype;
     info_.num_classes = h0.num_classes;
-    info_.checksums_verified = options.verify_checksums && manifest.has_value();
     info_.normalize_mean = h0.normalize_mean;
     info_.normalize_std = h0.normalize_std;
     m.sample_bytes = size_t(info_.sample_numel()) * format_v1::dtype_size(info_.dtype);
