@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -196,14 +197,14 @@ void write_file_synced(const std::string& path, const std::string& text) {
 
 std::string manifest_path(const std::string& split_dir) { return (fs::path(split_dir) / kManifestFile).string(); }
 
-uint32_t file_crc32(const std::string& path) {
+uint32_t file_crc32(const std::string& path, int64_t offset, int64_t length) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   ST_CHECK(fd >= 0, "{}: cannot open: {}", path, std::strerror(errno));
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);  // a hint: read ahead further
+  ::posix_fadvise(fd, offset, length < 0 ? 0 : length, POSIX_FADV_SEQUENTIAL);  // a hint: read ahead further
   std::unique_ptr<unsigned char[]> buffer(new unsigned char[kCrcBlockBytes]);
   uLong crc = crc32_z(0L, Z_NULL, 0);
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer.get(), kCrcBlockBytes);
+  for (int64_t at = offset, left = length < 0 ? INT64_MAX : length; left > 0;) {
+    const ssize_t n = ::pread(fd, buffer.get(), size_t(std::min<int64_t>(left, kCrcBlockBytes)), off_t(at));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       const int err = errno;
@@ -212,6 +213,8 @@ uint32_t file_crc32(const std::string& path) {
     }
     if (n == 0) break;
     crc = crc32_z(crc, buffer.get(), size_t(n));
+    at += n;
+    left -= n;
   }
   ::close(fd);
   return uint32_t(crc);

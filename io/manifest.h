@@ -34,8 +34,9 @@ struct Manifest {
   std::vector<ManifestShard> shards;  // in shard order
 };
 
-// CRC-32 (zlib) of a whole file, read in large blocks. Errors name the file.
-uint32_t file_crc32(const std::string& path);
+// CRC-32 (zlib) of a whole file, or of `length` bytes from `offset` (fewer
+// where the file ends first), read in large blocks. Errors name the file.
+uint32_t file_crc32(const std::string& path, int64_t offset = 0, int64_t length = -1);
 
 // <split_dir>/manifest.json
 std::string manifest_path(const std::string& split_dir);

@@ -1,9 +1,11 @@
 #include "runtime/checkpoint/checkpoint.h"
 
+#include "io/hdf5_attributes.h"
 #include "io/hdf5_handle.h"
 #include "io/durable_file.h"
 #include "io/mpio.h"
 #include "runtime/checkpoint/header_io.h"
+#include "runtime/checkpoint/integrity.h"
 #include "runtime/comm/agree_or_throw.h"
 #include "runtime/core/device_memory.h"
 #include "runtime/core/error.h"
@@ -127,22 +129,6 @@ void write_table(hid_t file, const std::string& name, hid_t type, const std::vec
   ds.close("cannot close " + name);
 }
 
-template <typename T>
-std::vector<T> read_table(hid_t file, const std::string& name, int64_t cols) {
-  ST_CHECK(h5::has_object(file, name), "dataset {} is missing", name);
-  h5::Dataset ds(h5::check(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "cannot open " + name));
-  h5::Dataspace fs(h5::check(H5Dget_space(ds.get()), "cannot get a dataspace"));
-  hsize_t dims[2] = {0, 0};
-  ST_CHECK(H5Sget_simple_extent_ndims(fs.get()) == 2, "dataset {} is not a table", name);
-  H5Sget_simple_extent_dims(fs.get(), dims, nullptr);
-  ST_CHECK(int64_t(dims[1]) == cols, "dataset {} has {} columns, expected {}", name, dims[1], cols);
-  std::vector<T> v(dims[0] * dims[1]);
-  const hid_t mem_type = std::is_same_v<T, int64_t> ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT32;
-  if (!v.empty())
-    h5::check_status(H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), "cannot read " + name);
-  return v;
-}
-
 // "; the disk holding DIR has 12.0 MiB free": what a failed write needs
 // beside HDF5's message, which says only "file write failed" ("" when
 // statvfs fails).
@@ -161,6 +147,25 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
   const Comm c(mpi_comm);
   const std::string tmp = path + ".tmp";
   const auto tensors = tensors_of(b);
+  Header written = header;
+  written.format_version = kFormatVersion;
+  // A NaN or an infinity would be resumed from and never trained away: such
+  // a checkpoint is refused before anything is written, so that the newest
+  // file on disk is the last finite state. Checked in a pass of its own
+  // (a device tensor is copied twice) so that no rank starts the
+  // collective writes of a file another rank refuses.
+  agreed(c, [&] {
+    for (const auto& [name, t] : tensors) {
+      const Tensor host = on_host(t);
+      for (const Piece& p : b.write) {
+        const int64_t at = first_non_finite(host.f32() + p.local_offset, p.numel());
+        ST_CHECK(at < 0,
+                 "step {}: {} holds {} at flat element {} (rank {}): the checkpoint is not written, so that "
+                 "--resume auto continues from the last finite one",
+                 header.progress.step, name, host.f32()[p.local_offset + at], p.flat_begin + at, c.rank);
+      }
+    }
+  });
   h5::File file;
   // Every rank makes and checks the directory: where it is node-local (or a
   // relative path from another working directory) the others would wait
@@ -175,12 +180,14 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
   agreed(c, [&] {
     h5::silence_errors();
     h5::PropList fapl = io::mpio::file_access(mpi_comm);
-    file = h5::File(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+    h5::PropList fcpl(h5::check(H5Pcreate(H5P_FILE_CREATE), "cannot create file properties"));
+    h5::check_status(H5Pset_userblock(fcpl.get(), hsize_t(kSealBytes)), "cannot reserve the seal");
+    file = h5::File(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()));
     if (!file.valid()) h5::throw_error(tmp + ": cannot create the checkpoint file");
   });
   std::vector<uint32_t> my_crcs;
   try {
-    write_header(file.get(), header);
+    write_header(file.get(), written);
     h5::PropList dxpl = io::mpio::transfer(io::Transfer::collective);
     for (size_t i = 0; i < tensors.size(); ++i) {
       const auto& [name, t] = tensors[i];
@@ -209,6 +216,7 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
     MPI_Allgatherv(mine.data(), int(mine.size()), MPI_INT64_T, all.data(), recv_counts.data(), displs.data(),
                    MPI_INT64_T, mpi_comm);
     write_table(file.get(), "/layout/pieces", H5T_STD_I64LE, all, 3, c.rank == 0);
+    io::h5::write_int_attribute(file.get(), "metadata_crc32", int64_t(metadata_crc32(written, all)));
     std::vector<uint32_t> crcs(size_t(c.size) * tensors.size());
     MPI_Allgather(my_crcs.data(), int(my_crcs.size()), MPI_UINT32_T, crcs.data(), int(my_crcs.size()), MPI_UINT32_T,
                   mpi_comm);
@@ -231,8 +239,13 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
     if (c.rank == 0) std::remove(tmp.c_str());
     throw Error(fmt::format("{}: writing the checkpoint failed: {}{}", tmp, e.what(), space));
   }
+  // Every rank checksums a share of the closed file; rank 0 seals and
+  // publishes it (fsync, rename, fsync the directory).
+  const Seal seal = with_context(tmp, [&] { return compute_seal(tmp, mpi_comm); });
   agreed(c, [&] {
-    if (c.rank == 0) io::publish(tmp, path);  // fsync, rename, fsync the directory
+    if (c.rank != 0) return;
+    write_seal(tmp, seal);
+    io::publish(tmp, path);
   });
 }
 
@@ -263,43 +276,21 @@ Header load(const std::string& path, MPI_Comm mpi_comm, const Identity& expected
              "visible to every rank: a shared file system, and an absolute path)",
              path, c.rank);
   });
+  // The file's bytes against its seal, before HDF5 parses them.
+  std::optional<Seal> seal;
+  agreed(c, [&] { seal = with_context(path, [&] { return read_seal(path); }); });
+  if (seal) with_context(path, [&] { verify_seal(path, *seal, mpi_comm); });
   agreed(c, [&] {
     h5::PropList fapl = io::mpio::file_access(mpi_comm);
     file = h5::open_file(path, fapl.get());  // its errors name the file
     with_context(path, [&] {
-      header = read_header_attributes(file.get());
-      const std::string differs = identity_mismatch(header.identity, expected);
-      ST_CHECK(differs.empty(), "written for another model or config: {}", differs);
-      for (const auto& [name, t] : tensors) {
-        const size_t slash = name.find('/');  // "optimizer/m": its group first
-        const bool group =
-            slash == std::string::npos || h5::has_object(file.get(), fmt::format("/{}", name.substr(0, slash)));
-        ST_CHECK(group && h5::has_object(file.get(), name), "dataset {} is missing", name);
-      }
-      pieces = read_table<int64_t>(file.get(), "/layout/pieces", 3);
-      crcs = read_table<uint32_t>(file.get(), "/checksums/crc32", int64_t(tensors.size()));
-      ST_CHECK(crcs.size() == size_t(header.origin.world) * tensors.size(),
-               "/checksums/crc32 has {} rows, the file was written by {} ranks", crcs.size() / tensors.size(),
-               header.origin.world);
-      // Every element of the flat buffer written exactly once: a missing
-      // rank's shard is a gap.
-      std::vector<std::pair<int64_t, int64_t>> ranges;
-      for (size_t i = 0; i < pieces.size(); i += 3) {
-        ST_CHECK(pieces[i] >= 0 && pieces[i] < header.origin.world, "/layout/pieces names rank {} of {}", pieces[i],
-                 header.origin.world);
-        ranges.push_back({pieces[i + 1], pieces[i + 2]});
-      }
-      std::sort(ranges.begin(), ranges.end());
-      int64_t covered = 0;
-      for (const auto& [lo, hi] : ranges) {
-        ST_CHECK(lo == covered, "flat elements [{}, {}) were not written (a rank's shard is missing)", covered,
-                 std::max(covered, lo));
-        covered = hi;
-      }
-      ST_CHECK(covered == header.identity.flat_numel,
-               "flat elements [{}, {}) were not written (a rank's shard is "
-               "missing)",
-               covered, header.identity.flat_numel);
+      std::vector<std::string> names;
+      names.reserve(tensors.size());
+      for (const auto& [name, t] : tensors) names.push_back(name);
+      Metadata m = read_metadata(file.get(), expected, names, seal.has_value());
+      header = std::move(m.header);
+      pieces = std::move(m.pieces);
+      crcs = std::move(m.crcs);
     });
   });
   // Every rank opens every dataset (opening is collective in parallel HDF5).

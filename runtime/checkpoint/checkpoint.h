@@ -32,7 +32,8 @@ namespace shardtrain::checkpoint {
 using parallel::Piece;
 using parallel::Pieces;
 
-inline constexpr int kFormatVersion = 1;
+// Version 2 adds the metadata_crc32 attribute; version 1 files still load.
+inline constexpr int kFormatVersion = 2;
 
 // What must be the same for the saved tensors to mean the same thing here.
 struct Identity {

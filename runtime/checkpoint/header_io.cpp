@@ -75,8 +75,8 @@ Header read_header_attributes(hid_t file) {
            "not a shardtrain checkpoint (no format = \"{}\" attribute)", kFormat);
   Header h;
   h.format_version = int(read_int_attribute(file, "format_version"));
-  ST_CHECK(h.format_version == kFormatVersion, "checkpoint format version {}, this build reads version {}",
-           h.format_version, kFormatVersion);
+  ST_CHECK(h.format_version >= 1 && h.format_version <= kFormatVersion,
+           "checkpoint format version {}, this build reads versions 1 to {}", h.format_version, kFormatVersion);
   h.identity.model = read_string_attribute(file, "model");
   h.identity.model_signature = read_string_attribute(file, "model_signature");
   h.identity.flat_numel = read_int_attribute(file, "flat_numel");

@@ -3,7 +3,12 @@
 // incomplete file is the same error on every rank, never a partial load.
 #include "runtime/checkpoint/checkpoint.h"
 
+#include "io/hdf5_attributes.h"
+#include "runtime/checkpoint/header_io.h"
+#include "runtime/checkpoint/integrity.h"
 #include "runtime/core/error.h"
+
+#include <cmath>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -80,6 +85,12 @@ Buffers replicated_buffers() {
   b.params = Tensor::zeros({kFlat});
   b.state = {{"m", Tensor::zeros({kFlat})}, {"v", Tensor::zeros({kFlat})}};
   return b;
+}
+
+// Rank 0 seals the file again after an edit, as if it had been written so.
+void reseal(const std::string& path) {
+  if (rank() == 0) write_seal(path, compute_seal(path, MPI_COMM_SELF));
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 // One directory for all ranks (rank 0 names it), removed at the end.
@@ -205,6 +216,9 @@ TEST_F(CheckpointTest, CorruptDataFailsItsChecksumOnEveryRank) {
     io.write(&c, 1);
   }
   MPI_Barrier(MPI_COMM_WORLD);
+  // Sealed again: the tensor checksums, computed from the ranks' memory,
+  // also catch data that changed on its way to the file, before the seal.
+  reseal(path_);
   expect_load_error("params as written by rank");
 }
 
@@ -223,35 +237,134 @@ TEST_F(CheckpointTest, MissingDatasetIsRefused) {
     H5Fclose(f);
   }
   MPI_Barrier(MPI_COMM_WORLD);
+  reseal(path_);
   expect_load_error("dataset optimizer/v is missing");
 }
 
-TEST_F(CheckpointTest, AMissingShardIsAGapNotAPartialLoad) {
-  save_fsdp();
+// Rank 0 rewrites the pieces table (`edit` changes its rows); with
+// `update_crc`, the metadata checksum too, as a writer that meant it would.
+template <typename Edit>
+void edit_pieces(const std::string& path, Edit edit, bool update_crc) {
   if (rank() == 0) {
-    // Drop the last writer's rows from the piece table: its shard is gone.
-    hid_t f = H5Fopen(path_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    const Header h = read_header(path);
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
     hid_t d = H5Dopen2(f, "layout/pieces", H5P_DEFAULT);
     hid_t s = H5Dget_space(d);
     hsize_t dims[2];
     H5Sget_simple_extent_dims(s, dims, nullptr);
     std::vector<int64_t> rows(dims[0] * dims[1]);
     H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data());
-    for (size_t i = 0; i < rows.size(); i += 3)
-      if (rows[i] == world() - 1 || world() == 1) rows[i + 2] = rows[i + 1];  // an empty piece
+    edit(rows);
     H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data());
+    if (update_crc) {
+      H5Adelete(f, "metadata_crc32");
+      io::h5::write_int_attribute(f, "metadata_crc32", int64_t(metadata_crc32(h, rows)));
+    }
     H5Sclose(s);
     H5Dclose(d);
     H5Fclose(f);
   }
   MPI_Barrier(MPI_COMM_WORLD);
+  reseal(path);
+}
+
+// Drops the last writer's rows from the piece table: its shard is gone.
+void drop_last_writer(std::vector<int64_t>& rows) {
+  for (size_t i = 0; i < rows.size(); i += 3)
+    if (rows[i] == world() - 1 || world() == 1) rows[i + 2] = rows[i + 1];  // an empty piece
+}
+
+TEST_F(CheckpointTest, AMissingShardIsAGapNotAPartialLoad) {
+  save_fsdp();
+  edit_pieces(path_, drop_last_writer, true);
   expect_load_error("were not written (a rank's shard is missing)");
+}
+
+TEST_F(CheckpointTest, AnAlteredPiecesTableFailsTheMetadataChecksum) {
+  save_fsdp();
+  edit_pieces(path_, drop_last_writer, false);
+  expect_load_error("the header or /layout/pieces fails its checksum");
+}
+
+TEST_F(CheckpointTest, AnAlteredHeaderFailsTheMetadataChecksum) {
+  save_fsdp();
+  if (rank() == 0) {
+    hid_t f = H5Fopen(path_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    H5Adelete(f, "sampler_batch");
+    io::h5::write_int_attribute(f, "sampler_batch", 4);  // one batch further than saved
+    H5Fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  reseal(path_);
+  expect_load_error("the header or /layout/pieces fails its checksum");
+}
+
+TEST_F(CheckpointTest, AVersion1FileStillLoads) {
+  save_fsdp();
+  // Version 1 as it was written: no seal (no user block), no metadata_crc32.
+  const std::string v1 = dir_ + "/step-00000011.h5";
+  if (rank() == 0) {
+    Header h = read_header(path_);
+    h.format_version = 1;
+    hid_t from = H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t to = H5Fcreate(v1.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    write_header(to, h);
+    for (const char* object : {"params", "optimizer", "layout", "checksums"})
+      H5Ocopy(from, object, to, object, H5P_DEFAULT, H5P_DEFAULT);
+    H5Fclose(to);
+    H5Fclose(from);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  Buffers b = replicated_buffers();
+  EXPECT_EQ(load(v1, MPI_COMM_WORLD, identity(), b).format_version, 1);
+  EXPECT_EQ(b.params.f32()[kFlat - 1], param_value(kFlat - 1));
+}
+
+TEST_F(CheckpointTest, AnyChangedByteIsRefusedBeforeHdf5ReadsTheFile) {
+  save_fsdp();
+  const auto size = std::filesystem::file_size(path_);
+  for (const uint64_t offset : {uint64_t(0), uint64_t(kSealBytes), uint64_t(kSealBytes + 100), size / 2, size - 1}) {
+    SCOPED_TRACE(offset);
+    auto flip = [&] {
+      if (rank() == 0) {
+        std::fstream io(path_, std::ios::in | std::ios::out | std::ios::binary);
+        io.seekg(std::streamoff(offset));
+        char c = 0;
+        io.read(&c, 1);
+        c = char(c ^ 0x10);
+        io.seekp(std::streamoff(offset));
+        io.write(&c, 1);
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+    };
+    flip();
+    expect_load_error(offset == 0 ? "neither a sealed shardtrain checkpoint nor an HDF5 file"
+                                  : "its bytes fail their checksum");
+    flip();  // back as it was: loads again
+    Buffers b = replicated_buffers();
+    EXPECT_EQ(load(path_, MPI_COMM_WORLD, identity(), b).progress.step, 12);
+  }
+}
+
+TEST_F(CheckpointTest, NonFiniteValuesAreNotPublished) {
+  Buffers b = fsdp_buffers(rank(), world(), true);
+  if (rank() == world() - 1) b.state[1].second.f32()[b.write.front().local_offset] = std::nanf("");
+  try {
+    save(path_, MPI_COMM_WORLD, header(), b);
+    ADD_FAILURE() << "rank " << rank() << ": no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("optimizer/v holds nan"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("the checkpoint is not written"));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_FALSE(std::filesystem::exists(path_));
+  EXPECT_FALSE(std::filesystem::exists(path_ + ".tmp"));
 }
 
 TEST_F(CheckpointTest, NotACheckpointIsRefused) {
   if (rank() == 0) std::ofstream(path_) << "not hdf5";
   MPI_Barrier(MPI_COMM_WORLD);
-  expect_load_error("cannot open as an HDF5 file");
+  expect_load_error("neither a sealed shardtrain checkpoint nor an HDF5 file");
 }
 
 }  // namespace
