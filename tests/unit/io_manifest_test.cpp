@@ -39,7 +39,7 @@ std::string write_split(const TempDir& dir, const std::vector<int64_t>& sizes, c
     h.num_samples = sizes[s];
     h.sample_shape = Shape{2, 3};
     std::vector<uint8_t> x(size_t(sizes[s] * 6));
-    std::vector<int32_t> y(size_t(sizes[s]));
+    std::vector<int32_t> y(static_cast<size_t>(sizes[s]));
     for (size_t i = 0; i < x.size(); ++i) x[i] = uint8_t(next * 6 + int64_t(i));
     for (size_t i = 0; i < y.size(); ++i) y[i] = int32_t((next + int64_t(i)) % kClasses);
     write_shard((fs::path(split_dir) / format_v1::shard_file_name(int(s))).string(), h, x.data(), y.data());
