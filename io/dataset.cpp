@@ -20,9 +20,18 @@ InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit, bo
   // A split with a manifest must still match it: a missing, truncated,
   // added or rewritten shard is reported as such, naming the shard, before
   // HDF5 sees the file. (A single-file split has no manifest.)
+  // With `verify`, every shard's bytes are checked before HDF5 parses any of
+  // them: libhdf5 can hang or crash on corrupt metadata (docs/reliability.md);
+  // the second read of each file is served by the page cache.
   std::optional<Manifest> manifest;
   if (std::filesystem::is_directory(path)) manifest = read_manifest(path);
-  if (manifest) check_manifest_against_files(path, *manifest);
+  if (manifest) {
+    check_manifest_lists_files(path, *manifest);
+    if (verify)
+      for (const ManifestShard& shard : manifest->shards)
+        verify_shard((std::filesystem::path(path) / shard.file).string(), shard);
+    check_manifest_against_files(path, *manifest);
+  }
 
   // Open and validate every shard before reading any data: a schema problem
   // in the last shard should not cost the time of reading the first ones.
@@ -63,15 +72,9 @@ InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit, bo
 
   // Every label is validated, also beyond the limit: a data set that loads
   // with a limit must not fail later without one.
-  // With a manifest, the files are its shards in order
-  // (check_manifest_against_files). The whole file is checked before HDF5
-  // reads from it, so that a flip in the samples, the labels or the HDF5
-  // metadata that locates them is reported as such; the second read of the
-  // file is served by the page cache.
   int64_t filled = 0;
   for (size_t s = 0; s < shards.size(); ++s) {
     const ShardReader& shard = shards[s];
-    if (info.checksums_verified) verify_shard(shard.path(), manifest->shards[s]);
     const std::vector<int32_t> labels = shard.read_labels();
     const int64_t take = std::min(shard.header().num_samples, info.num_samples - filled);
     if (take <= 0) continue;

@@ -56,6 +56,9 @@ Manifest write_split_manifest(const std::string& split_dir);
 // <split_dir>/manifest.json, or nullopt when there is none. A manifest that
 // is not valid JSON or lacks a field is an Error naming the file.
 std::optional<Manifest> read_manifest(const std::string& split_dir);
+// The manifest names the split's files: every listed shard is there with
+// the stated size, and no other shard is. No file is opened with HDF5.
+void check_manifest_lists_files(const std::string& split_dir, const Manifest& manifest);
 // The manifest agrees with the files without reading their data: the same
 // shard files, each of the stated size and sample count, shape, dtype and
 // classes (headers from the files). Errors name the shard and what differs.

@@ -43,7 +43,7 @@ void check_field(const std::string& path, const char* what, const T& in_file, co
 
 }  // namespace
 
-void check_manifest_against_files(const std::string& split_dir, const Manifest& manifest) {
+void check_manifest_lists_files(const std::string& split_dir, const Manifest& manifest) {
   const std::string manifest_file = manifest_path(split_dir);
   ST_CHECK(!manifest.shards.empty(), "{}: lists no shards", manifest_file);
 
@@ -70,11 +70,17 @@ void check_manifest_against_files(const std::string& split_dir, const Manifest& 
              manifest.shards.size(), kHint);
   }
 
-  // 3. Sizes, then what each file's header declares.
+  // 3. Sizes.
   for (const ManifestShard& shard : manifest.shards) {
     const std::string path = (fs::path(split_dir) / shard.file).string();
     check_size(path, size_of(path), shard.bytes, manifest_file);
   }
+}
+
+void check_manifest_against_files(const std::string& split_dir, const Manifest& manifest) {
+  check_manifest_lists_files(split_dir, manifest);
+  // 4. What each file's header declares.
+  const std::string manifest_file = manifest_path(split_dir);
   for (const ManifestShard& shard : manifest.shards) {
     const std::string path = (fs::path(split_dir) / shard.file).string();
     const ShardReader reader(path);  // its own errors (not HDF5, wrong version) name the file

@@ -111,22 +111,37 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
   MPI_Comm_rank(m.comm, &rank);
   MPI_Comm_size(m.comm, &world);
 
-  // 1. Every rank checks the split on its own (POSIX HDF5, no collective):
-  // files, manifest, headers, labels. Then all agree.
+  // 1. The files against the manifest, before HDF5 parses any of them
+  // (libhdf5 can hang or crash on corrupt metadata, docs/reliability.md):
+  // what it lists, their sizes, and with verify_checksums their CRC-32s,
+  // each rank its share (shard s on rank s % world). Then all agree.
   std::string problem;
+  std::optional<Manifest> manifest;
   try {
     h5::silence_errors();
     m.source_files = format_v1::list_shard_files(m.split_dir);
-    std::optional<Manifest> manifest;
     if (std::filesystem::is_directory(m.split_dir)) manifest = read_manifest(m.split_dir);
-    if (manifest) check_manifest_against_files(m.split_dir, *manifest);
+    if (manifest) check_manifest_lists_files(m.split_dir, *manifest);
     // Without a manifest there is nothing to check against: the init line says so.
     info_.checksums_verified = options.verify_checksums && manifest.has_value();
     if (info_.checksums_verified) {
-      // Each rank reads its share of the files: shard s on rank s % world.
       for (size_t s = size_t(rank); s < manifest->shards.size(); s += size_t(world))
         verify_shard(m.source_files[s], manifest->shards[s]);
     }
+  } catch (const std::exception& e) {
+    problem = e.what();
+  }
+  try {
+    comm::agree_or_throw(m.comm, problem);
+  } catch (...) {
+    MPI_Comm_free(&m.comm);
+    throw;
+  }
+  problem.clear();
+  // 2. Every rank checks the split on its own (POSIX HDF5, no collective):
+  // headers against the manifest, the shard set, labels. Then all agree.
+  try {
+    if (manifest) check_manifest_against_files(m.split_dir, *manifest);
     std::vector<ShardReader> serial;
     serial.reserve(m.source_files.size());
     for (const std::string& f : m.source_files) serial.emplace_back(f);
@@ -159,7 +174,7 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
   }
   try {
     comm::agree_or_throw(m.comm, problem);
-    // 2. Collective opens through MPI-IO, from the source or the cache.
+    // 3. Collective opens through MPI-IO, from the source or the cache.
     m.fapl = mpio::file_access(m.comm);
     m.dxpl = mpio::transfer(options.transfer);
     m.shards.resize(m.source_files.size());
