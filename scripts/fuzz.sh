@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs each libFuzzer target (tests/fuzz/fuzz_*.cpp, built by the asan
 # preset: clang, AddressSanitizer + UBSan, SHARDTRAIN_FUZZ=ON) for a bounded
-# time: first on its committed seeds (tests/fuzz/corpus/<input>) and the
+# time: first on its committed seeds (tests/fuzz/corpus/<input>; the config
+# target also on examples/*.toml) and the
 # inputs of past findings (tests/fuzz/regressions/<input>), then on what it
 # derives from them. Prints a table of executions and coverage per target;
 # a crash, a sanitizer report, a timeout or an out-of-memory input fails,
@@ -43,6 +44,7 @@ for input in "${inputs[@]}"; do
   compgen -G "tests/fuzz/corpus/$input/*" >/dev/null ||
     { echo "fuzz: tests/fuzz/corpus/$input is empty: write the seeds with scripts/fuzz.sh --seeds" >&2; exit 2; }
   cp tests/fuzz/corpus/"$input"/* "$corpus"/
+  [ "$input" != config ] || cp examples/*.toml "$corpus"/  # the examples' configs seed it too
   regressions=tests/fuzz/regressions/$input
   [ -d "$regressions" ] || { regressions=$work/no-regressions; mkdir -p "$regressions"; }
   log=$work/$input.log
