@@ -1,8 +1,9 @@
-// shardtrain prep fashion-mnist | synthetic | text | manifest: data sets in
-// shardtrain's HDF5 format (docs/formats.md).
+// shardtrain prep fashion-mnist | synthetic | text | manifest | upgrade: data
+// sets in shardtrain's HDF5 format (docs/formats.md).
 #include "cli/command.h"
 #include "io/fashion_mnist.h"
 #include "io/manifest.h"
+#include "io/shard_upgrade.h"
 #include "io/synthetic.h"
 #include "io/text_dataset.h"
 #include "runtime/core/clock.h"
@@ -106,6 +107,24 @@ void add_prep_commands(CLI::App& app, std::vector<Command>& out) {
                        "s)\n",
                        io::manifest_path(*dir), m.shards.size(), m.num_samples, double(total_bytes(m)) / 1e9,
                        now_seconds() - t0);
+                   return 0;
+                 }});
+
+  auto upgrade_dir = std::make_shared<std::string>();
+  CLI::App* upgrade_cmd = prep->add_subcommand(
+      "upgrade", "Convert a split's format version 1 shards to version 2 (per-sample checksums), in place");
+  upgrade_cmd->add_option("dir", *upgrade_dir, "The split directory")->required();
+  out.push_back({upgrade_cmd, [upgrade_dir](Process&) {
+                   const double t0 = now_seconds();
+                   const io::UpgradeSummary s = io::upgrade_split(*upgrade_dir, print_prep_line);
+                   fmt::print(
+                       "[prep] upgrade: {} shard(s) converted, {} already version 2; {} samples; wrote {} "
+                       "({:.1f} s){}\n",
+                       s.upgraded, s.current, s.samples, io::manifest_path(*upgrade_dir), now_seconds() - t0,
+                       s.had_manifest || s.upgraded == 0
+                           ? ""
+                           : ". There was no manifest: the version 1 data could not be checked before it "
+                             "got checksums");
                    return 0;
                  }});
 }

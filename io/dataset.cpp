@@ -36,10 +36,10 @@ InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit, bo
   // Open and validate every shard before reading any data: a schema problem
   // in the last shard should not cost the time of reading the first ones.
   std::vector<ShardReader> shards;
-  for (const std::string& file : format_v1::list_shard_files(path)) shards.emplace_back(file);
+  for (const std::string& file : shard_format::list_shard_files(path)) shards.emplace_back(file);
   check_shard_set(path, shards);
 
-  const format_v1::ShardHeader& h0 = shards.front().header();
+  const shard_format::ShardHeader& h0 = shards.front().header();
   int64_t total = 0;
   for (const ShardReader& shard : shards) total += shard.header().num_samples;
   ST_CHECK(total > 0, "{}: the split has no samples", path);
@@ -60,8 +60,9 @@ InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit, bo
   info.normalize_mean = h0.normalize_mean;
   info.normalize_std = h0.normalize_std;
   info.checksums_verified = verify && manifest.has_value();
+  info.samples_verified = verify && h0.version >= 2;
 
-  const size_t sample_bytes = size_t(info.sample_numel()) * format_v1::dtype_size(info.dtype);
+  const size_t sample_bytes = size_t(info.sample_numel()) * shard_format::dtype_size(info.dtype);
   try {
     ds.x_.resize(size_t(info.num_samples) * sample_bytes);
     ds.y_.resize(size_t(info.num_samples));
@@ -78,7 +79,14 @@ InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit, bo
     const std::vector<int32_t> labels = shard.read_labels();
     const int64_t take = std::min(shard.header().num_samples, info.num_samples - filled);
     if (take <= 0) continue;
-    shard.read_x(0, take, ds.x_.data() + size_t(filled) * sample_bytes);
+    uint8_t* x = ds.x_.data() + size_t(filled) * sample_bytes;
+    shard.read_x(0, take, x);
+    if (verify) {  // version 2: every sample against its own checksum
+      const std::vector<uint32_t> crcs = shard.read_checksums();
+      if (!crcs.empty())
+        shard_format::verify_samples(
+            shard.path(), x, sample_bytes, take, [](int64_t k) { return k; }, labels, crcs);
+    }
     std::copy_n(labels.begin(), take, ds.y_.begin() + filled);
     filled += take;
   }
@@ -88,7 +96,7 @@ InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit, bo
 
 void InMemoryDataset::gather(const int64_t* indices, int64_t n, float* x_out, int32_t* y_out) const {
   const int64_t numel = info_.sample_numel();
-  const size_t sample_bytes = size_t(numel) * format_v1::dtype_size(info_.dtype);
+  const size_t sample_bytes = size_t(numel) * shard_format::dtype_size(info_.dtype);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t index = indices[i];
     ST_CHECK(index >= 0 && index < size(), "{}: sample index {} is out of range [0, {})", info_.path, index, size());
@@ -99,7 +107,7 @@ void InMemoryDataset::gather(const int64_t* indices, int64_t n, float* x_out, in
 
 void InMemoryDataset::gather_bytes(const int64_t* indices, int64_t n, uint8_t* x_out, int32_t* y_out) const {
   ST_CHECK(info_.dtype == SampleDType::u8, "{}: raw sample bytes need a uint8 split, this one is {}", info_.path,
-           format_v1::dtype_name(info_.dtype));
+           shard_format::dtype_name(info_.dtype));
   const auto numel = size_t(info_.sample_numel());
   for (int64_t i = 0; i < n; ++i) {
     const int64_t index = indices[i];

@@ -27,6 +27,9 @@ struct DatasetInfo {
   // Every shard's bytes matched its CRC-32 in manifest.json when read
   // (false: not asked to, or the split has no manifest).
   bool checksums_verified = false;
+  // Every sample read is checked against its checksum in /crc32 (false:
+  // not asked to, or the split is format version 1).
+  bool samples_verified = false;
   int64_t sample_numel() const { return sample_shape.numel(); }
 };
 
@@ -36,7 +39,8 @@ class InMemoryDataset {
   // validates the schema and every label, and reads the first `limit` samples
   // (0 = all) into memory. With `verify` and a manifest.json, each shard's
   // bytes are checked against the manifest's CRC-32 as the shard is read
-  // (every shard, also beyond the limit). Any problem is a shardtrain::Error
+  // (every shard, also beyond the limit); with `verify`, every sample read
+  // is checked against its checksum (format version 2). Any problem is a shardtrain::Error
   // naming the file.
   static InMemoryDataset load(const std::string& path, int64_t limit = 0, bool verify = true);
 

@@ -13,7 +13,7 @@ namespace shardtrain::io {
 
 namespace {
 
-using namespace format_v1;
+using namespace shard_format;
 
 void check_header(const ShardHeader& h) {
   ST_CHECK(!h.split.empty(), "split name is empty");
@@ -90,10 +90,14 @@ void ShardWriter::create_contents() {
     h5::write_float_attribute(x_.get(), kAttrMean, header_.normalize_mean);
     h5::write_float_attribute(x_.get(), kAttrStd, header_.normalize_std);
 
-    // /y [n] int32, contiguous: small next to /x and read whole.
-    h5::Dataspace y_space(h5::check(H5Screate_simple(1, dims.data(), nullptr), "cannot create dataspace"));
+    // /y [n] int32 and /crc32 [n] uint32, contiguous: small next to /x and
+    // read whole.
+    h5::Dataspace n_space(h5::check(H5Screate_simple(1, dims.data(), nullptr), "cannot create dataspace"));
     y_ = h5::Dataset(h5::check(
-        H5Dcreate2(root, kY, H5T_STD_I32LE, y_space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "cannot create /y"));
+        H5Dcreate2(root, kY, H5T_STD_I32LE, n_space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "cannot create /y"));
+    crc_ = h5::Dataset(
+        h5::check(H5Dcreate2(root, kChecksums, H5T_STD_U32LE, n_space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                  fmt::format("cannot create {}", kChecksums)));
   });
 }
 
@@ -104,6 +108,7 @@ ShardWriter::~ShardWriter() {
 void ShardWriter::discard() {
   x_ = {};
   y_ = {};
+  crc_ = {};
   file_ = {};
   std::error_code ec;
   std::filesystem::remove(tmp_path_, ec);  // best effort: a reader ignores *.tmp anyway
@@ -134,6 +139,14 @@ void ShardWriter::append(const void* x, const int32_t* y, int64_t count) {
     h5::Dataspace y_mem(h5::check(H5Screate_simple(1, &y_elems, nullptr), "cannot create dataspace"));
     h5::check_status(H5Dwrite(y_.get(), H5T_NATIVE_INT32, y_mem.get(), y_file.get(), H5P_DEFAULT, y),
                      "cannot write /y");
+
+    const size_t sample_bytes = size_t(header_.sample_shape.numel()) * dtype_size(header_.dtype);
+    std::vector<uint32_t> crcs(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i)
+      crcs[size_t(i)] = sample_crc32(static_cast<const char*>(x) + size_t(i) * sample_bytes, sample_bytes, y[i]);
+    h5::Dataspace crc_file = select_rows(crc_, written_, count, 1);
+    h5::check_status(H5Dwrite(crc_.get(), H5T_NATIVE_UINT32, y_mem.get(), crc_file.get(), H5P_DEFAULT, crcs.data()),
+                     fmt::format("cannot write {}", kChecksums));
     written_ += count;
   });
 }
@@ -145,6 +158,7 @@ void ShardWriter::finish() {
              header_.num_samples);
     x_.close("cannot close /x");
     y_.close("cannot close /y");
+    crc_.close(fmt::format("cannot close {}", kChecksums));
     file_.close("cannot close the file");
     publish(tmp_path_, path_);  // fsync, rename, fsync the directory
     finished_ = true;
@@ -164,7 +178,7 @@ void remove_stale_shards(const std::string& dir, int shards) {
     const bool tmp = name.ends_with(".tmp");
     if (tmp) name.resize(name.size() - 4);
     int index = 0;
-    if (format_v1::parse_shard_file_name(name, &index) && (tmp || index >= shards)) {
+    if (shard_format::parse_shard_file_name(name, &index) && (tmp || index >= shards)) {
       std::error_code remove_ec;
       std::filesystem::remove(it->path(), remove_ec);
       ST_CHECK(!remove_ec, "{}: cannot remove stale shard file: {}", it->path().string(), remove_ec.message());

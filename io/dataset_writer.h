@@ -1,4 +1,5 @@
-// Writes one shard file of format v1 (docs/formats.md).
+// Writes one shard file of the current format version (docs/formats.md),
+// with the checksum of every sample in /crc32.
 //
 // The file is written as `<path>.tmp` and renamed to `path` only once it is
 // complete and flushed to disk, so an interrupted writer never leaves a half
@@ -6,7 +7,7 @@
 // in pieces, so a generator can write shards larger than its memory.
 #pragma once
 
-#include "io/format_v1.h"
+#include "io/shard_format.h"
 #include "io/hdf5_handle.h"
 
 #include <cstdint>
@@ -17,8 +18,9 @@ namespace shardtrain::io {
 class ShardWriter {
  public:
   // Creates `<path>.tmp` for header.num_samples (>= 1) samples of
-  // header.sample_shape and header.dtype, with every attribute written.
-  ShardWriter(std::string path, const format_v1::ShardHeader& header);
+  // header.sample_shape and header.dtype, with every attribute written
+  // (header.version is ignored: the file is shard_format::kVersion).
+  ShardWriter(std::string path, const shard_format::ShardHeader& header);
   // Without finish(), the .tmp file is removed.
   ~ShardWriter();
   ShardWriter(const ShardWriter&) = delete;
@@ -42,16 +44,16 @@ class ShardWriter {
   void discard();
 
   std::string path_, tmp_path_;
-  format_v1::ShardHeader header_;
+  shard_format::ShardHeader header_;
   h5::File file_;
-  h5::Dataset x_, y_;
+  h5::Dataset x_, y_, crc_;
   int64_t chunk_rows_ = 1;
   int64_t written_ = 0;
   bool finished_ = false;
 };
 
 // Writes a whole shard held in memory: x is header.num_samples samples.
-void write_shard(const std::string& path, const format_v1::ShardHeader& header, const void* x, const int32_t* y);
+void write_shard(const std::string& path, const shard_format::ShardHeader& header, const void* x, const int32_t* y);
 
 // Removes shard files (and leftover .tmp files) of an earlier run with more
 // than `shards` shards from `dir`, so that it holds exactly this run's; an

@@ -1,7 +1,7 @@
 #include "io/fashion_mnist.h"
 
 #include "io/dataset_writer.h"
-#include "io/format_v1.h"
+#include "io/shard_format.h"
 #include "io/idx_reader.h"
 #include "io/manifest.h"
 #include "runtime/core/error.h"
@@ -60,7 +60,7 @@ void write_split(const Split& split, const std::string& out_dir, int shards,
   for (int s = 0; s < shards; ++s) {
     // Contiguous ranges in the original order, sizes differing by at most one.
     const int64_t begin = n * s / shards, end = n * (s + 1) / shards;
-    format_v1::ShardHeader header;
+    shard_format::ShardHeader header;
     header.split = split.name;
     header.num_classes = kClasses;
     header.shard_index = s;
@@ -72,7 +72,7 @@ void write_split(const Split& split, const std::string& out_dir, int shards,
     header.normalize_std = kStd;
 
     std::vector<int32_t> labels(split.labels.data.begin() + begin, split.labels.data.begin() + end);
-    const std::string path = (dir / format_v1::shard_file_name(s)).string();
+    const std::string path = (dir / shard_format::shard_file_name(s)).string();
     write_shard(path, header, split.images.data.data() + begin * sample_bytes, labels.data());
     if (progress) progress(fmt::format("wrote {} ({} samples)", path, end - begin));
   }

@@ -4,7 +4,7 @@
 // leaves the split directory), counts add up, checksums are 8 hex digits.
 #include "io/manifest.h"
 
-#include "io/format_v1.h"
+#include "io/shard_format.h"
 #include "io/shard_reader.h"
 #include "io/shard_set.h"
 #include "runtime/core/error.h"
@@ -78,12 +78,14 @@ uint32_t parse_crc(const std::string& text, const std::string& where) {
 Manifest from_json(const json& j) {
   ST_CHECK(j.is_object(), "expected a JSON object");
   const std::string format = string_field(j, "format", "");
-  ST_CHECK(format == format_v1::kFormat, "format is '{}', expected '{}'", format, format_v1::kFormat);
+  ST_CHECK(format == shard_format::kFormat, "format is '{}', expected '{}'", format, shard_format::kFormat);
   const int64_t version = int_field(j, "format_version", "", INT64_MIN, INT64_MAX);
-  ST_CHECK(version == format_v1::kVersion, "format_version {} is not supported (this shardtrain reads version {})",
-           version, format_v1::kVersion);
+  ST_CHECK(version >= shard_format::kOldestVersion && version <= shard_format::kVersion,
+           "format_version {} is not supported (this shardtrain reads versions {} to {})", version,
+           shard_format::kOldestVersion, shard_format::kVersion);
 
   Manifest m;
+  m.format_version = version;
   m.split = string_field(j, "split", "");
   ST_CHECK(!m.split.empty(), "split is empty");
   m.num_classes = int32_t(int_field(j, "num_classes", "", 1, INT32_MAX));
@@ -98,9 +100,9 @@ Manifest from_json(const json& j) {
   }
 
   const std::string dtype = string_field(j, "dtype", "");
-  if (dtype == format_v1::dtype_name(SampleDType::u8)) {
+  if (dtype == shard_format::dtype_name(SampleDType::u8)) {
     m.dtype = SampleDType::u8;
-  } else if (dtype == format_v1::dtype_name(SampleDType::f32)) {
+  } else if (dtype == shard_format::dtype_name(SampleDType::f32)) {
     m.dtype = SampleDType::f32;
   } else {
     throw Error(fmt::format("dtype is '{}', expected 'uint8' or 'float32'", dtype));
@@ -118,7 +120,7 @@ Manifest from_json(const json& j) {
     ManifestShard shard;
     shard.file = string_field(s, "file", where);
     int index = 0;
-    ST_CHECK(format_v1::parse_shard_file_name(shard.file, &index), "{}file '{}' is not a shard name part-NNNNN.h5",
+    ST_CHECK(shard_format::parse_shard_file_name(shard.file, &index), "{}file '{}' is not a shard name part-NNNNN.h5",
              where, shard.file);
     // Shards are read in name order, so the manifest lists them in it.
     ST_CHECK(m.shards.empty() || m.shards.back().file < shard.file, "{}file '{}' is not after '{}' in name order",
@@ -143,12 +145,12 @@ nlohmann::ordered_json to_json(const Manifest& m) {
     shards.push_back(
         {{"file", s.file}, {"num_samples", s.num_samples}, {"bytes", s.bytes}, {"crc32", crc_hex(s.crc32)}});
   }
-  return {{"format", format_v1::kFormat},
-          {"format_version", format_v1::kVersion},
+  return {{"format", shard_format::kFormat},
+          {"format_version", m.format_version},
           {"split", m.split},
           {"num_classes", m.num_classes},
           {"sample_shape", shape},
-          {"dtype", format_v1::dtype_name(m.dtype)},
+          {"dtype", shard_format::dtype_name(m.dtype)},
           {"num_samples", m.num_samples},
           {"shards", shards}};
 }
@@ -236,11 +238,12 @@ Manifest build_manifest(const std::string& split_dir) {
   // The same validation as loading: a manifest is only written for a split
   // that would load.
   std::vector<ShardReader> readers;
-  for (const std::string& file : format_v1::list_shard_files(split_dir)) readers.emplace_back(file);
+  for (const std::string& file : shard_format::list_shard_files(split_dir)) readers.emplace_back(file);
   check_shard_set(split_dir, readers);
 
-  const format_v1::ShardHeader& h0 = readers.front().header();
+  const shard_format::ShardHeader& h0 = readers.front().header();
   Manifest m;
+  m.format_version = h0.version;
   m.split = h0.split;
   m.num_classes = h0.num_classes;
   m.sample_shape = h0.sample_shape;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "io/dataset.h"
+#include "io/shard_format.h"
 #include "runtime/core/shape.h"
 
 #include <cstdint>
@@ -26,6 +27,7 @@ struct ManifestShard {
 };
 
 struct Manifest {
+  int64_t format_version = shard_format::kVersion;  // of every shard
   std::string split;
   int32_t num_classes = 0;
   Shape sample_shape;  // no batch dimension

@@ -3,7 +3,7 @@
 // whole file, runs where a file is copied (verify_shard).
 #include "io/manifest.h"
 
-#include "io/format_v1.h"
+#include "io/shard_format.h"
 #include "io/shard_reader.h"
 #include "runtime/core/error.h"
 
@@ -54,7 +54,7 @@ void check_manifest_lists_files(const std::string& split_dir, const Manifest& ma
     const ManifestShard& shard = manifest.shards[i];
     int index = 0;
     // A name that is not a shard name could point outside the directory.
-    ST_CHECK(format_v1::parse_shard_file_name(shard.file, &index), "{}: shard file '{}' is not a name part-NNNNN.h5",
+    ST_CHECK(shard_format::parse_shard_file_name(shard.file, &index), "{}: shard file '{}' is not a name part-NNNNN.h5",
              manifest_file, shard.file);
     const std::string path = (fs::path(split_dir) / shard.file).string();
     std::error_code ec;
@@ -64,7 +64,7 @@ void check_manifest_lists_files(const std::string& split_dir, const Manifest& ma
   }
 
   // 2. No shard the manifest does not know: the loader would read it too.
-  for (const std::string& path : format_v1::list_shard_files(split_dir)) {
+  for (const std::string& path : shard_format::list_shard_files(split_dir)) {
     const std::string name = fs::path(path).filename().string();
     ST_CHECK(listed.contains(name), "{}: shard file not listed in {}, which lists {} shards {}", path, manifest_file,
              manifest.shards.size(), kHint);
@@ -84,12 +84,13 @@ void check_manifest_against_files(const std::string& split_dir, const Manifest& 
   for (const ManifestShard& shard : manifest.shards) {
     const std::string path = (fs::path(split_dir) / shard.file).string();
     const ShardReader reader(path);  // its own errors (not HDF5, wrong version) name the file
-    const format_v1::ShardHeader& h = reader.header();
+    const shard_format::ShardHeader& h = reader.header();
+    check_field(path, "format_version", h.version, manifest.format_version, manifest_file);
     check_field(path, "split", h.split, manifest.split, manifest_file);
     check_field(path, "num_classes", h.num_classes, manifest.num_classes, manifest_file);
     check_field(path, "the sample shape", h.sample_shape.str(), manifest.sample_shape.str(), manifest_file);
-    check_field(path, "the dtype", std::string(format_v1::dtype_name(h.dtype)),
-                std::string(format_v1::dtype_name(manifest.dtype)), manifest_file);
+    check_field(path, "the dtype", std::string(shard_format::dtype_name(h.dtype)),
+                std::string(shard_format::dtype_name(manifest.dtype)), manifest_file);
     check_field(path, "the number of samples", h.num_samples, shard.num_samples, manifest_file);
   }
 }

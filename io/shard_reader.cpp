@@ -3,6 +3,8 @@
 #include "io/hdf5_attributes.h"
 #include "runtime/core/error.h"
 
+#include <fmt/ranges.h>
+
 #include <array>
 #include <cmath>
 #include <limits>
@@ -11,7 +13,7 @@ namespace shardtrain::io {
 
 namespace {
 
-using namespace format_v1;
+using namespace shard_format;
 
 h5::Dataset open_dataset(hid_t file, const char* name) {
   ST_CHECK(h5::has_object(file, name), "dataset {} is missing", name);
@@ -35,6 +37,7 @@ ShardReader::ShardReader(std::string path, hid_t fapl) : path_(std::move(path)) 
     read_root_attributes();
     open_x();
     open_y();
+    if (header_.version >= 2) open_checksums();
   });
 }
 
@@ -45,8 +48,10 @@ void ShardReader::read_root_attributes() {
   const std::string format = h5::read_string_attribute(root, kAttrFormat);
   ST_CHECK(format == kFormat, "attribute '{}' is '{}', expected '{}'", kAttrFormat, format, kFormat);
   const int64_t version = h5::read_int_attribute(root, kAttrVersion);
-  ST_CHECK(version == kVersion, "{} {} is not supported (this shardtrain reads version {})", kAttrVersion, version,
+  ST_CHECK(version >= kOldestVersion && version <= kVersion,
+           "{} {} is not supported (this shardtrain reads versions {} to {})", kAttrVersion, version, kOldestVersion,
            kVersion);
+  header_.version = version;
 
   header_.split = h5::read_string_attribute(root, kAttrSplit);
   ST_CHECK(!header_.split.empty(), "attribute '{}' is empty", kAttrSplit);
@@ -111,6 +116,20 @@ void ShardReader::open_y() {
   });
 }
 
+void ShardReader::open_checksums() {
+  crc_ = open_dataset(file_.get(), kChecksums);
+  with_context(kChecksums, [&] {
+    h5::Type type(h5::check(H5Dget_type(crc_.get()), "cannot read the dtype"));
+    ST_CHECK(H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_size(type.get()) == 4 &&
+                 H5Tget_sign(type.get()) == H5T_SGN_NONE,
+             "dtype {} is not supported (uint32)", h5::type_name(type.get()));
+    const std::vector<hsize_t> dims = extent(crc_, kChecksums);
+    ST_CHECK(dims.size() == 1 && int64_t(dims[0]) == header_.num_samples,
+             "has shape [{}], expected [{}] (one checksum per sample of {})", fmt::join(dims, ", "),
+             header_.num_samples, kX);
+  });
+}
+
 void ShardReader::read_x(int64_t first, int64_t count, void* out) const {
   ST_ASSERT(first >= 0 && count >= 0 && first + count <= header_.num_samples);
   if (count == 0) return;
@@ -145,6 +164,17 @@ std::vector<int32_t> ShardReader::read_labels() const {
              header_.num_classes, header_.num_classes);
   }
   return labels;
+}
+
+std::vector<uint32_t> ShardReader::read_checksums() const {
+  std::vector<uint32_t> crcs;
+  if (header_.version < 2 || header_.num_samples == 0) return crcs;
+  crcs.resize(size_t(header_.num_samples));
+  with_context(path_ + ": " + kChecksums, [&] {
+    h5::check_status(H5Dread(crc_.get(), H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, crcs.data()),
+                     "cannot read the checksums");
+  });
+  return crcs;
 }
 
 }  // namespace shardtrain::io

@@ -1,11 +1,11 @@
-// One shard file of format v1, opened for reading. Opening validates
+// One shard file (format version 1 or 2), opened for reading. Opening validates
 // everything the file declares about itself (attributes, dataset types and
 // shapes); the data is read on request. Checks that span shards (same split,
 // all shard indices present, ...) belong to the caller. Every Error names the
 // file.
 #pragma once
 
-#include "io/format_v1.h"
+#include "io/shard_format.h"
 #include "io/hdf5_handle.h"
 
 #include <cstdint>
@@ -21,7 +21,7 @@ class ShardReader {
   explicit ShardReader(std::string path, hid_t fapl = H5P_DEFAULT);
 
   const std::string& path() const { return path_; }
-  const format_v1::ShardHeader& header() const { return header_; }
+  const shard_format::ShardHeader& header() const { return header_; }
 
   // Reads samples [first, first + count) of /x into `out`, which holds
   // count * sample_numel elements of header().dtype.
@@ -40,15 +40,20 @@ class ShardReader {
   // Reads /y as int32 and checks that every label is in [0, num_classes).
   std::vector<int32_t> read_labels() const;
 
+  // Reads /crc32 (shard_format::verify_samples checks samples against it);
+  // empty for a version 1 file, which has none.
+  std::vector<uint32_t> read_checksums() const;
+
  private:
   void read_root_attributes();
   void open_x();
   void open_y();
+  void open_checksums();
 
   std::string path_;
   h5::File file_;
-  h5::Dataset x_, y_;
-  format_v1::ShardHeader header_;
+  h5::Dataset x_, y_, crc_;
+  shard_format::ShardHeader header_;
 };
 
 }  // namespace shardtrain::io

@@ -16,12 +16,12 @@ namespace shardtrain::io {
 
 void ShardReader::read_x_runs(const std::vector<Run>& runs, void* out, hid_t dxpl, int64_t calls) const {
   ST_ASSERT(calls >= int64_t(runs.size()));
-  with_context(path_ + ": " + format_v1::kX, [&] {
+  with_context(path_ + ": " + shard_format::kX, [&] {
     const int rank = header_.sample_shape.ndim() + 1;
     std::array<hsize_t, Shape::kMaxDims + 1> start{}, count{};
     for (int i = 1; i < rank; ++i) count[size_t(i)] = hsize_t(header_.sample_shape[i - 1]);
     const hid_t mem_type = header_.dtype == SampleDType::u8 ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT;
-    const size_t sample_bytes = size_t(header_.sample_shape.numel()) * format_v1::dtype_size(header_.dtype);
+    const size_t sample_bytes = size_t(header_.sample_shape.numel()) * shard_format::dtype_size(header_.dtype);
     h5::Dataspace file_space(h5::check(H5Dget_space(x_.get()), "cannot read the shape"));
     char* dst = static_cast<char*>(out);
     // A failure must not break the sequence of calls: in a collective read

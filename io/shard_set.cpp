@@ -20,14 +20,15 @@ void check_same(const ShardReader& first, const ShardReader& other, const char* 
 void check_shard_set(const std::string& path, const std::vector<ShardReader>& shards) {
   ST_ASSERT(!shards.empty());
   const ShardReader& first = shards.front();
-  const format_v1::ShardHeader& h0 = first.header();
+  const shard_format::ShardHeader& h0 = first.header();
   auto quoted = [](const std::string& s) { return "'" + s + "'"; };
   auto plain = [](const auto& v) { return fmt::format("{}", v); };
   auto shape = [](const Shape& s) { return s.str(); };
-  auto dtype = [](SampleDType d) { return std::string(format_v1::dtype_name(d)); };
+  auto dtype = [](SampleDType d) { return std::string(shard_format::dtype_name(d)); };
 
   for (const ShardReader& shard : shards) {
-    const format_v1::ShardHeader& h = shard.header();
+    const shard_format::ShardHeader& h = shard.header();
+    check_same(first, shard, "format_version", h0.version, h.version, plain);
     check_same(first, shard, "split", h0.split, h.split, quoted);
     check_same(first, shard, "num_classes", h0.num_classes, h.num_classes, plain);
     check_same(first, shard, "num_shards", h0.num_shards, h.num_shards, plain);

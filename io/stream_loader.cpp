@@ -1,6 +1,6 @@
 #include "io/stream_loader.h"
 
-#include "io/format_v1.h"
+#include "io/shard_format.h"
 #include "io/manifest.h"
 #include "io/mpio.h"
 #include "io/normalize.h"
@@ -17,6 +17,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -47,6 +48,9 @@ struct StreamLoader::Impl {
   // mode (by descriptor: a staged copy may be unlinked while it is open).
   std::vector<int> page_fds;
   std::vector<std::vector<int32_t>> labels;
+  // Per shard, its /crc32 when samples are verified (data.verify_checksums
+  // and format version 2), else empty.
+  std::vector<std::vector<uint32_t>> checksums;
   std::vector<int64_t> shard_begin;  // first global sample index of each shard
   size_t sample_bytes = 0;
 
@@ -67,7 +71,13 @@ struct StreamLoader::Impl {
     shards[size_t(s)] = std::make_unique<ShardReader>(path, fapl.get());
     open_paths[size_t(s)] = path;
     if (page_fds[size_t(s)] >= 0) ::close(page_fds[size_t(s)]);
-    page_fds[size_t(s)] = options.cold_cache ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+    page_fds[size_t(s)] = -1;
+    if (options.cold_cache) {
+      // Without it the pages would never be dropped: a warm run reported as cold.
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      ST_CHECK(fd >= 0, "{}: cannot open for dropping its pages (data.cold_cache): {}", path, std::strerror(errno));
+      page_fds[size_t(s)] = fd;
+    }
   }
   ~Impl() {
     for (int fd : page_fds)
@@ -119,7 +129,7 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
   std::optional<Manifest> manifest;
   try {
     h5::silence_errors();
-    m.source_files = format_v1::list_shard_files(m.split_dir);
+    m.source_files = shard_format::list_shard_files(m.split_dir);
     if (std::filesystem::is_directory(m.split_dir)) manifest = read_manifest(m.split_dir);
     if (manifest) check_manifest_lists_files(m.split_dir, *manifest);
     // Without a manifest there is nothing to check against: the init line says so.
@@ -151,10 +161,11 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
       m.shard_begin.push_back(total);
       shard_sizes_.push_back(r.header().num_samples);
       m.labels.push_back(r.read_labels());
+      m.checksums.push_back(options.verify_checksums ? r.read_checksums() : std::vector<uint32_t>());
       total += r.header().num_samples;
     }
     ST_CHECK(total > 0, "{}: the split has no samples", m.split_dir);
-    const format_v1::ShardHeader& h0 = serial.front().header();
+    const shard_format::ShardHeader& h0 = serial.front().header();
     info_.path = m.split_dir;
     info_.shard_files = m.source_files;
     info_.shard_sizes = shard_sizes_;
@@ -165,7 +176,8 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     info_.num_classes = h0.num_classes;
     info_.normalize_mean = h0.normalize_mean;
     info_.normalize_std = h0.normalize_std;
-    m.sample_bytes = size_t(info_.sample_numel()) * format_v1::dtype_size(info_.dtype);
+    info_.samples_verified = options.verify_checksums && h0.version >= 2;
+    m.sample_bytes = size_t(info_.sample_numel()) * shard_format::dtype_size(info_.dtype);
     m.sampler =
         std::make_unique<Sampler>(total, global_batch, rank, world, seed, sampler_options(options, shard_sizes_));
     m.info = info_;
@@ -199,7 +211,7 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
   m.slots.resize(size_t(depth + 1));
   ST_CHECK(!options.raw || info_.dtype == SampleDType::u8,
            "{}: raw samples (a language model's token ids) need uint8 data, the split holds {}", m.split_dir,
-           format_v1::dtype_name(info_.dtype));
+           shard_format::dtype_name(info_.dtype));
   for (LoadedBatch& b : m.slots) {
     if (options.raw)
       b.raw.resize(size_t(m.sampler->local_batch()) * m.sample_bytes);
@@ -424,6 +436,18 @@ void StreamLoader::Impl::read_batch(const Plan& plan, const std::vector<int64_t>
       continue;
     }
     out.read_s += now_seconds() - t0;
+    const size_t first = plan.first[s];
+    // Checked apart from read_s, which is the storage's time.
+    if (!checksums[s].empty()) {
+      try {
+        shard_format::verify_samples(
+            shards[s]->path(), raw.data() + first * sample_bytes, sample_bytes, int64_t(plan.first[s + 1] - first),
+            [&](int64_t k) { return plan.order[first + size_t(k)].first - shard_begin[s]; }, labels[s], checksums[s]);
+      } catch (...) {
+        if (!first_error) first_error = std::current_exception();
+        continue;
+      }
+    }
     out.read_calls += n_calls;
     out.requests += int64_t(runs.size());
     out.bytes += int64_t((plan.first[s + 1] - plan.first[s]) * sample_bytes);

@@ -1,7 +1,7 @@
 #include "io/synthetic.h"
 
 #include "io/dataset_writer.h"
-#include "io/format_v1.h"
+#include "io/shard_format.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
 #include "runtime/core/rng.h"
@@ -100,7 +100,7 @@ int32_t synthetic_label(uint64_t seed, int64_t index, int32_t num_classes) {
 Manifest prep_synthetic(const SyntheticOptions& o, const std::function<void(const std::string&)>& progress) {
   validate(o);
   check_out_dir(o.out_dir);
-  check_free_space(o.out_dir, o.samples * (o.sample_bytes + 4) + o.shards * kShardOverhead);
+  check_free_space(o.out_dir, o.samples * (o.sample_bytes + 8) + o.shards * kShardOverhead);  // + label, checksum
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   ST_CHECK(!ec, "{}: cannot create directory: {}", o.out_dir, ec.message());
@@ -122,7 +122,7 @@ Manifest prep_synthetic(const SyntheticOptions& o, const std::function<void(cons
   for (int s = 0; s < o.shards; ++s) {
     const int64_t begin = shard_begin(o.samples, o.shards, s);
     const int64_t end = shard_begin(o.samples, o.shards, s + 1);
-    format_v1::ShardHeader header;
+    shard_format::ShardHeader header;
     header.split = o.split;
     header.num_classes = o.num_classes;
     header.shard_index = s;
@@ -131,7 +131,7 @@ Manifest prep_synthetic(const SyntheticOptions& o, const std::function<void(cons
     header.sample_shape = manifest.sample_shape;
     header.dtype = SampleDType::u8;
 
-    const std::string path = (fs::path(o.out_dir) / format_v1::shard_file_name(s)).string();
+    const std::string path = (fs::path(o.out_dir) / shard_format::shard_file_name(s)).string();
     ShardWriter writer(path, header);
     // Whole chunks per append (HDF5 then writes each chunk straight from
     // the buffer); at least one chunk even when it exceeds the block.

@@ -1,7 +1,7 @@
 #include "io/text_dataset.h"
 
 #include "io/dataset_writer.h"
-#include "io/format_v1.h"
+#include "io/shard_format.h"
 #include "io/manifest.h"
 #include "runtime/core/error.h"
 
@@ -41,7 +41,7 @@ void write_text_split(const fs::path& dir, const std::string& split, const uint8
   fs::create_directories(dir, ec);
   ST_CHECK(!ec, "{}: cannot create directory: {}", dir.string(), ec.message());
   remove_stale_shards(dir.string(), 1);  // replace an earlier run's shards
-  format_v1::ShardHeader header;
+  shard_format::ShardHeader header;
   header.split = split;
   header.num_classes = kByteVocabulary;
   header.num_samples = count;
@@ -49,7 +49,7 @@ void write_text_split(const fs::path& dir, const std::string& split, const uint8
   header.dtype = SampleDType::u8;
   std::vector<int32_t> labels(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) labels[size_t(i)] = windows[i * sample_bytes + sample_bytes - 1];
-  write_shard((dir / format_v1::shard_file_name(0)).string(), header, windows, labels.data());
+  write_shard((dir / shard_format::shard_file_name(0)).string(), header, windows, labels.data());
   write_split_manifest(dir.string());
 }
 

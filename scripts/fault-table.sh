@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The corrupt-data corpus at full size (docs/reliability.md, "A corrupt
-# corpus"): CASES damaged splits (default 60, each of the 10 kinds of
+# corpus"): CASES damaged splits (default 66, each of the 11 kinds of
 # damage 6 times at positions drawn from SEED), each trained on with both
 # loaders on 1 and 2 ranks; prints a line per run and the table of outcomes.
 # About 6 minutes on 2 cores. The same test runs in ctest
-# (fault.corrupt_corpus_test) with 10 cases on 2 ranks.
+# (fault.corrupt_corpus_test) with 11 cases on 2 ranks.
 #   scripts/fault-table.sh [CASES] [SEED]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PROBE_DIR=${BIN_DIR:-$PWD/build/bin} SOURCE_DIR=$PWD
-CASES=${1:-60} SEED=${2:-1} RANKS="1 2" bash tests/fault/corrupt_corpus_test.sh
+CASES=${1:-66} SEED=${2:-1} RANKS="1 2" bash tests/fault/corrupt_corpus_test.sh

@@ -1,7 +1,7 @@
 #include "bench/commands/bench_io.h"
 
 #include "io/cache.h"
-#include "io/format_v1.h"
+#include "io/shard_format.h"
 #include "io/page_cache.h"
 #include "io/stream_loader.h"
 #include "runtime/core/clock.h"
@@ -268,7 +268,7 @@ int bench_io(const BenchIoOptions& o) {
     if (rank == 0) fmt::print("{}\n", line), std::fflush(stdout);
   };
 
-  const std::vector<std::string> files = format_v1::list_shard_files(o.data);
+  const std::vector<std::string> files = shard_format::list_shard_files(o.data);
   double data_bytes = 0;
   for (const auto& f : files) data_bytes += double(fs::file_size(f));
   say(
@@ -296,6 +296,25 @@ int bench_io(const BenchIoOptions& o) {
       "  loader{}: {:8.1f} MB/s, {:.0f} samples/s = {:.1f}% of the O_DIRECT read, {:.1f}% of the buffered read",
       o.loader.cold_cache ? "" : " (warm: from the page cache, not comparable to the reads above)", base.agg.mb_s(),
       base.samples_per_s, 100 * ratio, 100 * ratio_buffered));
+
+  // The per-sample checksums (data.verify_checksums), measured side by side:
+  // the loader without them, alternating with it (the trial above is the
+  // first with them). The manifest check happens when a loader is built, so
+  // it is outside every trial's time.
+  double checked_mb_s = base.agg.mb_s(), unchecked_mb_s = 0;
+  if (o.loader.verify_checksums) {
+    BenchIoOptions off = o;
+    off.loader.verify_checksums = false;
+    unchecked_mb_s = loader_trial(off, o.batches, &per_batch).agg.mb_s();
+    checked_mb_s += loader_trial(o, o.batches, &per_batch).agg.mb_s();
+    unchecked_mb_s += loader_trial(off, o.batches, &per_batch).agg.mb_s();
+    checked_mb_s /= 2;
+    unchecked_mb_s /= 2;
+    say(
+        fmt::format("  sample checksums: loader {:.1f} MB/s with, {:.1f} MB/s without (2 trials each, "
+                    "alternating): {:.3f}x",
+                    checked_mb_s, unchecked_mb_s, unchecked_mb_s > 0 ? checked_mb_s / unchecked_mb_s : 0));
+  }
 
   nlohmann::json ingest = nlohmann::json::array();
   if (o.ingest) {
@@ -344,6 +363,8 @@ int bench_io(const BenchIoOptions& o) {
                               {"raw_depth", o.raw_depth},
                               {"loader_mb_s", base.agg.mb_s()},
                               {"loader_samples_s", base.samples_per_s},
+                              {"checked_mb_s", checked_mb_s},
+                              {"unchecked_mb_s", unchecked_mb_s},
                               {"ratio", ratio},
                               {"buffered_mb_s", buffered.mb_s()},
                               {"ratio_buffered", ratio_buffered},

@@ -6,7 +6,8 @@
 //   storage ceiling);
 // - loader: the StreamLoader reading batches as training would (sampler,
 //   parallel HDF5, normalization), without training; with --cold it drops
-//   the pages it read, so every epoch comes from storage;
+//   the pages it read, so every epoch comes from storage; then without its
+//   per-sample checksum checks, alternating with them, for their cost;
 // - ingest: the loader again while a concurrent writer (one per node) writes
 //   a second data set to the same storage at each block size and rate, and
 //   the slowdown against the loader alone.

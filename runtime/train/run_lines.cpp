@@ -22,13 +22,32 @@ std::string device_line(Device device, const std::string& gpu_name, const std::s
                      device.str(), gpu_name, gemm);
 }
 
-// Whether the splits' checksums were checked, and if not why.
+// "data.train", "data.test", "data.train and data.test" or "" for the
+// splits that lack what `has` asks for.
+template <class Has>
+std::string splits_without(const io::DatasetInfo& train, const io::DatasetInfo& test, Has has) {
+  std::string missing = has(train) ? "" : "data.train";
+  if (!has(test)) missing += missing.empty() ? "data.test" : " and data.test";
+  return missing;
+}
+
+// Whether the splits' files and samples are checked, and if not why.
 std::string checksum_note(const io::DatasetInfo& train, const io::DatasetInfo& test, bool verify) {
   if (!verify) return "shards not checked (data.verify_checksums = false)";
-  if (train.checksums_verified && test.checksums_verified) return "every shard's CRC-32 checked against manifest.json";
-  std::string missing = train.checksums_verified ? "" : "data.train";
-  if (!test.checksums_verified) missing += missing.empty() ? "data.test" : " and data.test";
-  return fmt::format("{} not checked: no manifest.json (shardtrain prep manifest DIR writes one)", missing);
+  const std::string no_manifest =
+      splits_without(train, test, [](const io::DatasetInfo& d) { return d.checksums_verified; });
+  const std::string no_crcs = splits_without(train, test, [](const io::DatasetInfo& d) { return d.samples_verified; });
+  const std::string files = no_manifest.empty() ? "every shard's CRC-32 checked against manifest.json"
+                                                : fmt::format(
+                                                      "{} not checked: no manifest.json (shardtrain prep "
+                                                      "manifest DIR writes one)",
+                                                      no_manifest);
+  const std::string samples = no_crcs.empty() ? "every sample read checked against /crc32"
+                                              : fmt::format(
+                                                    "{} samples not checked: format version 1 (shardtrain "
+                                                    "prep upgrade DIR adds checksums)",
+                                                    no_crcs);
+  return files + "; " + samples;
 }
 
 std::string data_line(const io::DatasetInfo& train, const io::DatasetInfo& test, int64_t train_samples,

@@ -2,7 +2,7 @@
 
 #include "runtime/train/lm_batch.h"
 
-#include "io/format_v1.h"
+#include "io/shard_format.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/devices.h"
 #include "kernels/ops.h"
@@ -73,7 +73,7 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
     ST_CHECK(tr.sample_shape.ndim() == 1 && tr.sample_shape[0] >= 2 && tr.dtype == io::SampleDType::u8,
              "model.kind = \"gpt\" needs text data: uint8 samples of T+1 token ids (shardtrain prep text), "
              "the data has {} samples of shape {}",
-             io::format_v1::dtype_name(tr.dtype), tr.sample_shape.str());
+             io::shard_format::dtype_name(tr.dtype), tr.sample_shape.str());
     s.language_model = true;
     s.lm_tokens = tr.sample_shape[0] - 1;
     s.model = nn::build_model(config.model, Shape{s.lm_tokens}, tr.num_classes);

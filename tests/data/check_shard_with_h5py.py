@@ -5,14 +5,17 @@ files shardtrain writes are readable by the Python tools users have.
 usage: check_shard_with_h5py.py FILE
 
 Expected (tests/unit/io_h5py_compat_test.cpp writes exactly this):
-  format "shardtrain.classification", format_version 1, split "val",
+  format "shardtrain.classification", format_version 2, split "val",
   num_classes 4, shard_index 0, num_shards 1;
   /x uint8 [7, 2, 3], x.flat[k] = (37 * k + 11) % 256, chunked along the
   first dimension only, unfiltered, normalize_mean 0.25, normalize_std 0.5;
-  /y int32 [7], y[i] = i % 4.
+  /y int32 [7], y[i] = i % 4;
+  /crc32 uint32 [7]: zlib.crc32 of x[i]'s bytes, continued over y[i] as a
+  little-endian int32 (docs/formats.md).
 Exits non-zero with a message naming every mismatch.
 """
 import sys
+import zlib
 
 import h5py
 import numpy as np
@@ -30,7 +33,7 @@ def main():
     with h5py.File(sys.argv[1], "r") as f:
         attrs = f.attrs
         expect("format", attrs.get("format"), "shardtrain.classification")
-        expect("format_version", attrs.get("format_version"), 1)
+        expect("format_version", attrs.get("format_version"), 2)
         expect("split", attrs.get("split"), "val")
         expect("num_classes", attrs.get("num_classes"), 4)
         expect("shard_index", attrs.get("shard_index"), 0)
@@ -48,6 +51,9 @@ def main():
         expect("x.normalize_std", float(x.attrs.get("normalize_std", np.nan)), 0.5)
         expect("y.dtype", y.dtype, np.dtype(np.int32))
         expect("y", y[...], (np.arange(7) % 4).astype(np.int32))
+        crcs = [zlib.crc32(np.int32(y[i]).astype("<i4").tobytes(), zlib.crc32(x[i].tobytes())) for i in range(7)]
+        expect("crc32.dtype", f["crc32"].dtype, np.dtype("<u4"))
+        expect("crc32", f["crc32"][...], np.array(crcs, dtype=np.uint32))
 
     if problems:
         print(f"{sys.argv[1]}:", *problems, sep="\n  ")

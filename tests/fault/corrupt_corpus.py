@@ -8,7 +8,7 @@ position drawn from SEED. Prints one line per case: name, kind, the file
 the error must name. Damage to a shard's bytes is caught by the manifest's
 checksums; "resealed" cases also rewrite the manifest's size and checksum of
 the damaged shard, so that the shard's own checks (schema, version, shape,
-labels) must catch it. Needs h5py and numpy (Debian's python3-h5py: run it
+labels, the per-sample checksums in /crc32) must catch it. Needs h5py and numpy (Debian's python3-h5py: run it
 with /usr/bin/python3).
 """
 import json
@@ -22,7 +22,7 @@ import h5py
 import numpy as np
 
 KINDS = ["flip-data", "flip-labels", "flip-metadata", "truncate", "schema", "version", "shape",
-         "labels-resealed", "schema-resealed", "manifest"]
+         "labels-resealed", "schema-resealed", "manifest", "data-resealed"]
 
 
 def regions(path):
@@ -63,9 +63,11 @@ def damage(kind, split, shard, rng):
     path = os.path.join(split, shard)
     size = os.path.getsize(path)
     r = regions(path)
-    if kind in ("flip-data", "flip-labels"):
-        lo, hi = rng.choice(r["x" if kind == "flip-data" else "y"])
+    if kind in ("flip-data", "flip-labels", "data-resealed"):
+        lo, hi = rng.choice(r["y" if kind == "flip-labels" else "x"])
         flip(path, rng.sample(range(lo, hi), rng.randint(1, min(16, hi - lo))))
+        if kind == "data-resealed":
+            reseal(split, shard)
         return shard
     if kind == "flip-metadata":
         data = set()
@@ -97,7 +99,7 @@ def damage(kind, split, shard, rng):
         return shard
     if kind == "version":
         with h5py.File(path, "r+") as f:
-            f.attrs["format_version"] = rng.choice([0, 2, 99])
+            f.attrs["format_version"] = rng.choice([0, 3, 99])
         reseal(split, shard)
         return shard
     if kind == "shape":

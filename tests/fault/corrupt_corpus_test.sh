@@ -2,17 +2,18 @@
 # The corrupt-data corpus (tests/fault/corrupt_corpus.py): damaged copies of
 # a good 2-shard split (flipped bytes in the samples, the labels or the HDF5
 # metadata, truncations, a broken schema, another format version, another
-# sample shape, out-of-range labels, a manifest that disagrees), each
+# sample shape, out-of-range labels, a manifest that disagrees, flipped
+# sample bytes with the manifest rewritten to match them), each
 # trained on with both loaders and with 1 and 2 ranks. Every run must end
 # non-zero, within 120 s, not by a signal, with an error naming the split's
 # damaged file (or its manifest.json): no silent training on bad data, no
 # hang, no crash. Prints a line per run, then the counts per kind (the table
-# in docs/reliability.md comes from CASES=60 via scripts/fault-table.sh).
-# Environment: PROBE_DIR, SOURCE_DIR; CASES (default 10: each kind once),
+# in docs/reliability.md comes from CASES=66 via scripts/fault-table.sh).
+# Environment: PROBE_DIR, SOURCE_DIR; CASES (default 11: each kind once),
 # RANKS (default 2; the table runs "1 2"), SEED (default 1).
 set -uo pipefail
 source "$(dirname "$0")/lib.sh" corrupt-corpus
-cases=${CASES:-10}
+cases=${CASES:-11}
 ranks=${RANKS:-2}
 "$st" prep synthetic --out good/train --samples 200 --sample-bytes 784 --shards 2 >/dev/null || { echo "FAIL: prep"; exit 1; }
 "$st" prep synthetic --out good/test --samples 50 --sample-bytes 784 --shards 1 --seed 2 >/dev/null || exit 1

@@ -55,10 +55,10 @@ fresh version
 /usr/bin/python3 - version/train/part-00001.h5 <<'PY'
 import h5py, sys
 with h5py.File(sys.argv[1], "r+") as f:
-    f.attrs["format_version"] = 2
+    f.attrs["format_version"] = 3
 PY
 rm version/train/manifest.json  # no manifest to disagree: the shard header itself is checked
-case_run version "part-00001.h5: format_version 2"
+case_run version "part-00001.h5: format_version 3"
 fresh manifest
 /usr/bin/python3 - manifest/train/manifest.json <<'PY'
 import json, sys

@@ -3,13 +3,13 @@
 // memory loader does with a split (InMemoryDataset::load, then a gather).
 // Structure-aware: the input chooses what a well-formed HDF5 file holds (the
 // root attributes, each present or not, of the right type or not, with any
-// value; /x and /y with any type and shape; the stored bytes), and the file
-// is written with the HDF5 library. Mutating the file's bytes instead would
+// value; /x, /y and /crc32 with any type and shape; the stored bytes), and
+// the file is written with the HDF5 library. Mutating the file's bytes instead would
 // fuzz libhdf5's own parser, which a corrupt file never reaches while the
 // shards are checked against manifest.json (data.verify_checksums, the
 // default; docs/reliability.md says what libhdf5 does without).
 #include "io/dataset.h"
-#include "io/format_v1.h"
+#include "io/shard_format.h"
 #include "io/hdf5_attributes.h"
 #include "io/hdf5_handle.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -72,28 +72,31 @@ void dataset(FuzzedDataProvider& in, hid_t file, const char* name, hid_t usual_t
 }
 
 void write_shard_from(FuzzedDataProvider& in, const fs::path& path) {
-  namespace v1 = io::format_v1;
+  namespace sf = io::shard_format;
   h5::File file = h5::create_file(path.string());
   const hid_t root = file.get();
-  attribute(in, root, v1::kAttrFormat, 0, v1::kFormat);
+  attribute(in, root, sf::kAttrFormat, 0, sf::kFormat);
   const int64_t version = in.ConsumeIntegralInRange<int64_t>(1, 3) % 3;
-  attribute(in, root, v1::kAttrVersion, version, nullptr);
-  attribute(in, root, v1::kAttrSplit, 0, "train");
+  attribute(in, root, sf::kAttrVersion, version, nullptr);
+  attribute(in, root, sf::kAttrSplit, 0, "train");
   const int64_t classes = 3 - in.ConsumeIntegralInRange<int64_t>(0, 4);
-  attribute(in, root, v1::kAttrNumClasses, classes, nullptr);
+  attribute(in, root, sf::kAttrNumClasses, classes, nullptr);
   const int64_t index = in.ConsumeIntegralInRange<int64_t>(0, 1);
-  attribute(in, root, v1::kAttrShardIndex, index, nullptr);
+  attribute(in, root, sf::kAttrShardIndex, index, nullptr);
   const int64_t shards = in.ConsumeIntegralInRange<int64_t>(1, 3) % 3;
-  attribute(in, root, v1::kAttrNumShards, shards, nullptr);
+  attribute(in, root, sf::kAttrNumShards, shards, nullptr);
   const hsize_t samples = 6 - in.ConsumeIntegralInRange<hsize_t>(0, 6);
   const hid_t x_type = in.ConsumeBool() ? H5T_IEEE_F32LE : H5T_STD_U8LE;
-  dataset(in, root, v1::kX, x_type, {samples, 2, 3});
-  dataset(in, root, v1::kY, H5T_STD_I32LE, {samples});
-  if (in.ConsumeBool() && h5::has_object(root, v1::kX)) {
-    h5::Dataset x(h5::check(H5Dopen2(root, v1::kX, H5P_DEFAULT), "x"));
-    attribute(in, x.get(), v1::kAttrMean, 0, nullptr);
-    if (in.ConsumeBool()) h5::write_float_attribute(x.get(), v1::kAttrStd, in.ConsumeFloatingPoint<float>());
+  dataset(in, root, sf::kX, x_type, {samples, 2, 3});
+  dataset(in, root, sf::kY, H5T_STD_I32LE, {samples});
+  if (in.ConsumeBool() && h5::has_object(root, sf::kX)) {
+    h5::Dataset x(h5::check(H5Dopen2(root, sf::kX, H5P_DEFAULT), "x"));
+    attribute(in, x.get(), sf::kAttrMean, 0, nullptr);
+    if (in.ConsumeBool()) h5::write_float_attribute(x.get(), sf::kAttrStd, in.ConsumeFloatingPoint<float>());
   }
+  // Version 2's per-sample checksums, with values from the input (so the
+  // check that refuses samples that disagree with them is reached too).
+  dataset(in, root, sf::kChecksums, H5T_STD_U32LE, {samples});
 }
 
 }  // namespace
@@ -127,7 +130,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;  // HDF5 refused to write what the input chose: nothing to read
   }
   fuzz::refusing_errors([&] {
-    const io::InMemoryDataset d = io::InMemoryDataset::load(path.string(), 0, false);
+    const io::InMemoryDataset d = io::InMemoryDataset::load(path.string(), 0, true);
     if (d.size() == 0) return;
     std::vector<float> x(size_t(d.info().sample_numel()));
     int32_t y = 0;

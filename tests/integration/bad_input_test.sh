@@ -45,9 +45,9 @@ expect_error "$WORK/empty" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "dat
 mkdir -p garbage && head -c 4096 /dev/urandom > garbage/part-00000.h5
 expect_error "garbage/part-00000.h5" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "data.train=$WORK/garbage" --run-dir r3
 # A real shard whose format_version was bumped.
-mkdir -p v2 && cp "$data/test/part-00000.h5" v2/
-"$PY" -c "import h5py; f = h5py.File('v2/part-00000.h5', 'r+'); f.attrs['format_version'] = 2; f.close()"
-expect_error "format_version 2 is not supported" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "data.test=$WORK/v2" --run-dir r4
+mkdir -p v3 && cp "$data/test/part-00000.h5" v3/
+"$PY" -c "import h5py; f = h5py.File('v3/part-00000.h5', 'r+'); f.attrs['format_version'] = 3; f.close()"
+expect_error "format_version 3 is not supported" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set "data.test=$WORK/v3" --run-dir r4
 # A shard missing its labels.
 mkdir -p noy && cp "$data/test/part-00000.h5" noy/
 "$PY" -c "import h5py; f = h5py.File('noy/part-00000.h5', 'r+'); del f['y']; f.close()"

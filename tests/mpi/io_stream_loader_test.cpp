@@ -2,10 +2,13 @@
 // the in-memory data set gives for the same indices, in collective and in
 // independent transfer mode; reads are merged into runs; the cold-cache mode
 // leaves the shards out of the page cache; bad input fails on every rank with
-// the same message; stopping early (before all batches were read) ends
-// cleanly on every rank.
+// the same message; a shard whose samples no longer match their checksums
+// ends the reading on every rank, naming the file and the samples where it
+// was read; stopping early (before all batches were read) ends cleanly on
+// every rank.
 #include "io/dataset.h"
 #include "io/dataset_writer.h"
+#include "io/hdf5_handle.h"
 #include "io/page_cache.h"
 #include "io/stream_loader.h"
 #include "runtime/core/error.h"
@@ -51,7 +54,7 @@ std::string make_split(const std::string& name) {
     ST_CHECK(mkdtemp(dir.data()) != nullptr, "mkdtemp");
     Rng r(stream_key(5, 0, 0));
     for (int s = 0; s < 3; ++s) {
-      io::format_v1::ShardHeader h;
+      io::shard_format::ShardHeader h;
       h.split = "train";
       h.num_classes = 7;
       h.shard_index = s;
@@ -65,7 +68,7 @@ std::string make_split(const std::string& name) {
       std::vector<int32_t> y(size_t(h.num_samples));
       for (auto& v : x) v = uint8_t(r.below(256));
       for (auto& v : y) v = int32_t(r.below(7));
-      io::write_shard(dir + "/" + io::format_v1::shard_file_name(s), h, x.data(), y.data());
+      io::write_shard(dir + "/" + io::shard_format::shard_file_name(s), h, x.data(), y.data());
     }
     std::strncpy(path, dir.c_str(), sizeof path - 1);
   }
@@ -149,11 +152,11 @@ TEST(StreamLoader, ColdCacheDropsTheShardsPages) {
     for (int64_t b = 0; b < loader.sampler().batches_per_epoch(); ++b) loader.next();
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  for (const auto& f : io::format_v1::list_shard_files(dir)) EXPECT_LT(io::resident_fraction(f), 0.05) << f;
+  for (const auto& f : io::shard_format::list_shard_files(dir)) EXPECT_LT(io::resident_fraction(f), 0.05) << f;
   MPI_Barrier(MPI_COMM_WORLD);  // every rank has looked before rank 0 reads one back
   // Control: reading the files puts them in the page cache.
   if (rank() == 0) {
-    const auto files = io::format_v1::list_shard_files(dir);
+    const auto files = io::shard_format::list_shard_files(dir);
     std::ifstream in(files[1], std::ios::binary);
     std::vector<char> all((std::istreambuf_iterator<char>(in)), {});
     EXPECT_GT(io::resident_fraction(files[1]), 0.9);
@@ -171,12 +174,12 @@ TEST(StreamLoader, ReadsStagedShardsFromTheCache) {
   MPI_Barrier(MPI_COMM_WORLD);
   const io::InMemoryDataset memory = io::InMemoryDataset::load(dir);
   io::ShardLocator locator{[](int) { return true; },
-                           [&](int s) { return cache + "/" + io::format_v1::shard_file_name(s); }};
+                           [&](int s) { return cache + "/" + io::shard_format::shard_file_name(s); }};
   {
     io::StreamLoader loader(dir, {}, kGlobalBatch, 4, locator);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank() == 0)
-      for (const auto& f : io::format_v1::list_shard_files(dir)) fs::resize_file(f, 0);
+      for (const auto& f : io::shard_format::list_shard_files(dir)) fs::resize_file(f, 0);
     MPI_Barrier(MPI_COMM_WORLD);
     io::Sampler sampler(loader.size(), kGlobalBatch, rank(), world(), 4);
     loader.start({0, 0}, sampler.batches_per_epoch());
@@ -199,7 +202,7 @@ TEST(StreamLoader, BadInputFailsOnEveryRankWithTheSameMessage) {
   const std::string dir = make_split("bad");
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank() == 0) {  // truncate the middle shard: not an HDF5 file any more
-    const std::string f = dir + "/" + io::format_v1::shard_file_name(1);
+    const std::string f = dir + "/" + io::shard_format::shard_file_name(1);
     fs::resize_file(f, 100);
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -209,6 +212,41 @@ TEST(StreamLoader, BadInputFailsOnEveryRankWithTheSameMessage) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("part-00001.h5"));
   }
+  remove_split(dir);
+}
+
+TEST(StreamLoader, CorruptSamplesFailNamingTheFileAndSamples) {
+  const std::string dir = make_split("crc");
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank() == 0) {  // every sample of the middle shard gets other bytes, /crc32 stays
+    const std::string f = dir + "/" + io::shard_format::shard_file_name(1);
+    io::h5::File file(H5Fopen(f.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    io::h5::Dataset x(H5Dopen2(file.get(), "/x", H5P_DEFAULT));
+    const std::vector<uint8_t> junk(size_t(kShardSizes[1] * kSample.numel()), 0xee);
+    ASSERT_GE(H5Dwrite(x.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, junk.data()), 0);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  io::LoaderOptions o;
+  o.mode = io::LoaderMode::stream;
+  o.transfer = io::Transfer::collective;
+  io::StreamLoader loader(dir, o, kGlobalBatch, 9);
+  EXPECT_TRUE(loader.info().samples_verified);
+  const int64_t per_epoch = io::Sampler(loader.size(), kGlobalBatch, rank(), world(), 9).batches_per_epoch();
+  loader.start({0, 0}, 2 * per_epoch);
+  std::string message;
+  try {
+    for (int64_t b = 0; b < 2 * per_epoch; ++b) loader.next();
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  // The rank(s) that read the shard name it; the others stop with them.
+  int named = message.find("part-00001.h5: ") != std::string::npos && message.find("(of the ") != std::string::npos &&
+              message.find("/x, /y and /crc32 disagree") != std::string::npos;
+  int failed = message.empty() ? 0 : 1;
+  MPI_Allreduce(MPI_IN_PLACE, &named, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  EXPECT_GE(named, 1);
+  EXPECT_EQ(failed, 1) << "a rank read on: '" << message << "'";
   remove_split(dir);
 }
 

@@ -39,7 +39,7 @@ inline std::string write_test_split(comm::Communicator& c, const std::string& na
   const std::string dir = "/tmp/shardtrain-" + name + "-" + std::to_string(pid0);
   if (c.rank() == 0) {
     std::filesystem::create_directories(dir);
-    io::format_v1::ShardHeader h;
+    io::shard_format::ShardHeader h;
     h.split = "test";
     h.num_classes = int32_t(kClasses);
     h.num_samples = n;

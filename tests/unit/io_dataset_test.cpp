@@ -164,7 +164,7 @@ TEST(DatasetLoad, MultiShardOrderAndLimit) {
     s.x_dims = {hsize_t(2 + i), 4};
     s.labels.assign(size_t(2 + i), i);
     s.value_offset = 100 * i;
-    write_raw(dir / format_v1::shard_file_name(i), s);
+    write_raw(dir / shard_format::shard_file_name(i), s);
   }
   testing::write_bytes(dir / "README.txt", {1});            // ignored
   testing::write_bytes(dir / "part-00003.h5.tmp", {1, 2});  // ignored: an interrupted write
@@ -230,13 +230,13 @@ TEST(DatasetSchema, WrongFormatString) {
   expect_load_error(s, {"'imagenet.records'", "expected 'shardtrain.classification'"});
 }
 
-TEST(DatasetSchema, FormatVersion2) {
+TEST(DatasetSchema, FormatVersion3) {
   RawShard s;
-  s.version = 2;
+  s.version = 3;
   TempDir dir;
   write_raw(dir / "part-00000.h5", s);
   expect_error([&] { InMemoryDataset::load(dir.path()); },
-               {dir / "part-00000.h5: format_version 2 is not supported (this shardtrain reads version 1)"});
+               {dir / "part-00000.h5: format_version 3 is not supported (this shardtrain reads versions 1 to 2)"});
 }
 
 TEST(DatasetSchema, MissingOrMistypedAttributes) {
@@ -318,7 +318,7 @@ TEST(DatasetSchema, LabelOutOfRangeBeyondLimit) {
 // ---- shard sets ------------------------------------------------------------
 
 void write_set(const TempDir& dir, const std::vector<int>& file_numbers, const std::vector<RawShard>& shards) {
-  for (size_t i = 0; i < shards.size(); ++i) write_raw(dir / format_v1::shard_file_name(file_numbers[i]), shards[i]);
+  for (size_t i = 0; i < shards.size(); ++i) write_raw(dir / shard_format::shard_file_name(file_numbers[i]), shards[i]);
 }
 
 RawShard shard(int index, int count) {
@@ -421,8 +421,8 @@ TEST(DatasetPaths, MisnamedShard) {
 
 // ---- writer ----------------------------------------------------------------
 
-format_v1::ShardHeader small_header(int64_t n) {
-  format_v1::ShardHeader h;
+shard_format::ShardHeader small_header(int64_t n) {
+  shard_format::ShardHeader h;
   h.split = "train";
   h.num_classes = 3;
   h.num_samples = n;

@@ -3,7 +3,7 @@
 // inputs are Errors naming the file; the real data set converts completely.
 #include "io/dataset.h"
 #include "io/fashion_mnist.h"
-#include "io/format_v1.h"
+#include "io/shard_format.h"
 #include "io/idx_reader.h"
 #include "io/manifest.h"
 #include "io_test_util.h"
@@ -109,7 +109,7 @@ TEST_P(FashionMnistRoundTrip, LoadsBackExactly) {
     SCOPED_TRACE(e.split);
     const std::string dir = out / e.split;
     std::vector<std::string> want_files;
-    for (int s = 0; s < shards; ++s) want_files.push_back(format_v1::shard_file_name(s));
+    for (int s = 0; s < shards; ++s) want_files.push_back(shard_format::shard_file_name(s));
     std::vector<std::string> with_manifest{kManifestFile};
     with_manifest.insert(with_manifest.end(), want_files.begin(), want_files.end());
     EXPECT_EQ(files_in(dir), with_manifest);

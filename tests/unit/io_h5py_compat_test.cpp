@@ -97,7 +97,7 @@ TEST_F(H5pyCompat, LoadsTheDocumentedH5pyRecipe) {
 TEST_F(H5pyCompat, H5pyReadsWhatShardWriterWrites) {
   TempDir dir;
   const std::string path = dir / "part-00000.h5";
-  format_v1::ShardHeader header;
+  shard_format::ShardHeader header;
   header.split = "val";
   header.num_classes = 4;
   header.num_samples = 7;

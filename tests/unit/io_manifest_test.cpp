@@ -31,7 +31,7 @@ std::string write_split(const TempDir& dir, const std::vector<int64_t>& sizes, c
   fs::create_directories(split_dir);
   int64_t next = 0;
   for (size_t s = 0; s < sizes.size(); ++s) {
-    format_v1::ShardHeader h;
+    shard_format::ShardHeader h;
     h.split = name;
     h.num_classes = kClasses;
     h.shard_index = int32_t(s);
@@ -42,14 +42,14 @@ std::string write_split(const TempDir& dir, const std::vector<int64_t>& sizes, c
     std::vector<int32_t> y(static_cast<size_t>(sizes[s]));
     for (size_t i = 0; i < x.size(); ++i) x[i] = uint8_t(next * 6 + int64_t(i));
     for (size_t i = 0; i < y.size(); ++i) y[i] = int32_t((next + int64_t(i)) % kClasses);
-    write_shard((fs::path(split_dir) / format_v1::shard_file_name(int(s))).string(), h, x.data(), y.data());
+    write_shard((fs::path(split_dir) / shard_format::shard_file_name(int(s))).string(), h, x.data(), y.data());
     next += sizes[s];
   }
   return split_dir;
 }
 
 std::string shard_path(const std::string& split_dir, int i) {
-  return (fs::path(split_dir) / format_v1::shard_file_name(i)).string();
+  return (fs::path(split_dir) / shard_format::shard_file_name(i)).string();
 }
 
 std::vector<uint8_t> read_all(const std::string& path) {
@@ -88,7 +88,7 @@ TEST(Manifest, BuildWriteReadRoundTrip) {
   ASSERT_EQ(m.shards.size(), 3u);
   for (int i = 0; i < 3; ++i) {
     const ManifestShard& s = m.shards[size_t(i)];
-    EXPECT_EQ(s.file, format_v1::shard_file_name(i));
+    EXPECT_EQ(s.file, shard_format::shard_file_name(i));
     EXPECT_EQ(s.num_samples, i == 0 ? 4 : 5);
     EXPECT_EQ(s.bytes, int64_t(fs::file_size(shard_path(split, i))));
     const std::vector<uint8_t> bytes = read_all(shard_path(split, i));
@@ -99,7 +99,7 @@ TEST(Manifest, BuildWriteReadRoundTrip) {
   EXPECT_EQ(manifest_path(split), split + "/manifest.json");
   const json j = read_json(manifest_path(split));
   EXPECT_EQ(j["format"], "shardtrain.classification");
-  EXPECT_EQ(j["format_version"], 1);
+  EXPECT_EQ(j["format_version"], 2);
   EXPECT_EQ(j["split"], "train");
   EXPECT_EQ(j["num_classes"], kClasses);
   EXPECT_EQ(j["sample_shape"], json::array({2, 3}));
@@ -278,8 +278,8 @@ TEST_F(MalformedManifest, Fields) {
   j["format"] = "other.format";
   expect_rejected(j, {"format is 'other.format'"});
   j = good;
-  j["format_version"] = 2;
-  expect_rejected(j, {"format_version 2 is not supported"});
+  j["format_version"] = 3;
+  expect_rejected(j, {"format_version 3 is not supported"});
   j = good;
   j["num_classes"] = "five";
   expect_rejected(j, {"num_classes: expected an integer"});

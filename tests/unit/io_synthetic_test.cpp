@@ -34,9 +34,9 @@ SyntheticOptions small(const std::string& out, int shards = 4) {
 // Every sample's raw bytes, in order, read shard by shard.
 std::vector<uint8_t> raw_samples(const std::string& dir) {
   std::vector<uint8_t> all;
-  for (const std::string& file : format_v1::list_shard_files(dir)) {
+  for (const std::string& file : shard_format::list_shard_files(dir)) {
     ShardReader reader(file);
-    const format_v1::ShardHeader& h = reader.header();
+    const shard_format::ShardHeader& h = reader.header();
     std::vector<uint8_t> x(size_t(h.num_samples * h.sample_shape.numel()));
     reader.read_x(0, h.num_samples, x.data());
     all.insert(all.end(), x.begin(), x.end());

@@ -1,16 +1,37 @@
-#include "io/format_v1.h"
+#include "io/shard_format.h"
 
 #include "runtime/core/error.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <filesystem>
 
-namespace shardtrain::io::format_v1 {
+#include <zlib.h>
+
+namespace shardtrain::io::shard_format {
 
 namespace fs = std::filesystem;
+
+static_assert(std::endian::native == std::endian::little, "sample_crc32 hashes memory as little-endian bytes");
+
+uint32_t sample_crc32(const void* sample, size_t bytes, int32_t label) {
+  uLong crc = crc32_z(0L, static_cast<const Bytef*>(sample), bytes);
+  return uint32_t(crc32_z(crc, reinterpret_cast<const Bytef*>(&label), sizeof label));
+}
+
+void throw_checksum_mismatch(const std::string& path, const ChecksumMismatch& m) {
+  const std::string which = m.failed == 1
+                                ? fmt::format("sample {} (of the {} read) fails its checksum", m.first, m.checked)
+                                : fmt::format("{} samples in [{}, {}] (of the {} read) fail their checksums", m.failed,
+                                              m.first, m.last, m.checked);
+  throw Error(fmt::format(
+      "{}: {}: {}, {} and {} disagree ({}[{}] is {:08x}, the sample and its label give {:08x}). The shard is "
+      "corrupt: restore it from a good copy or write it again (shardtrain prep)",
+      path, which, kX, kY, kChecksums, kChecksums, m.example, m.stored, m.computed));
+}
 
 std::string shard_file_name(int index) {
   ST_CHECK(index >= 0 && index <= 99999, "shard index {} does not fit part-NNNNN.h5", index);
@@ -58,4 +79,4 @@ std::vector<std::string> list_shard_files(const std::string& path) {
   return files;
 }
 
-}  // namespace shardtrain::io::format_v1
+}  // namespace shardtrain::io::shard_format
