@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The unit and MPI tests under AddressSanitizer + UndefinedBehaviorSanitizer
 # and under ThreadSanitizer (CMake presets asan and tsan: Debug, no CUDA).
-# Both presets build with clang 22 as unity builds (CMAKE_UNITY_BUILD). A
-# subset, to keep CI short: the unit and MPI tests of every layer under
-# ASan; under TSan those of the layers that start threads (comm, telemetry,
+# Both presets build with clang 22 as unity builds (CMAKE_UNITY_BUILD) and
+# link with lld 22. A subset, to keep CI short: the unit and MPI tests of
+# every layer under ASan; under TSan those of the layers that start threads (comm, telemetry,
 # io, parallel, checkpoint, train: core, kernels, nn and optim start none);
 # the integration and fault tests, which drive the whole program through
 # mpirun, run in the release build only. The asan build also runs the
