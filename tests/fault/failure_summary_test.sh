@@ -29,6 +29,16 @@ a rank's last output" \
 "a rank's last output
 shardtrain: error (rank 1): shard data/train: checksum mismatch"
 
+check "an abort banner that mpirun prints before the rank's error line is dropped too" \
+"$rule
+MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD
+with errorcode 1.
+$rule
+[init] a line of the run
+shardtrain: error (rank 1): data.train: missing/train: no such file or directory" \
+"[init] a line of the run
+shardtrain: error (rank 1): data.train: missing/train: no such file or directory"
+
 check "the same error on several ranks is one line naming them" \
 "shardtrain: error (rank 3): bad shard
 shardtrain: error (rank 0): bad shard
