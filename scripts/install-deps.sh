@@ -21,8 +21,8 @@ packages=(
   # 22, their linker (a fifth of GNU ld's time for the sanitized tests)
   googletest libgtest-dev libgmock-dev libbenchmark-dev clang-format clang-tidy-22
   clang-22 libclang-rt-22-dev lld-22
-  # parsing, formatting, CLI
-  libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev
+  # parsing, formatting, CLI; fast CRC-32 (libdeflate)
+  libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev libdeflate-dev
   # data sets that ship with the OS
   dataset-fashion-mnist bible-kjv
   # Python helpers (format round trips with h5py, reports with matplotlib)
