@@ -19,8 +19,11 @@ ranks=${RANKS:-2}
 "$st" prep synthetic --out good/test --samples 50 --sample-bytes 784 --shards 1 --seed 2 >/dev/null || exit 1
 /usr/bin/python3 "$SOURCE_DIR/tests/fault/corrupt_corpus.py" good/train corpus "$cases" "${SEED:-1}" >cases.txt ||
   { echo "FAIL: writing the corpus"; exit 1; }
-common=(--set data.test=good/test --set model.kind=mlp --set train.max_steps=2 --set comm.timeout_s=20
-        --set target.value=0 --set train.global_batch_size=32 $(strategy_flags "$cfg" ddp))
+# One whole epoch (5 batches of 40 of the 200 samples): the stream loader
+# checks each sample against /crc32 when it reads it, so a damaged sample
+# is found once it is read (data-resealed), not before.
+common=(--set data.test=good/test --set model.kind=mlp --set train.max_steps=5 --set comm.timeout_s=20
+        --set target.value=0 --set train.global_batch_size=40 $(strategy_flags "$cfg" ddp))
 failures=0
 : >outcomes.txt
 while read -r name kind named; do
