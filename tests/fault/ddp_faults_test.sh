@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # DDP training faults end the job with a clear message, never a hang:
-#  - a rank killed mid-run (SIGKILL): Open MPI's launcher ends the job and
-#    names the rank;
+#  - a rank killed mid-run (SIGKILL; a random rank at a random step,
+#    KILL_RUNS times): Open MPI's launcher ends the job and names the rank;
 #  - a rank that leaves the training loop early (its own train.max_steps):
 #    its next collective differs from the others', and the watchdog
 #    (comm.timeout_s = 5) ends the job naming the operations and ranks.
-# Environment: PROBE_DIR (build/bin, holds shardtrain), SOURCE_DIR.
+# Environment: PROBE_DIR (build/bin, holds shardtrain), SOURCE_DIR; KILL_RUNS,
+# SEED.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh" ddp-faults
 "$st" prep fashion-mnist --out data >/dev/null || { echo "FAIL: prep"; exit 1; }
@@ -14,30 +15,42 @@ common=(--set data.train=data/train --set data.test=data/test --set parallel.str
 failures=0
 
 # --- a rank killed mid-run ------------------------------------------------------
-start=$(date +%s)
-timeout 120 "${mpirun[@]}" -np 2 "$st" train "$cfg" "${common[@]}" --run-dir killed >killed.txt 2>&1 &
-job=$!
-victim=""
-for _ in $(seq 1 100); do  # find rank 1 once it trains
-  sleep 0.2
-  grep -q '^\[train\]' killed.txt 2>/dev/null || continue
-  for pid in $(pgrep -f "run-dir killed" || true); do
-    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$pid; fi
+# KILL_RUNS times (default 1; scripts/fault-table.sh runs 10): SIGKILL to a
+# random rank once the job has printed 1 to 3 progress lines (a random step),
+# drawn from SEED (default 1). Each kill must end the job non-zero within
+# 120 s with Open MPI's line naming the killed rank.
+RANDOM=${SEED:-1}
+ended=0
+for run in $(seq 1 "${KILL_RUNS:-1}"); do
+  rank=$((RANDOM % 2)) lines=$((1 + RANDOM % 3)) name=killed-$run
+  start=$(date +%s)
+  timeout 120 "${mpirun[@]}" -np 2 "$st" train "$cfg" "${common[@]}" --run-dir "$name" >"$name.txt" 2>&1 &
+  job=$!
+  victim=""
+  for _ in $(seq 1 150); do  # find the rank once it has trained that far
+    sleep 0.2
+    [ "$(grep -c '^\[train\]' "$name.txt" 2>/dev/null)" -ge "$lines" ] || continue
+    for pid in $(pgrep -f "run-dir $name\$" || true); do
+      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank"; then victim=$pid; fi
+    done
+    [ -n "$victim" ] && break
   done
-  [ -n "$victim" ] && break
-done
-if [ -z "$victim" ]; then
-  echo "FAIL kill: rank 1 not found"; failures=$((failures + 1)); kill "$job" 2>/dev/null
-else
+  if [ -z "$victim" ]; then
+    echo "FAIL kill $run: rank $rank not found after $lines progress line(s)"; failures=$((failures + 1))
+    kill "$job" 2>/dev/null; wait "$job"; continue
+  fi
   kill -9 "$victim"
   rc=0; wait "$job" || rc=$?
   took=$(( $(date +%s) - start ))
-  if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || ! grep -Eq 'rank 1 .*(exited on signal 9|Killed)|process rank 1' killed.txt; then
-    echo "FAIL kill: exit $rc after ${took}s"; cat killed.txt | tail -20; failures=$((failures + 1))
+  if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || ! grep -Eq "rank $rank .*(exited on signal 9|Killed)|process rank $rank" "$name.txt"; then
+    echo "FAIL kill $run: rank $rank after $lines progress line(s): exit $rc after ${took}s"; tail -20 "$name.txt"
+    failures=$((failures + 1))
   else
-    echo "ok   kill: exit $rc after ${took}s: $(grep -Em1 'rank 1' killed.txt)"
+    ended=$((ended + 1))
+    echo "ok   kill $run: rank $rank after $lines progress line(s): exit $rc after ${took}s: $(grep -Em1 "rank $rank" "$name.txt")"
   fi
-fi
+done
+echo "kills: ${KILL_RUNS:-1} runs, $ended ended non-zero naming the killed rank within 120 s"
 
 # --- a rank that stops training early --------------------------------------------
 start=$(date +%s)
