@@ -4,12 +4,15 @@
 # damage 6 times at positions drawn from SEED), each trained on with both
 # loaders on 1 and 2 ranks; prints a line per run and the table of outcomes.
 # Then 10 kills of a random rank at a random step of a 2-rank DDP job
-# (tests/fault/ddp_faults_test.sh with KILL_RUNS=10) and their count.
-# About 9 minutes on 2 cores. The same tests run in ctest
-# (fault.corrupt_corpus_test: 11 cases on 2 ranks; fault.ddp_faults_test: 1 kill).
+# (tests/fault/ddp_faults_test.sh with KILL_RUNS=10), and 10 kills of a
+# random rank while it writes a checkpoint, each resumed from the one
+# before (tests/fault/checkpoint_resume_test.sh with CKPT_KILL_RUNS=10), with
+# their counts. About 11 minutes on 2 cores. The same tests run in ctest
+# with 11 corpus cases on 2 ranks and one kill of each kind.
 #   scripts/fault-table.sh [CASES] [SEED]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PROBE_DIR=${BIN_DIR:-$PWD/build/bin} SOURCE_DIR=$PWD
 CASES=${1:-66} SEED=${2:-1} RANKS="1 2" bash tests/fault/corrupt_corpus_test.sh
 KILL_RUNS=10 SEED=${2:-1} bash tests/fault/ddp_faults_test.sh
+CKPT_KILL_RUNS=10 SEED=${2:-1} bash tests/fault/checkpoint_resume_test.sh

@@ -10,11 +10,13 @@
 #    HYBRID (2 emulated nodes x 2 ranks) writes and resumes its own; ZeRO-1
 #    on 2 ranks ends where FSDP does and its checkpoint continues on 3 FSDP
 #    ranks, an FSDP one on 3 ZeRO-1 ranks;
-#  - a rank killed while writing the step-20 checkpoint leaves step 10
-#    loadable, and --resume auto continues from it;
+#  - a rank killed while writing the step-20 or step-30 checkpoint leaves
+#    the one before loadable, and --resume auto continues from it
+#    (CKPT_KILL_RUNS times, a random rank and step drawn from SEED);
 #  - another model's checkpoint, a truncated and a corrupted one are refused
 #    on every rank with the file named, at once.
-# Environment: PROBE_DIR (build/bin, holds shardtrain), SOURCE_DIR.
+# Environment: PROBE_DIR (build/bin, holds shardtrain), SOURCE_DIR; CKPT_KILL_RUNS,
+# SEED.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh" checkpoint-resume
 PY=/usr/bin/python3  # Debian's, with h5py
@@ -124,15 +126,26 @@ else
 fi
 
 # --- a rank killed while writing a checkpoint -----------------------------------------
-train 2 fsdp C --set checkpoint.keep=2 --set debug.slow_rank=1 --set debug.kill_in_checkpoint=20
-if [ -e C/checkpoints/step-00000020.h5 ] || [ ! -e C/checkpoints/step-00000020.h5.tmp ]; then
-  fail "kill in write: $(ls C/checkpoints)"
-elif train 2 fsdp C --set checkpoint.keep=2 --resume auto && grep -q 'resume\] C/checkpoints/step-00000010.h5' C.txt &&
-     [ "$(ls C/checkpoints)" = "$(printf 'step-00000030.h5\nstep-00000040.h5')" ]; then
-  echo "ok   killed while writing step 20: step 10 intact, resumed from it; left: $(ls C/checkpoints | tr '\n' ' ')"
-else
-  fail "resume after a kill in write"; tail -5 C.txt; ls C/checkpoints
-fi
+# CKPT_KILL_RUNS times (default 1; scripts/fault-table.sh runs 10): a random
+# rank kills itself in the middle of writing the checkpoint of step 20 or 30
+# (drawn from SEED); --resume auto must continue from the one before.
+RANDOM=${SEED:-1}
+intact=0
+for run in $(seq 1 "${CKPT_KILL_RUNS:-1}"); do
+  rank=$((RANDOM % 2)) step=$((20 + 10 * (RANDOM % 2))) dir=C$run
+  killed=$(printf 'step-%08d.h5' "$step") prev=$(printf 'step-%08d.h5' $((step - 10)))
+  train 2 fsdp "$dir" --set checkpoint.keep=2 --set debug.slow_rank=$rank --set debug.kill_in_checkpoint=$step
+  if [ -e "$dir/checkpoints/$killed" ] || [ ! -e "$dir/checkpoints/$killed.tmp" ]; then
+    fail "kill in write $run (rank $rank, step $step): $(ls "$dir/checkpoints")"
+  elif train 2 fsdp "$dir" --set checkpoint.keep=2 --resume auto && grep -q "resume\] $dir/checkpoints/$prev" "$dir.txt" &&
+       [ "$(ls "$dir/checkpoints")" = "$(printf 'step-00000030.h5\nstep-00000040.h5')" ]; then
+    intact=$((intact + 1))
+    echo "ok   rank $rank killed while writing step $step: $prev intact, resumed from it; left: $(ls "$dir/checkpoints" | tr '\n' ' ')"
+  else
+    fail "resume after a kill in write $run (rank $rank, step $step)"; tail -5 "$dir.txt"; ls "$dir/checkpoints"
+  fi
+done
+echo "kills in a checkpoint write: ${CKPT_KILL_RUNS:-1} runs, the previous checkpoint resumed from in $intact"
 
 # --- bad checkpoints: every rank refuses, naming the file ------------------------------
 ck=A/checkpoints/step-00000030.h5
