@@ -67,13 +67,13 @@ void ShardWriter::create_contents() {
     const int rank = header_.sample_shape.ndim() + 1;
     std::vector<hsize_t> dims{hsize_t(header_.num_samples)};
     for (int i = 0; i < header_.sample_shape.ndim(); ++i) dims.push_back(hsize_t(header_.sample_shape[i]));
-    const int64_t sample_bytes = header_.sample_shape.numel() * int64_t(dtype_size(header_.dtype));
-    ST_CHECK(sample_bytes < (int64_t(1) << 32), "a sample of {} bytes exceeds HDF5's 4 GiB chunk limit", sample_bytes);
+    const auto bytes = int64_t(sample_bytes(header_));
+    ST_CHECK(bytes < (int64_t(1) << 32), "a sample of {} bytes exceeds HDF5's 4 GiB chunk limit", bytes);
     // The rows are spread evenly over the chunks the target size calls for:
     // HDF5 stores a partial last chunk at full size, so 15000 samples get 12
     // chunks of 1250 rather than 11 of 1337 and a mostly empty twelfth.
     const int64_t n = header_.num_samples;
-    const int64_t target_rows = std::max<int64_t>(1, kChunkBytes / sample_bytes);
+    const int64_t target_rows = std::max<int64_t>(1, kChunkBytes / bytes);
     const int64_t num_chunks = (n + target_rows - 1) / target_rows;
     std::vector<hsize_t> chunk = dims;
     chunk_rows_ = (n + num_chunks - 1) / num_chunks;
@@ -140,10 +140,10 @@ void ShardWriter::append(const void* x, const int32_t* y, int64_t count) {
     h5::check_status(H5Dwrite(y_.get(), H5T_NATIVE_INT32, y_mem.get(), y_file.get(), H5P_DEFAULT, y),
                      "cannot write /y");
 
-    const size_t sample_bytes = size_t(header_.sample_shape.numel()) * dtype_size(header_.dtype);
+    const size_t bytes = sample_bytes(header_);
     std::vector<uint32_t> crcs(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i)
-      crcs[size_t(i)] = sample_crc32(static_cast<const char*>(x) + size_t(i) * sample_bytes, sample_bytes, y[i]);
+      crcs[size_t(i)] = sample_crc32(static_cast<const char*>(x) + size_t(i) * bytes, bytes, y[i]);
     h5::Dataspace crc_file = select_rows(crc_, written_, count, 1);
     h5::check_status(H5Dwrite(crc_.get(), H5T_NATIVE_UINT32, y_mem.get(), crc_file.get(), H5P_DEFAULT, crcs.data()),
                      fmt::format("cannot write {}", kChecksums));

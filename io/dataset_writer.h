@@ -7,8 +7,8 @@
 // in pieces, so a generator can write shards larger than its memory.
 #pragma once
 
-#include "io/shard_format.h"
 #include "io/hdf5_handle.h"
+#include "io/shard_format.h"
 
 #include <cstdint>
 #include <string>

@@ -1,9 +1,9 @@
 #include "io/fashion_mnist.h"
 
 #include "io/dataset_writer.h"
-#include "io/shard_format.h"
 #include "io/idx_reader.h"
 #include "io/manifest.h"
+#include "io/shard_format.h"
 #include "runtime/core/error.h"
 
 #include <filesystem>

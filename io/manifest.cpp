@@ -10,8 +10,8 @@
 #include "runtime/core/error.h"
 
 #include <fcntl.h>
-#include <unistd.h>
 #include <libdeflate.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 

@@ -8,8 +8,8 @@
 #include "io/dataset.h"
 #include "runtime/core/shape.h"
 
-#include <cstddef>
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -55,6 +55,8 @@ struct ShardHeader {
 
 inline size_t dtype_size(SampleDType dtype) { return dtype == SampleDType::u8 ? 1 : 4; }
 inline const char* dtype_name(SampleDType dtype) { return dtype == SampleDType::u8 ? "uint8" : "float32"; }
+// Bytes of one sample of /x.
+inline size_t sample_bytes(const ShardHeader& h) { return size_t(h.sample_shape.numel()) * dtype_size(h.dtype); }
 
 // The checksum of one sample in /crc32: zlib's CRC-32 of the sample's
 // values as stored little-endian in C order (what a read into native memory

@@ -5,8 +5,8 @@
 // file.
 #pragma once
 
-#include "io/shard_format.h"
 #include "io/hdf5_handle.h"
+#include "io/shard_format.h"
 
 #include <cstdint>
 #include <string>

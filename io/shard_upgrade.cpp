@@ -18,12 +18,7 @@ namespace fs = std::filesystem;
 // Samples per read when a shard is copied or checked whole: about the chunk
 // size the writer uses, so memory stays small for shards of any size.
 int64_t block_rows(const shard_format::ShardHeader& h) {
-  const int64_t sample_bytes = h.sample_shape.numel() * int64_t(shard_format::dtype_size(h.dtype));
-  return std::max<int64_t>(1, shard_format::kChunkBytes / sample_bytes);
-}
-
-size_t sample_bytes_of(const shard_format::ShardHeader& h) {
-  return size_t(h.sample_shape.numel()) * shard_format::dtype_size(h.dtype);
+  return std::max<int64_t>(1, shard_format::kChunkBytes / int64_t(shard_format::sample_bytes(h)));
 }
 
 // Rewrites `reader`'s file as the current version: same header, samples and
@@ -33,7 +28,7 @@ void rewrite(const ShardReader& reader) {
   const std::vector<int32_t> labels = reader.read_labels();
   ShardWriter writer(reader.path(), h);
   const int64_t rows = writer.chunk_rows();
-  std::vector<char> x(size_t(rows) * sample_bytes_of(h));
+  std::vector<char> x(size_t(rows) * shard_format::sample_bytes(h));
   for (int64_t first = 0; first < h.num_samples; first += rows) {
     const int64_t count = std::min(rows, h.num_samples - first);
     reader.read_x(first, count, x.data());
@@ -50,7 +45,7 @@ void verify_all_samples(const ShardReader& shard) {
   const std::vector<int32_t> labels = shard.read_labels();
   const std::vector<uint32_t> crcs = shard.read_checksums();
   const int64_t rows = block_rows(h);
-  const size_t bytes = sample_bytes_of(h);
+  const size_t bytes = shard_format::sample_bytes(h);
   std::vector<char> x(size_t(rows) * bytes);
   for (int64_t first = 0; first < h.num_samples; first += rows) {
     const int64_t count = std::min(rows, h.num_samples - first);

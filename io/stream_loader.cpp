@@ -1,10 +1,10 @@
 #include "io/stream_loader.h"
 
-#include "io/shard_format.h"
 #include "io/manifest.h"
 #include "io/mpio.h"
 #include "io/normalize.h"
 #include "io/page_cache.h"
+#include "io/shard_format.h"
 #include "io/shard_reader.h"
 #include "io/shard_set.h"
 #include "runtime/comm/agree_or_throw.h"

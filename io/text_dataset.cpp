@@ -1,8 +1,8 @@
 #include "io/text_dataset.h"
 
 #include "io/dataset_writer.h"
-#include "io/shard_format.h"
 #include "io/manifest.h"
+#include "io/shard_format.h"
 #include "runtime/core/error.h"
 
 #include <sys/wait.h>

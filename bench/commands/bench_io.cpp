@@ -1,8 +1,8 @@
 #include "bench/commands/bench_io.h"
 
 #include "io/cache.h"
-#include "io/shard_format.h"
 #include "io/page_cache.h"
+#include "io/shard_format.h"
 #include "io/stream_loader.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"

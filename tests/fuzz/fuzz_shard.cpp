@@ -9,9 +9,9 @@
 // shards are checked against manifest.json (data.verify_checksums, the
 // default; docs/reliability.md says what libhdf5 does without).
 #include "io/dataset.h"
-#include "io/shard_format.h"
 #include "io/hdf5_attributes.h"
 #include "io/hdf5_handle.h"
+#include "io/shard_format.h"
 #include "tests/fuzz/fuzz_util.h"
 
 #include <fuzzer/FuzzedDataProvider.h>

@@ -3,9 +3,9 @@
 // inputs are Errors naming the file; the real data set converts completely.
 #include "io/dataset.h"
 #include "io/fashion_mnist.h"
-#include "io/shard_format.h"
 #include "io/idx_reader.h"
 #include "io/manifest.h"
+#include "io/shard_format.h"
 #include "io_test_util.h"
 
 #include <gtest/gtest.h>
