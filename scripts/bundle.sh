@@ -42,11 +42,13 @@ copy_elf() {  # SRC DEST: copy, make writable, strip the copy
   strip --strip-unneeded "$2" 2>/dev/null || true
 }
 elfs=()
-for p in shardtrain shardrun; do
-  [ -x "$build/bin/$p" ] || continue
-  copy_elf "$build/bin/$p" "$stage/bin/$p"; elfs+=("$stage/bin/$p")
+if [ -x "$build/bin/shardtrain" ]; then
+  copy_elf "$build/bin/shardtrain" "$stage/bin/shardtrain"; elfs+=("$stage/bin/shardtrain")
+fi
+# shardrun is a script that runs the two beside it.
+for p in shardrun supervise failure-summary; do
+  if [ -x "$build/bin/$p" ]; then cp -L "$build/bin/$p" "$stage/bin/$p"; fi
 done
-# shardrun may be a script; only ELF files go through ldd below.
 ntests=0
 shopt -s nullglob
 declare -A seen_test=()

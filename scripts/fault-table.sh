@@ -7,7 +7,9 @@
 # (tests/fault/ddp_faults_test.sh with KILL_RUNS=10), and 10 kills of a
 # random rank while it writes a checkpoint, each resumed from the one
 # before (tests/fault/checkpoint_resume_test.sh with CKPT_KILL_RUNS=10), with
-# their counts. About 11 minutes on 2 cores. The same tests run in ctest
+# their counts. Then 10 links of an emulated node set down mid-run and a
+# 1 Mbit/s run (tests/fault/link_fault_test.sh with LINK_RUNS=10; needs
+# root, skipped otherwise). About 14 minutes on 2 cores. The same tests run in ctest
 # with 11 corpus cases on 2 ranks and one kill of each kind.
 #   scripts/fault-table.sh [CASES] [SEED]
 set -euo pipefail
@@ -16,3 +18,4 @@ export PROBE_DIR=${BIN_DIR:-$PWD/build/bin} SOURCE_DIR=$PWD
 CASES=${1:-66} SEED=${2:-1} RANKS="1 2" bash tests/fault/corrupt_corpus_test.sh
 KILL_RUNS=10 SEED=${2:-1} bash tests/fault/ddp_faults_test.sh
 CKPT_KILL_RUNS=10 SEED=${2:-1} bash tests/fault/checkpoint_resume_test.sh
+LINK_RUNS=10 bash tests/fault/link_fault_test.sh || [ $? -eq 77 ]

@@ -245,7 +245,7 @@ const std::vector<Field>& schema() {
       KEY("comm.oneshot_bytes", "Without shared memory: all-reduces with (ranks - 1) x bytes up to this use the one-shot exchange.", comm.oneshot_bytes),
       KEY("comm.ranks_per_node", "0: nodes are the ranks sharing memory (the MPI library's view). k > 0: treat every k consecutive ranks as a node, to try hierarchical algorithms on one machine.", comm.ranks_per_node),
       KEY("comm.backend", "Gradient collectives with runtime.device = \"cuda\": `\"auto\"` (NCCL when libnccl.so.2 loads, else MPI with device buffers), `\"nccl\"` or `\"mpi\"` (CUDA-aware when the MPI library is, else staged through pinned host memory). CPU training always uses MPI.", comm.backend),
-      KEY("comm.timeout_s", "A collective not complete after this many seconds ends the job with a message naming the operation and the ranks that never arrived (one that completes while the watchdog asks the other ranks, a few seconds at most, is reported as late and the job goes on).", comm.timeout_s),
+      KEY("comm.timeout_s", "A collective not complete after this many seconds ends the job, at that moment, with a message naming the operation and the ranks that never arrived. Set it above the longest collective the job can take on its slowest link: the watchdog measures time, not progress.", comm.timeout_s),
 
       KEY("io.stage.enabled", "Copy the training shards to io.stage.cache_dir in the background while training; read each shard from the cache once it is there and verified (docs/io.md).", io.stage.enabled),
       KEY("io.stage.cache_dir", "Local cache directory (e.g. on NVMe).", io.stage.cache_dir),

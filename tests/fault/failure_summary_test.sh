@@ -60,14 +60,32 @@ $rule
 shardtrain: error (rank 0): peer lost"
 
 check "no fatal line: everything passes, banners included" \
-"shardtrain: watchdog: allreduce #7 completed after comm.timeout_s = 5.0 s (a rank arrived late); the job goes on
+"shardtrain: warning: trace.json not written: No space left on device (ENOSPC)
 $rule
 MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD
 $rule" \
-"shardtrain: watchdog: allreduce #7 completed after comm.timeout_s = 5.0 s (a rank arrived late); the job goes on
+"shardtrain: warning: trace.json not written: No space left on device (ENOSPC)
 $rule
 MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD
 $rule"
+
+# launch/supervise: a launcher that does not end after the job's failure
+# (as mpirun waiting for a node behind a lost link) is ended after the grace,
+# with one line saying so, the error still last and the status 1.
+hung_launcher='echo "shardtrain: error (rank 1): lost" >&2; trap "" TERM; sleep 60'
+start=$SECONDS
+rc=0
+out=$(SHARDRUN_ABORT_GRACE_S=1 "${SOURCE_DIR}/launch/supervise" bash -c "$hung_launcher" 2>&1) || rc=$?
+took=$((SECONDS - start))
+if [ "$rc" != 1 ] || [ "$took" -gt 15 ]; then
+  fail "supervise: exit $rc after $took s (want 1 within 15 s)"
+elif ! grep -q '^supervise: the job failed 1 s ago and its launcher (bash, pid [0-9]*) has not ended' <<<"$out"; then
+  fail "supervise: no line saying it ended the launcher: $out"
+elif [ "$(tail -1 <<<"$out")" != "shardtrain: error (rank 1): lost" ]; then
+  fail "supervise: the last line: $(tail -1 <<<"$out")"
+else
+  echo "ok   supervise ended a launcher that ignores SIGTERM in $took s (exit $rc)"
+fi
 
 # The real launcher: an injected error on rank 1, then an error on both ranks.
 "$st" prep fashion-mnist --out data >/dev/null || { echo "FAIL: prep"; exit 1; }

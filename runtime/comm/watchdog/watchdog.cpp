@@ -19,6 +19,20 @@ constexpr auto kTick = std::chrono::milliseconds(10);
 constexpr int kMaxMonitors = 8;  // world, node, cross-node and their "self"s
 constexpr int kAbortCode = 3;
 
+// How long before the timeout the peers are asked.
+double ask_lead_s(double timeout_s) { return std::min(Watchdog::kAnswerWait_s, timeout_s / 2); }
+
+// Ends the process through MPI_Abort, which asks the launcher to end the
+// whole job; if that has not happened within kAbortBound_s, exits anyway.
+[[noreturn]] void abort_job() {
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(Watchdog::kAbortBound_s));
+    std::_Exit(kAbortCode);
+  }).detach();
+  MPI_Abort(MPI_COMM_WORLD, kAbortCode);
+  std::_Exit(kAbortCode);
+}
+
 }  // namespace
 
 struct Watchdog::Reply {
@@ -80,8 +94,7 @@ void Watchdog::fail(const CommMonitor& monitor, const OpRecord& op, const std::s
       std::fprintf(stderr, "%s\n", line.c_str());
       std::fflush(stderr);
       telemetry::FlightRecorder::dump(line);  // what this rank did last, before the job ends
-      MPI_Abort(MPI_COMM_WORLD, kAbortCode);
-      std::_Exit(kAbortCode);
+      abort_job();
     }
   }
   cv_.notify_all();
@@ -143,31 +156,30 @@ void Watchdog::check_timeouts() {
   const double now = now_seconds();
   for (const auto& m : monitors) {
     const MonitorSnapshot s = m->snapshot(now);
-    if (s.running < 0 || s.running_s <= m->timeout_s()) continue;
+    if (s.running < 0 || s.running_s <= m->timeout_s() - ask_lead_s(m->timeout_s())) continue;
     diagnose_timeout(*m, s);
   }
 }
 
 void Watchdog::diagnose_timeout(const CommMonitor& monitor, const MonitorSnapshot& stuck) {
-  const auto peers = ask_everyone(monitor);  // up to kAnswerWait_s
-  const MonitorSnapshot now = monitor.snapshot(now_seconds());
-  if (now.completed > stuck.current.seq) {
-    // The answers would describe a state that no longer holds ("every rank
-    // arrived"): the collective was late, not stuck.
-    std::fprintf(stderr,
-                 "shardtrain: watchdog: %s #%lld on communicator '%s' completed after comm.timeout_s = %.1f s (a "
-                 "rank arrived late); the job goes on\n",
-                 op_name(stuck.current.op), static_cast<long long>(stuck.current.seq), monitor.name().c_str(),
-                 monitor.timeout_s());
-    std::fflush(stderr);
-    return;
+  const double asked_at = now_seconds();
+  const double deadline = asked_at + (monitor.timeout_s() - stuck.running_s);
+  const auto peers = ask_everyone(monitor, deadline);
+  // Until the timeout passes the collective may still complete: then it was
+  // slow, not stuck, and the answers are dropped.
+  for (;;) {
+    if (monitor.snapshot(now_seconds()).completed > stuck.current.seq) return;
+    if (now_seconds() >= deadline) break;
+    serve_queries();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  diagnose_and_abort(monitor, stuck.current, fmt::format("not complete after {:.1f} s", stuck.running_s), &peers);
+  const double running_s = stuck.running_s + (now_seconds() - asked_at);
+  diagnose_and_abort(monitor, stuck.current, fmt::format("not complete after {:.1f} s", running_s), &peers);
 }
 
 // Asks every rank of the world for its snapshots; waits at most kAnswerWait_s.
 // Returns the snapshots of `monitor`'s communicator by its ranks.
-std::vector<std::optional<MonitorSnapshot>> Watchdog::ask_everyone(const CommMonitor& monitor) {
+std::vector<std::optional<MonitorSnapshot>> Watchdog::ask_everyone(const CommMonitor& monitor, double deadline) {
   std::vector<Reply> replies(static_cast<size_t>(size_));
   std::vector<MPI_Request> queries(static_cast<size_t>(size_), MPI_REQUEST_NULL);
   std::vector<MPI_Request> answers(static_cast<size_t>(size_), MPI_REQUEST_NULL);
@@ -177,7 +189,6 @@ std::vector<std::optional<MonitorSnapshot>> Watchdog::ask_everyone(const CommMon
     MPI_Isend(&rank_, 1, MPI_INT, w, kTagQuery, comm_, &queries[size_t(w)]);
     MPI_Irecv(&replies[size_t(w)], int(sizeof(Reply)), MPI_BYTE, w, kTagReply, comm_, &answers[size_t(w)]);
   }
-  const double deadline = now_seconds() + kAnswerWait_s;
   int missing = size_ - 1;
   while (missing > 0 && now_seconds() < deadline) {
     for (int w = 0; w < size_; ++w) {
@@ -201,14 +212,24 @@ std::vector<std::optional<MonitorSnapshot>> Watchdog::ask_everyone(const CommMon
       if (std::strncmp(reply.monitors[i].name, monitor.name().c_str(), sizeof(reply.monitors[i].name)) == 0)
         peers[size_t(r)] = reply.monitors[i];
   }
-  return peers;  // requests left pending: the job is about to end
+  // The job may go on (the collective completed in time): no request may
+  // outlive `replies`. A query is a send of the member rank_, left to finish.
+  for (int w = 0; w < size_; ++w) {
+    if (w == rank_) continue;
+    if (!answered[size_t(w)]) {
+      MPI_Cancel(&answers[size_t(w)]);
+      MPI_Wait(&answers[size_t(w)], MPI_STATUS_IGNORE);
+    }
+    if (queries[size_t(w)] != MPI_REQUEST_NULL) MPI_Request_free(&queries[size_t(w)]);
+  }
+  return peers;
 }
 
 void Watchdog::diagnose_and_abort(const CommMonitor& monitor, const OpRecord& op, const std::string& what,
                                   const std::vector<std::optional<MonitorSnapshot>>* peers) {
   StuckCollective stuck{monitor.name(), monitor.rank(), monitor.size(), {}, op, what};
   for (int r = 0; r < monitor.size(); ++r) stuck.world_ranks.push_back(monitor.world_rank(r));
-  const std::string line = describe(stuck, peers ? *peers : ask_everyone(monitor));
+  const std::string line = describe(stuck, peers ? *peers : ask_everyone(monitor, now_seconds() + kAnswerWait_s));
   // Several ranks usually time out together; the lowest one reports, the
   // others give it a moment to end the job before they report themselves.
   if (lower_rank_diagnosing_) {
@@ -221,8 +242,7 @@ void Watchdog::diagnose_and_abort(const CommMonitor& monitor, const OpRecord& op
   std::fprintf(stderr, "%s\n", line.c_str());
   std::fflush(stderr);
   telemetry::FlightRecorder::dump(line);  // what this rank did last, before the job ends
-  MPI_Abort(MPI_COMM_WORLD, kAbortCode);
-  std::_Exit(kAbortCode);
+  abort_job();
 }
 
 }  // namespace shardtrain::comm

@@ -5,10 +5,12 @@
 // One thread per world communicator (shared by its sub-communicators), on a
 // duplicate of the world communicator of its own. Every 10 ms it answers
 // other ranks' queries and checks the running collective of each monitored
-// communicator. When one is late (or an engine reports a failure), it asks
-// every rank for its monitors' snapshots (CommMonitor), waits a bounded time
-// for the answers, prints who never arrived and what they do instead
-// (watchdog_report.h) and calls MPI_Abort.
+// communicator. A collective close to the timeout makes it ask every rank for
+// its monitors' snapshots (CommMonitor), so that the answers are in when the
+// timeout passes; if the collective is still not complete then (or an engine
+// reports a failure), it prints who never arrived and what they do instead
+// (watchdog_report.h) and calls MPI_Abort, with a bound on how long the
+// process waits for MPI_Abort to end it.
 //
 // Why point-to-point queries answered by a thread, rather than reading the
 // others' state from an MPI one-sided window: the answering thread runs
@@ -50,8 +52,12 @@ class Watchdog {
   // initialized. Idempotent.
   void stop();
 
-  // How long a stuck rank waits for the others' answers.
+  // How long a stuck rank waits for the others' answers: it asks this long
+  // before the timeout (at most half of it).
   static constexpr double kAnswerWait_s = 3.0;
+  // How long a rank waits for MPI_Abort to end it before it exits itself (a
+  // launcher daemon that cannot be reached may never do it).
+  static constexpr double kAbortBound_s = 10.0;
 
  private:
   struct Reply;
@@ -67,11 +73,11 @@ class Watchdog {
   // `peers`: the snapshots already asked for (null: asks now).
   [[noreturn]] void diagnose_and_abort(const CommMonitor& monitor, const OpRecord& op, const std::string& what,
                                        const std::vector<std::optional<MonitorSnapshot>>* peers = nullptr);
-  // A collective past the timeout: diagnosed and the job ended, unless it
-  // completed while the peers were asked (a rank arrived late, after the
-  // timeout): then one line says so and the job goes on.
+  // A collective close to the timeout: asks the peers, then waits for the
+  // timeout to pass; diagnosed and the job ended unless it completed by then.
   void diagnose_timeout(const CommMonitor& monitor, const MonitorSnapshot& stuck);
-  std::vector<std::optional<MonitorSnapshot>> ask_everyone(const CommMonitor& monitor);
+  // Waits for the answers until `deadline` (now_seconds()) at the latest.
+  std::vector<std::optional<MonitorSnapshot>> ask_everyone(const CommMonitor& monitor, double deadline);
   void fill(Reply& reply);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
