@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
 namespace shardtrain::train {
 namespace {
 
@@ -90,14 +92,22 @@ int finish(Job& job, const LoopState& state, RunTelemetry& telemetry, const Memo
   }
   run.log(memory_lines(memory, gpu));
   const std::string summary = telemetry.finish(result);
-  if (job.comm) result["comm_engine_priority_raised"] = comm::engine_priority_raised();
+  std::optional<parallel::WireTheory> wire_theory;
+  if (job.comm) {
+    wire_theory = job.spec->wire_theory(job.s.model->flat(), job.plan_inputs);
+    result["comm_engine_priority_raised"] = comm::engine_priority_raised();
+    if (result.contains("timing")) {
+      result["timing"]["comm_wire_bytes_theory"] = wire_theory->bytes;
+      result["timing"]["comm_wire_theory"] = wire_theory->formula;
+    }
+  }
   run.write_file("result.json", result.dump(2) + "\n");
   run.log(summary_lines(summary));
   if (job.s.train_stream) run.log(loader_line(job.s.train_stream->stats()));
   if (job.mpi.rank() == 0 && job.staging.stager()) run.log(job.staging.summary());
   if (job.comm) {
-    run.log(comm_volume_line(job.spec->wire_theory(job.s.model->flat(), job.plan_inputs),
-                             job.s.model->flat().parameter_count(), result["timing"]["comm_wire_bytes"].get<double>()));
+    run.log(comm_volume_line(*wire_theory, job.s.model->flat().parameter_count(),
+                             result["timing"]["comm_wire_bytes"].get<double>()));
     if (!comm::engine_priority_raised())
       run.log(
           "[summary] note: the communication threads could not raise their priority (no CAP_SYS_NICE); "
