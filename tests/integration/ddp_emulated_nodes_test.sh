@@ -7,16 +7,8 @@
 # reference MLP across the nodes, DDP and HYBRID, which must agree.
 # Skips (77) where namespaces cannot be made.
 source "$(dirname "$0")/lib.sh"
-EMU="$SOURCE_DIR/launch/emunodes"
+require_emunodes
 bin=$(dirname "$SHARDTRAIN")
-
-rc=0
-why=$("$EMU" check 2>&1) || rc=$?
-if [ "$rc" -ne 0 ]; then
-  [ "$rc" -eq 77 ] || fail "emunodes check exited $rc: $why"
-  echo "skipped: cannot create network namespaces here: ${why#emunodes: cannot create network namespaces here: }"
-  exit 77
-fi
 [ -x "$bin/train_ddp_test" ] || fail "$bin/train_ddp_test not built"
 
 P="st$$d"

@@ -6,15 +6,7 @@
 # that the job's exit status comes back, and that `down` leaves nothing behind.
 # Skips (77) where namespaces cannot be made (not root, no CAP_SYS_ADMIN, ...).
 source "$(dirname "$0")/lib.sh"
-EMU="$SOURCE_DIR/launch/emunodes"
-
-rc=0
-why=$("$EMU" check 2>&1) || rc=$?
-if [ "$rc" -ne 0 ]; then
-  [ "$rc" -eq 77 ] || fail "emunodes check exited $rc: $why"
-  echo "skipped: cannot create network namespaces here: ${why#emunodes: cannot create network namespaces here: }"
-  exit 77
-fi
+require_emunodes
 command -v mpicc >/dev/null || fail "mpicc not found (libopenmpi-dev; scripts/install-deps.sh)"
 
 # One prefix per test process: parallel runs never share names. The subnet is

@@ -51,3 +51,16 @@ mpirun_cmd() {
   [ "$(id -u)" -eq 0 ] && cmd+=(--allow-run-as-root)
   echo "${cmd[@]}"
 }
+
+# require_emunodes: sets EMU (launch/emunodes); exits 77 (skipped) where
+# network namespaces cannot be made here (not root, no CAP_SYS_ADMIN, ...).
+require_emunodes() {
+  EMU="$SOURCE_DIR/launch/emunodes"
+  local rc=0 why
+  why=$("$EMU" check 2>&1) || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    [ "$rc" -eq 77 ] || fail "emunodes check exited $rc: $why"
+    echo "skipped: cannot create network namespaces here: ${why#emunodes: cannot create network namespaces here: }"
+    exit 77
+  fi
+}

@@ -1,0 +1,62 @@
+# `shardtrain study`: a 2-node study of the MLP (DDP and FULL_SHARD, links
+# unshaped and at 500 Mbit/s, 1 warm-up and 3 measured steps) writes one
+# JSON line per point with its figures, the table and the report; run again,
+# it resumes (nothing runs twice); a point that does not end within
+# --point-timeout is recorded as failed and the sweep goes on. Skips (77)
+# where network namespaces cannot be made.
+source "$(dirname "$0")/lib.sh"
+require_emunodes
+"$EMU" gc
+prep_fmnist >/dev/null
+
+study=(--models mlp --strategies ddp,fsdp_full --nodes 1,2 --rates unshaped,500mbit --steps 3 --warmup 1
+       --data "$WORK_ROOT")
+"$SHARDTRAIN" study run --out s "${study[@]}" >run.txt 2>&1 || { cat run.txt; fail "study run"; }
+grep -q '^\[study\] 5 points: 0 already in .*, 5 to run' run.txt || { cat run.txt; fail "the plan line"; }
+[ "$(grep -c '^\[study\] [1-5]/5 mlp .*ms/step' run.txt)" = 5 ] || { cat run.txt; fail "a progress line per point"; }
+"$PY" - s/points.jsonl <<'PY' || fail "points.jsonl"
+import json, sys
+points = [json.loads(line) for line in open(sys.argv[1])]
+keys = sorted(p["key"] for p in points)
+want = sorted(["mlp/none/1x1/unshaped"] + [f"mlp/{s}/2x1/{r}" for s in ("ddp", "fsdp_full")
+                                           for r in ("unshaped", "500mbit")])
+assert keys == want, keys
+for p in points:
+    assert p["status"] == "ok", p
+    assert p["steps_measured"] == 3, p
+    parts = p["parts"]
+    assert 0 < p["step_s"] and all(v >= 0 for v in parts.values()), p
+    # The parts are medians of their own, so they need not add up exactly.
+    assert sum(parts.values()) <= 1.5 * p["step_s"], p
+    if p["world"] > 1:
+        assert abs(p["wire_bytes"] / p["wire_bytes_theory"] - 1) < 0.01, p
+    assert abs(p["peak_bytes"] / p["planned_peak_bytes"] - 1) < 0.05, p
+by = {p["key"]: p for p in points}
+# Shaped links are slower; FULL_SHARD sends 1.5x DDP's bytes.
+for s in ("ddp", "fsdp_full"):
+    assert by[f"mlp/{s}/2x1/500mbit"]["step_s"] > 2 * by[f"mlp/{s}/2x1/unshaped"]["step_s"], s
+ratio = by["mlp/fsdp_full/2x1/500mbit"]["wire_bytes"] / by["mlp/ddp/2x1/500mbit"]["wire_bytes"]
+assert 1.45 < ratio < 1.55, ratio
+PY
+pass "5 points measured: $(grep -c . s/points.jsonl) lines in points.jsonl"
+
+[ "$(grep -c '^| mlp |' s/table.md)" = 5 ] || { cat s/table.md; fail "table.md has not 5 rows"; }
+[ "$(grep -o 'data:image/png;base64' s/report.html | wc -l)" = 3 ] || fail "report.html has not 3 plots"
+[ "$("$SHARDTRAIN" study table s)" = "$(cat s/table.md)" ] || fail "study table differs from table.md"
+pass "table.md and report.html (3 plots)"
+
+"$SHARDTRAIN" study run --out s "${study[@]}" >again.txt 2>&1 || { cat again.txt; fail "study run again"; }
+grep -q '5 already in .*, 0 to run' again.txt || { cat again.txt; fail "resume"; }
+[ "$(grep -c . s/points.jsonl)" = 5 ] || fail "a point ran twice"
+pass "run again: $(grep 'points:' again.txt)"
+
+# A link so slow that no point ends: each is recorded as failed, the sweep goes on.
+"$SHARDTRAIN" study run --out s "${study[@]}" --rates 8kbit --point-timeout 10 >slow.txt 2>&1 && fail "exit 0 with failed points"
+[ "$(grep -c 'FAILED (did not end within --point-timeout 10 s)' slow.txt)" = 2 ] || { cat slow.txt; fail "2 failed points"; }
+[ "$(grep -c '"status": "failed"' s/points.jsonl)" = 2 ] || fail "the failures are not in points.jsonl"
+grep -q '| mlp | ddp | 2 x 1 | 8kbit | failed: did not end' s/table.md || { cat s/table.md; fail "the table's failed row"; }
+pass "2 points at 8 kbit/s recorded as failed, the sweep went on"
+
+"$SHARDTRAIN" study run --out s --steps 4 --models mlp >bad.txt 2>&1 && fail "other settings accepted"
+grep -q 'was run with' bad.txt || { cat bad.txt; fail "the settings message"; }
+pass "a study directory refuses other settings: $(tail -1 bad.txt)"

@@ -1,0 +1,105 @@
+"""The points of a scaling study: which (model, strategy, nodes, ranks per
+node, link rate) combinations a sweep runs, and the command line of each.
+
+A point's key names it in points.jsonl, so that a study that was
+interrupted resumes where it stopped.
+"""
+import dataclasses
+import os
+
+# The reference models (examples/) and the data each reads.
+MODELS = {
+    "mlp": ("examples/fmnist_mlp.toml", "fashion-mnist"),
+    "cnn": ("examples/fmnist_cnn.toml", "fashion-mnist"),
+    "gpt": ("examples/gpt_kjv.toml", "kjv"),
+}
+
+# Strategy name in a study -> the config keys that select it.
+STRATEGIES = {
+    "none": {"parallel.strategy": "none"},
+    "ddp": {"parallel.strategy": "ddp"},
+    "zero1": {"parallel.strategy": "zero1"},
+    "fsdp_full": {"parallel.strategy": "fsdp", "parallel.fsdp.sharding": "full"},
+    "fsdp_grad_op": {"parallel.strategy": "fsdp", "parallel.fsdp.sharding": "grad_op"},
+    "hybrid": {"parallel.strategy": "fsdp", "parallel.fsdp.sharding": "hybrid"},
+}
+
+UNSHAPED = "unshaped"
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    model: str
+    strategy: str
+    nodes: int
+    ranks_per_node: int
+    rate: str  # a tc rate ("100mbit") or UNSHAPED; one node has no link to shape
+
+    @property
+    def world(self):
+        return self.nodes * self.ranks_per_node
+
+    @property
+    def key(self):
+        return f"{self.model}/{self.strategy}/{self.nodes}x{self.ranks_per_node}/{self.rate}"
+
+    @property
+    def dirname(self):
+        return self.key.replace("/", "-")
+
+    def describe(self):
+        link = "" if self.nodes == 1 else f", links {self.rate}"
+        return f"{self.model} {self.strategy} on {self.nodes} node(s) x {self.ranks_per_node} rank(s){link}"
+
+
+def why_not(point):
+    """None if the point makes sense, else why it is left out of the grid."""
+    if point.strategy == "none":
+        return None if point.world == 1 else "strategy none runs on one rank"
+    if point.world == 1:
+        return "one rank: the study's baseline is strategy none"
+    if point.strategy == "hybrid" and (point.nodes < 2 or point.ranks_per_node < 2):
+        return "hybrid needs 2 or more nodes of 2 or more ranks (else it is DDP or FULL_SHARD)"
+    return None
+
+
+def grid(models, strategies, nodes, ranks_per_node, rates):
+    """Every sensible point, one-node points once (no link to shape); the
+    one-rank baseline (strategy none) of each model first."""
+    points = []
+    for model in models:
+        candidates = [Point(model, "none", 1, 1, UNSHAPED)]
+        for n in nodes:
+            for g in ranks_per_node:
+                for s in strategies:
+                    for r in ([UNSHAPED] if n == 1 else rates):
+                        candidates.append(Point(model, s, n, g, r))
+        for p in candidates:
+            if why_not(p) is None and p not in points:
+                points.append(p)
+    return points
+
+
+def train_args(point, source_dir, data_dir, steps, timeout_s):
+    """shardtrain train's arguments for one point (after the program)."""
+    config, data = MODELS[point.model]
+    sets = {
+        "data.train": os.path.join(data_dir, data, "train"),
+        "data.test": os.path.join(data_dir, data, "test"),
+        # The sweep measures steps: no target, one small evaluation at the end.
+        "target.value": "0",
+        "data.test_limit": "512",
+        "train.max_steps": str(steps),
+        "comm.timeout_s": str(timeout_s),
+    }
+    sets.update(STRATEGIES[point.strategy])
+    args = [os.path.join(source_dir, config)]
+    for k, v in sets.items():
+        args += ["--set", f"{k}={v}"]
+    # The examples tune DDP's buckets in [parallel.ddp], which the other
+    # strategies refuse (scripts/strategy-flags.sh does the same).
+    if point.strategy not in ("ddp", "zero1"):
+        with open(args[0]) as f:
+            if any(line.strip() == "[parallel.ddp]" for line in f):
+                args += ["--set", "~parallel.ddp"]
+    return args

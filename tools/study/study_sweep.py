@@ -1,0 +1,211 @@
+"""`shardtrain study run`: run every point of a study, one after another,
+each on emulated nodes (launch/emunodes, links shaped with tc) or, for one
+node, on this host (launch/shardrun); or on a real cluster's nodes (a Slurm
+allocation, an Open MPI hostfile); and append what it measured to
+points.jsonl as it finishes. A point that fails is recorded with its error
+and the sweep goes on; points already in points.jsonl are not run again, so
+an interrupted study resumes where it stopped.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import study_measure
+import study_points
+
+
+def log(msg):
+    print(f"[study] {msg}", flush=True)
+
+
+class Cluster:
+    """The emulated nodes of the sweep, brought to each point's shape."""
+
+    def __init__(self, emunodes):
+        self.emunodes = emunodes
+        self.prefix = f"sd{os.getpid() % 10**7}x"  # <= 10 characters, ends with a letter
+        self.shape = None
+
+    def available(self):
+        """None when namespaces can be made here, else why not."""
+        r = subprocess.run([self.emunodes, "check"], capture_output=True, text=True)
+        return None if r.returncode == 0 else (r.stderr or r.stdout).strip()
+
+    def up(self, nodes, rate):
+        if self.shape == (nodes, rate):
+            return
+        if self.shape is not None and self.shape[0] != nodes:
+            self.down()
+        cmd = [self.emunodes, "up", str(nodes), "--prefix", self.prefix, "--owner-pid", str(os.getpid())]
+        if rate != study_points.UNSHAPED:
+            cmd += ["--rate", rate]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        self.shape = (nodes, rate)
+
+    def down(self):
+        if self.shape is not None:
+            subprocess.run([self.emunodes, "down", "--prefix", self.prefix], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            self.shape = None
+
+
+class RealNodes:
+    """Nodes of a real cluster: a Slurm allocation (srun) or an Open MPI
+    hostfile (mpirun). Links are what they are: the study's rate is the
+    fabric's name (--rates), nothing is shaped."""
+
+    def __init__(self, hostfile):
+        self.hostfile = hostfile
+
+    def launch(self, point, bin_dir, cmd_tail):
+        if self.hostfile is None:  # inside a Slurm allocation
+            return ["srun", f"--nodes={point.nodes}", f"--ntasks-per-node={point.ranks_per_node}",
+                    f"--ntasks={point.world}", "--kill-on-bad-exit=1"] + cmd_tail
+        return [os.path.join(bin_dir, "shardrun"), "-n", str(point.world), "--launcher-args",
+                f"--hostfile {self.hostfile} --map-by ppr:{point.ranks_per_node}:node", "--"] + cmd_tail
+
+    def down(self):
+        pass
+
+
+def read_points(path):
+    """{key: record} of the points already recorded."""
+    done = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError:
+                    log(f"{path}:{n}: not a JSON line (an interrupted write?); that point runs again")
+                    continue
+                done[r["key"]] = r
+    return done
+
+
+def last_error(output_path):
+    """The line that says why a run failed: its last shardtrain error, else its last line."""
+    try:
+        with open(output_path, errors="replace") as f:
+            lines = [line.rstrip() for line in f if line.strip()]
+    except OSError:
+        return "no output"
+    for line in reversed(lines):
+        if line.startswith(("shardtrain: error", "shardtrain: watchdog", "supervise:")):
+            return line
+    return lines[-1] if lines else "no output"
+
+
+def end_job(proc):
+    """SIGTERM to the job's process group, SIGKILL 15 s later."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+def run_point(point, args, cluster, run_dir, output_path):
+    cmd_tail = [os.path.join(args.bin_dir, "shardtrain"), "train"]
+    cmd_tail += study_points.train_args(point, args.source_dir, args.data_dir, args.warmup + args.steps,
+                                        args.comm_timeout)
+    cmd_tail += ["--run-dir", run_dir, "--overwrite"]
+    if isinstance(cluster, RealNodes):
+        cmd = cluster.launch(point, args.bin_dir, cmd_tail)
+    elif point.nodes == 1:
+        cmd = [os.path.join(args.bin_dir, "shardrun"), "-n", str(point.world), "--"] + cmd_tail
+    else:
+        try:
+            cluster.up(point.nodes, point.rate)
+        except subprocess.CalledProcessError as e:
+            return 0.0, f"emunodes up {point.nodes} (rate {point.rate}) failed with exit {e.returncode}"
+        cmd = [cluster.emunodes, "run", "--prefix", cluster.prefix, "-n", str(point.world), "--per-node",
+               str(point.ranks_per_node), "--"] + cmd_tail
+    start = time.monotonic()
+    with open(output_path, "w") as out:
+        out.write("$ " + " ".join(cmd) + "\n")
+        out.flush()
+        # A session of its own, so that the whole job can be ended at once
+        # (a timeout, or Ctrl-C, which then does not reach it by itself).
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            rc = proc.wait(timeout=args.point_timeout)
+        except subprocess.TimeoutExpired:
+            end_job(proc)
+            return time.monotonic() - start, f"did not end within --point-timeout {args.point_timeout} s"
+        except BaseException:
+            end_job(proc)
+            raise
+    seconds = time.monotonic() - start
+    if rc != 0:
+        return seconds, f"exit {rc}: {last_error(output_path)}"
+    return seconds, None
+
+
+def sweep(args, points):
+    os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
+    settings = {"steps": args.steps, "warmup": args.warmup}
+    settings_path = os.path.join(args.out, "study.json")
+    if os.path.exists(settings_path):
+        with open(settings_path) as f:
+            before = json.load(f)
+        if {k: before.get(k) for k in settings} != settings:
+            sys.exit(f"shardtrain study: {args.out} was run with {before}; this run asks for {settings} "
+                     "(use another --out, or the same settings to resume)")
+    with open(settings_path, "w") as f:
+        json.dump(settings, f)
+    points_path = os.path.join(args.out, "points.jsonl")
+    done = read_points(points_path)
+
+    no_namespaces = None
+    if args.hostfile or args.slurm:
+        cluster = RealNodes(args.hostfile)
+    else:
+        cluster = Cluster(os.path.join(args.bin_dir, "emunodes"))
+    if isinstance(cluster, Cluster) and any(p.nodes > 1 for p in points):
+        no_namespaces = cluster.available()
+        if no_namespaces:
+            log(f"emulated nodes are not available here ({no_namespaces}); running the one-node points only")
+    todo = [p for p in points if p.key not in done]
+    skipped = [p for p in todo if p.nodes > 1 and no_namespaces]
+    todo = [p for p in todo if p not in skipped]
+    log(f"{len(points)} points: {len(points) - len(todo) - len(skipped)} already in {points_path}, "
+        f"{len(todo)} to run, {len(skipped)} left out (no emulated nodes)")
+    failed = 0
+    try:
+        for i, point in enumerate(todo, 1):
+            run_dir = os.path.join(args.out, "runs", point.dirname)
+            seconds, error = run_point(point, args, cluster, run_dir, run_dir + ".txt")
+            record = {"key": point.key, "model": point.model, "strategy": point.strategy, "nodes": point.nodes,
+                      "ranks_per_node": point.ranks_per_node, "world": point.world, "rate": point.rate,
+                      "warmup": args.warmup, "steps": args.steps, "seconds": round(seconds, 1),
+                      "run_dir": os.path.relpath(run_dir, args.out)}
+            if error is None:
+                try:
+                    record.update(study_measure.measure(run_dir, args.warmup))
+                except study_measure.MeasureError as e:
+                    error = str(e)
+            record["status"] = "failed" if error else "ok"
+            if error:
+                record["error"] = error
+                failed += 1
+                log(f"{i}/{len(todo)} {point.describe()}: FAILED ({error})")
+            else:
+                log(f"{i}/{len(todo)} {point.describe()}: {record['step_s'] * 1e3:.1f} ms/step, "
+                    f"{record['samples_per_s']:.0f} samples/s ({seconds:.0f} s)")
+            with open(points_path, "a") as f:
+                f.write(json.dumps(record) + "\n")
+    finally:
+        cluster.down()
+    log(f"done: {len(todo) - failed} measured, {failed} failed; {points_path}")
+    return failed
