@@ -290,8 +290,10 @@ std::optional<Manifest> read_manifest(const std::string& split_dir) {
     json j;
     try {
       j = json::parse(text.str());
-    } catch (const json::parse_error& e) {
-      // e.what() is "[json.exception.parse_error.101] parse error at line 3, ...": keep the useful part.
+    } catch (const json::exception& e) {
+      // A syntax error (parse_error) or a number too large for a double
+      // (out_of_range 406). e.what() is "[json.exception.parse_error.101]
+      // parse error at line 3, ...": keep the useful part.
       std::string what = e.what();
       const size_t bracket = what.find("] ");
       throw Error("not valid JSON: " + (bracket == std::string::npos ? what : what.substr(bracket + 2)));

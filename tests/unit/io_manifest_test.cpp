@@ -268,6 +268,9 @@ TEST_F(MalformedManifest, NotJson) {
   expect_error([&] { read_manifest(split); }, {manifest_path(split), "not valid JSON"});
   write_text(manifest_path(split), "[1, 2]");
   expect_error([&] { read_manifest(split); }, {manifest_path(split), "expected a JSON object"});
+  // A number beyond a double's range is nlohmann's out_of_range, not a parse_error.
+  write_text(manifest_path(split), "{\"samples\": 4e1111111111}");
+  expect_error([&] { read_manifest(split); }, {manifest_path(split), "not valid JSON", "number overflow"});
 }
 
 TEST_F(MalformedManifest, Fields) {
