@@ -9,6 +9,9 @@
 //   skip-in-group  the others issue #1, then #2 and #3 while #1 waits for a
 //                  late rank 1 (so #2 and #3 run as one group); rank 1 runs
 //                  #1 and #2 and never issues #3
+//   late           rank 1 issues it 0.75 x --timeout late: after the others
+//                  were asked what they do, before the timeout (the probe
+//                  must exit 0, with no watchdog line)
 //   ok             nobody misbehaves (the probe exits 0)
 //
 //   comm_watchdog_probe MODE [--bytes N] [--algorithm auto|shm|oneshot|mpi|ring] [--timeout S]
@@ -54,9 +57,9 @@ int main(int argc, char** argv) {
     }
   }
   if (mode != "skip" && mode != "mismatch-op" && mode != "mismatch-size" && mode != "freeze" &&
-      mode != "skip-in-group" && mode != "ok") {
+      mode != "skip-in-group" && mode != "late" && mode != "ok") {
     std::fprintf(stderr,
-                 "usage: comm_watchdog_probe skip|mismatch-op|mismatch-size|freeze|skip-in-group|ok [--bytes N] "
+                 "usage: comm_watchdog_probe skip|mismatch-op|mismatch-size|freeze|skip-in-group|late|ok [--bytes N] "
                  "[--algorithm A] [--timeout S]\n");
     return 2;
   }
@@ -67,6 +70,19 @@ int main(int argc, char** argv) {
     world->allreduce(t, comm::ReduceOp::sum)->wait();  // #0: everyone
 
     const bool culprit = world->rank() == 1 && mode != "ok";
+    if (culprit && mode == "late") {
+      std::this_thread::sleep_for(std::chrono::duration<double>(0.75 * options.timeout_s));
+      world->allreduce(t, comm::ReduceOp::sum)->wait();  // #1, late
+      world->allreduce(t, comm::ReduceOp::sum)->wait();  // #2: the job went on
+      std::printf("comm_watchdog_probe: late: rank 1 completed #1 and #2\n");
+      return 0;
+    }
+    if (mode == "late") {
+      world->allreduce(t, comm::ReduceOp::sum)->wait();  // #1
+      world->allreduce(t, comm::ReduceOp::sum)->wait();  // #2
+      if (world->rank() == 0) std::printf("comm_watchdog_probe: late: every collective completed\n");
+      return 0;
+    }
     if (mode == "skip-in-group") {
       Tensor b = Tensor::zeros({n}), c = Tensor::zeros({n});  // disjoint buffers: they may be grouped
       if (culprit) {

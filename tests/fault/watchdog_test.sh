@@ -108,6 +108,19 @@ case_ freeze-2 2 "freeze --bytes 4096" \
   "allreduce #1 \(4096 bytes, f32, shm\) on communicator 'world' \(rank 0 of 2\) not complete" \
   "ranks that never arrived: 1 \(no answer: exited, dead, or its process is hung\)"
 
+# Rank 1 arrives at #1 after the others asked every rank what it does
+# (0.5 s before the 2 s timeout) but before the timeout: no verdict, the
+# job goes on and completes #2 (the asking left no request behind).
+for ranks in 2 3; do
+  out=$(timeout 60 bash "$shardrun" -n "$ranks" -- "$probe" late --bytes 4096 --algorithm oneshot 2>&1)
+  if [ $? -ne 0 ] || ! grep -q "late: every collective completed" <<<"$out" || grep -q "shardtrain: watchdog" <<<"$out"; then
+    echo "FAIL late-$ranks: a collective that completes before the timeout must not end the job"
+    echo "$out" | head -20; failures=$((failures + 1))
+  else
+    echo "ok   late-$ranks"
+  fi
+done
+
 # Sanity: without a fault the probe completes and exits 0.
 out=$(timeout 60 bash "$shardrun" -n 2 -- "$probe" ok 2>&1)
 if [ $? -ne 0 ] || ! grep -q "every collective completed" <<<"$out"; then

@@ -177,10 +177,12 @@ void Watchdog::diagnose_timeout(const CommMonitor& monitor, const MonitorSnapsho
   diagnose_and_abort(monitor, stuck.current, fmt::format("not complete after {:.1f} s", running_s), &peers);
 }
 
-// Asks every rank of the world for its snapshots; waits at most kAnswerWait_s.
-// Returns the snapshots of `monitor`'s communicator by its ranks.
+// Asks every rank of the world for its snapshots; waits for the answers
+// until `deadline`. Returns the snapshots of `monitor`'s communicator by its
+// ranks.
 std::vector<std::optional<MonitorSnapshot>> Watchdog::ask_everyone(const CommMonitor& monitor, double deadline) {
-  std::vector<Reply> replies(static_cast<size_t>(size_));
+  auto owned = std::make_unique<std::vector<Reply>>(static_cast<size_t>(size_));
+  std::vector<Reply>& replies = *owned;
   std::vector<MPI_Request> queries(static_cast<size_t>(size_), MPI_REQUEST_NULL);
   std::vector<MPI_Request> answers(static_cast<size_t>(size_), MPI_REQUEST_NULL);
   std::vector<bool> answered(static_cast<size_t>(size_), false);
@@ -213,15 +215,26 @@ std::vector<std::optional<MonitorSnapshot>> Watchdog::ask_everyone(const CommMon
         peers[size_t(r)] = reply.monitors[i];
   }
   // The job may go on (the collective completed in time): no request may
-  // outlive `replies`. A query is a send of the member rank_, left to finish.
+  // write into `replies` once they are freed. An unanswered receive is
+  // cancelled; one that an answer had already matched gets a moment to
+  // complete, and if a peer died half-way the buffers are kept for good
+  // rather than waited for (this path may be on its way to an abort). A
+  // query is a send of the member rank_, left to finish.
+  bool settled = true;
   for (int w = 0; w < size_; ++w) {
     if (w == rank_) continue;
-    if (!answered[size_t(w)]) {
-      MPI_Cancel(&answers[size_t(w)]);
-      MPI_Wait(&answers[size_t(w)], MPI_STATUS_IGNORE);
-    }
+    if (!answered[size_t(w)]) MPI_Cancel(&answers[size_t(w)]);
     if (queries[size_t(w)] != MPI_REQUEST_NULL) MPI_Request_free(&queries[size_t(w)]);
   }
+  const double until = now_seconds() + 0.5;
+  for (int w = 0; w < size_; ++w) {
+    if (w == rank_ || answered[size_t(w)]) continue;
+    int done = 0;
+    while (MPI_Test(&answers[size_t(w)], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done && now_seconds() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    settled = settled && done;
+  }
+  if (!settled) abandoned_replies_.push_back(std::move(owned));
   return peers;
 }
 

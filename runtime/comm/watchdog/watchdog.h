@@ -90,6 +90,8 @@ class Watchdog {
   std::atomic<bool> lower_rank_diagnosing_{false};
   struct PendingReply;
   std::vector<std::unique_ptr<PendingReply>> pending_replies_;  // the thread's own
+  // Answer buffers of a request that could not be settled (ask_everyone).
+  std::vector<std::unique_ptr<std::vector<Reply>>> abandoned_replies_;
   std::thread thread_;
 };
 
