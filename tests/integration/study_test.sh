@@ -50,6 +50,17 @@ grep -q '5 already in .*, 0 to run' again.txt || { cat again.txt; fail "resume";
 [ "$(grep -c . s/points.jsonl)" = 5 ] || fail "a point ran twice"
 pass "run again: $(grep 'points:' again.txt)"
 
+# A study killed while it wrote its last line: that point runs again, and
+# its new line is a line of its own.
+last=$(tail -1 s/points.jsonl)
+{ head -n -1 s/points.jsonl; printf '%s' "${last:0:40}"; } >cut.jsonl && mv cut.jsonl s/points.jsonl
+"$SHARDTRAIN" study run --out s "${study[@]}" >cut.txt 2>&1 || { cat cut.txt; fail "study run after a cut line"; }
+grep -q 'points.jsonl:5: not a JSON line' cut.txt || { cat cut.txt; fail "the cut line is not reported"; }
+grep -q '4 already in .*, 1 to run' cut.txt || { cat cut.txt; fail "the cut point does not run again"; }
+[ "$("$PY" -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if l.strip().endswith("}") and json.loads(l)["status"] == "ok"))' s/points.jsonl)" = 5 ] ||
+  fail "not 5 whole points after the rerun"
+pass "a line cut short: that point ran again"
+
 # A link so slow that no point ends: each is recorded as failed, the sweep goes on.
 "$SHARDTRAIN" study run --out s "${study[@]}" --rates 8kbit --point-timeout 10 >slow.txt 2>&1 && fail "exit 0 with failed points"
 [ "$(grep -c 'FAILED (did not end within --point-timeout 10 s)' slow.txt)" = 2 ] || { cat slow.txt; fail "2 failed points"; }

@@ -5,6 +5,7 @@ A point's key names it in points.jsonl, so that a study that was
 interrupted resumes where it stopped.
 """
 import dataclasses
+import json
 import os
 
 # The reference models (examples/) and the data each reads.
@@ -103,3 +104,22 @@ def train_args(point, source_dir, data_dir, steps, timeout_s):
             if any(line.strip() == "[parallel.ddp]" for line in f):
                 args += ["--set", "~parallel.ddp"]
     return args
+
+
+def read_points(path, on_bad_line=None):
+    """The records of points.jsonl, in file order (none if it is missing).
+    A line that is not JSON (a write cut short by an interruption) is left
+    out, and on_bad_line(number) told: `study run` runs that point again."""
+    records = []
+    if not os.path.exists(path):
+        return records
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                if on_bad_line:
+                    on_bad_line(number)
+    return records

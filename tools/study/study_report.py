@@ -9,7 +9,6 @@ HYBRID's is FULL_SHARD on one node.
 import base64
 import html
 import io
-import json
 import os
 
 import study_points
@@ -27,14 +26,7 @@ def load(study_dir):
     path = os.path.join(study_dir, "points.jsonl")
     if not os.path.exists(path):
         raise SystemExit(f"shardtrain study: {path} not found (run `shardtrain study run --out {study_dir}` first)")
-    points = []
-    with open(path) as f:
-        for line in f:
-            if line.strip():
-                try:
-                    points.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass  # an interrupted write; `study run` runs that point again
+    points = study_points.read_points(path)
     add_efficiency(points)
     return sorted(points, key=sort_key)
 

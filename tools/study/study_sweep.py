@@ -71,24 +71,6 @@ class RealNodes:
         pass
 
 
-def read_points(path):
-    """{key: record} of the points already recorded."""
-    done = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            for n, line in enumerate(f, 1):
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    r = json.loads(line)
-                except json.JSONDecodeError:
-                    log(f"{path}:{n}: not a JSON line (an interrupted write?); that point runs again")
-                    continue
-                done[r["key"]] = r
-    return done
-
-
 def last_error(output_path):
     """The line that says why a run failed: its last shardtrain error, else its last line."""
     try:
@@ -100,6 +82,18 @@ def last_error(output_path):
         if line.startswith(("shardtrain: error", "shardtrain: watchdog", "supervise:")):
             return line
     return lines[-1] if lines else "no output"
+
+
+def append_line(path, line):
+    """Appends one line, on a line of its own even after a write that an
+    interruption cut short (which read_points then skips)."""
+    with open(path, "a+b") as f:
+        f.seek(0, os.SEEK_END)
+        cut = False
+        if f.tell() > 0:
+            f.seek(-1, os.SEEK_END)
+            cut = f.read(1) != b"\n"
+        f.write((("\n" if cut else "") + line + "\n").encode())
 
 
 def end_job(proc):
@@ -165,7 +159,10 @@ def sweep(args, points):
     with open(settings_path, "w") as f:
         json.dump(settings, f)
     points_path = os.path.join(args.out, "points.jsonl")
-    done = read_points(points_path)
+    def cut_line(number):
+        log(f"{points_path}:{number}: not a JSON line (an interrupted write?); that point runs again")
+
+    done = {r["key"]: r for r in study_points.read_points(points_path, cut_line)}
 
     no_namespaces = None
     if args.hostfile or args.slurm:
@@ -203,8 +200,7 @@ def sweep(args, points):
             else:
                 log(f"{i}/{len(todo)} {point.describe()}: {record['step_s'] * 1e3:.1f} ms/step, "
                     f"{record['samples_per_s']:.0f} samples/s ({seconds:.0f} s)")
-            with open(points_path, "a") as f:
-                f.write(json.dumps(record) + "\n")
+            append_line(points_path, json.dumps(record))
     finally:
         cluster.down()
     log(f"done: {len(todo) - failed} measured, {failed} failed; {points_path}")
