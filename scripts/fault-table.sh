@@ -9,8 +9,9 @@
 # before (tests/fault/checkpoint_resume_test.sh with CKPT_KILL_RUNS=10), with
 # their counts. Then 10 links of an emulated node set down mid-run and a
 # 1 Mbit/s run (tests/fault/link_fault_test.sh with LINK_RUNS=10; needs
-# root, skipped otherwise). About 14 minutes on 2 cores. The same tests run in ctest
-# with 11 corpus cases on 2 ranks and one kill of each kind.
+# root, skipped otherwise). About 14 minutes on 2 cores (11 for the corpus
+# and the kills, 3.3 for the links). The same tests run in ctest with 11
+# corpus cases on 2 ranks and one kill or cut link of each kind.
 #   scripts/fault-table.sh [CASES] [SEED]
 set -euo pipefail
 cd "$(dirname "$0")/.."
