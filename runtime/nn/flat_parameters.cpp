@@ -35,7 +35,7 @@ void init_param(float* p, const ParamSpec& spec, Rng& rng) {
 }  // namespace
 
 FlatParameters::FlatParameters(const std::vector<std::string>& block_names,
-                               const std::vector<std::vector<ParamSpec>>& block_specs) {
+                               const std::vector<std::vector<ParamSpec>>& block_specs, bool allocate) {
   int64_t at = 0;
   for (size_t b = 0; b < block_specs.size(); ++b) {
     BlockRange range{at, 0};
@@ -47,11 +47,12 @@ FlatParameters::FlatParameters(const std::vector<std::string>& block_names,
     range.numel = at - range.offset;
     blocks_.push_back(range);
   }
+  numel_ = at;
+  if (!allocate) return;
   // Zeroed, so that alignment padding is 0 in both buffers and a reduction
   // over whole block ranges stays exact.
   params_ = Tensor::zeros({at});
   grads_ = Tensor::zeros({at});
-  numel_ = at;
 }
 
 void FlatParameters::initialize(uint64_t seed) {

@@ -31,8 +31,11 @@ class FlatParameters {
   static constexpr int64_t kAlignElems = 16;
 
   FlatParameters() = default;
-  // Lays out the given per-block specs (block order, declaration order).
-  FlatParameters(const std::vector<std::string>& block_names, const std::vector<std::vector<ParamSpec>>& block_specs);
+  // Lays out the given per-block specs (block order, declaration order);
+  // allocate = false: the layout alone, no buffers (has_buffers() false),
+  // for a plan of a model larger than this machine's memory.
+  FlatParameters(const std::vector<std::string>& block_names, const std::vector<std::vector<ParamSpec>>& block_specs,
+                 bool allocate = true);
 
   // Deterministic initialization: parameter i draws from the stream
   // (seed, "init", i), independent of every other parameter.

@@ -5,7 +5,8 @@
 #include <algorithm>
 
 namespace shardtrain::nn {
-Model::Model(std::vector<std::unique_ptr<Block>> blocks, Shape input_sample) : blocks_(std::move(blocks)) {
+Model::Model(std::vector<std::unique_ptr<Block>> blocks, Shape input_sample, bool layout_only)
+    : blocks_(std::move(blocks)) {
   ST_CHECK(!blocks_.empty(), "a model needs at least one block");
   shapes_.push_back(input_sample);
   std::vector<std::string> names;
@@ -15,7 +16,8 @@ Model::Model(std::vector<std::unique_ptr<Block>> blocks, Shape input_sample) : b
     names.push_back(b->name());
     specs.push_back(b->param_specs());
   }
-  flat_ = FlatParameters(names, specs);
+  flat_ = FlatParameters(names, specs, !layout_only);
+  if (layout_only) return;
   for (int i = 0; i < num_blocks(); ++i) blocks_[size_t(i)]->bind(flat_.param_views(i), flat_.grad_views(i));
 }
 

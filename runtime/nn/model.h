@@ -15,7 +15,9 @@ namespace shardtrain::nn {
 
 class Model {
  public:
-  Model(std::vector<std::unique_ptr<Block>> blocks, Shape input_sample);
+  // layout_only: parameters laid out but not allocated, layers unbound:
+  // enough for a plan (shapes, sizes, activation_bytes), not for computing.
+  Model(std::vector<std::unique_ptr<Block>> blocks, Shape input_sample, bool layout_only = false);
 
   // x: [B, input_sample]. Returns the output of the last Block.
   Tensor forward(const Tensor& x, BlockHooks* hooks = nullptr);

@@ -104,7 +104,8 @@ void validate(const ModelSpec& spec) {
            "model.vocab_size and model.block_size must not be negative (0: from the data)");
 }
 
-std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sample, int64_t num_classes) {
+std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sample, int64_t num_classes,
+                                   bool layout_only) {
   ST_CHECK(num_classes > 1, "a classifier needs at least 2 classes, the data has {}", num_classes);
   validate(spec);
   std::vector<std::unique_ptr<Block>> blocks;
@@ -113,7 +114,7 @@ std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sam
     case ModelKind::cnn: blocks = cnn(spec, input_sample, num_classes); break;
     case ModelKind::gpt: blocks = gpt(spec, input_sample, num_classes); break;
   }
-  return std::make_unique<Model>(std::move(blocks), input_sample);
+  return std::make_unique<Model>(std::move(blocks), input_sample, layout_only);
 }
 
 }  // namespace shardtrain::nn

@@ -42,6 +42,8 @@ struct ModelSpec {
 // refuse before it sees the data).
 void validate(const ModelSpec& spec);
 
-std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sample, int64_t num_classes);
+// layout_only: see Model (for `plan`).
+std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sample, int64_t num_classes,
+                                   bool layout_only = false);
 
 }  // namespace shardtrain::nn

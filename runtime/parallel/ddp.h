@@ -46,11 +46,15 @@ class DdpSpec final : public StrategySpec {
   StrategyMemory memory(const nn::FlatParameters& flat, const PlanInputs& in) const override;
   WireTheory wire_theory(const nn::FlatParameters& flat, const PlanInputs& in) const override;
   int64_t collectives_per_step(const nn::FlatParameters& flat, int micro_batches) const override;
+  CommLayout comm_layout(const nn::FlatParameters& flat, const PlanInputs& in) const override;
   std::unique_ptr<Strategy> start(nn::Model& model, comm::Communicator* comm) const override;
 
  private:
   DdpOptions options_;
 };
+
+// DDP's buckets as CommLayout lists them (ddp and zero1).
+std::vector<DdpBucketLayout> bucket_layout(const nn::FlatParameters& flat, const DdpOptions& options);
 
 class Ddp final : public Strategy {
  public:

@@ -31,6 +31,19 @@ int64_t DdpSpec::collectives_per_step(const nn::FlatParameters& flat, int) const
   return int64_t(Ddp::plan_buckets(flat, options_).size());
 }
 
+std::vector<DdpBucketLayout> bucket_layout(const nn::FlatParameters& flat, const DdpOptions& options) {
+  std::vector<DdpBucketLayout> out;
+  for (const Bucket& b : Ddp::plan_buckets(flat, options))
+    out.push_back({b.first_block, b.last_block, b.numel * int64_t(dtype_size(options.grad_dtype))});
+  return out;
+}
+
+CommLayout DdpSpec::comm_layout(const nn::FlatParameters& flat, const PlanInputs& in) const {
+  CommLayout c;
+  if (in.topology.ranks > 1) c.buckets = bucket_layout(flat, options_);
+  return c;
+}
+
 std::unique_ptr<Strategy> DdpSpec::start(nn::Model& model, comm::Communicator* comm) const {
   ST_CHECK(comm != nullptr, "ddp needs a communicator");
   return std::make_unique<Ddp>(model, *comm, options_);

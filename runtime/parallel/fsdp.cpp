@@ -47,8 +47,8 @@ Fsdp::Fsdp(nn::Model& model, comm::Communicator& comm, const FsdpOptions& option
   // Gradient buffers: a Block's from its backward until its reduce-scatter
   // completed, `prefetch` + 1 at most. Each buffer is its Block's padded size
   // (buffer_pool.h), made at first use.
-  gather_limit_ = options.mode == ShardingMode::shard_grad_op ? n : std::min(options.prefetch + 1, n);
-  grad_limit_ = std::min(options.prefetch + 1, n);
+  gather_limit_ = gather_buffer_limit(options, n);
+  grad_limit_ = grad_buffer_limit(options, n);
   gathers_ = BufferPool(dev, low_params());
   grads_ = BufferPool(dev, low_reduce());
   if (low_params()) shard_params_low_ = Tensor::zeros(shard_params_.shape(), DType::bf16, dev);

@@ -94,6 +94,13 @@ struct FsdpMemory {
 FsdpMemory fsdp_memory(const nn::FlatParameters& flat, int world, int state_floats_per_param,
                        const FsdpOptions& options, bool accumulation = false);
 
+// The pools' limits over a model of `blocks` Blocks: gathered Blocks held
+// at once (the one computing and `prefetch` in flight; SHARD_GRAD_OP keeps
+// every Block until its backward) and gradient buffers awaiting their
+// reduce-scatter.
+int gather_buffer_limit(const FsdpOptions& options, int blocks);
+int grad_buffer_limit(const FsdpOptions& options, int blocks);
+
 class FsdpSpec final : public StrategySpec {
  public:
   explicit FsdpSpec(const ParallelOptions& options) : options_(options.fsdp) {}
@@ -103,6 +110,7 @@ class FsdpSpec final : public StrategySpec {
   StrategyMemory memory(const nn::FlatParameters& flat, const PlanInputs& in) const override;
   WireTheory wire_theory(const nn::FlatParameters& flat, const PlanInputs& in) const override;
   int64_t collectives_per_step(const nn::FlatParameters& flat, int micro_batches) const override;
+  CommLayout comm_layout(const nn::FlatParameters& flat, const PlanInputs& in) const override;
   std::unique_ptr<Strategy> start(nn::Model& model, comm::Communicator* comm) const override;
 
  private:

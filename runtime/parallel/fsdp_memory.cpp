@@ -21,8 +21,8 @@ class Replay {
         k_(o.prefetch),
         grad_op_(o.mode == ShardingMode::shard_grad_op),
         accum_(accumulation),
-        gather_limit_(grad_op_ ? n_ : std::min(o.prefetch + 1, n_)),
-        grad_limit_(std::min(o.prefetch + 1, n_)),
+        gather_limit_(gather_buffer_limit(o, n_)),
+        grad_limit_(grad_buffer_limit(o, n_)),
         gathers_(Device::cpu(), false, true),
         grads_(Device::cpu(), false, true),
         held_(size_t(n_), -1) {}

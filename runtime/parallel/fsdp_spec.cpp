@@ -94,6 +94,33 @@ WireTheory FsdpSpec::wire_theory(const nn::FlatParameters& flat, const PlanInput
   return {};
 }
 
+int gather_buffer_limit(const FsdpOptions& o, int blocks) {
+  return o.mode == ShardingMode::shard_grad_op ? blocks : std::min(o.prefetch + 1, blocks);
+}
+
+int grad_buffer_limit(const FsdpOptions& o, int blocks) { return std::min(o.prefetch + 1, blocks); }
+
+CommLayout FsdpSpec::comm_layout(const nn::FlatParameters& flat, const PlanInputs& in) const {
+  CommLayout c;
+  c.shard_group = shard_group(in.topology);
+  if (in.topology.ranks <= 1) return c;
+  const ShardLayout layout(flat.blocks(), c.shard_group);
+  const int n = int(flat.blocks().size());
+  const int64_t gb = int64_t(dtype_size(options_.param_dtype)), rb = int64_t(dtype_size(options_.reduce_dtype));
+  const bool hybrid = options_.mode == ShardingMode::hybrid && in.topology.ranks > c.shard_group;
+  c.replica_group = hybrid ? in.topology.ranks / c.shard_group : 0;
+  for (int b = 0; b < n; ++b) {
+    c.gather_bytes.push_back(layout.padded_numel(b) * gb);
+    c.reduce_bytes.push_back(layout.padded_numel(b) * rb);
+    if (hybrid) c.replica_bytes.push_back(layout.block(b).chunk * kF32);
+  }
+  c.prefetch = options_.prefetch;
+  c.gather_buffers = gather_buffer_limit(options_, n);
+  c.grad_buffers = grad_buffer_limit(options_, n);
+  c.regather_in_backward = options_.mode != ShardingMode::shard_grad_op;
+  return c;
+}
+
 int64_t FsdpSpec::collectives_per_step(const nn::FlatParameters& flat, int micro_batches) const {
   return parallel::collectives_per_step(int64_t(flat.blocks().size()), options_.mode, micro_batches);
 }

@@ -66,6 +66,28 @@ struct WireTheory {
   std::string formula;
 };
 
+// The collectives of one step, as `shardtrain study predict` replays them
+// against per-Block compute times (tools/study/study_schedule.py follows the
+// hooks of ddp.cpp, zero1.cpp and fsdp.cpp with these sizes). Bytes are
+// nccl-tests' (an all-reduce's buffer, a reduce-scatter's input, an
+// all-gather's output); per Block in forward numbering.
+struct DdpBucketLayout {
+  int first_block = 0, last_block = 0;  // issued after first_block's backward
+  int64_t bytes = 0;
+};
+struct CommLayout {
+  std::vector<DdpBucketLayout> buckets;      // ddp, zero1: all-reduced over every rank
+  int64_t update_gather_bytes = 0;           // zero1: all-gathered after the update
+  int shard_group = 0;                       // fsdp: ranks a Block is sharded over (0: no FSDP)
+  int replica_group = 0;                     // fsdp hybrid: ranks holding the same shard (one per node)
+  std::vector<int64_t> gather_bytes;         // fsdp: each Block's all-gather
+  std::vector<int64_t> reduce_bytes;         // fsdp: each Block's reduce-scatter
+  std::vector<int64_t> replica_bytes;        // fsdp hybrid: each Block's cross-node all-reduce
+  int prefetch = 0;                          // fsdp: gathers in flight ahead
+  int gather_buffers = 0, grad_buffers = 0;  // fsdp: gathered Blocks and gradient buffers held at most
+  bool regather_in_backward = false;         // fsdp full and hybrid: every Block but the last gathered again
+};
+
 // What `plan` and the volume check ask of every strategy.
 struct PlanInputs {
   Topology topology;
@@ -95,6 +117,8 @@ class StrategySpec {
   virtual WireTheory wire_theory(const nn::FlatParameters& flat, const PlanInputs& in) const = 0;
   // Collectives one step issues (for spreading debug.slow_comm_ms).
   virtual int64_t collectives_per_step(const nn::FlatParameters& flat, int micro_batches) const = 0;
+  // Its step's collectives and sizes (none: empty).
+  virtual CommLayout comm_layout(const nn::FlatParameters&, const PlanInputs&) const { return {}; }
   // The running strategy; `comm` spans every rank (null for "none").
   virtual std::unique_ptr<Strategy> start(nn::Model& model, comm::Communicator* comm) const = 0;
 };

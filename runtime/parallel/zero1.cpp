@@ -40,6 +40,15 @@ int64_t Zero1Spec::collectives_per_step(const nn::FlatParameters& flat, int) con
   return int64_t(Ddp::plan_buckets(flat, options_).size()) + 1;  // the buckets, then one all-gather
 }
 
+CommLayout Zero1Spec::comm_layout(const nn::FlatParameters& flat, const PlanInputs& in) const {
+  CommLayout c;
+  const int n = in.topology.ranks;
+  if (n <= 1) return c;
+  c.buckets = bucket_layout(flat, options_);
+  c.update_gather_bytes = n * Zero1::slice_numel(flat.numel(), n) * kF32;
+  return c;
+}
+
 std::unique_ptr<Strategy> Zero1Spec::start(nn::Model& model, comm::Communicator* comm) const {
   ST_CHECK(comm != nullptr, "zero1 needs a communicator");
   return std::make_unique<Zero1>(model, *comm, options_);

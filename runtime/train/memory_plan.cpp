@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdlib>
+#include <limits>
 #include <iostream>
 
 namespace shardtrain::train {
@@ -47,6 +49,7 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
   const parallel::StrategyMemory held = spec->memory(model.flat(), plan_inputs(config, t));
   for (const MemoryComponent& c : held.components) add(c.name, c.bytes);
   p.persistent_bytes = held.persistent_bytes;
+  p.comm = spec->comm_layout(model.flat(), plan_inputs(config, t));
   // Activations: the Blocks' buffers grow to the largest batch they see,
   // a training micro-batch or an evaluation batch (each rank evaluates its
   // part of the test split); backward adds the buffers between Blocks.
@@ -124,26 +127,85 @@ nlohmann::json plan_json(const MemoryPlan& p) {
           {"components", components}};
 }
 
-int plan_command(const std::string& config_path, const std::vector<std::string>& overrides, int ranks, bool json) {
+nlohmann::json plan_json_with_layout(const MemoryPlan& p, const nn::Model& model) {
+  nlohmann::json j = plan_json(p);
+  nlohmann::json blocks = nlohmann::json::array();
+  for (const nn::BlockRange& b : model.flat().blocks()) blocks.push_back(b.numel);
+  j["parameters"] = model.flat().parameter_count();
+  j["block_numel"] = blocks;
+  const parallel::CommLayout& c = p.comm;
+  nlohmann::json buckets = nlohmann::json::array();
+  for (const parallel::DdpBucketLayout& b : c.buckets)
+    buckets.push_back({{"first_block", b.first_block}, {"last_block", b.last_block}, {"bytes", b.bytes}});
+  j["comm"] = {{"buckets", buckets},
+               {"update_gather_bytes", c.update_gather_bytes},
+               {"shard_group", c.shard_group},
+               {"replica_group", c.replica_group},
+               {"gather_bytes", c.gather_bytes},
+               {"reduce_bytes", c.reduce_bytes},
+               {"replica_bytes", c.replica_bytes},
+               {"prefetch", c.prefetch},
+               {"gather_buffers", c.gather_buffers},
+               {"grad_buffers", c.grad_buffers},
+               {"regather_in_backward", c.regather_in_backward}};
+  return j;
+}
+
+namespace {
+
+// "1x28x28" -> [1, 28, 28].
+Shape parse_shape(const std::string& text) {
+  Shape shape;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t end = std::min(text.find('x', at), text.size());
+    const std::string dim = text.substr(at, end - at);
+    char* stop = nullptr;
+    const long long v = dim.empty() ? 0 : std::strtoll(dim.c_str(), &stop, 10);
+    ST_CHECK(v > 0 && stop != nullptr && *stop == '\0',
+             "plan: --sample-shape \"{}\" is not dimensions like 1x28x28 or 64 (positive integers joined by x)", text);
+    shape.push_back(v);
+    at = end + 1;
+  }
+  return shape;
+}
+
+PlanData read_plan_data(const Config& config, const PlanDataOverride& given) {
+  PlanData data;
+  if (given.given()) {
+    data.sample = parse_shape(given.sample_shape);
+    data.classes = given.classes;
+    // Unknown: as many as give every rank full evaluation batches.
+    data.test_samples = given.test_samples > 0 ? given.test_samples : std::numeric_limits<int32_t>::max();
+    ST_CHECK(data.classes > 1, "plan: --classes must be at least 2 with --sample-shape, got {}", data.classes);
+  } else {
+    const io::InMemoryDataset test = with_context("data.test", [&] {
+      return io::InMemoryDataset::load(config.data.test, config.data.test_limit, config.data.loader.verify_checksums);
+    });
+    const io::DatasetInfo& info = test.info();
+    data.classes = info.num_classes;
+    data.test_samples = test.size();
+    data.sample = info.sample_shape;
+    // Windows of T+1 tokens: the model reads T, predicts T labels.
+    if (config.model.kind == nn::ModelKind::gpt) data.sample = Shape{info.sample_shape[0] - 1};
+  }
+  if (config.model.kind == nn::ModelKind::gpt) data.tokens = data.sample[0];
+  return data;
+}
+
+}  // namespace
+
+int plan_command(const std::string& config_path, const std::vector<std::string>& overrides, int ranks, bool json,
+                 const PlanDataOverride& given) {
   ST_CHECK(ranks >= 1, "plan: --ranks must be at least 1, got {}", ranks);
   const Config config = load_config(config_path, overrides);
-  const io::InMemoryDataset test = with_context("data.test", [&] {
-    return io::InMemoryDataset::load(config.data.test, config.data.test_limit, config.data.loader.verify_checksums);
-  });
-  const io::DatasetInfo& info = test.info();
-  PlanData data;
-  data.classes = info.num_classes;
-  data.test_samples = test.size();
-  data.sample = info.sample_shape;
-  if (config.model.kind == nn::ModelKind::gpt) {  // windows of T+1 tokens: the model reads T, predicts T labels
-    data.sample = Shape{info.sample_shape[0] - 1};
-    data.tokens = data.sample[0];
-  }
-  const std::unique_ptr<nn::Model> model = nn::build_model(config.model, data.sample, info.num_classes);
+  const PlanData data = read_plan_data(config, given);
+  const std::unique_ptr<nn::Model> model =
+      nn::build_model(config.model, data.sample, data.classes, /*layout_only=*/true);
   const std::vector<MemoryPlan> plans = plan_strategies(config, *model, data, ranks);
   if (json) {
     nlohmann::json all = nlohmann::json::array();
-    for (const MemoryPlan& p : plans) all.push_back(plan_json(p));
+    for (const MemoryPlan& p : plans) all.push_back(plan_json_with_layout(p, *model));
     std::cout << all.dump(2) << "\n";
     return 0;
   }

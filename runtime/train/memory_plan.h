@@ -29,6 +29,7 @@ struct MemoryPlan {
   std::vector<MemoryComponent> components;
   int64_t peak_bytes = 0;        // their sum: everything is held at once during an evaluation
   int64_t persistent_bytes = 0;  // parameters, gradients and optimizer state (or their shards)
+  parallel::CommLayout comm;     // the collectives of a step (for `study predict`)
 };
 
 // What the run needs to know about its data.
@@ -55,9 +56,24 @@ std::vector<MemoryPlan> plan_strategies(const Config& config, const nn::Model& m
 
 std::string plan_table(const std::vector<MemoryPlan>& plans);
 nlohmann::json plan_json(const MemoryPlan& plan);
+// The plan with what `shardtrain study predict` reads: the Blocks' sizes
+// and the step's collectives.
+nlohmann::json plan_json_with_layout(const MemoryPlan& plan, const nn::Model& model);
 
-// The subcommand: reads the config and its test split, prints the table (or
-// JSON). Returns the exit code.
-int plan_command(const std::string& config_path, const std::vector<std::string>& overrides, int ranks, bool json);
+// What the data of a plan is when no split is read: the sample shape
+// ("1x28x28", or T for a language model), the classes (the vocabulary) and
+// the test samples.
+struct PlanDataOverride {
+  std::string sample_shape;
+  int64_t classes = 0, test_samples = 0;
+  bool given() const { return !sample_shape.empty(); }
+};
+
+// The subcommand: reads the config and its test split (or takes `data`),
+// builds the model's layout (no parameter buffers: a plan may describe a
+// model larger than this machine), prints the table (or JSON). Returns the
+// exit code.
+int plan_command(const std::string& config_path, const std::vector<std::string>& overrides, int ranks, bool json,
+                 const PlanDataOverride& data = {});
 
 }  // namespace shardtrain::train

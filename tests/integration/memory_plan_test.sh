@@ -74,3 +74,29 @@ print(f"ok:   4 ranks, MLP 784-1024-1024-10: FULL_SHARD parameter + gradient + o
       f"{f / 2**20:.2f} MiB = {f / d:.3f}x DDP's {d / 2**20:.2f} MiB")
 sys.exit(0 if f <= 0.3 * d else 1)
 PY
+
+# Without the data: --sample-shape and --classes give the same plan as the
+# split they describe, and a model larger than this machine's memory plans
+# from its layout alone (7B parameters: 27 GB of f32 that are not allocated).
+"$SHARDTRAIN" plan "$SOURCE_DIR/examples/fmnist_mlp.toml" --ranks 2 --json "${wide[@]}" --sample-shape 1x28x28 \
+  --classes 10 --test-samples 512 >given-plan.json || fail "plan --sample-shape"
+cmp -s <("$PY" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))))' cpu-plan.json) \
+  <("$PY" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))))' given-plan.json) ||
+  fail "plan --sample-shape 1x28x28 --classes 10 differs from the plan with the data"
+"$SHARDTRAIN" plan "$SOURCE_DIR/examples/gpt_kjv.toml" --ranks 8 --json --sample-shape 2048 --classes 50257 \
+  --set model.n_layer=32 --set model.n_head=32 --set model.n_embd=4096 --set model.block_size=2048 \
+  --set train.global_batch_size=16 --set train.eval_batch_size=2 >big-plan.json || fail "plan of a 7B GPT"
+"$PY" - <<'PY' || fail "the 7B plan"
+import json
+plans = {p["strategy"]: p for p in json.load(open("big-plan.json"))}
+ddp, full = plans["ddp"], plans["fsdp full"]
+assert 6.8e9 < ddp["parameters"] < 6.9e9, ddp["parameters"]
+assert len(full["block_numel"]) == 34 and len(full["comm"]["gather_bytes"]) == 34, full["comm"]
+assert full["persistent_bytes"] < 0.2 * ddp["persistent_bytes"]
+print(f"ok:   GPT 32x4096 ({ddp['parameters'] / 1e9:.2f}B parameters) planned from its layout: DDP peak "
+      f"{ddp['peak_bytes'] / 1e9:.0f} GB per rank, FULL_SHARD {full['peak_bytes'] / 1e9:.0f} GB on 8 ranks")
+PY
+"$SHARDTRAIN" plan "$SOURCE_DIR/examples/fmnist_mlp.toml" --ranks 2 --sample-shape 1x28xa --classes 10 >bad.txt 2>&1 &&
+  fail "a bad --sample-shape accepted"
+grep -q 'is not dimensions like 1x28x28' bad.txt || { cat bad.txt; fail "the --sample-shape message"; }
+pass "plan without the data: same plan as with it; 7B planned from its layout"

@@ -1,10 +1,11 @@
 // What each strategy says before it runs (parallel::StrategySpec): the bytes
 // it must send per step and rank (the run's summary compares the measured
-// bytes with them), its collectives, the variants `plan` compares, and the
-// factory's errors.
+// bytes with them), its collectives and their sizes (what `study predict`
+// replays), the variants `plan` compares, and the factory's errors.
 #include "runtime/parallel/strategy.h"
 
 #include "runtime/core/error.h"
+#include "runtime/parallel/shard_layout.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -70,6 +71,83 @@ TEST(StrategySpec, PlanVariantsAndNames) {
   ASSERT_EQ(fsdp.size(), 3u);  // full, grad_op and, with 2 nodes of 2, hybrid
   EXPECT_EQ(make_strategy_spec(fsdp[2])->name(), "fsdp hybrid");
   EXPECT_EQ(make_strategy_spec(o)->plan_variants(o, Topology{4, 4}).size(), 2u);  // one node: no hybrid
+}
+
+// Blocks of 1000, 3000 and 17 parameters (the last padded to 32 elements).
+nn::FlatParameters three_blocks() {
+  auto spec = [](int64_t n) {
+    nn::ParamSpec p;
+    p.name = "weight";
+    p.shape = Shape{n};
+    return std::vector<nn::ParamSpec>{p};
+  };
+  return nn::FlatParameters({"b0", "b1", "b2"}, {spec(1000), spec(3008), spec(17)});
+}
+
+CommLayout layout(const std::string& strategy, int ranks, int ranks_per_node,
+                  ShardingMode mode = ShardingMode::full_shard, double bucket_mb = 25.0) {
+  ParallelOptions o;
+  o.strategy = strategy;
+  o.fsdp.mode = mode;
+  o.fsdp.prefetch = 1;
+  o.ddp.first_bucket_mb = o.ddp.bucket_mb = bucket_mb;
+  PlanInputs in;
+  in.topology = {ranks, ranks_per_node};
+  return make_strategy_spec(o)->comm_layout(three_blocks(), in);
+}
+
+TEST(StrategySpec, CommLayoutListsEachStrategysCollectives) {
+  const nn::FlatParameters flat = three_blocks();
+  // DDP: buckets of whole Blocks, last Block first; their bytes cover the
+  // flat buffer once. 0.01 MiB buckets hold one Block each here.
+  const CommLayout ddp = layout("ddp", 4, 4, ShardingMode::full_shard, 0.01);
+  ASSERT_EQ(ddp.buckets.size(), 3u);
+  EXPECT_EQ(ddp.buckets[0].first_block, 2);
+  EXPECT_EQ(ddp.buckets[2].first_block, 0);
+  int64_t covered = 0;
+  for (const DdpBucketLayout& b : ddp.buckets) covered += b.bytes;
+  EXPECT_EQ(covered, flat.numel() * 4);
+  EXPECT_EQ(ddp.update_gather_bytes, 0);
+  EXPECT_EQ(ddp.shard_group, 0);
+  EXPECT_EQ(layout("ddp", 4, 4).buckets.size(), 1u);  // one bucket holds everything
+  EXPECT_TRUE(layout("ddp", 1, 1).buckets.empty());   // one rank: nothing to send
+
+  // ZeRO-1: DDP's buckets, then the whole padded buffer gathered.
+  const CommLayout zero1 = layout("zero1", 4, 4);
+  EXPECT_EQ(zero1.buckets.size(), 1u);
+  EXPECT_GE(zero1.update_gather_bytes, flat.numel() * 4);
+  EXPECT_EQ(zero1.update_gather_bytes % (4 * 4), 0);
+
+  // FSDP: a gather and a reduce-scatter per Block, of its padded size.
+  const CommLayout full = layout("fsdp", 4, 2);
+  const ShardLayout shards(flat.blocks(), 4);
+  ASSERT_EQ(full.gather_bytes.size(), 3u);
+  for (int b = 0; b < 3; ++b) {
+    EXPECT_EQ(full.gather_bytes[size_t(b)], shards.padded_numel(b) * 4);
+    EXPECT_EQ(full.reduce_bytes[size_t(b)], shards.padded_numel(b) * 4);
+  }
+  EXPECT_EQ(full.shard_group, 4);
+  EXPECT_EQ(full.replica_group, 0);
+  EXPECT_TRUE(full.replica_bytes.empty());
+  EXPECT_TRUE(full.regather_in_backward);
+  EXPECT_EQ(full.prefetch, 1);
+  EXPECT_EQ(full.gather_buffers, 2);  // prefetch + 1
+  EXPECT_EQ(full.grad_buffers, 2);
+  const CommLayout grad_op = layout("fsdp", 4, 2, ShardingMode::shard_grad_op);
+  EXPECT_FALSE(grad_op.regather_in_backward);
+  EXPECT_EQ(grad_op.gather_buffers, 3);  // every Block stays until its backward
+
+  // HYBRID, 2 nodes of 2: sharded within the node, each shard's chunk
+  // all-reduced across the 2 nodes.
+  const CommLayout hybrid = layout("fsdp", 4, 2, ShardingMode::hybrid);
+  const ShardLayout node_shards(flat.blocks(), 2);
+  EXPECT_EQ(hybrid.shard_group, 2);
+  EXPECT_EQ(hybrid.replica_group, 2);
+  ASSERT_EQ(hybrid.replica_bytes.size(), 3u);
+  for (int b = 0; b < 3; ++b) {
+    EXPECT_EQ(hybrid.gather_bytes[size_t(b)], node_shards.padded_numel(b) * 4);
+    EXPECT_EQ(hybrid.replica_bytes[size_t(b)], node_shards.block(b).chunk * 4);
+  }
 }
 
 TEST(StrategySpec, UnknownStrategyNamesTheValidOnes) {
