@@ -135,6 +135,9 @@ void add_comm(CLI::App* bench, std::vector<Command>& out) {
   cmd->add_option("--max-bytes", o->max_bytes, "Largest size (e.g. 256M)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
+  cmd->add_option("--sizes", o->sizes, "These sizes instead of the powers of 2 (e.g. 3215360,4M)")
+      ->delimiter(',')
+      ->transform(CLI::AsSizeValue(false));
   cmd->add_option("--ops", o->ops, "Operations: allreduce, reduce_scatter, allgather, broadcast")->delimiter(',');
   cmd->add_option("--iters", o->iters, "Operations per timed round (0: fill ~50 ms)")->capture_default_str();
   cmd->add_option("--rounds", o->rounds, "Alternating timed rounds (median reported)")->capture_default_str();

@@ -253,6 +253,7 @@ int bench_comm(const BenchCommOptions& options) {
            "bench comm: mode must be throughput, latency or both, not '{}'", options.mode);
   ST_CHECK(options.min_bytes > 0 && options.min_bytes <= options.max_bytes,
            "bench comm: need 0 < min_bytes <= max_bytes (got {} and {})", options.min_bytes, options.max_bytes);
+  for (const int64_t size : options.sizes) ST_CHECK(size > 0, "bench comm: --sizes must be positive, got {}", size);
   ST_CHECK(options.rounds >= 1 && options.iters >= 0 && options.warmup >= 0,
            "bench comm: rounds >= 1, iters >= 0 and warmup >= 0");
   const DType dtype = options.dtype == "bf16" ? DType::bf16 : DType::f32;
@@ -286,8 +287,11 @@ int bench_comm(const BenchCommOptions& options) {
                  "time_us", "algbw", "busbw", "shardtrain", "time_us", "algbw", "busbw", "ratio", "ok");
       std::fflush(stdout);
     }
+    std::vector<int64_t> sizes = options.sizes;
+    if (sizes.empty())
+      for (int64_t size = options.min_bytes; size <= options.max_bytes; size *= 2) sizes.push_back(size);
     for (const std::string& op : options.ops) {
-      for (int64_t size = options.min_bytes; size <= options.max_bytes; size *= 2) {
+      for (const int64_t size : sizes) {
         const int buffers = buffers_for(size);
         Case c(op, size, buffers, dtype, *comm, native, scratch);
         const Measured m = measure(c, mode == "latency", options, mpi_comm);

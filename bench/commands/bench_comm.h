@@ -18,7 +18,8 @@
 // what a caller can have in flight at once (one buffer all-reduced twice in a
 // row is a dependency, never coalesced).
 //
-// Sizes: "bytes" is one buffer as nccl-tests count it (all-reduce and
+// Sizes: powers of 2 from min_bytes to max_bytes, or the list given.
+// "bytes" is one buffer as nccl-tests count it (all-reduce and
 // broadcast: the buffer; reduce-scatter: the input; all-gather: the output);
 // algbw = bytes / time; busbw = algbw * 2(n-1)/n (all-reduce), (n-1)/n
 // (reduce-scatter, all-gather), 1 (broadcast).
@@ -34,6 +35,9 @@ namespace shardtrain::comm {
 
 struct BenchCommOptions {
   int64_t min_bytes = 4 << 10, max_bytes = int64_t(256) << 20;  // powers of 2 in between
+  // Instead of the powers of 2: these sizes, in this order (a model's own
+  // buckets and Blocks: `shardtrain study` measures the sizes it predicts).
+  std::vector<int64_t> sizes;
   std::vector<std::string> ops = {"allreduce", "reduce_scatter", "allgather", "broadcast"};
   int iters = 0;                    // operations per timed round; 0: as many as fill ~50 ms (at least 1)
   int warmup = 2;                   // untimed operations per implementation and size
