@@ -1,9 +1,12 @@
 # `shardtrain study`: a 2-node study of the MLP (DDP and FULL_SHARD, links
-# unshaped and at 500 Mbit/s, 1 warm-up and 3 measured steps) writes one
-# JSON line per point with its figures, the table and the report; run again,
-# it resumes (nothing runs twice); a point that does not end within
-# --point-timeout is recorded as failed and the sweep goes on. Skips (77)
-# where network namespaces cannot be made.
+# unshaped and at 500 Mbit/s, 1 warm-up and 3 measured steps) calibrates the
+# performance model (compute per world size, collectives per group shape
+# and rate), writes one JSON line per point with its figures, the model's
+# prediction and its error, the table and the report; run again, it resumes
+# (nothing runs twice); a point that does not end within --point-timeout is
+# recorded as failed and the sweep goes on. `study predict` and `study fit`
+# then work from the study's files. Skips (77) where network namespaces
+# cannot be made.
 source "$(dirname "$0")/lib.sh"
 require_emunodes
 "$EMU" gc
@@ -13,7 +16,14 @@ study=(--models mlp --strategies ddp,fsdp_full --nodes 1,2 --rates unshaped,500m
        --data "$WORK_ROOT")
 "$SHARDTRAIN" study run --out s "${study[@]}" >run.txt 2>&1 || { cat run.txt; fail "study run"; }
 grep -q '^\[study\] 5 points: 0 already in .*, 5 to run' run.txt || { cat run.txt; fail "the plan line"; }
-[ "$(grep -c '^\[study\] [1-5]/5 mlp .*ms/step' run.txt)" = 5 ] || { cat run.txt; fail "a progress line per point"; }
+[ "$(grep -c '^\[study\] [1-5]/5 mlp .*ms/step.*; model [0-9.]* ms ([+-][0-9]*%)$' run.txt)" = 5 ] ||
+  { cat run.txt; fail "a progress line per point, with the model's prediction"; }
+for f in compute-mlp-w1.json compute-mlp-w2.json comm-2x1-unshaped.json comm-2x1-500mbit.json; do
+  [ -s "s/calibration/$f" ] || { cat run.txt; fail "calibration file $f"; }
+done
+grep -q '^\[study\] Model against measurement over 5 points: median |error| [0-9.]*%' run.txt ||
+  { cat run.txt; fail "the model's summary line"; }
+pass "calibrated, and each point predicted: $(grep 'Model against' run.txt)"
 "$PY" - s/points.jsonl <<'PY' || fail "points.jsonl"
 import json, sys
 points = [json.loads(line) for line in open(sys.argv[1])]
@@ -31,6 +41,12 @@ for p in points:
     if p["world"] > 1:
         assert abs(p["wire_bytes"] / p["wire_bytes_theory"] - 1) < 0.01, p
     assert abs(p["peak_bytes"] / p["planned_peak_bytes"] - 1) < 0.05, p
+    # The model predicted the point: the step's error is computed, and its
+    # collectives' bytes are the ones the run counted.
+    pred = p["prediction"]
+    assert pred["step_s"] > 0 and abs(pred["step_error"] - (pred["step_s"] / p["step_s"] - 1)) < 1e-9, pred
+    assert abs(pred["bytes_error"]) < 0.02, pred
+    assert pred["planned_peak_bytes"] == p["planned_peak_bytes"], pred
 by = {p["key"]: p for p in points}
 # Shaped links are slower; FULL_SHARD sends 1.5x DDP's bytes.
 for s in ("ddp", "fsdp_full"):
@@ -40,10 +56,44 @@ assert 1.45 < ratio < 1.55, ratio
 PY
 pass "5 points measured: $(grep -c . s/points.jsonl) lines in points.jsonl"
 
-[ "$(grep -c '^| mlp |' s/table.md)" = 5 ] || { cat s/table.md; fail "table.md has not 5 rows"; }
-[ "$(grep -o 'data:image/png;base64' s/report.html | wc -l)" = 3 ] || fail "report.html has not 3 plots"
+[ "$(grep -c '^| mlp |.* | [0-9.]* ([+-][0-9]*%) |$' s/table.md)" = 5 ] ||
+  { cat s/table.md; fail "table.md has not 5 rows with the model's column"; }
+[ "$(grep -o 'data:image/png;base64' s/report.html | wc -l)" = 4 ] || fail "report.html has not 4 plots"
+grep -q 'Model against measurement over 5 points' s/report.html || fail "the report's model line"
 [ "$("$SHARDTRAIN" study table s)" = "$(cat s/table.md)" ] || fail "study table differs from table.md"
-pass "table.md and report.html (3 plots)"
+pass "table.md and report.html (4 plots, model against measurement among them)"
+
+# The model again from the study's files alone, and a fabric fitted from
+# its bench comm runs: predicting the measured shape from it gives the
+# same step time.
+"$SHARDTRAIN" study predict --validate s --data "$WORK_ROOT" >validate.txt || { cat validate.txt; fail "predict --validate"; }
+[ "$(grep -c '^| mlp/' validate.txt)" = 5 ] || { cat validate.txt; fail "predict --validate rows"; }
+"$SHARDTRAIN" study fit --out fit.toml --name "2 emulated nodes at 500mbit" --host-cores "$(nproc)" --shared-by all \
+  2x1=s/calibration/comm-2x1-500mbit.json \
+  >fit.txt || { cat fit.txt; fail "study fit"; }
+grep -q '^kind = "measured"' fit.toml && [ "$(grep -c '^\[\[table\]\]' fit.toml)" = 3 ] ||
+  { cat fit.toml; fail "the fitted fabric file"; }
+"$SHARDTRAIN" study predict --fabric fit.toml --models mlp --nodes 2 --gpus-per-node 1 \
+  --compute s/calibration/compute-mlp-w2.json --strategies ddp,fsdp_full --data "$WORK_ROOT" >fitted.txt ||
+  { cat fitted.txt; fail "predict --fabric fit.toml"; }
+"$PY" - s validate.txt fitted.txt <<'PY' || fail "the fitted fabric's prediction"
+import json, re, sys
+model = json.load(open(f"{sys.argv[1]}/model.json"))["points"]
+rows = {m.group(1): float(m.group(2)) for m in re.finditer(r"^\| mlp \| (\w+) \| 2 \| ([0-9.]+) \|",
+                                                          open(sys.argv[3]).read(), re.M)}
+for s in ("ddp", "fsdp_full"):
+    want = model[f"mlp/{s}/2x1/500mbit"]["step_s"] * 1e3
+    assert abs(rows[s] / want - 1) < 0.01, (s, rows, want)
+print(f"ok:   predicted from fit.toml: {rows}")
+PY
+pass "predict --validate: 5 rows; study fit wrote a fabric whose prediction matches the study's"
+
+# The shipped fabrics: the GPT family on 1 and 2 nodes of 8 GPUs over
+# 400G RoCE; 7B does not fit with DDP.
+"$SHARDTRAIN" study predict --fabric rocev2-400g-gdr --gpt 124m,7b --nodes 1,2 >gpt.txt || { cat gpt.txt; fail "predict --gpt"; }
+grep -q '^| gpt-124m | ddp | 2 | [0-9.]* |' gpt.txt && grep -q '^| gpt-7b | ddp | 1 | does not fit (needs [0-9.]* GB)' gpt.txt &&
+  grep -q '^| gpt-7b | fsdp_full | 2 | [0-9.]* |' gpt.txt || { cat gpt.txt; fail "the GPT family table"; }
+pass "study predict on a shipped fabric: $(grep -c '^| gpt-' gpt.txt) rows"
 
 "$SHARDTRAIN" study run --out s "${study[@]}" >again.txt 2>&1 || { cat again.txt; fail "study run again"; }
 grep -q '5 already in .*, 0 to run' again.txt || { cat again.txt; fail "resume"; }

@@ -9,6 +9,15 @@ usage:
   shardtrain study report DIR [--out FILE] [--png-dir DIR]
                                              the HTML report (default DIR/report.html),
                                              and its plots as PNG files
+  shardtrain study predict --validate DIR    the model's prediction of every point of a
+                                             study, and its error (DIR/model.json)
+  shardtrain study predict --fabric F.toml (--models M | --gpt 124m,1.3b,7b) [--nodes 1,2,...]
+                       [--gpus-per-node G] [--compute FILE] [--tflops X] [--device-memory-gb GB]
+                                             step time, scaling and fit per strategy on
+                                             a described cluster (docs/scaling.md)
+  shardtrain study fit --out F.toml [--name NAME] NODESxRANKS=BENCH.json ...
+                                             a measured fabric file from `bench comm
+                                             --mode latency --json` runs on your nodes
 
 `run` trains every point of the grid (docs/scaling.md) for WARMUP + STEPS
 steps, on emulated nodes (launch/emunodes, needs root; links shaped with tc)
@@ -24,6 +33,7 @@ Needs Debian's python3 (/usr/bin/python3) with python3-matplotlib
 data of the models (prepared into --data when missing).
 """
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -32,8 +42,12 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "study"))
 
+import study_calibrate  # noqa: E402
+import study_cluster  # noqa: E402
+import study_fabric  # noqa: E402
 import study_paths  # noqa: E402
 import study_points  # noqa: E402
+import study_predict  # noqa: E402
 import study_report  # noqa: E402
 import study_sweep  # noqa: E402
 
@@ -76,12 +90,67 @@ def prepare_data(args, models):
             sys.exit(f"{PROG}: preparing {out} failed")
 
 
-def write_outputs(out_dir):
+def write_outputs(args):
+    out_dir = args.out
+    records = study_predict.validate_study(out_dir, args.bin_dir, args.source_dir, args.data_dir)
+    summary = study_predict.summary(records)
+    study_sweep.log(study_report.model_summary(summary))
     points = study_report.load(out_dir)
     with open(os.path.join(out_dir, "table.md"), "w") as f:
         f.write(study_report.table(points))
     study_report.report(out_dir, points, os.path.join(out_dir, "report.html"))
     study_sweep.log(f"wrote {out_dir}/table.md and {out_dir}/report.html")
+
+
+def shipped_fabrics():
+    folder = os.path.join(HERE, "study", "fabrics")
+    return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".toml")) if os.path.isdir(folder) else []
+
+
+def fit_command(parser, args):
+    rows = {}
+    for run in args.runs:
+        shape, _, path = run.partition("=")
+        try:
+            nodes, g = (int(x) for x in shape.lower().split("x"))
+        except ValueError:
+            parser.error(f"{run}: expected NODESxRANKS=FILE, e.g. 2x8=bench.json")
+        if not os.path.isfile(path):
+            parser.error(f"{path}: no such file")
+        study_calibrate.add_bench_rows(rows, path, nodes, g)
+    if not rows:
+        sys.exit(f"{PROG}: no latency-mode shardtrain rows in {', '.join(args.runs)} "
+                 "(run bench comm with --mode latency --json FILE)")
+    study_fabric.write_measured(args.out, args.name, ", ".join(args.runs), rows, args.host_cores, args.shared_by)
+    print(args.out)
+    return 0
+
+
+def predict_command(parser, args):
+    if args.validate:
+        records = study_predict.validate_study(args.validate, args.bin_dir, args.source_dir, args.data_dir)
+        print(study_predict.validation_table(records), end="")
+        print(study_report.model_summary(study_predict.summary(records)))
+        return 0
+    if not args.fabric:
+        parser.error("predict needs --validate DIR, or --fabric FILE with --models or --gpt")
+    if not (args.models or args.gpt):
+        parser.error("predict --fabric needs --models or --gpt")
+    shipped = os.path.join(HERE, "study", "fabrics", args.fabric + ("" if args.fabric.endswith(".toml") else ".toml"))
+    if not os.path.exists(args.fabric) and os.path.exists(shipped):
+        args.fabric = shipped
+    try:
+        fabric = study_fabric.load(args.fabric)
+    except study_fabric.FabricError as e:
+        sys.exit(f"{PROG}: {e}")
+    rows = study_cluster.predict_cluster(args, fabric)
+    print(study_cluster.table(rows, fabric), end="")
+    if args.gpt:
+        print("\n" + "\n".join(study_cluster.crossovers(args, fabric, rows)))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
 
 
 def main():
@@ -111,9 +180,39 @@ def main():
     rep.add_argument("dir")
     rep.add_argument("--out")
     rep.add_argument("--png-dir", help="also write each plot as a PNG file into this directory")
+    pred = sub.add_parser("predict", help="the performance model's step times")
+    pred.add_argument("--validate", metavar="DIR", help="predict every point of this study, with the error")
+    pred.add_argument("--fabric", help="a fabric file (`study fit`'s), or a shipped one by name: "
+                      + ", ".join(shipped_fabrics()))
+    pred.add_argument("--models", type=csv(list(study_points.MODELS)), help="the reference models (examples/)")
+    pred.add_argument("--gpt", type=csv(list(study_cluster.GPT_FAMILY)), help="GPT family members, FLOP-scaled")
+    pred.add_argument("--strategies", type=csv(list(study_points.STRATEGIES)),
+                      default=["ddp", "zero1", "fsdp_full", "fsdp_grad_op", "hybrid"])
+    pred.add_argument("--nodes", type=csv(convert=int, check=lambda n: 1 <= n <= 100000), default=[1, 2, 4, 8, 16, 32,
+                                                                                                     64, 128])
+    pred.add_argument("--gpus-per-node", type=positive, help="ranks per node (default: the fabric's gpus_per_node)")
+    pred.add_argument("--compute", help="a compute file (a study's calibration/compute-*.json) for --models")
+    pred.add_argument("--tflops", type=float, default=study_cluster.MEASURED_TFLOPS,
+                      help="achieved GEMM TFLOP/s per GPU for --gpt (default: the H200 measurement, docs/scaling.md)")
+    pred.add_argument("--device-memory-gb", type=float, default=141.0, help="memory per GPU (H200: 141 GB)")
+    pred.add_argument("--json", help="also write the rows to this JSON file")
+    pred.add_argument("--data", dest="data_dir", default="data", help="--validate: the models' data")
+    fit = sub.add_parser("fit", help="write a fabric file from bench comm runs")
+    fit.add_argument("--out", required=True)
+    fit.add_argument("--name", default="fitted from bench comm")
+    fit.add_argument("--host-cores", type=positive,
+                     help="CPU training: cores per host, so that the model slows compute while collectives poll")
+    fit.add_argument("--shared-by", choices=["node", "all"], default="node",
+                     help="with --host-cores: each node's ranks share their host (node), or all ranks one (all: "
+                          "emulated nodes)")
+    fit.add_argument("runs", nargs="+", metavar="NODESxRANKS=BENCH.json")
     args = parser.parse_args()
     args.bin_dir = HERE
     args.source_dir = study_paths.SOURCE_DIR
+    if args.command == "fit":
+        return fit_command(parser, args)
+    if args.command == "predict":
+        return predict_command(parser, args)
     if args.command == "table":
         print(study_report.table(study_report.load(args.dir)), end="")
         return 0
@@ -141,7 +240,7 @@ def main():
         study_sweep.log(f"interrupted; the points measured are in {args.out}/points.jsonl: run the same "
                         "command to resume")
         return 130
-    write_outputs(args.out)
+    write_outputs(args)
     return 1 if failed else 0
 
 

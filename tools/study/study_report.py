@@ -12,6 +12,7 @@ import io
 import os
 
 import study_points
+import study_predict
 
 PART_LABELS = {
     "compute_s": ("compute", "#4C72B0"),
@@ -27,6 +28,7 @@ def load(study_dir):
     if not os.path.exists(path):
         raise SystemExit(f"shardtrain study: {path} not found (run `shardtrain study run --out {study_dir}` first)")
     points = study_points.read_points(path)
+    study_predict.load_predictions(study_dir, points)
     add_efficiency(points)
     return sorted(points, key=sort_key)
 
@@ -65,7 +67,8 @@ def _fmt(v, scale=1.0, digits=1):
 
 def table(points):
     head = ("| model | strategy | nodes x ranks | links | step ms | compute | comm exposed | blocked on peers | "
-            "data | samples/s | efficiency | wire MB/step/rank: measured / theory | peak MiB/rank: measured / plan |")
+            "data | samples/s | efficiency | wire MB/step/rank: measured / theory | peak MiB/rank: measured / plan | "
+            "model ms (error) |")
     columns = head.count("|") - 1
     lines = [head, "|" + " --- |" * columns]
     for p in points:
@@ -84,8 +87,57 @@ def table(points):
             f"| {p['model']} | {p['strategy']} | {where} | {links} | {p['step_s'] * 1e3:.1f} | "
             f"{parts['compute_s'] * 1e3:.1f} | {parts['comm_exposed_s'] * 1e3:.1f} | "
             f"{parts['blocked_on_peers_s'] * 1e3:.1f} | {parts['data_s'] * 1e3:.1f} | {p['samples_per_s']:.0f} | "
-            f"{_fmt(p['efficiency'], 1, 2)} | {wire} | {mem} |")
+            f"{_fmt(p['efficiency'], 1, 2)} | {wire} | {mem} | {_model_cell(p)} |")
     return "\n".join(lines) + "\n"
+
+
+def _model_cell(p):
+    pred = p.get("prediction")
+    if not pred:
+        return "-"
+    if "step_error" not in pred:
+        return "none: " + pred.get("error", "?").replace("|", "/")[:60]
+    return f"{pred['step_s'] * 1e3:.1f} ({pred['step_error']:+.0%})"
+
+
+def model_summary(summary):
+    """One line on the model's error over a study's points."""
+    if not summary:
+        return "No model predictions (no calibration in this study)."
+    line = (f"Model against measurement over {summary['points']} points: median |error| "
+            f"{summary['median_abs_step_error']:.1%}, worst {summary['max_abs_step_error']:.1%} "
+            f"({summary['worst_point']}) on step time")
+    if summary.get("max_abs_bytes_error") is not None:
+        line += f"; worst |error| on wire bytes {summary['max_abs_bytes_error']:.2%}"
+    if summary.get("max_abs_memory_error") is not None:
+        line += f"; peak memory within {summary['max_abs_memory_error']:.1%} of the plan"
+    return line + "."
+
+
+def plot_model(model, pts):
+    """Predicted against measured step time, one marker per point."""
+    import matplotlib.pyplot as plt
+
+    pts = [p for p in pts if "step_error" in (p.get("prediction") or {})]
+    if not pts:
+        return None
+    fig, ax = plt.subplots(figsize=(5, 4.2))
+    for strategy in STRATEGY_ORDER:
+        ps = [p for p in pts if p["strategy"] == strategy]
+        if ps:
+            ax.scatter([p["step_s"] * 1e3 for p in ps], [p["prediction"]["step_s"] * 1e3 for p in ps], s=14,
+                       label=strategy)
+    lo = min(min(p["step_s"], p["prediction"]["step_s"]) for p in pts) * 1e3 * 0.8
+    hi = max(max(p["step_s"], p["prediction"]["step_s"]) for p in pts) * 1e3 * 1.25
+    for scale, style in ((1.0, "-"), (1.1, ":"), (0.9, ":"), (1.25, "--"), (0.8, "--")):
+        ax.plot([lo, hi], [lo * scale, hi * scale], color="#888888", lw=0.8, ls=style)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured ms per step")
+    ax.set_ylabel("model ms per step")
+    ax.legend(fontsize=7)
+    ax.set_title(f"{model}: model against measurement (dotted 10%, dashed 25%)", fontsize=9)
+    return _png(fig)
 
 
 def _png(fig):
@@ -199,13 +251,15 @@ def report(study_dir, points, out_path, png_dir=None):
     body = [f"<h1>Scaling study: {html.escape(os.path.abspath(study_dir))}</h1>"]
     failed = [p for p in points if p["status"] != "ok"]
     body.append(f"<p>{len(points) - len(failed)} points measured, {len(failed)} failed.</p>")
+    summary = study_predict.load_predictions(study_dir, points)
+    body.append(f"<p>{html.escape(model_summary(summary))}</p>")
     for model in sorted({p["model"] for p in points}):
         pts = [p for p in points if p["model"] == model and p["status"] == "ok"]
         if not pts:
             continue
         body.append(f"<h2>{html.escape(model)}</h2>")
         plots = {"breakdown": plot_breakdown(model, pts), "efficiency": plot_efficiency(model, pts),
-                 "bytes-memory": plot_bytes_memory(model, pts)}
+                 "bytes-memory": plot_bytes_memory(model, pts), "model": plot_model(model, pts)}
         for name, png in plots.items():
             if png:
                 body.append(f'<img src="data:image/png;base64,{png}">')

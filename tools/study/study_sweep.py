@@ -8,13 +8,15 @@ an interrupted study resumes where it stopped.
 """
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
+import study_calibrate
+import study_job
 import study_measure
 import study_points
+import study_predict
+import study_schedule
 
 
 def log(msg):
@@ -45,6 +47,18 @@ class Cluster:
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         self.shape = (nodes, rate)
 
+    def command(self, point, bin_dir, cmd_tail):
+        """The command that runs cmd_tail on the point's ranks (None when
+        its nodes could not be brought up)."""
+        if point.nodes == 1:
+            return [os.path.join(bin_dir, "shardrun"), "-n", str(point.world), "--"] + cmd_tail
+        try:
+            self.up(point.nodes, point.rate)
+        except subprocess.CalledProcessError:
+            return None
+        return [self.emunodes, "run", "--prefix", self.prefix, "-n", str(point.world), "--per-node",
+                str(point.ranks_per_node), "--"] + cmd_tail
+
     def down(self):
         if self.shape is not None:
             subprocess.run([self.emunodes, "down", "--prefix", self.prefix], stdout=subprocess.DEVNULL,
@@ -60,7 +74,7 @@ class RealNodes:
     def __init__(self, hostfile):
         self.hostfile = hostfile
 
-    def launch(self, point, bin_dir, cmd_tail):
+    def command(self, point, bin_dir, cmd_tail):
         if self.hostfile is None:  # inside a Slurm allocation
             return ["srun", f"--nodes={point.nodes}", f"--ntasks-per-node={point.ranks_per_node}",
                     f"--ntasks={point.world}", "--kill-on-bad-exit=1"] + cmd_tail
@@ -96,54 +110,33 @@ def append_line(path, line):
         f.write((("\n" if cut else "") + line + "\n").encode())
 
 
-def end_job(proc):
-    """SIGTERM to the job's process group, SIGKILL 15 s later."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    except ProcessLookupError:
-        pass
-
-
 def run_point(point, args, cluster, run_dir, output_path):
     cmd_tail = [os.path.join(args.bin_dir, "shardtrain"), "train"]
     cmd_tail += study_points.train_args(point, args.source_dir, args.data_dir, args.warmup + args.steps,
                                         args.comm_timeout)
     cmd_tail += ["--run-dir", run_dir, "--overwrite"]
-    if isinstance(cluster, RealNodes):
-        cmd = cluster.launch(point, args.bin_dir, cmd_tail)
-    elif point.nodes == 1:
-        cmd = [os.path.join(args.bin_dir, "shardrun"), "-n", str(point.world), "--"] + cmd_tail
-    else:
-        try:
-            cluster.up(point.nodes, point.rate)
-        except subprocess.CalledProcessError as e:
-            return 0.0, f"emunodes up {point.nodes} (rate {point.rate}) failed with exit {e.returncode}"
-        cmd = [cluster.emunodes, "run", "--prefix", cluster.prefix, "-n", str(point.world), "--per-node",
-               str(point.ranks_per_node), "--"] + cmd_tail
-    start = time.monotonic()
-    with open(output_path, "w") as out:
-        out.write("$ " + " ".join(cmd) + "\n")
-        out.flush()
-        # A session of its own, so that the whole job can be ended at once
-        # (a timeout, or Ctrl-C, which then does not reach it by itself).
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-        try:
-            rc = proc.wait(timeout=args.point_timeout)
-        except subprocess.TimeoutExpired:
-            end_job(proc)
-            return time.monotonic() - start, f"did not end within --point-timeout {args.point_timeout} s"
-        except BaseException:
-            end_job(proc)
-            raise
-    seconds = time.monotonic() - start
+    cmd = cluster.command(point, args.bin_dir, cmd_tail)
+    if cmd is None:
+        return 0.0, f"emunodes up {point.nodes} (rate {point.rate}) failed"
+    seconds, rc = study_job.run(cmd, output_path, args.point_timeout)
+    if rc is None:
+        return seconds, f"did not end within --point-timeout {args.point_timeout} s"
     if rc != 0:
         return seconds, f"exit {rc}: {last_error(output_path)}"
     return seconds, None
+
+
+def calibrate(args, cluster, validator, points):
+    """The model's measurements of this machine (study_calibrate.py), for
+    every point of the grid, before the points run."""
+    os.makedirs(os.path.join(args.out, "calibration"), exist_ok=True)
+    for model, world in sorted({(p.model, p.world) for p in points}):
+        study_calibrate.calibrate_compute(args, model, world)
+    need = study_calibrate.comm_sizes(points, lambda p: study_schedule.step_script(validator.plan(p)))
+    for (nodes, g, rate), sizes in sorted(need.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])):
+        study_calibrate.calibrate_comm(args, cluster, nodes, g, rate, sizes)
+    for rate in sorted({p.rate for p in points if p.nodes > 1} | {study_points.UNSHAPED}):
+        study_calibrate.fit(args.out, rate)
 
 
 def sweep(args, points):
@@ -176,6 +169,13 @@ def sweep(args, points):
     todo = [p for p in points if p.key not in done]
     skipped = [p for p in todo if p.nodes > 1 and no_namespaces]
     todo = [p for p in todo if p not in skipped]
+    validator = study_predict.Validator(args.out, args.bin_dir, args.source_dir, args.data_dir)
+    runnable = [p for p in points if not (p.nodes > 1 and no_namespaces)]
+    try:
+        calibrate(args, cluster, validator, runnable)
+    except (RuntimeError, study_predict.PredictError, OSError, ValueError) as e:
+        # The measurements stand without the model: say so and go on.
+        log(f"calibration failed, so points get no prediction: {e}")
     log(f"{len(points)} points: {len(points) - len(todo) - len(skipped)} already in {points_path}, "
         f"{len(todo)} to run, {len(skipped)} left out (no emulated nodes)")
     failed = 0
@@ -198,8 +198,12 @@ def sweep(args, points):
                 failed += 1
                 log(f"{i}/{len(todo)} {point.describe()}: FAILED ({error})")
             else:
+                study_predict.add_prediction(validator, record)
+                pred = record["prediction"]
+                said = (f"model {pred['step_s'] * 1e3:.1f} ms ({pred['step_error']:+.0%})" if "step_error" in pred
+                        else f"no prediction: {pred.get('error')}")
                 log(f"{i}/{len(todo)} {point.describe()}: {record['step_s'] * 1e3:.1f} ms/step, "
-                    f"{record['samples_per_s']:.0f} samples/s ({seconds:.0f} s)")
+                    f"{record['samples_per_s']:.0f} samples/s ({seconds:.0f} s); {said}")
             append_line(points_path, json.dumps(record))
     finally:
         cluster.down()

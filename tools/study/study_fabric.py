@@ -1,0 +1,203 @@
+"""Fabric files: what a collective costs on a cluster, for `study predict`.
+
+Two kinds (TOML; docs/scaling.md has the schema; fabrics/ ships examples):
+
+  kind = "measured"  tables of seconds against bytes per operation and
+                     group shape (nodes x ranks per node), written by
+                     `shardtrain study fit` from `bench comm` runs;
+                     a collective's time is interpolated linearly between
+                     the measured sizes (and extrapolated from the last two).
+  kind = "tiers"     latency and bus bandwidth of the tier inside a node
+                     (shared memory, NVLink/NVSwitch) and of the network
+                     between nodes (NICs per node, line rate, the fraction
+                     of it collectives reach, GPUDirect RDMA or staging
+                     through host memory). A ring over n ranks takes
+                     steps x latency + factor x bytes / busbw, with
+                     nccl-tests' factors (all-reduce 2(n-1)/n,
+                     reduce-scatter and all-gather (n-1)/n) and the busbw of
+                     the slowest tier the ring crosses.
+
+A collective's group: "world" (nodes x G), "node" (HYBRID's shard group:
+1 x G) or "cross_node" (HYBRID's replicas: nodes x 1; G such groups share
+each node's NICs at once).
+
+Compute slowed by communication: a measured fabric may name the host the
+ranks run on ([host] cores, and whether all the study's ranks share it,
+as emulated nodes do, or each node's ranks have their own). While a
+collective is in flight each rank's progress engine polls a core, so the
+busy threads go from R (the ranks on the host) to 2R: compute runs
+max(1, 2R/C) / max(1, R/C) times slower. A GPU's collectives run on the
+GPU (NCCL): tier fabrics name their own factor (default 1).
+"""
+import bisect
+import copy
+import tomllib
+
+FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
+          "allgather": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0}
+STEPS = {"allreduce": lambda n: 2 * (n - 1), "reduce_scatter": lambda n: n - 1,
+         "allgather": lambda n: n - 1, "broadcast": lambda n: n - 1}
+
+
+class FabricError(Exception):
+    pass
+
+
+def load(path):
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise FabricError(f"{path}: {e}") from e
+    kind = doc.get("fabric", {}).get("kind")
+    if kind == "measured":
+        return MeasuredFabric(doc, path)
+    if kind == "tiers":
+        return TierFabric(doc, path)
+    raise FabricError(f"{path}: [fabric] kind must be \"measured\" or \"tiers\", got {kind!r}")
+
+
+def group_shape(group, nodes, ranks_per_node):
+    return {"world": (nodes, ranks_per_node), "node": (1, ranks_per_node),
+            "cross_node": (nodes, 1)}[group]
+
+
+def polling_slowdown(ranks_on_host, cores):
+    busy = lambda threads: max(1.0, threads / cores)  # noqa: E731
+    return busy(2 * ranks_on_host) / busy(ranks_on_host)
+
+
+class MeasuredFabric:
+    def __init__(self, doc, path):
+        self.name = doc["fabric"].get("name", path)
+        self.path = path
+        host = doc.get("host", {})
+        self.cores = host.get("cores")
+        self.shared_host = host.get("shared_by", "node") == "all"
+        self.tables = {}
+        for t in doc.get("table", []):
+            sizes, seconds = t["bytes"], t["seconds"]
+            if len(sizes) != len(seconds) or len(sizes) < 2 or sizes != sorted(sizes):
+                raise FabricError(f"{path}: table {t.get('op')} {t.get('nodes')}x{t.get('ranks_per_node')}: "
+                                  "bytes must be increasing and as many as seconds (at least 2)")
+            self.tables[(t["op"], t["nodes"], t["ranks_per_node"])] = (sizes, seconds)
+
+    def shapes(self):
+        return sorted({(n, g) for _, n, g in self.tables})
+
+    def slowdown(self, nodes, ranks_per_node):
+        if not self.cores:
+            return 1.0
+        return polling_slowdown(nodes * ranks_per_node if self.shared_host else ranks_per_node, self.cores)
+
+    def cost_fn(self, nodes, ranks_per_node):
+        def cost(c):
+            n, g = group_shape(c["group"], nodes, ranks_per_node)
+            if n * g <= 1:
+                return 0.0
+            key = (c["op"], n, g)
+            if key not in self.tables:
+                raise FabricError(f"{self.path}: no measurement of {c['op']} on {n} node(s) x {g} rank(s) "
+                                  f"(run `shardtrain study fit` with that shape)")
+            nbytes = c["bytes"]
+            if c["group"] == "cross_node":
+                # The node's G cross-node groups run at once over its link,
+                # measured with one: as if one group sent all their bytes.
+                nbytes *= ranks_per_node
+            return interpolate(*self.tables[key], nbytes)
+        return cost
+
+
+def interpolate(sizes, seconds, x):
+    if x <= sizes[0]:
+        return seconds[0]
+    i = min(bisect.bisect_left(sizes, x), len(sizes) - 1)
+    x0, x1, y0, y1 = sizes[i - 1], sizes[i], seconds[i - 1], seconds[i]
+    return max(seconds[0], y0 + (y1 - y0) * (x - x0) / (x1 - x0))
+
+
+class TierFabric:
+    def __init__(self, doc, path):
+        self.path = path
+        f = doc["fabric"]
+        self.name = f.get("name", path)
+        try:
+            intra, inter = doc["intra_node"], doc["inter_node"]
+            self.gpus_per_node = int(f["gpus_per_node"])
+            self.intra_busbw = float(intra["busbw_GBps"]) * 1e9
+            # Reduce-scatter and all-gather (rings) may reach less than an
+            # all-reduce that the switch helps reduce (NVLink SHARP).
+            self.intra_ring_busbw = float(intra.get("ring_busbw_GBps", intra["busbw_GBps"])) * 1e9
+            self.intra_latency = float(intra["latency_us"]) * 1e-6
+            self.efficiency = float(inter["efficiency"])
+            nic = float(inter["nic_gbps"]) / 8 * 1e9 * self.efficiency
+            self.nics = int(inter["nics_per_node"])
+            self.gpudirect = bool(inter.get("gpudirect_rdma", True))
+            self.inter_latency = float(inter["latency_us"]) * 1e-6
+            self.compute_slowdown = float(f.get("compute_slowdown_during_comm", 1.0))
+            if self.gpudirect:
+                self.per_nic = nic
+            else:
+                # Staged through host memory: each NIC's bytes pass through
+                # the host's PCIe root port (device to host, then host to
+                # NIC), so a NIC moves at most what its share of the staging
+                # path carries, and each hop adds the copies' latency.
+                staging = doc["staging"]
+                self.staging_per_nic = float(staging["GBps_per_nic"]) * 1e9
+                self.per_nic = min(nic, self.staging_per_nic)
+                self.inter_latency += float(staging["latency_us"]) * 1e-6
+        except (KeyError, ValueError, TypeError) as e:
+            raise FabricError(f"{path}: missing or bad key {e}") from e
+
+    def slowdown(self, nodes, ranks_per_node):
+        return self.compute_slowdown
+
+    def with_nic_gbps(self, gbps):
+        """This fabric with NICs of another line rate (crossover searches)."""
+        other = copy.copy(self)
+        nic = gbps / 8 * 1e9 * self.efficiency
+        other.per_nic = nic if self.gpudirect else min(nic, self.staging_per_nic)
+        return other
+
+    def cost_fn(self, nodes, ranks_per_node):
+        def cost(c):
+            n, g = group_shape(c["group"], nodes, ranks_per_node)
+            ranks = n * g
+            if ranks <= 1:
+                return 0.0
+            op = c["op"]
+            intra = self.intra_busbw if op == "allreduce" else self.intra_ring_busbw
+            if n == 1:
+                busbw, latency = intra, self.intra_latency
+            else:
+                # The node's NICs carry its rings; G cross-node groups at
+                # once (HYBRID) share them, one group alone gets them all.
+                share = self.nics if c["group"] == "world" else self.nics / g
+                busbw = min(intra if g > 1 else float("inf"), share * self.per_nic)
+                latency = self.inter_latency
+            return STEPS[op](ranks) * latency + FACTOR[op](ranks) * c["bytes"] / busbw
+        return cost
+
+
+def write_measured(path, name, source, rows, host_cores=None, shared_by="node"):
+    """rows: {(op, nodes, ranks_per_node): [(bytes, seconds), ...]}; with
+    host_cores, the [host] section (see the module's comment)."""
+    lines = ["# Written by `shardtrain study fit`: the time of one collective (median of",
+             "# bench comm's latency-mode rounds: issue, wait, repeat) against its bytes",
+             "# (nccl-tests' count), per operation and group shape.",
+             f"# From: {source}", "", "[fabric]", f"name = {_q(name)}", 'kind = "measured"', ""]
+    if host_cores:
+        lines += ["# The CPU the ranks compute on; shared_by = \"all\": every rank of the",
+                  "# study runs on this one host (emulated nodes), \"node\": each node's own.",
+                  "[host]", f"cores = {int(host_cores)}", f"shared_by = {_q(shared_by)}", ""]
+    for (op, nodes, g), pts in sorted(rows.items()):
+        pts = sorted(pts)
+        lines += ["[[table]]", f"op = {_q(op)}", f"nodes = {nodes}", f"ranks_per_node = {g}",
+                  "bytes = [" + ", ".join(str(int(b)) for b, _ in pts) + "]",
+                  "seconds = [" + ", ".join(f"{s:.6g}" for _, s in pts) + "]", ""]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def _q(s):
+    return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"') + '"'

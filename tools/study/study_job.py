@@ -1,0 +1,49 @@
+"""Running one job of a study (a point, a calibration run) so that it can
+be ended as a whole: its own session, SIGTERM to the group, SIGKILL 15 s
+later; a timeout or Ctrl-C ends it the same way."""
+import os
+import signal
+import subprocess
+import time
+
+
+def start(cmd, out):
+    """The job, in a session of its own (so that Ctrl-C does not reach it by itself)."""
+    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def end(proc):
+    """SIGTERM to the job's process group, SIGKILL 15 s later."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+def wait(proc, timeout):
+    """The job's exit code, or None when it did not end within `timeout`
+    seconds (it is ended then)."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        end(proc)
+        return None
+    except BaseException:
+        end(proc)
+        raise
+
+
+def run(cmd, output_path, timeout):
+    """(seconds, exit code or None on timeout); the command line and its
+    output go to output_path."""
+    start_s = time.monotonic()
+    with open(output_path, "w") as out:
+        out.write("$ " + " ".join(cmd) + "\n")
+        out.flush()
+        rc = wait(start(cmd, out), timeout)
+    return time.monotonic() - start_s, rc
