@@ -82,9 +82,6 @@ class MeasuredFabric:
                                   "bytes must be increasing and as many as seconds (at least 2)")
             self.tables[(t["op"], t["nodes"], t["ranks_per_node"])] = (sizes, seconds)
 
-    def shapes(self):
-        return sorted({(n, g) for _, n, g in self.tables})
-
     def slowdown(self, nodes, ranks_per_node):
         if not self.cores:
             return 1.0

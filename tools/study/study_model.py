@@ -21,8 +21,6 @@ between ranks (stragglers, noise) is not modelled.
     step = before + sum over the script (compute, optimizer, exposed waits)
     exposed communication = the time the stream spent blocked in waits
 """
-import statistics
-
 import study_schedule
 
 
@@ -39,9 +37,6 @@ class Compute:
         self.other_s = other_s
         self.data_s = data_s
         self.source = source
-
-    def total(self):
-        return sum(self.forward) + sum(self.backward) + self.optimizer_s + self.other_s + self.data_s
 
     def to_json(self):
         return {"forward": self.forward, "backward": self.backward, "optimizer_s": self.optimizer_s,
@@ -112,6 +107,3 @@ def predict(plan, compute, cost, slowdown=1.0):
         "comm_s": sum(cost(c) for c in script.collectives),
     }
 
-
-def median_or_zero(values):
-    return statistics.median(values) if values else 0.0
