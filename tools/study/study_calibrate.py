@@ -12,7 +12,8 @@ resumed study and `study predict --validate` reuse it):
             comm` in latency mode (issue, wait, repeat) on those emulated
             nodes, at the very sizes the points' collectives have (the MPI
             library's algorithms do not scale smoothly between powers of
-            2: an all-reduce of 3.2 MB took as long as one of 4.2 MB), plus
+            2: an all-reduce of 3.2 MB took 103 ms where interpolating
+            gave 77, docs/BENCHMARKS.md), plus
             anchors for other sizes; `study fit` turns the runs of one rate
             into a measured fabric file (DIR/fabric-RATE.toml).
 """
@@ -156,27 +157,19 @@ def comm_sizes(points, script_of):
     return need
 
 
-def measured_sizes(path):
-    """{op: {bytes}} already in a calibration file."""
-    have = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            for r in json.load(f):
-                if r["impl"] == "shardtrain":
-                    have.setdefault(r["op"], set()).add(r["bytes"])
-    return have
-
-
 def calibrate_comm(args, cluster, nodes, g, rate, sizes):
     """Measures what `sizes` ({op: {bytes}}) and the anchors add to the
     shape's calibration file (a resumed or extended study measures only
     what is new)."""
     path = comm_path(args.out, nodes, g, rate)
-    have = measured_sizes(path)
     rows = []
     if os.path.exists(path):
         with open(path) as f:
             rows = json.load(f)
+    have = {}
+    for r in rows:
+        if r["impl"] == "shardtrain":
+            have.setdefault(r["op"], set()).add(r["bytes"])
     for op in COMM_OPS:
         # bench comm rounds a size down to whole elements per rank
         unit = 4 * nodes * g

@@ -17,6 +17,7 @@ import os
 
 import study_fabric
 import study_model
+import study_points
 import study_predict
 
 # n_layer, n_head, n_embd, sequence length T, sequences per GPU.
@@ -117,8 +118,6 @@ def predict_cluster(args, fabric):
 
 
 def model_plan_args(args, model, world, g):
-    import study_points
-
     point = study_points.Point(model, "ddp", 1, 1, study_points.UNSHAPED)
     tail = study_points.train_args(point, args.source_dir, args.data_dir, 1, 60)
     return tail + ["--set", f"comm.ranks_per_node={g}"]

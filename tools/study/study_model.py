@@ -95,15 +95,15 @@ def simulate(script, compute, cost, slowdown=1.0):
 
 
 def predict(plan, compute, cost, slowdown=1.0):
-    """The prediction for one strategy's plan: step seconds, its parts and
-    the collectives."""
+    """The prediction for one strategy's plan: step seconds, its parts, the
+    script simulated and the collectives' summed cost."""
     script = study_schedule.step_script(plan)
     step, exposed, _ = simulate(script, compute, cost, slowdown)
     return {
         "step_s": step,
         "parts": {"compute_s": step - exposed - compute.data_s, "comm_exposed_s": exposed,
                   "data_s": compute.data_s},
-        "collectives": [(c["op"], c["bytes"]) for c in script.collectives],
+        "script": script,
         "comm_s": sum(cost(c) for c in script.collectives),
     }
 

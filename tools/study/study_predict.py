@@ -12,7 +12,6 @@ import study_calibrate
 import study_fabric
 import study_model
 import study_points
-import study_schedule
 
 # A study's strategy -> the name `plan` gives it.
 PLAN_NAME = {"none": "none", "ddp": "ddp", "zero1": "zero1", "fsdp_full": "fsdp full",
@@ -83,8 +82,7 @@ class Validator:
         fabric = self.fabric(rate)
         cost = fabric.cost_fn(point.nodes, point.ranks_per_node) if point.world > 1 else (lambda c: 0.0)
         pred = study_model.predict(plan, compute, cost, fabric.slowdown(point.nodes, point.ranks_per_node))
-        script = study_schedule.step_script(plan)
-        pred["wire_bytes"] = wire_bytes(script, point.nodes, point.ranks_per_node)
+        pred["wire_bytes"] = wire_bytes(pred["script"], point.nodes, point.ranks_per_node)
         pred["planned_peak_bytes"] = plan["peak_bytes"]
         return pred
 
@@ -95,7 +93,7 @@ def point_of(record):
 
 
 def add_prediction(validator, record):
-    """Adds record["model"] = the prediction and its errors (or why none)."""
+    """Adds record["prediction"]: the prediction and its errors (or why none)."""
     try:
         pred = validator.predict(point_of(record))
     except (PredictError, study_fabric.FabricError, OSError, ValueError, KeyError) as e:
