@@ -153,6 +153,9 @@ void add_comm(CLI::App* bench, std::vector<Command>& out) {
                   "Emulate nodes of this many consecutive ranks (0: real nodes)")
       ->capture_default_str();
   cmd->add_option("--json", o->json_path, "Also write every row to this JSON file");
+  cmd->add_option("--busy-threads", o->busy_threads,
+                  "GEMM threads per rank while timing: collectives as they compete with a step's compute")
+      ->capture_default_str();
   cmd->add_option("--mode", o->mode, "throughput (back to back, as nccl-tests), latency (one at a time) or both")
       ->capture_default_str();
   cmd->add_flag("!--no-shared-memory", o->comm.shared_memory, "Do not use the shared-memory all-reduce");

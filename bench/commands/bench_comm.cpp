@@ -2,6 +2,8 @@
 
 #include "bench/commands/bench_stats.h"
 
+#include "kernels/cpu/gemm.h"
+
 #include "runtime/comm/algorithms/mpi_native.h"
 #include "runtime/comm/engine/scratch.h"
 #include "runtime/core/error.h"
@@ -12,8 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 namespace shardtrain::comm {
@@ -170,8 +174,40 @@ std::string human(int64_t bytes) {
   return fmt::format("{} B", bytes);
 }
 
+// The row's last column: which implementation, if any, was wrong.
+const char* verdict(bool shardtrain_ok, bool mpi_ok) {
+  if (shardtrain_ok && mpi_ok) return "ok";
+  if (!shardtrain_ok && !mpi_ok) return "WRONG (both)";
+  return shardtrain_ok ? "WRONG (mpi)" : "WRONG (shardtrain)";
+}
+
 // Buffer sets cycled through at one size: 1 MiB in all, at most 16.
 int buffers_for(int64_t bytes) { return int(std::clamp<int64_t>((int64_t(1) << 20) / bytes, 1, 16)); }
+
+// `threads` threads of 256x256x256 f32 GEMMs until destroyed: a training
+// step's compute, competing for the cores with the collectives.
+class BusyLoad {
+ public:
+  explicit BusyLoad(int threads) {
+    for (int i = 0; i < threads; ++i)
+      threads_.emplace_back([this] {
+        constexpr int64_t n = 256;
+        std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n);
+        while (!stop_.load(std::memory_order_relaxed))
+          cpu::gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+      });
+  }
+  BusyLoad(const BusyLoad&) = delete;
+  BusyLoad& operator=(const BusyLoad&) = delete;
+  ~BusyLoad() {
+    stop_ = true;
+    for (std::thread& t : threads_) t.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
 
 struct Measured {
   double shardtrain_s = 0, mpi_s = 0;  // per operation, median round
@@ -207,7 +243,11 @@ Measured measure(Case& c, bool latency, const BenchCommOptions& options, MPI_Com
   m.ok_mpi = c.check(1);
 
   // Warm-up, then the number of operations per round (the same on every rank).
+  // The fill resets every output, so the final check may only look at the
+  // buffer sets run after it: count them from 0 again.
   c.fill(true);
+  next = 0;
+  const BusyLoad load(options.busy_threads);
   for (int i = 0; i < options.warmup; ++i) {
     shardtrain_run(1);
     mpi_run(1);
@@ -254,8 +294,8 @@ int bench_comm(const BenchCommOptions& options) {
   ST_CHECK(options.min_bytes > 0 && options.min_bytes <= options.max_bytes,
            "bench comm: need 0 < min_bytes <= max_bytes (got {} and {})", options.min_bytes, options.max_bytes);
   for (const int64_t size : options.sizes) ST_CHECK(size > 0, "bench comm: --sizes must be positive, got {}", size);
-  ST_CHECK(options.rounds >= 1 && options.iters >= 0 && options.warmup >= 0,
-           "bench comm: rounds >= 1, iters >= 0 and warmup >= 0");
+  ST_CHECK(options.rounds >= 1 && options.iters >= 0 && options.warmup >= 0 && options.busy_threads >= 0,
+           "bench comm: rounds >= 1, iters >= 0, warmup >= 0 and busy_threads >= 0");
   const DType dtype = options.dtype == "bf16" ? DType::bf16 : DType::f32;
   std::vector<std::string> modes;
   if (options.mode != "latency") modes.push_back("throughput");
@@ -275,10 +315,10 @@ int bench_comm(const BenchCommOptions& options) {
       const auto limit = [](int64_t b) { return b >= (int64_t(1) << 62) ? std::string("any size") : human(b); };
       fmt::print(
           "shardtrain bench comm, mode {}: {} ranks, {}, algorithm {}, chunk {}; MPI's own collectives up to: "
-          "allreduce {}, reduce_scatter {}, allgather {}; arrival check {}\n",
+          "allreduce {}, reduce_scatter {}, allgather {}; arrival check {}; busy threads per rank {}\n",
           mode, ranks, options.dtype, options.comm.allreduce_algorithm, human(options.comm.chunk_bytes),
           limit(options.comm.small_message_bytes), limit(options.comm.reduce_scatter_small_bytes),
-          limit(options.comm.allgather_small_bytes), options.comm.check_arrival ? "on" : "off");
+          limit(options.comm.allgather_small_bytes), options.comm.check_arrival ? "on" : "off", options.busy_threads);
       fmt::print("  {}\n", mode == "latency"
                                ? "latency: one operation issued and waited for at a time, nothing queued"
                                : "throughput: operations issued back to back, the last waited for (shardtrain may "
@@ -319,7 +359,7 @@ int bench_comm(const BenchCommOptions& options) {
           const Row& r = rows.back();
           fmt::print("{:<15}{:>10}{:>4} | {:>10.1f}{:>8.2f}{:>8.2f} {:<13}| {:>10.1f}{:>8.2f}{:>8.2f} | {:>6.2f} {}\n",
                      op, bytes, buffers, s.time_us, s.algbw_gbs, s.busbw_gbs, s.algorithm, r.time_us, r.algbw_gbs,
-                     r.busbw_gbs, m.mpi_s / m.shardtrain_s, s.ok && r.ok ? "ok" : "WRONG");
+                     r.busbw_gbs, m.mpi_s / m.shardtrain_s, verdict(s.ok, r.ok));
           std::fflush(stdout);
         }
       }
@@ -337,6 +377,7 @@ int bench_comm(const BenchCommOptions& options) {
                      {"ranks", ranks},
                      {"dtype", options.dtype},
                      {"buffers", r.buffers},
+                     {"busy_threads", options.busy_threads},
                      {"time_us", r.time_us},
                      {"algbw_gbs", r.algbw_gbs},
                      {"busbw_gbs", r.busbw_gbs},

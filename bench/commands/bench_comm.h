@@ -18,6 +18,14 @@
 // what a caller can have in flight at once (one buffer all-reduced twice in a
 // row is a dependency, never coalesced).
 //
+// Busy threads: with busy_threads > 0, each rank runs that many threads of
+// f32 GEMMs (the training step's own kernel) while the warm-up and the timed
+// rounds run, so the collectives compete for the cores with compute. That
+// bounds from above what a collective costs in a CPU training step, where
+// the rank computes for only part of the time its collectives are in flight
+// (docs/BENCHMARKS.md, "Collectives in a training step against the same
+// collectives alone"); on idle cores it is what it costs alone.
+//
 // Sizes: powers of 2 from min_bytes to max_bytes, or the list given.
 // "bytes" is one buffer as nccl-tests count it (all-reduce and
 // broadcast: the buffer; reduce-scatter: the input; all-gather: the output);
@@ -44,6 +52,7 @@ struct BenchCommOptions {
   int rounds = 5;                   // timed rounds per implementation (alternating); the median is reported
   std::string dtype = "f32";        // "f32" | "bf16"
   std::string mode = "throughput";  // "throughput" | "latency" | "both" (see above)
+  int busy_threads = 0;             // GEMM threads per rank while timing (see above)
   std::string json_path;            // if set, rank 0 writes every row there (a JSON array)
   CommOptions comm;
 };
