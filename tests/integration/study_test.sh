@@ -12,17 +12,19 @@ require_emunodes
 "$EMU" gc
 prep_fmnist >/dev/null
 
+# What the run printed, and the end of each calibration run's output.
+show() { cat "$1"; tail -n 15 s/calibration/*.txt s/calibration/runs/*.txt 2>/dev/null || true; }
 study=(--models mlp --strategies ddp,fsdp_full --nodes 1,2 --rates unshaped,500mbit --steps 3 --warmup 1
        --data "$WORK_ROOT")
-"$SHARDTRAIN" study run --out s "${study[@]}" >run.txt 2>&1 || { cat run.txt; fail "study run"; }
-grep -q '^\[study\] 5 points: 0 already in .*, 5 to run' run.txt || { cat run.txt; fail "the plan line"; }
+"$SHARDTRAIN" study run --out s "${study[@]}" >run.txt 2>&1 || { show run.txt; fail "study run"; }
+grep -q '^\[study\] 5 points: 0 already in .*, 5 to run' run.txt || { show run.txt; fail "the plan line"; }
 [ "$(grep -c '^\[study\] [1-5]/5 mlp .*ms/step.*; model [0-9.]* ms ([+-][0-9]*%)$' run.txt)" = 5 ] ||
-  { cat run.txt; fail "a progress line per point, with the model's prediction"; }
+  { show run.txt; fail "a progress line per point, with the model's prediction"; }
 for f in compute-mlp-w1.json compute-mlp-w2.json comm-2x1-unshaped.json comm-2x1-500mbit.json; do
-  [ -s "s/calibration/$f" ] || { cat run.txt; fail "calibration file $f"; }
+  [ -s "s/calibration/$f" ] || { show run.txt; fail "calibration file $f"; }
 done
 grep -q '^\[study\] Model against measurement over 5 points: median |error| [0-9.]*%' run.txt ||
-  { cat run.txt; fail "the model's summary line"; }
+  { show run.txt; fail "the model's summary line"; }
 pass "calibrated, and each point predicted: $(grep 'Model against' run.txt)"
 "$PY" - s/points.jsonl <<'PY' || fail "points.jsonl"
 import json, sys
@@ -95,8 +97,8 @@ grep -q '^| gpt-124m | ddp | 2 | [0-9.]* |' gpt.txt && grep -q '^| gpt-7b | ddp 
   grep -q '^| gpt-7b | fsdp_full | 2 | [0-9.]* |' gpt.txt || { cat gpt.txt; fail "the GPT family table"; }
 pass "study predict on a shipped fabric: $(grep -c '^| gpt-' gpt.txt) rows"
 
-"$SHARDTRAIN" study run --out s "${study[@]}" >again.txt 2>&1 || { cat again.txt; fail "study run again"; }
-grep -q '5 already in .*, 0 to run' again.txt || { cat again.txt; fail "resume"; }
+"$SHARDTRAIN" study run --out s "${study[@]}" >again.txt 2>&1 || { show again.txt; fail "study run again"; }
+grep -q '5 already in .*, 0 to run' again.txt || { show again.txt; fail "resume"; }
 [ "$(grep -c . s/points.jsonl)" = 5 ] || fail "a point ran twice"
 pass "run again: $(grep 'points:' again.txt)"
 
@@ -117,6 +119,20 @@ pass "a line cut short: that point ran again"
 [ "$(grep -c '"status": "failed"' s/points.jsonl)" = 2 ] || fail "the failures are not in points.jsonl"
 grep -q '| mlp | ddp | 2 x 1 | 8kbit | failed: did not end' s/table.md || { cat s/table.md; fail "the table's failed row"; }
 pass "2 points at 8 kbit/s recorded as failed, the sweep went on"
+
+# SIGTERM (kill, scancel, timeout) while a job runs (a calibration at 8
+# kbit/s, which takes minutes): the study ends as on Ctrl-C, and takes the
+# job's ranks with it.
+"$SHARDTRAIN" study run --out k "${study[@]}" --rates 8kbit >term.txt 2>&1 &
+study_pid=$!
+for _ in $(seq 600); do grep -q 'calibrating allreduce' term.txt && break; sleep 0.2; done
+sleep 3
+kill -TERM "$study_pid"
+rc=0; wait "$study_pid" || rc=$?
+[ "$rc" = 130 ] && grep -q 'interrupted; the points measured are in' term.txt || { cat term.txt; fail "SIGTERM: exit $rc"; }
+sleep 1
+! pgrep -f "k/calibration/comm-" >/dev/null || { pgrep -af "k/calibration/comm-"; fail "SIGTERM left ranks running"; }
+pass "SIGTERM ended the study (exit 130) and its running calibration"
 
 "$SHARDTRAIN" study run --out s --steps 4 --models mlp >bad.txt 2>&1 && fail "other settings accepted"
 grep -q 'was run with' bad.txt || { cat bad.txt; fail "the settings message"; }

@@ -36,6 +36,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -234,6 +235,10 @@ def main():
         parser.error("on real nodes --rates takes one name for the fabric (e.g. --rates 100gbit); nothing is shaped")
     points = study_points.grid(args.models, args.strategies, args.nodes, args.ranks_per_node, args.rates)
     prepare_data(args, args.models)
+    # kill, scancel and timeout end the study as Ctrl-C does: the job running
+    # then (in a session of its own, study_job.py) is ended with it rather
+    # than left running.
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         failed = study_sweep.sweep(args, points)
     except KeyboardInterrupt:
@@ -242,6 +247,10 @@ def main():
         return 130
     write_outputs(args)
     return 1 if failed else 0
+
+
+def interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -109,7 +109,7 @@ def calibrate_compute(args, model, world):
     computes = []
     for rc, (_, _, run_dir) in zip(rcs, procs):
         if rc != 0:
-            why = "did not end in time" if rc is None else f"failed with exit {rc}"
+            why = "did not end in time" if rc is None else f"failed with exit {rc}: {study_job.last_error(run_dir + '.txt')}"
             raise RuntimeError(f"compute calibration {run_dir} {why} (see {run_dir}.txt)")
         computes.append(compute_from_run(run_dir, args.warmup))
     mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
@@ -185,7 +185,8 @@ def calibrate_comm(args, cluster, nodes, g, rate, sizes):
             raise RuntimeError(f"emulated nodes {nodes} x {g} at {rate} could not be brought up")
         _, rc = study_job.run(cmd, f"{path}.{op}.txt", args.point_timeout)
         if rc != 0:
-            why = f"did not end within --point-timeout {args.point_timeout} s" if rc is None else f"failed with exit {rc}"
+            why = (f"did not end within --point-timeout {args.point_timeout} s" if rc is None else
+                   f"failed with exit {rc}: {study_job.last_error(f'{path}.{op}.txt')}")
             raise RuntimeError(f"bench comm {op} on {nodes} x {g} at {rate} {why} (see {path}.{op}.txt)")
         with open(path + ".part") as f:
             rows += json.load(f)

@@ -47,3 +47,16 @@ def run(cmd, output_path, timeout):
         out.flush()
         rc = wait(start(cmd, out), timeout)
     return time.monotonic() - start_s, rc
+
+
+def last_error(output_path):
+    """The line that says why a job failed: its last shardtrain error, else its last line."""
+    try:
+        with open(output_path, errors="replace") as f:
+            lines = [line.rstrip() for line in f if line.strip()]
+    except OSError:
+        return "no output"
+    for line in reversed(lines):
+        if line.startswith(("shardtrain: error", "shardtrain: watchdog", "supervise:", "bench comm:")):
+            return line
+    return lines[-1] if lines else "no output"

@@ -85,19 +85,6 @@ class RealNodes:
         pass
 
 
-def last_error(output_path):
-    """The line that says why a run failed: its last shardtrain error, else its last line."""
-    try:
-        with open(output_path, errors="replace") as f:
-            lines = [line.rstrip() for line in f if line.strip()]
-    except OSError:
-        return "no output"
-    for line in reversed(lines):
-        if line.startswith(("shardtrain: error", "shardtrain: watchdog", "supervise:")):
-            return line
-    return lines[-1] if lines else "no output"
-
-
 def append_line(path, line):
     """Appends one line, on a line of its own even after a write that an
     interruption cut short (which read_points then skips)."""
@@ -122,7 +109,7 @@ def run_point(point, args, cluster, run_dir, output_path):
     if rc is None:
         return seconds, f"did not end within --point-timeout {args.point_timeout} s"
     if rc != 0:
-        return seconds, f"exit {rc}: {last_error(output_path)}"
+        return seconds, f"exit {rc}: {study_job.last_error(output_path)}"
     return seconds, None
 
 
@@ -176,6 +163,9 @@ def sweep(args, points):
     except (RuntimeError, study_predict.PredictError, OSError, ValueError) as e:
         # The measurements stand without the model: say so and go on.
         log(f"calibration failed, so points get no prediction: {e}")
+    except BaseException:
+        cluster.down()
+        raise
     log(f"{len(points)} points: {len(points) - len(todo) - len(skipped)} already in {points_path}, "
         f"{len(todo)} to run, {len(skipped)} left out (no emulated nodes)")
     failed = 0
