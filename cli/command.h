@@ -53,6 +53,7 @@ void add_plan_command(CLI::App& app, std::vector<Command>& out);
 void add_report_command(CLI::App& app, std::vector<Command>& out);
 void add_study_command(CLI::App& app, std::vector<Command>& out);
 void add_info_command(CLI::App& app, std::vector<Command>& out);
+void add_doctor_command(CLI::App& app, std::vector<Command>& out);
 
 // A flag taking one of an enum's names (runtime/core/enum_names.h).
 template <typename E>

@@ -18,6 +18,9 @@ namespace shardtrain::comm {
 bool gpu_comm_backend_built();
 // Whether libnccl.so.2 loads in this process (the reason in *why if not).
 bool nccl_loadable(std::string* why = nullptr);
+// "2.27.3 (/path/libnccl.so.2)" of the NCCL this process loads; "" (and the
+// reason in *why) when it cannot.
+std::string nccl_loaded_version(std::string* why = nullptr);
 
 // The GPU for a rank: node-local rank % the number of visible CUDA devices.
 int device_for_local_rank(int local_rank);

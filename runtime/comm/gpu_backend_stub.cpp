@@ -15,6 +15,11 @@ bool nccl_loadable(std::string* why) {
   return false;
 }
 
+std::string nccl_loaded_version(std::string* why) {
+  nccl_loadable(why);
+  return {};
+}
+
 int device_for_local_rank(int local_rank) {
   ST_CHECK(false, "no CUDA device for node-local rank {}: this build has no CUDA backend", local_rank);
   return 0;

@@ -29,6 +29,7 @@ Job::Job(const Config& cfg, RunContext& context, const comm::MpiEnv& m, std::uni
       buffers(make_step_buffers(s, sampler.local_batch())) {
   RunDir& run = ctx.run;
   nn::Model& model = *s.model;
+  nodes = check_nodes(config, mpi, run);
   if (!s.device.is_cpu())
     run.log(device_line(s.device, cuda_devices()[size_t(s.device.index)].name,
                         std::string(name_of(config.runtime.gpu_gemm))));

@@ -13,6 +13,7 @@
 #include "runtime/train/config.h"
 #include "runtime/train/gradient_comm.h"
 #include "runtime/train/memory_plan.h"
+#include "runtime/train/node_check.h"
 #include "runtime/train/run_context.h"
 #include "runtime/train/session.h"
 #include "runtime/train/staging.h"
@@ -41,6 +42,7 @@ struct Job {
   std::unique_ptr<comm::Communicator> comm;         // MPI: host tensors (evaluation sums, telemetry); null for one rank
   std::unique_ptr<comm::Communicator> device_comm;  // GPU tensors (runtime.device = "cuda")
   FabricInfo fabric;                                // what NCCL reported (rank 0), for the summary
+  NodeCheck nodes;                                  // what the doctor found on each node (rank 0), for the summary
   double injected_comm_s = 0;                       // debug.slow_comm_ms in this rank's collectives, per step
   parallel::Topology topology;
   parallel::PlanInputs plan_inputs;

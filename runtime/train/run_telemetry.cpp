@@ -205,6 +205,10 @@ std::string RunTelemetry::finish(nlohmann::json& result) {
     for (std::string line; std::getline(lines, line);)
       if (!line.empty()) text += "\nfabric: " + line;
   }
+  if (!doctor_.is_null()) {
+    summary["doctor"] = doctor_;
+    text += "\ndoctor: " + doctor_line_;
+  }
 
   if (files_) {
     if (trace_) {

@@ -54,6 +54,15 @@ class RunTelemetry {
     fabric_ = std::move(report);
     fabric_text_ = std::move(text);
   }
+  // What the doctor found at start-up (rank 0; runtime/train/node_check.h):
+  // summary.json's "doctor" (its verdicts, not every node's facts: those
+  // are in doctor.json) and a "doctor:" line in the summary text.
+  void set_doctor(const nlohmann::json& report, std::string line) {
+    doctor_ = {{"summary", report.value("summary", "")},
+               {"worst", report.value("worst", "")},
+               {"across_nodes", report.value("across_nodes", nlohmann::json::array())}};
+    doctor_line_ = std::move(line);
+  }
 
   // Seconds in training steps so far (evaluation excluded).
   double step_seconds() const { return step_s_total_; }
@@ -98,6 +107,8 @@ class RunTelemetry {
   bool pending_ = false;  // current_ ended but not written (eval may still be added)
   nlohmann::json fabric_;
   std::string fabric_text_;
+  nlohmann::json doctor_;
+  std::string doctor_line_;
 };
 
 }  // namespace shardtrain::train

@@ -66,6 +66,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   RunTelemetry telemetry(config, ctx.dir, mpi.rank(), mpi.world_size(), job.comm.get(), state.run_start);
   telemetry.set_device(job.s.device);
   if (!job.fabric.report.is_null()) telemetry.set_fabric(job.fabric.report, job.fabric.text);
+  if (!job.nodes.report.is_null()) telemetry.set_doctor(job.nodes.report, job.nodes.line);
 
   // Errors from here on are this rank's alone (the others are in a step or
   // an evaluation): end the job before unwinding (runtime/train/fatal_error.h).

@@ -566,6 +566,11 @@ bool gpu_comm_backend_built() { return true; }
 
 bool nccl_loadable(std::string* why) { return nccl_available(why); }
 
+std::string nccl_loaded_version(std::string* why) {
+  if (!nccl_available(why)) return {};
+  return nccl().version_string() + " (" + nccl().path + ")";
+}
+
 std::unique_ptr<Communicator> make_nccl_world_communicator(int device, const CommOptions& options) {
   return NcclCommunicator::make_world(MPI_COMM_WORLD, device, options);
 }
