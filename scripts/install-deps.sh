@@ -29,6 +29,9 @@ packages=(
   python3 python3-numpy python3-h5py python3-matplotlib
   # emulated multi-node tests (ip, tc), fault tests (pgrep)
   iproute2 procps
+  # the Slurm test (a one-node Slurm of its own, munge for its credentials);
+  # UCX's tools, which `shardtrain doctor` asks what UCX reaches
+  slurmctld slurmd slurm-client munge ucx-utils
 )
 
 missing=()
