@@ -32,6 +32,8 @@ packages=(
   # the Slurm test (a one-node Slurm of its own, munge for its credentials);
   # UCX's tools, which `shardtrain doctor` asks what UCX reaches
   slurmctld slurmd slurm-client munge ucx-utils
+  # Soft-RoCE test nodes (launch/rocenodes): QEMU and the tools that build their image
+  qemu-system-x86 qemu-utils debootstrap e2fsprogs
 )
 
 missing=()

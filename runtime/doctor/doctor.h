@@ -45,6 +45,10 @@ std::vector<NodeReport> gather_reports(const NodeReport& mine, MPI_Comm comm);
 // failures); then the recommended environment.
 std::string render_text(const ClusterReport& report);
 nlohmann::json to_json(const ClusterReport& report);
+// What carries MPI's traffic, from a rank's facts: "UCX (pml = ucx) on
+// rxe0:1", "ob1 over TCP or shared memory (pml = ^ucx, ...)".
+std::string mpi_transport(const nlohmann::json& facts);
+
 // "2 nodes, 4 ranks: 0 fail, 1 warn (mpi-transport)": for a job's log.
 std::string summary_line(const ClusterReport& report);
 

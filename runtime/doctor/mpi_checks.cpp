@@ -3,6 +3,7 @@
 // takes GPU buffers (CUDA-aware) or shardtrain stages them through host memory.
 #include "runtime/comm/transport/mpi_env.h"
 #include "runtime/doctor/checks.h"
+#include "runtime/doctor/doctor.h"
 #include "runtime/doctor/open_mpi_params.h"
 
 #include <fmt/format.h>
@@ -45,6 +46,7 @@ void check_mpi(const ProbeContext& ctx, NodeReport& r) {
                          {"btl", btl ? btl->value : ""},
                          {"btl_source", btl ? btl->source : ""}};
   r.fingerprint["mpi.pml"] = pml ? pml->value : "";
+  r.facts["ucx_env"] = {{"UCX_NET_DEVICES", ctx.env_or("UCX_NET_DEVICES")}, {"UCX_TLS", ctx.env_or("UCX_TLS")}};
   const bool ucx_ruled_out = pml && mca_list_excludes(pml->value, "ucx");
   if (!ctx.has_active_rdma()) {
     r.add("mpi-transport", Verdict::ok,
@@ -102,6 +104,21 @@ void check_mpi(const ProbeContext& ctx, NodeReport& r) {
                           : "MPI is not CUDA-aware: comm.backend = \"mpi\" stages GPU tensors through pinned host "
                             "memory",
           cuda_aware == 1 ? "" : "use comm.backend = \"nccl\" (the default on GPUs) for GPU collectives");
+}
+
+std::string mpi_transport(const nlohmann::json& facts) {
+  const auto om = facts.value("open_mpi", nlohmann::json::object());
+  const std::string pml = om.value("pml", "");
+  if (pml == "ucx") {
+    // Forced: MPI_Init fails rather than fall back when UCX cannot start.
+    const auto ucx = facts.value("ucx_env", nlohmann::json::object());
+    const std::string devices = ucx.value("UCX_NET_DEVICES", ""), tls = ucx.value("UCX_TLS", "");
+    return fmt::format("UCX (pml = ucx){}{}", devices.empty() ? "" : " on " + devices,
+                       tls.empty() ? "" : ", transports " + tls);
+  }
+  if (mca_list_excludes(pml, "ucx"))
+    return fmt::format("ob1 over TCP or shared memory (pml = {}, {})", pml, om.value("pml_source", ""));
+  return pml.empty() ? "Open MPI's choice (pml not set)" : fmt::format("Open MPI's choice among pml = {}", pml);
 }
 
 }  // namespace shardtrain::doctor

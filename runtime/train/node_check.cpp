@@ -21,6 +21,9 @@ NodeCheck check_nodes(const Config& config, const comm::MpiEnv& mpi, RunDir& run
   const auto report = doctor::combine(all);
   out.report = doctor::to_json(report);
   out.line = doctor::summary_line(report);
+  // Rank 0's: a job whose ranks disagree here fails in MPI_Init.
+  out.report["mpi_transport"] = doctor::mpi_transport(all.front().facts);
+  out.line += "; MPI's transport: " + out.report["mpi_transport"].get<std::string>();
   // Where each rank runs: shardrun --bind auto's placement (docs/cluster.md).
   nlohmann::json bindings = nlohmann::json::array();
   for (const auto& r : all) {

@@ -60,6 +60,7 @@ class RunTelemetry {
   void set_doctor(const nlohmann::json& report, std::string line) {
     doctor_ = {{"summary", report.value("summary", "")},
                {"worst", report.value("worst", "")},
+               {"mpi_transport", report.value("mpi_transport", "")},
                {"across_nodes", report.value("across_nodes", nlohmann::json::array())}};
     doctor_line_ = std::move(line);
   }
