@@ -11,7 +11,8 @@
 #   lib/     every shared library those (and Open MPI's plugins) need, except
 #            glibc, libgcc_s and the CUDA/NVIDIA libraries the target provides
 #   lib/compat/libstdc++.so.6  used only where the target's is too old (env.sh)
-#   lib/openmpi3/, lib/pmix/   Open MPI's and PMIx's MCA plugins
+#   lib/openmpi3/, lib/pmix/   Open MPI's and PMIx's MCA plugins (fabric ones included)
+#   lib/ucx/   UCX's transport modules (verbs, rdmacm, ...)
 #   share/openmpi, share/pmix, etc/openmpi   help texts and configuration
 #   data/    the prepared Fashion-MNIST test split and KJV text (if present),
 #            with .npz copies for bench/torch_reference.py
@@ -76,14 +77,24 @@ done
 # --- Open MPI / PMIx plugins, help texts, configuration --------------------
 ompi_plugins=$ML/openmpi/lib/openmpi3
 pmix_plugins=$ML/pmix2/lib/pmix
-# Single node only: the plugins for network fabrics (libfabric, UCX, verbs,
-# PSM) stay out with their libraries (~7 MB); Debian's own configuration
-# disables most of them anyway (etc/openmpi/openmpi-mca-params.conf).
-fabric_re='lib(fabric|ucp|uct|ucs|ucm|psm2|psm_infinipath|ibverbs|rdmacm|efa)\.so'
-nfabric=0
+# Every plugin, the network fabrics' included: a bundle on a RoCE or
+# InfiniBand node runs MPI over UCX (`--mca pml ucx`, shardrun --fabric).
+# Their libraries (UCX, libibverbs, librdmacm, libfabric, PSM2) come along
+# through ldd below; UCX's transport modules (uct_ib, uct_rdmacm, ...) load
+# from lib/ucx (env.sh: UCX_MODULE_DIR). libibverbs' providers (mlx5, rxe,
+# ...) are the node's own: a node with an RDMA NIC has rdma-core installed,
+# and its providers match its kernel.
 for f in "$ompi_plugins"/*.so; do
-  if [[ "$(ldd "$f" 2>/dev/null)" =~ $fabric_re ]]; then nfabric=$((nfabric + 1)); continue; fi
   copy_elf "$f" "$stage/lib/openmpi3/$(basename "$f")"; elfs+=("$stage/lib/openmpi3/$(basename "$f")")
+done
+mkdir -p "$stage/lib/ucx"
+for f in "$ML"/ucx/*.so.0; do  # the names UCX loads; the other links would copy each module twice more
+  [ -f "$f" ] || continue
+  copy_elf "$f" "$stage/lib/ucx/$(basename "$f")"; elfs+=("$stage/lib/ucx/$(basename "$f")")
+done
+for p in ucx_info ib_write_bw; do  # what the doctor and a fabric check run
+  command -v "$p" >/dev/null 2>&1 || continue
+  copy_elf "$(readlink -f "$(command -v "$p")")" "$stage/bin/$p"; elfs+=("$stage/bin/$p")
 done
 for f in "$pmix_plugins"/*.so; do copy_elf "$f" "$stage/lib/pmix/$(basename "$f")"; elfs+=("$stage/lib/pmix/$(basename "$f")"); done
 cp -rL /usr/share/openmpi "$stage/share/openmpi"
@@ -186,6 +197,8 @@ export ST_LIBSTDCXX
 
 export LD_LIBRARY_PATH=$ST_BUNDLE/lib${st_compat:+:$st_compat}${st_cuda_dirs:+:$st_cuda_dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PATH=$ST_BUNDLE/bin:$PATH
+# UCX's transport modules (verbs, rdmacm, ...) from the bundle.
+export UCX_MODULE_DIR=$ST_BUNDLE/lib/ucx
 
 # Open MPI 4.1 relocation (opal/mca/installdirs/env): OPAL_PREFIX alone is not
 # enough with Debian's build, whose libdir, pkglibdir, pkgdatadir and
@@ -241,7 +254,7 @@ case "$tarball" in
 esac
 log "programs: $(ls "$stage/bin" | tr '\n' ' ')"
 log "tests ($ntests): $(ls "$stage/tests" | tr '\n' ' ')"
-log "libraries: $(ls "$stage/lib" | grep -c '\.so') (+ $(ls "$stage/lib/openmpi3" | wc -l) Open MPI plugins ($nfabric fabric ones left out), $(ls "$stage/lib/pmix" | wc -l) PMIx plugins), libstdc++ need: ${need_glibcxx:-none}"
+log "libraries: $(ls "$stage/lib" | grep -c '\.so') (+ $(ls "$stage/lib/openmpi3" | wc -l) Open MPI plugins, $(ls "$stage/lib/ucx" | wc -l) UCX modules, $(ls "$stage/lib/pmix" | wc -l) PMIx plugins), libstdc++ need: ${need_glibcxx:-none}"
 log "data: $data_note"
 log "directory: $stage ($(du -sh "$stage" | cut -f1))"
 log "tarball:   $tarball ($(du -h "$tarball" | cut -f1), $(stat -c %s "$tarball") bytes)"

@@ -4,7 +4,7 @@
 #
 #   scripts/gpu-check.sh [TARBALL]        # default bundle/shardtrain-bundle.tar.gz
 #
-# Sections: a environment, b bundle, c `shardtrain info`, d gpu_* tests,
+# Sections: a environment, b bundle, c `shardtrain info` and `shardtrain doctor`, d gpu_* tests,
 # e MPI on 2 ranks (device buffers), f training CPU vs GPU
 # (scripts/gpu-check-train.sh), g the summary table, printed last.
 # Each step has a timeout and a failing step does not stop the others; the
@@ -143,6 +143,17 @@ step_info() {
   check_row info "shardtrain info" - - - "$res"
 }
 
+# --- c2. shardtrain doctor: the lent machine's GPUs, NICs and their affinity ----
+step_doctor() {
+  section "c2. shardtrain doctor"
+  run doctor 90 shardtrain doctor --out "$W/logs/doctor.json"; local rc=$?
+  show "$W/logs/doctor.log"
+  # Exit 1 is a failed check (reported in the table), not a failed step.
+  local res; res=$(rc_word $rc)
+  [ $rc -eq 1 ] && res="FINDINGS(fail)"
+  check_row doctor "shardtrain doctor" - - - "$res"
+}
+
 # --- d. GPU tests ----------------------------------------------------------------
 step_gpu_tests() {
   section "d. gpu tests"
@@ -259,6 +270,7 @@ step_bundle
 if [ "$BUNDLE_OK" = 1 ]; then
   # Subshells: whatever goes wrong in one step stays there (rows are files).
   ( step_info )
+  ( step_doctor )
   ( step_gpu_tests )
   ( step_mpi )
   ( step_train )

@@ -33,8 +33,12 @@ std::optional<McaSetting> open_mpi_param(const SysRoot& sys, const Environment& 
   std::vector<std::string> files;
   if (const auto home = env.find("HOME"); home != env.end())
     files.push_back(home->second + "/.openmpi/mca-params.conf");
-  if (const auto prefix = env.find("OPAL_PREFIX"); prefix != env.end())
+  // A relocated Open MPI (the GPU bundle's env.sh) names its configuration folder.
+  if (const auto conf = env.find("OPAL_SYSCONFDIR"); conf != env.end()) {
+    files.push_back(conf->second + "/openmpi-mca-params.conf");
+  } else if (const auto prefix = env.find("OPAL_PREFIX"); prefix != env.end()) {
     files.push_back(prefix->second + "/etc/openmpi-mca-params.conf");
+  }
   files.emplace_back("/etc/openmpi/openmpi-mca-params.conf");    // Debian, Ubuntu
   files.emplace_back("/usr/local/etc/openmpi-mca-params.conf");  // built from source
   for (const auto& f : files)

@@ -1,6 +1,7 @@
 // Open MPI's MCA parameters as a rank sees them: OMPI_MCA_<name> in the
 // environment (mpirun --mca sets it), then $HOME/.openmpi/mca-params.conf,
-// then the installation's openmpi-mca-params.conf. Debian's says `pml = ^ucx`,
+// then the installation's openmpi-mca-params.conf ($OPAL_SYSCONFDIR's where
+// Open MPI was relocated). Debian's says `pml = ^ucx`,
 // which keeps MPI's traffic on TCP even where UCX could use RDMA.
 #pragma once
 

@@ -92,6 +92,10 @@ TEST(DoctorReport, OpenMpiParamsComeFromEnvThenHomeThenSystem) {
   EXPECT_EQ(p->value, "ucx");
   EXPECT_EQ(p->source, "OMPI_MCA_pml");
   EXPECT_FALSE(open_mpi_param(SysRoot(f.path()), {}, "btl").has_value());
+  f.write("/bundle/etc/openmpi/openmpi-mca-params.conf", "btl = ^openib\n");
+  p = open_mpi_param(SysRoot(f.path()), {{"OPAL_SYSCONFDIR", "/bundle/etc/openmpi"}}, "btl");
+  ASSERT_TRUE(p.has_value()) << "a relocated Open MPI reads its own folder";
+  EXPECT_EQ(p->source, "/bundle/etc/openmpi/openmpi-mca-params.conf");
 }
 
 TEST(DoctorReport, UcxInfoDevicesAreParsed) {
