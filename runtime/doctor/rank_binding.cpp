@@ -131,14 +131,28 @@ RankBinding plan_binding(const SysRoot& sys, const Environment& env, int local_r
   return b;
 }
 
-void apply_binding(const RankBinding& b) {
+void apply_binding(RankBinding b) {
   if (!b.cpus.empty()) {
-    cpu_set_t set;
+    // Only cpus the process may use: a scheduler's cgroup or the launcher
+    // may allow fewer than the NUMA node has, and pinning outside them fails.
+    cpu_set_t allowed, set;
+    CPU_ZERO(&allowed);
     CPU_ZERO(&set);
+    ST_CHECK(sched_getaffinity(0, sizeof allowed, &allowed) == 0, "binding: cannot read this process's cpus");
+    std::vector<int> chosen;
     for (int c : parse_cpulist(b.cpus))
-      if (c < CPU_SETSIZE) CPU_SET(c, &set);
-    ST_CHECK(sched_setaffinity(0, sizeof set, &set) == 0, "binding: cannot pin local rank {} to cpus {}", b.local_rank,
-             b.cpus);
+      if (c < CPU_SETSIZE && CPU_ISSET(c, &allowed)) {
+        CPU_SET(c, &set);
+        chosen.push_back(c);
+      }
+    if (chosen.empty()) {
+      b.note = fmt::format("cpus {} are outside the {} this process may use: left alone", b.cpus, current_cpus());
+      b.cpus.clear();
+    } else {
+      b.cpus = int_ranges(chosen);
+      ST_CHECK(sched_setaffinity(0, sizeof set, &set) == 0, "binding: cannot pin local rank {} to cpus {}",
+               b.local_rank, b.cpus);
+    }
   }
   if (!b.nic.empty()) {
     ::setenv("NCCL_IB_HCA", ("=" + b.nic).c_str(), 0);  // 0: what the job set stays

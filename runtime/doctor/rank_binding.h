@@ -30,10 +30,11 @@ std::pair<int, int> launcher_local_rank(const Environment& env);
 
 RankBinding plan_binding(const SysRoot& sys, const Environment& env, int local_rank, int local_size);
 
-// Pins this process to binding.cpus and sets, unless the job set them
+// Pins this process to binding.cpus (those of them it may use; none: left
+// alone, and the record says why) and sets, unless the job set them
 // already, NCCL_IB_HCA and UCX_NET_DEVICES to its NIC and CUDA_DEVICE_ORDER
-// to PCI_BUS_ID; records binding.describe() in SHARDTRAIN_BINDING.
-void apply_binding(const RankBinding& binding);
+// to PCI_BUS_ID; records what it did in SHARDTRAIN_BINDING.
+void apply_binding(RankBinding binding);
 
 // What `shardrun --bind` asks through SHARDTRAIN_BIND: "auto" plans and
 // applies the binding of the launcher's node-local rank (nothing outside a

@@ -103,6 +103,14 @@ TEST(DoctorBinding, ApplyPinsTheProcessAndKeepsTheJobsSettings) {
   EXPECT_STREQ(std::getenv("NCCL_IB_HCA"), "=mine:1") << "what the job set stays";
   EXPECT_STREQ(std::getenv("UCX_NET_DEVICES"), "mlx5_0:1");
   EXPECT_STREQ(std::getenv("SHARDTRAIN_BINDING"), b.describe().c_str());
+
+  // Cpus outside those the process may use (a scheduler's cgroup): left alone, and said.
+  b.cpus = "100000-100001";
+  apply_binding(b);
+  EXPECT_EQ(current_cpus(), "0");
+  EXPECT_NE(std::string(std::getenv("SHARDTRAIN_BINDING")).find("cpus 100000-100001 are outside the 0 this process"),
+            std::string::npos)
+      << std::getenv("SHARDTRAIN_BINDING");
   ASSERT_EQ(sched_setaffinity(0, sizeof before, &before), 0);
   ::unsetenv("NCCL_IB_HCA");
   ::unsetenv("UCX_NET_DEVICES");
