@@ -344,7 +344,11 @@ TEST(ShardCache, StopEndsTheCopierAndLeavesNoPartialCopy) {
   EXPECT_FALSE(fs::exists(dir / "cache/train/part-00000.h5"));
 }
 
-TEST(ShardCache, StagedRateWithinTenPercentOfTheLimit) {
+// The limit's contract: never faster than it. How close to it the stager
+// gets is a speed figure, not a correctness one: on a loaded 2-core machine
+// (ctest -j2) a copy of 0.84 s once stalled 0.16 s, so the lower bound here
+// only catches a limiter that sleeps far too long.
+TEST(ShardCache, StagedRateNeverAboveTheLimit) {
   TempDir dir;
   make_split(dir / "train", {1 << 20, 1 << 20, 1 << 20, 1 << 20});
   StageOptions o = options_for(dir / "cache");
@@ -357,7 +361,8 @@ TEST(ShardCache, StagedRateWithinTenPercentOfTheLimit) {
   std::printf("[ rate     ] stager: 4 x 1 MiB at 5 MB/s: %.2f MB/s copying, %.2f MB/s wall (with verification)\n",
               s.rate_mb_s(), mb_per_s(s.bytes_copied, wall));
   EXPECT_EQ(s.shards_cached, 4);
-  EXPECT_NEAR(s.rate_mb_s(), 5.0, 0.5);
+  EXPECT_LE(s.rate_mb_s(), 5.0 * 1.1);  // 10% for the first block, sent before any wait
+  EXPECT_LE(s.copy_seconds, 2.0 * double(s.bytes_copied) / 5e6);
 }
 
 TEST(ShardCache, CorruptedSourceIsCaughtAndReadFromTheSource) {
