@@ -29,11 +29,18 @@ void render_finding(std::string& out, const Finding& f) {
 
 NodeReport probe_node(const ProbeOptions& options, const Environment& env, int rank) {
   const SysRoot sys(options.sysroot);
+  const bool live = sys.root() == "/";
+  const bool ask_cuda = live && cuda_backend_built();
+  std::string cuda_why;
+  auto cuda = ask_cuda ? cuda_devices(&cuda_why) : std::vector<AcceleratorInfo>{};
   const ProbeContext ctx{.sys = sys,
                          .env = env,
                          .rdma = scan_rdma_devices(sys),
                          .gpus = scan_nvidia_gpus(sys),
-                         .live = sys.root() == "/",
+                         .cuda_asked = ask_cuda,
+                         .cuda = std::move(cuda),
+                         .cuda_why = cuda_why,
+                         .live = live,
                          .thorough = options.thorough,
                          .data_path = options.data_path};
   NodeReport r;
@@ -41,7 +48,7 @@ NodeReport probe_node(const ProbeOptions& options, const Environment& env, int r
   r.rank = rank;
   check_rdma(ctx, r);
   check_gpus(ctx, r);
-  check_mpi(ctx, r);  // after check_gpus: CUDA-aware MPI matters only with GPUs
+  check_mpi(ctx, r);
   check_nccl(ctx, r);
   check_data_storage(ctx, r);
   if (ctx.live) {  // where this rank runs: shardrun --bind's placement, or the launcher's

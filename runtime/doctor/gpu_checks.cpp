@@ -1,7 +1,6 @@
 // GPUs: how many, which NIC is closest to each on the PCIe tree, and whether
 // GPUDirect RDMA can work at all (nvidia_peermem, or DMA-BUF through NVIDIA's
 // open kernel module on Linux >= 5.12).
-#include "kernels/devices.h"
 #include "runtime/doctor/checks.h"
 
 #include <fmt/format.h>
@@ -27,30 +26,24 @@ std::pair<int, int> kernel_version(const SysRoot& sys) {
 
 void check_gpus(const ProbeContext& ctx, NodeReport& r) {
   nlohmann::json gpus = nlohmann::json::array();
-  int cuda_count = -1;
-  if (ctx.live && cuda_backend_built()) {
-    std::string why;
-    const auto devices = cuda_devices(&why);
-    cuda_count = int(devices.size());
-    for (const auto& d : devices)
-      gpus.push_back({{"index", d.index},
-                      {"name", d.name},
-                      {"compute_capability", d.compute_capability},
-                      {"memory_bytes", d.total_memory_bytes}});
-    if (devices.empty() && ctx.gpus.empty()) r.facts["cuda"] = why;
-  }
+  for (const auto& d : ctx.cuda)
+    gpus.push_back({{"index", d.index},
+                    {"name", d.name},
+                    {"compute_capability", d.compute_capability},
+                    {"memory_bytes", d.total_memory_bytes}});
+  if (ctx.cuda_asked && ctx.cuda.empty() && ctx.gpus.empty()) r.facts["cuda"] = ctx.cuda_why;
   nlohmann::json pci = nlohmann::json::array();
   for (const auto& g : ctx.gpus)
     pci.push_back({{"address", g.address}, {"pci_path", g.pci_path}, {"numa_node", g.numa_node}});
   r.facts["gpus"] = gpus;
   r.facts["gpus_pci"] = pci;
-  const int count = std::max(cuda_count, int(ctx.gpus.size()));
+  const int count = ctx.gpu_count();
   r.fingerprint["gpus"] = std::to_string(count);
   if (count <= 0) {
     r.add("gpus", Verdict::ok, "no NVIDIA GPU: a CPU node");
     return;
   }
-  if (cuda_count == 0)
+  if (ctx.cuda_asked && ctx.cuda.empty())
     r.add("gpus", Verdict::fail, fmt::format("{} NVIDIA GPU(s) on the PCI bus, but CUDA sees none", ctx.gpus.size()),
           "check the driver (`nvidia-smi`) and CUDA_VISIBLE_DEVICES");
   else
@@ -64,9 +57,7 @@ void check_gpus(const ProbeContext& ctx, NodeReport& r) {
     PciDistance best = PciDistance::unknown;
     std::string nic;
     for (const auto& d : ctx.rdma) {
-      bool up = false;
-      for (const auto& p : d.ports) up = up || p.active();
-      if (!up || d.software) continue;
+      if (!d.any_port_active() || d.software) continue;
       const PciDistance dist = pci_distance(g.pci_path, g.numa_node, d.pci_path, d.numa_node);
       if (nic.empty() || dist < best) {
         best = dist;

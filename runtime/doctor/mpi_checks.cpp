@@ -97,8 +97,7 @@ void check_mpi(const ProbeContext& ctx, NodeReport& r) {
   if (ctx.live && mpi_running()) cuda_aware = MPIX_Query_cuda_support();
 #endif
   r.facts["mpi_cuda_aware"] = cuda_aware;
-  const bool gpus = r.fingerprint.count("gpus") != 0 && r.fingerprint["gpus"] != "0";
-  if (gpus && ctx.live)
+  if (ctx.gpu_count() > 0 && ctx.live)
     r.add("mpi-cuda", cuda_aware == 1 ? Verdict::ok : Verdict::warn,
           cuda_aware == 1 ? "MPI takes GPU buffers (CUDA-aware)"
                           : "MPI is not CUDA-aware: comm.backend = \"mpi\" stages GPU tensors through pinned host "

@@ -26,8 +26,7 @@ void check_nccl(const ProbeContext& ctx, NodeReport& r) {
             "set it to the interface of the cluster network (see the recommended environment)");
   }
 
-  const bool gpus = r.fingerprint.count("gpus") != 0 && r.fingerprint["gpus"] != "0";
-  if (!gpus || !ctx.live) return;
+  if (ctx.gpu_count() == 0 || !ctx.live) return;
   std::string why;
   const std::string version = comm::nccl_loaded_version(&why);
   r.facts["nccl"] = version.empty() ? why : version;

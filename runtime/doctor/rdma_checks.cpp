@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -34,17 +35,11 @@ std::string ProbeContext::env_or(const std::string& name, const std::string& fal
 }
 
 bool ProbeContext::has_active_rdma() const {
-  for (const auto& d : rdma)
-    for (const auto& p : d.ports)
-      if (p.active()) return true;
-  return false;
+  return std::any_of(rdma.begin(), rdma.end(), [](const RdmaDevice& d) { return d.any_port_active(); });
 }
 
 bool ProbeContext::has_active_hardware_rdma() const {
-  for (const auto& d : rdma)
-    for (const auto& p : d.ports)
-      if (p.active() && !d.software) return true;
-  return false;
+  return std::any_of(rdma.begin(), rdma.end(), [](const RdmaDevice& d) { return !d.software && d.any_port_active(); });
 }
 
 std::string default_route_interface(const SysRoot& sys) {

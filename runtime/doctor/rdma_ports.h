@@ -48,6 +48,12 @@ struct RdmaDevice {
   std::string pci_path;   // the PCI function, links followed ("/sys/devices/pci0000:00/.../0000:3b:00.0")
   int numa_node = -1;     // -1: unknown (one-socket machines, VMs)
   std::vector<RdmaPort> ports;
+
+  bool any_port_active() const {
+    for (const RdmaPort& p : ports)
+      if (p.active()) return true;
+    return false;
+  }
 };
 
 std::vector<RdmaDevice> scan_rdma_devices(const SysRoot& sys);

@@ -12,8 +12,12 @@ NodeCheck check_nodes(const Config& config, const comm::MpiEnv& mpi, RunDir& run
   doctor::ProbeOptions options;
   options.thorough = false;
   // The folder holding the splits: the data set a user staged or mounted.
+  // Node-local rank 0 alone walks it: rank 0 shows each host's lowest rank,
+  // and eight ranks of a node would otherwise stat the same files eight times.
   const std::filesystem::path train_split(config.data.train);
-  options.data_path = (train_split.has_parent_path() ? train_split.parent_path() : std::filesystem::path(".")).string();
+  if (mpi.local_rank() == 0)
+    options.data_path =
+        (train_split.has_parent_path() ? train_split.parent_path() : std::filesystem::path(".")).string();
   const auto mine = doctor::probe_node(options, doctor::process_environment(), mpi.rank());
   const auto all = doctor::gather_reports(mine, MPI_COMM_WORLD);
   NodeCheck out;
