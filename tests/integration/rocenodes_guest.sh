@@ -17,13 +17,18 @@ mpirun=(mpirun --allow-run-as-root --host "$hosts" -np 2 --bind-to none)
 ucx=(--mca pml ucx -x UCX_NET_DEVICES=rxe0:1 -x UCX_TLS=rc_verbs,ud_verbs,self -x UCX_UD_VERBS_ETH_DGID_CHECK=n)
 tcp=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0)
 failed=0
-step() {  # step NAME CMD...: run, log, note a failure and go on
-  local name=$1 start=$SECONDS
+# step NAME CMD...: run with a time limit, log to NAME.log, note a failure
+# and go on. Each step takes well under a minute on TCG nodes; the limit
+# turns a hang into a failure that names its step.
+step() {
+  local name=$1 start=$SECONDS rc=0
   shift
-  if "$@" >"$name.log" 2>&1; then
+  echo "..   $name"
+  timeout -k 10 300 "$@" >"$name.log" 2>&1 || rc=$?
+  if [ "$rc" = 0 ]; then
     echo "ok   $name ($((SECONDS - start)) s)"
   else
-    echo "FAIL $name (exit $?, $((SECONDS - start)) s): tail of $name.log:"
+    echo "FAIL $name ($([ "$rc" = 124 ] && echo "no end within 300 s" || echo "exit $rc"), $((SECONDS - start)) s): tail of $name.log:"
     tail -15 "$name.log"
     failed=1
   fi
@@ -34,21 +39,18 @@ cp doctor.log doctor.txt
 
 # ib_write_bw: the server on rnode1, the client here; GID index 1 is the
 # IPv4 RoCE v2 entry (the doctor's NCCL_IB_GID_INDEX, checked on the host).
-ssh rnode1 "ib_write_bw -d rxe0 -x 1 -s 65536 -n 200 --report_gbits" >ib_write_bw_server.log 2>&1 &
+ssh rnode1 "timeout 300 ib_write_bw -d rxe0 -x 1 -s 65536 -n 200 --report_gbits" >ib_write_bw_server.log 2>&1 &
 server=$!
 sleep 3
 step ib_write_bw ib_write_bw -d rxe0 -x 1 -s 65536 -n 200 --report_gbits rnode1
 wait "$server" || true
 cp ib_write_bw.log ib_write_bw.txt
 
-# over TRANSPORT CMD...: the 2-node mpirun over ucx or tcp.
-over() {
-  local t=$1
-  shift
-  if [ "$t" = ucx ]; then "${mpirun[@]}" "${ucx[@]}" "$@"; else "${mpirun[@]}" "${tcp[@]}" "$@"; fi
-}
+# via TRANSPORT: sets `over` to the 2-node mpirun over ucx or tcp.
+via() { if [ "$1" = ucx ]; then over=("${mpirun[@]}" "${ucx[@]}"); else over=("${mpirun[@]}" "${tcp[@]}"); fi; }
 for t in ucx tcp; do
-  step "comm-$t" over "$t" "$st" bench comm --ops allreduce,allgather --sizes 64K,256K \
+  via "$t"
+  step "comm-$t" "${over[@]}" "$st" bench comm --ops allreduce,allgather --sizes 64K,256K \
     --iters 2 --rounds 2 --json "comm-$t.json"
 done
 
@@ -59,7 +61,8 @@ common=(--set "data.train=$data/train" --set "data.test=$data/test" --set data.t
         --set "model.hidden=[128]" --set '~parallel.ddp')
 for strategy in ddp fsdp; do
   for t in ucx tcp; do
-    step "$strategy-$t" over "$t" "$st" train "$cfg" \
+    via "$t"
+    step "$strategy-$t" "${over[@]}" "$st" train "$cfg" \
       "${common[@]}" --set "parallel.strategy=$strategy" --run-dir "$strategy-$t" --overwrite
   done
 done
