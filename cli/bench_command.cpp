@@ -108,6 +108,16 @@ void add_io(CLI::App* bench, std::vector<Command>& out) {
   cmd->add_option("--raw-depth", o->raw_depth, "O_DIRECT requests in flight per rank")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  add_enum_option(cmd, "--engine", o->loader.read_engine, "auto, pool or hdf5 (data.read_engine)");
+  cmd->add_option("--in-flight", o->loader.reads_in_flight, "The read pool's reads in flight per rank")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_flag("--direct", o->loader.direct_io, "The read pool reads with O_DIRECT (data.direct_io)");
+  cmd->add_option("--random-depth", o->random_depth, "Random O_DIRECT reads in flight per rank (the reference)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_flag("--compare-hdf5", o->compare_hdf5,
+                "Also time the loader with read_engine = hdf5 (one read at a time), side by side");
   cmd->add_flag("!--no-ingest", o->ingest, "Skip the concurrent-ingest experiment");
   cmd->add_option("--ingest-blocks", o->ingest_blocks, "Writer block sizes (e.g. 128K,1M,4M), multiples of 4K")
       ->delimiter(',')

@@ -8,6 +8,15 @@ void validate(const LoaderOptions& l) {
   ST_CHECK(l.prefetch_batches >= 1, "data.prefetch_batches must be at least 1, got {}", l.prefetch_batches);
   ST_CHECK(l.shuffle_window >= 0, "data.shuffle_window must not be negative, got {}", l.shuffle_window);
   ST_CHECK(!l.cold_cache || l.mode == LoaderMode::stream, "data.cold_cache needs data.loader = \"stream\"");
+  ST_CHECK(l.reads_in_flight >= 1 && l.reads_in_flight <= 1024, "data.reads_in_flight must be in [1, 1024], got {}",
+           l.reads_in_flight);
+  ST_CHECK(l.read_engine != ReadEngine::pool || l.transfer == Transfer::independent,
+           "data.read_engine = \"pool\" reads without MPI-IO, so it needs data.transfer = \"independent\" "
+           "(or read_engine = \"auto\", which reads collective transfers through HDF5)");
+  ST_CHECK(!l.direct_io || (l.mode == LoaderMode::stream && l.read_engine != ReadEngine::hdf5 &&
+                            l.transfer == Transfer::independent),
+           "data.direct_io is a setting of the read pool: it needs data.loader = \"stream\", "
+           "data.transfer = \"independent\" and data.read_engine \"auto\" or \"pool\"");
 }
 
 void validate(const StageOptions& st) {

@@ -15,6 +15,11 @@ enum class LoaderMode { memory, stream };
 enum class Transfer { independent, collective };  // HDF5 MPI-IO transfer of the stream loader
 enum class SampleOrder { global, shard };         // a global shuffle, or shards in order then a window
 enum class LastBatch { drop, pad };               // the last partial global batch of an epoch
+// How the stream loader reads samples: a pool of readers with many reads in
+// flight on the offsets HDF5 reports (io/read_pool.h), or one H5Dread at a
+// time through MPI-IO. auto: the pool where it can (independent transfers,
+// shards whose /x bytes are the samples), else HDF5.
+enum class ReadEngine { automatic, pool, hdf5 };
 
 inline std::span<const EnumName<LoaderMode>> enum_names(LoaderMode) {
   static constexpr std::array<EnumName<LoaderMode>, 2> n = {
@@ -31,6 +36,11 @@ inline std::span<const EnumName<SampleOrder>> enum_names(SampleOrder) {
       {{SampleOrder::global, "global"}, {SampleOrder::shard, "shard"}}};
   return n;
 }
+inline std::span<const EnumName<ReadEngine>> enum_names(ReadEngine) {
+  static constexpr std::array<EnumName<ReadEngine>, 3> n = {
+      {{ReadEngine::automatic, "auto"}, {ReadEngine::pool, "pool"}, {ReadEngine::hdf5, "hdf5"}}};
+  return n;
+}
 inline std::span<const EnumName<LastBatch>> enum_names(LastBatch) {
   static constexpr std::array<EnumName<LastBatch>, 2> n = {{{LastBatch::drop, "drop"}, {LastBatch::pad, "pad"}}};
   return n;
@@ -38,13 +48,16 @@ inline std::span<const EnumName<LastBatch>> enum_names(LastBatch) {
 
 struct LoaderOptions {
   LoaderMode mode = LoaderMode::memory;
-  int64_t prefetch_batches = 4;               // stream: ready batches queued ahead of training
-  Transfer transfer = Transfer::independent;  // stream (docs/io.md)
-  bool cold_cache = false;                    // stream: drop the shards' pages after reading them
-  bool verify_checksums = true;               // check the shards against manifest.json's CRC-32s (docs/io.md)
-  SampleOrder order = SampleOrder::global;    // sampler
-  int64_t shuffle_window = 0;                 // order = shard: samples shuffled together (0: one shard)
-  LastBatch last_batch = LastBatch::drop;     // sampler
+  int64_t prefetch_batches = 4;                    // stream: ready batches queued ahead of training
+  Transfer transfer = Transfer::independent;       // stream (docs/io.md)
+  bool cold_cache = false;                         // stream: drop the shards' pages after reading them
+  ReadEngine read_engine = ReadEngine::automatic;  // stream (docs/io.md)
+  int64_t reads_in_flight = 16;                    // stream, read pool: its threads (reads in flight per rank)
+  bool direct_io = false;                          // stream, read pool: read with O_DIRECT, past the page cache
+  bool verify_checksums = true;                    // check the shards against manifest.json's CRC-32s (docs/io.md)
+  SampleOrder order = SampleOrder::global;         // sampler
+  int64_t shuffle_window = 0;                      // order = shard: samples shuffled together (0: one shard)
+  LastBatch last_batch = LastBatch::drop;          // sampler
   // stream: deliver the samples' stored bytes (LoadedBatch::raw) instead of
   // normalized floats: token ids of text data. Set by the trainer for a
   // language model, not a config key.

@@ -6,9 +6,11 @@
 #pragma once
 
 #include "io/hdf5_handle.h"
+#include "io/sample_extents.h"
 #include "io/shard_format.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,13 @@ class ShardReader {
     int64_t first = 0, count = 0;
   };
   void read_x_runs(const std::vector<Run>& runs, void* out, hid_t dxpl, int64_t calls) const;
+
+  // Where /x's samples lie in the file (io/sample_extents.h), when its
+  // bytes are the samples as the memory holds them: chunked along the sample
+  // axis or contiguous, no filter, every chunk written, the native byte
+  // order. Otherwise nothing, and `why` says what stands in the way (the
+  // caller reads through HDF5 instead).
+  std::optional<SampleExtents> x_extents(std::string* why) const;
 
   // Reads /y as int32 and checks that every label is in [0, num_classes).
   std::vector<int32_t> read_labels() const;

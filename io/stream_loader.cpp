@@ -4,6 +4,8 @@
 #include "io/mpio.h"
 #include "io/normalize.h"
 #include "io/page_cache.h"
+#include "io/positional_read.h"
+#include "io/read_pool.h"
 #include "io/shard_format.h"
 #include "io/shard_reader.h"
 #include "io/shard_set.h"
@@ -44,9 +46,21 @@ struct StreamLoader::Impl {
   h5::PropList fapl, dxpl;
   std::vector<std::string> source_files, open_paths;
   std::vector<std::unique_ptr<ShardReader>> shards;
-  // A plain descriptor per open shard, for dropping its pages in cold-cache
-  // mode (by descriptor: a staged copy may be unlinked while it is open).
+  // A plain descriptor per open shard, for the read pool's preads and for
+  // dropping its pages in cold-cache mode (by descriptor: a staged copy may
+  // be unlinked while it is open).
   std::vector<int> page_fds;
+  // The read pool (absent: HDF5 reads everything), and per shard where its
+  // samples lie (absent: that shard is read through HDF5).
+  std::unique_ptr<ReadPool> pool;
+  std::vector<std::optional<SampleExtents>> extents;
+  std::vector<int> direct_fds;  // data.direct_io: the pool's O_DIRECT descriptors (-1: none)
+  std::string engine_note;      // why a shard is read through HDF5 under read_engine = auto
+  std::string engine_in_use() const {
+    if (!pool) return options.transfer == Transfer::collective ? "hdf5 (collective transfers)" : "hdf5";
+    if (engine_note.empty()) return fmt::format("pool, {} in flight", options.reads_in_flight);
+    return fmt::format("pool, {} in flight; hdf5 for shards it cannot read ({})", options.reads_in_flight, engine_note);
+  }
   std::vector<std::vector<int32_t>> labels;
   // Per shard, its /crc32 when samples are verified (data.verify_checksums
   // and format version 2), else empty.
@@ -70,17 +84,40 @@ struct StreamLoader::Impl {
   void open_shard(int s, const std::string& path) {
     shards[size_t(s)] = std::make_unique<ShardReader>(path, fapl.get());
     open_paths[size_t(s)] = path;
-    if (page_fds[size_t(s)] >= 0) ::close(page_fds[size_t(s)]);
-    page_fds[size_t(s)] = -1;
-    if (options.cold_cache) {
+    for (int* fd : {&page_fds[size_t(s)], &direct_fds[size_t(s)]}) {
+      if (*fd >= 0) ::close(*fd);
+      *fd = -1;
+    }
+    extents[size_t(s)].reset();
+    if (options.cold_cache || pool) {
       // Without it the pages would never be dropped: a warm run reported as cold.
       const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      ST_CHECK(fd >= 0, "{}: cannot open for dropping its pages (data.cold_cache): {}", path, std::strerror(errno));
+      ST_CHECK(fd >= 0, "{}: cannot open for reading{}: {}", path,
+               options.cold_cache ? " and dropping its pages (data.cold_cache)" : "", std::strerror(errno));
       page_fds[size_t(s)] = fd;
+    }
+    if (!pool) return;
+    std::string why;
+    extents[size_t(s)] = shards[size_t(s)]->x_extents(&why);
+    if (!extents[size_t(s)]) {
+      ST_CHECK(options.read_engine != ReadEngine::pool, "{}: data.read_engine = \"pool\" cannot read it: {}", path,
+               why);
+      if (engine_note.empty()) engine_note = fmt::format("{}: {}", path, why);
+      return;
+    }
+    // A global shuffle reads each sample alone: readahead past it would
+    // read bytes nobody asked for, at the cost of the ones asked for.
+    if (options.order == SampleOrder::global) ::posix_fadvise(page_fds[size_t(s)], 0, 0, POSIX_FADV_RANDOM);
+    if (options.direct_io) {
+      const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+      ST_CHECK(fd >= 0, "{}: cannot open with O_DIRECT (data.direct_io): {}", path, std::strerror(errno));
+      direct_fds[size_t(s)] = fd;
     }
   }
   ~Impl() {
     for (int fd : page_fds)
+      if (fd >= 0) ::close(fd);
+    for (int fd : direct_fds)
       if (fd >= 0) ::close(fd);
   }
   // One batch's reads on this rank: its samples sorted (with their place in
@@ -102,6 +139,15 @@ struct StreamLoader::Impl {
   int64_t cold_bytes = 0;
   void drop_cold_pages();
   void read_batch(const Plan& plan, const std::vector<int64_t>& calls, LoadedBatch& out);
+  // The read pool's part of read_batch: every shard with extents, all runs
+  // at once, each read followed by finish_range on its samples in the same
+  // thread, so that the checks and conversions of some samples overlap the
+  // reads of others. A failure is recorded against its shard.
+  void read_with_pool(const Plan& plan, uint8_t* raw, LoadedBatch& out, std::vector<std::exception_ptr>& shard_error,
+                      int64_t& pieces);
+  // Once the samples plan.order[begin, end) of shard s are in `raw`: checks
+  // them, and puts each one in its place in the batch.
+  void finish_range(size_t s, size_t begin, size_t end, const Plan& plan, const uint8_t* raw, LoadedBatch& out) const;
 };
 
 StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, int64_t global_batch, uint64_t seed,
@@ -193,6 +239,10 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     m.cold_touched.assign(m.source_files.size(), false);
     m.open_paths.resize(m.source_files.size());
     m.page_fds.assign(m.source_files.size(), -1);
+    m.direct_fds.assign(m.source_files.size(), -1);
+    m.extents.resize(m.source_files.size());
+    if (options.read_engine != ReadEngine::hdf5 && options.transfer == Transfer::independent)
+      m.pool = std::make_unique<ReadPool>(int(options.reads_in_flight));
     problem.clear();
     try {
       for (size_t s = 0; s < m.source_files.size(); ++s) m.open_shard(int(s), m.source_files[s]);
@@ -206,6 +256,7 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     throw;
   }
   m.stats.transfer = std::string(name_of(options.transfer));
+  m.stats.read_engine = m.engine_in_use();
 
   const int64_t depth = options.prefetch_batches;
   m.slots.resize(size_t(depth + 1));
@@ -414,62 +465,124 @@ void StreamLoader::Impl::plan_batch(const std::vector<int64_t>& indices, Plan& p
   ST_ASSERT(at == plan.order.size());
 }
 
+void StreamLoader::Impl::read_with_pool(const Plan& plan, uint8_t* raw, LoadedBatch& out,
+                                        std::vector<std::exception_ptr>& shard_error, int64_t& pieces) {
+  struct Piece {
+    size_t shard, begin;  // its samples are plan.order[begin, begin + count)
+    int64_t offset, first, count;
+  };
+  // The I/O thread's own list: the pool's threads must see it through a
+  // plain reference, not their own thread_local copies.
+  thread_local std::vector<Piece> pieces_of_this_thread;
+  std::vector<Piece>& list = pieces_of_this_thread;
+  list.clear();
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const std::optional<SampleExtents>& known = extents[s];
+    if (!known) continue;
+    const SampleExtents& where = *known;
+    size_t begin = plan.first[s];
+    for (const ShardReader::Run& r : plan.runs[s])
+      where.for_each_piece(r.first, r.count, [&](int64_t offset, int64_t first, int64_t count) {
+        list.push_back({s, begin, offset, first, count});
+        begin += size_t(count);
+      });
+  }
+  pieces = int64_t(list.size());
+  std::vector<std::exception_ptr> piece_error(list.size());
+  pool->run(int64_t(list.size()), [&](int64_t i) {
+    const Piece& p = list[size_t(i)];
+    try {
+      const std::string what =
+          fmt::format("{}: {}: samples [{}, {})", open_paths[p.shard], shard_format::kX, p.first, p.first + p.count);
+      uint8_t* dst = raw + p.begin * sample_bytes;
+      const size_t bytes = size_t(p.count) * sample_bytes;
+      if (direct_fds[p.shard] >= 0)
+        read_direct(direct_fds[p.shard], dst, bytes, p.offset, what);
+      else
+        read_at(page_fds[p.shard], dst, bytes, p.offset, what);
+      finish_range(p.shard, p.begin, p.begin + size_t(p.count), plan, raw, out);
+    } catch (...) {
+      piece_error[size_t(i)] = std::current_exception();
+    }
+  });
+  for (size_t i = 0; i < list.size(); ++i)
+    if (piece_error[i] && !shard_error[list[i].shard]) shard_error[list[i].shard] = piece_error[i];
+}
+
+void StreamLoader::Impl::finish_range(size_t s, size_t begin, size_t end, const Plan& plan, const uint8_t* raw,
+                                      LoadedBatch& out) const {
+  if (!checksums[s].empty())
+    shard_format::verify_samples(
+        shards[s]->path(), raw + begin * sample_bytes, sample_bytes, int64_t(end - begin),
+        [&](int64_t k) { return plan.order[begin + size_t(k)].first - shard_begin[s]; }, labels[s], checksums[s]);
+  for (size_t i = begin; i < end; ++i) {
+    const int64_t pos = plan.order[i].second;
+    if (options.raw)
+      std::memcpy(out.raw.data() + size_t(pos) * sample_bytes, raw + i * sample_bytes, sample_bytes);
+    else
+      normalize_sample(info, raw + i * sample_bytes, out.x.data() + pos * info.sample_numel());
+    out.y[size_t(pos)] = labels[s][size_t(plan.order[i].first - shard_begin[s])];
+  }
+}
+
 void StreamLoader::Impl::read_batch(const Plan& plan, const std::vector<int64_t>& calls, LoadedBatch& out) {
   out.bytes = out.requests = out.read_calls = 0;
   out.read_s = 0;
-  thread_local std::vector<uint8_t> raw;
+  thread_local std::vector<uint8_t> raw_of_this_thread;  // see read_with_pool
+  std::vector<uint8_t>& raw = raw_of_this_thread;
   raw.resize(std::max<size_t>(1, plan.order.size() * sample_bytes));
   const bool collective = options.transfer == Transfer::collective;
-  std::exception_ptr first_error;
+  std::vector<std::exception_ptr> shard_error(shards.size());
+  // 1. The pool's reads, all at once, each finished by its reader; then
+  // HDF5's, one shard at a time.
+  const double t0 = now_seconds();
+  int64_t pieces = 0;
+  if (pool) read_with_pool(plan, raw.data(), out, shard_error, pieces);
+  out.requests = out.read_calls = pieces;
+  std::vector<size_t> by_hdf5;
   for (size_t s = 0; s < shards.size(); ++s) {
+    if (pool && extents[s]) continue;
     const auto& runs = plan.runs[s];
     // Collective: as many calls as the rank with the most runs here.
     const int64_t n_calls = collective ? calls[1 + s] : int64_t(runs.size());
     if (n_calls == 0) continue;
-    const double t0 = now_seconds();
     try {
+      // Go on with the other shards' calls after a failure (the other ranks
+      // make them too); the batch fails once they are done.
       shards[s]->read_x_runs(runs, raw.data() + plan.first[s] * sample_bytes, dxpl.get(), n_calls);
     } catch (...) {
-      // Go on with the other shards' calls (the other ranks make them too);
-      // the batch fails once they are done.
-      if (!first_error) first_error = std::current_exception();
+      shard_error[s] = std::current_exception();
       continue;
     }
-    out.read_s += now_seconds() - t0;
-    const size_t first = plan.first[s];
-    // Checked apart from read_s, which is the storage's time.
-    if (!checksums[s].empty()) {
-      try {
-        shard_format::verify_samples(
-            shards[s]->path(), raw.data() + first * sample_bytes, sample_bytes, int64_t(plan.first[s + 1] - first),
-            [&](int64_t k) { return plan.order[first + size_t(k)].first - shard_begin[s]; }, labels[s], checksums[s]);
-      } catch (...) {
-        if (!first_error) first_error = std::current_exception();
-        continue;
-      }
-    }
+    if (!runs.empty()) by_hdf5.push_back(s);
     out.read_calls += n_calls;
     out.requests += int64_t(runs.size());
-    out.bytes += int64_t((plan.first[s + 1] - plan.first[s]) * sample_bytes);
     if (collective && !runs.empty()) {  // what HDF5 did with this rank's last real read
       std::lock_guard<std::mutex> lock(mu);
       stats.actual_io_mode = mpio::actual_io_mode(dxpl.get());
       stats.no_collective_cause = mpio::no_collective_cause(dxpl.get());
     }
-    if (options.cold_cache) {
-      cold_touched[s] = true;
-      cold_bytes += int64_t((plan.first[s + 1] - plan.first[s]) * sample_bytes);
-    }
-    for (size_t i = plan.first[s]; i < plan.first[s + 1]; ++i) {
-      const int64_t pos = plan.order[i].second;
-      if (options.raw)
-        std::memcpy(out.raw.data() + size_t(pos) * sample_bytes, raw.data() + i * sample_bytes, sample_bytes);
-      else
-        normalize_sample(info, raw.data() + i * sample_bytes, out.x.data() + pos * info.sample_numel());
-      out.y[size_t(pos)] = labels[s][size_t(plan.order[i].first - shard_begin[s])];
+  }
+  // The time of the reads: with the pool it includes the checks and
+  // conversions its readers did between reads; through HDF5, the storage's.
+  out.read_s = now_seconds() - t0;
+  // 2. The samples HDF5 read: checked and put in their places.
+  for (size_t s : by_hdf5) {
+    try {
+      finish_range(s, plan.first[s], plan.first[s + 1], plan, raw.data(), out);
+    } catch (...) {
+      shard_error[s] = std::current_exception();
     }
   }
-  if (first_error) std::rethrow_exception(first_error);
+  for (size_t s = 0; s < shards.size(); ++s) {
+    if (shard_error[s]) std::rethrow_exception(shard_error[s]);
+    const auto bytes = int64_t((plan.first[s + 1] - plan.first[s]) * sample_bytes);
+    out.bytes += bytes;
+    if (options.cold_cache && bytes > 0) {
+      cold_touched[s] = true;
+      cold_bytes += bytes;
+    }
+  }
 }
 
 const LoadedBatch& StreamLoader::next() {

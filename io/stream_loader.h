@@ -4,10 +4,14 @@
 // Design (docs/io.md):
 // - Parallel HDF5: every rank opens every shard through MPI-IO on its own
 //   duplicate of MPI_COMM_WORLD, and reads its slice of each global batch with
-//   one H5Dread per shard: its sample indices sorted and merged into runs, a
-//   union of hyperslabs, in collective or independent transfer mode. In
-//   collective mode every rank joins the read of every shard the global batch
-//   touches, with an empty selection when it has nothing there.
+//   one H5Dread per run of consecutive samples (its indices sorted and merged
+//   into runs), in collective or independent transfer mode. In collective
+//   mode every rank joins the read of every shard the global batch touches,
+//   with an empty selection when it has nothing there.
+// - The read pool (data.read_engine, io/read_pool.h): with independent
+//   transfers, the runs are read instead by data.reads_in_flight threads with
+//   pread at the file offsets HDF5 reports for /x's chunks, so that a global
+//   shuffle keeps the storage busy with many requests, not one.
 // - One I/O thread per rank owns every HDF5 call (this HDF5 is built without
 //   thread safety): opening, validation, reads, closing. The training thread
 //   only takes ready batches from a bounded queue (data.prefetch_batches
@@ -47,9 +51,9 @@ struct LoadedBatch {
   std::vector<int32_t> y;    // local_batch
   // What reading it cost (this rank).
   int64_t bytes = 0;       // sample bytes read
-  int64_t requests = 0;    // runs of consecutive samples (hyperslabs) read
-  int64_t read_calls = 0;  // H5Dread calls (one per shard touched)
-  double read_s = 0;       // time in H5Dread
+  int64_t requests = 0;    // read requests: runs of consecutive samples (with the read pool, cut at chunks)
+  int64_t read_calls = 0;  // H5Dread calls (collective: as many as the busiest rank's), or preads
+  double read_s = 0;       // wall time of the batch's reads (H5Dread, or the pool's preads)
 };
 
 // Cumulative figures of the loader (a snapshot; thread-safe).
@@ -57,6 +61,7 @@ struct LoaderStats {
   int64_t batches = 0, bytes = 0, requests = 0;
   double read_s = 0;
   std::string transfer;             // requested: "collective" | "independent"
+  std::string read_engine;          // what reads the samples, e.g. "pool, 16 in flight" or "hdf5 (why)"
   std::string actual_io_mode;       // what HDF5 did on this rank's last collective read of samples
   std::string no_collective_cause;  // why not collective, when it was not
 };

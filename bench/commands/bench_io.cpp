@@ -3,6 +3,7 @@
 #include "io/cache.h"
 #include "io/page_cache.h"
 #include "io/shard_format.h"
+#include "io/shard_reader.h"
 #include "io/stream_loader.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
@@ -104,6 +105,56 @@ double raw_read(const std::vector<std::string>& files, int rank, int world, int6
           return;
         }
         read_bytes += std::min<int64_t>(n, q.counted);
+      }
+    });
+  for (auto& th : threads) th.join();
+  *seconds = now_seconds() - t0;
+  for (int fd : fds) ::close(fd);
+  for (const auto& e : errors) ST_CHECK(e.empty(), "{}", e);
+  return double(read_bytes.load());
+}
+
+// Random O_DIRECT reads of `block` bytes (rounded up to 4 KiB) at random
+// 4 KiB-aligned offsets of the files, `count` of them on this rank, `depth`
+// in flight (a thread each): the ceiling of reading one sample at a time in
+// a global shuffle, as fio's randread with iodepth = depth measures it.
+double random_read(const std::vector<std::string>& files, int rank, int64_t block, int64_t count, int depth,
+                   double* seconds) {
+  constexpr int64_t kAlign = 4096;
+  block = (block + kAlign - 1) / kAlign * kAlign;
+  std::vector<int64_t> slots;  // per file: how many aligned blocks fit
+  int64_t total = 0;
+  for (const auto& f : files)
+    total += slots.emplace_back(std::max<int64_t>(0, int64_t(fs::file_size(f)) - block) / kAlign);
+  ST_CHECK(total > 0, "the files are smaller than one {}-byte read", block);
+  std::vector<int> fds;
+  for (const auto& f : files) {
+    fds.push_back(::open(f.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
+    ST_CHECK(fds.back() >= 0, "{}: cannot open with O_DIRECT: {}", f, std::strerror(errno));
+  }
+  std::atomic<int64_t> next{0}, read_bytes{0};
+  std::vector<std::string> errors(static_cast<size_t>(depth));
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = now_seconds();
+  std::vector<std::thread> threads;
+  threads.reserve(size_t(depth));
+  for (int t = 0; t < depth; ++t)
+    threads.emplace_back([&, t] {
+      AlignedBuffer buf(static_cast<size_t>(block));
+      uint64_t x = 0x9e3779b97f4a7c15ull * uint64_t(rank * 1024 + t + 1);
+      while (next++ < count) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int64_t slot = int64_t(x % uint64_t(total));
+        size_t f = 0;
+        while (slot >= slots[f]) slot -= slots[f++];
+        ssize_t n;
+        do n = ::pread(fds[f], buf.p, size_t(block), slot * kAlign);
+        while (n < 0 && errno == EINTR);
+        if (n < 0) {
+          errors[size_t(t)] = fmt::format("{}: O_DIRECT read failed: {}", files[f], std::strerror(errno));
+          return;
+        }
+        read_bytes += n;
       }
     });
   for (auto& th : threads) th.join();
@@ -249,6 +300,54 @@ LoaderTrial loader_trial(const BenchIoOptions& o, int64_t batches, int64_t* samp
   return t;
 }
 
+// The random-read reference of a run: one sample's size, as many reads as
+// a loader trial makes (its share on this rank).
+Aggregate random_reference(const BenchIoOptions& o, const std::vector<std::string>& files, int rank, int world,
+                           int64_t* sample_bytes) {
+  const shard_format::ShardHeader head = ShardReader(files.front()).header();
+  *sample_bytes = head.sample_shape.numel() * int64_t(shard_format::dtype_size(head.dtype));
+  int64_t samples = 0;
+  for (const auto& f : files) samples += ShardReader(f).header().num_samples;
+  const int64_t per_rank = (o.batches > 0 ? std::min(samples, o.batches * o.global_batch) : samples) / world;
+  double seconds = 0;
+  const double bytes =
+      random_read(files, rank, *sample_bytes, std::max<int64_t>(1, per_rank), o.random_depth, &seconds);
+  return aggregate(bytes, seconds);
+}
+
+// The loader reading through HDF5, one request at a time, beside the
+// engine asked for (whose rate is `engine_mb_s`).
+template <class Say>
+double hdf5_engine_mb_s(const BenchIoOptions& o, double engine_mb_s, Say&& say) {
+  BenchIoOptions h = o;
+  h.loader.read_engine = ReadEngine::hdf5;
+  int64_t per_batch = 0;
+  const double mb_s = loader_trial(h, o.batches, &per_batch).agg.mb_s();
+  say(fmt::format("  loader with read engine hdf5 (one H5Dread at a time): {:8.1f} MB/s; the {} engine: {:.2f}x", mb_s,
+                  o.loader.read_engine, mb_s > 0 ? engine_mb_s / mb_s : 0));
+  return mb_s;
+}
+
+// The per-sample checksums (data.verify_checksums), measured side by side:
+// the loader without them, alternating with it (`*checked_mb_s` holds the
+// first trial with them and becomes the mean of two). The manifest check
+// happens when a loader is built, so it is outside every trial's time.
+template <class Say>
+void checksum_cost(const BenchIoOptions& o, Say&& say, double* checked_mb_s, double* unchecked_mb_s) {
+  BenchIoOptions off = o;
+  off.loader.verify_checksums = false;
+  int64_t per_batch = 0;
+  *unchecked_mb_s = loader_trial(off, o.batches, &per_batch).agg.mb_s();
+  *checked_mb_s += loader_trial(o, o.batches, &per_batch).agg.mb_s();
+  *unchecked_mb_s += loader_trial(off, o.batches, &per_batch).agg.mb_s();
+  *checked_mb_s /= 2;
+  *unchecked_mb_s /= 2;
+  say(
+      fmt::format("  sample checksums: loader {:.1f} MB/s with, {:.1f} MB/s without (2 trials each, alternating): "
+                  "{:.3f}x",
+                  *checked_mb_s, *unchecked_mb_s, *unchecked_mb_s > 0 ? *checked_mb_s / *unchecked_mb_s : 0));
+}
+
 std::string size_name(int64_t b) {
   return b >= (1 << 20) ? fmt::format("{} MiB", b >> 20) : fmt::format("{} KiB", b >> 10);
 }
@@ -287,34 +386,26 @@ int bench_io(const BenchIoOptions& o) {
   const double buf_bytes = buffered_read(files, rank, world, &buf_s);
   const Aggregate buffered = aggregate(buf_bytes, buf_s);
   say(fmt::format("  buffered sequential read after dropping the pages (readahead): {:8.1f} MB/s", buffered.mb_s()));
+  int64_t sample_bytes = 0;
+  const Aggregate random = random_reference(o, files, rank, world, &sample_bytes);
+  say(fmt::format("  random O_DIRECT reads of a sample ({}, {} in flight per rank): {:8.1f} MB/s",
+                  size_name(sample_bytes), o.random_depth, random.mb_s()));
   int64_t per_batch = 0;
   if (!o.loader.cold_cache) loader_trial(o, o.batches, &per_batch);  // warm: fill the page cache first
   const LoaderTrial base = loader_trial(o, o.batches, &per_batch);
   const double ratio = raw.mb_s() > 0 ? base.agg.mb_s() / raw.mb_s() : 0;
   const double ratio_buffered = buffered.mb_s() > 0 ? base.agg.mb_s() / buffered.mb_s() : 0;
+  const double ratio_random = random.mb_s() > 0 ? base.agg.mb_s() / random.mb_s() : 0;
   say(fmt::format(
-      "  loader{}: {:8.1f} MB/s, {:.0f} samples/s = {:.1f}% of the O_DIRECT read, {:.1f}% of the buffered read",
-      o.loader.cold_cache ? "" : " (warm: from the page cache, not comparable to the reads above)", base.agg.mb_s(),
-      base.samples_per_s, 100 * ratio, 100 * ratio_buffered));
+      "  loader{} (read engine {}, {} in flight): {:8.1f} MB/s, {:.0f} samples/s = {:.1f}% of the sequential "
+      "O_DIRECT read, {:.1f}% of the random one, {:.1f}% of the buffered read",
+      o.loader.cold_cache ? "" : " (warm: from the page cache, not comparable to the reads above)",
+      o.loader.read_engine, o.loader.reads_in_flight, base.agg.mb_s(), base.samples_per_s, 100 * ratio,
+      100 * ratio_random, 100 * ratio_buffered));
+  const double hdf5_mb_s = o.compare_hdf5 ? hdf5_engine_mb_s(o, base.agg.mb_s(), say) : 0;
 
-  // The per-sample checksums (data.verify_checksums), measured side by side:
-  // the loader without them, alternating with it (the trial above is the
-  // first with them). The manifest check happens when a loader is built, so
-  // it is outside every trial's time.
   double checked_mb_s = base.agg.mb_s(), unchecked_mb_s = 0;
-  if (o.loader.verify_checksums) {
-    BenchIoOptions off = o;
-    off.loader.verify_checksums = false;
-    unchecked_mb_s = loader_trial(off, o.batches, &per_batch).agg.mb_s();
-    checked_mb_s += loader_trial(o, o.batches, &per_batch).agg.mb_s();
-    unchecked_mb_s += loader_trial(off, o.batches, &per_batch).agg.mb_s();
-    checked_mb_s /= 2;
-    unchecked_mb_s /= 2;
-    say(
-        fmt::format("  sample checksums: loader {:.1f} MB/s with, {:.1f} MB/s without (2 trials each, "
-                    "alternating): {:.3f}x",
-                    checked_mb_s, unchecked_mb_s, unchecked_mb_s > 0 ? checked_mb_s / unchecked_mb_s : 0));
-  }
+  if (o.loader.verify_checksums) checksum_cost(o, say, &checked_mb_s, &unchecked_mb_s);
 
   nlohmann::json ingest = nlohmann::json::array();
   if (o.ingest) {
@@ -368,6 +459,13 @@ int bench_io(const BenchIoOptions& o) {
                               {"ratio", ratio},
                               {"buffered_mb_s", buffered.mb_s()},
                               {"ratio_buffered", ratio_buffered},
+                              {"random_mb_s", random.mb_s()},
+                              {"random_depth", o.random_depth},
+                              {"sample_bytes", sample_bytes},
+                              {"ratio_random", ratio_random},
+                              {"read_engine", std::string(name_of(o.loader.read_engine))},
+                              {"reads_in_flight", o.loader.reads_in_flight},
+                              {"hdf5_mb_s", hdf5_mb_s},
                               {"ingest", ingest}};
     std::ofstream(o.json_path) << j.dump(2) << "\n";
   }

@@ -4,6 +4,10 @@
 // - raw: every rank reads its share of the split's files sequentially with
 //   O_DIRECT in large aligned requests, several in flight (no page cache: the
 //   storage ceiling);
+// - random: O_DIRECT reads of one sample's size at random aligned offsets
+//   of the files, random_depth in flight per rank, as many as the loader
+//   reads: what `fio --rw=randread --direct=1 --bs=<sample> --iodepth=16`
+//   measures, the ceiling of a global shuffle;
 // - loader: the StreamLoader reading batches as training would (sampler,
 //   parallel HDF5, normalization), without training; with --cold it drops
 //   the pages it read, so every epoch comes from storage; then without its
@@ -29,7 +33,9 @@ struct BenchIoOptions {
   int64_t batches = 0;   // per loader trial; 0: one epoch
   LoaderOptions loader;  // transfer, order, prefetch, cold
   int64_t raw_block_bytes = 8 << 20;
-  int raw_depth = 4;  // O_DIRECT requests in flight per rank
+  int raw_depth = 4;          // O_DIRECT requests in flight per rank
+  int random_depth = 16;      // random O_DIRECT reads in flight per rank
+  bool compare_hdf5 = false;  // also time the loader with read_engine = hdf5
   bool ingest = true;
   std::vector<int64_t> ingest_blocks = {128 << 10, 1 << 20, 4 << 20};
   double ingest_rate_mb_s = 0;  // the limited rate; 0: a quarter of the raw read rate

@@ -59,8 +59,9 @@ std::string data_line(const io::DatasetInfo& train, const io::DatasetInfo& test,
 std::string stream_line(const io::DatasetInfo& train, const Config& config) {
   const io::LoaderOptions& l = config.data.loader;
   return fmt::format(
-      "[init] data: streaming {} shard(s) from {} with parallel HDF5, {} transfer, {} batch(es) prefetched{}",
-      train.shard_files.size(), config.data.train, l.transfer, l.prefetch_batches,
+      "[init] data: streaming {} shard(s) from {} with parallel HDF5, {} transfer, read engine {} ({} in "
+      "flight), {} batch(es) prefetched{}",
+      train.shard_files.size(), config.data.train, l.transfer, l.read_engine, l.reads_in_flight, l.prefetch_batches,
       l.cold_cache ? ", cold cache (pages dropped after reading)" : "");
 }
 
@@ -125,8 +126,8 @@ std::string loader_line(const io::LoaderStats& ls) {
                 : fmt::format(" (HDF5 did: {}, because {})", ls.actual_io_mode, ls.no_collective_cause);
   return fmt::format(
       "[summary] data (rank 0): read {:.1f} MB in {} requests ({} batches), {:.2f} s in reads, {} "
-      "transfer",
-      double(ls.bytes) / 1e6, ls.requests, ls.batches, ls.read_s, mode);
+      "transfer, read by {}",
+      double(ls.bytes) / 1e6, ls.requests, ls.batches, ls.read_s, mode, ls.read_engine);
 }
 
 std::string summary_lines(const std::string& text) {

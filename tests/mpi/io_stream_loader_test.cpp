@@ -1,6 +1,7 @@
 // The streaming loader under mpirun with 1-4 ranks: every batch equals what
 // the in-memory data set gives for the same indices, in collective and in
-// independent transfer mode; reads are merged into runs; the cold-cache mode
+// independent transfer mode, and with the read pool (buffered and O_DIRECT,
+// on shards of several chunks) as with HDF5; reads are merged into runs; the cold-cache mode
 // leaves the shards out of the page cache; bad input fails on every rank with
 // the same message; a shard whose samples no longer match their checksums
 // ends the reading on every rank, naming the file and the samples where it
@@ -47,7 +48,7 @@ int world() {
 }
 
 // A split of three shards written by rank 0 into a directory all ranks share.
-std::string make_split(const std::string& name) {
+std::string make_split(const std::string& name, const Shape& sample = kSample) {
   char path[256] = {};
   if (rank() == 0) {
     std::string dir = (fs::temp_directory_path() / ("stream-loader-" + name + "-XXXXXX")).string();
@@ -60,11 +61,11 @@ std::string make_split(const std::string& name) {
       h.shard_index = s;
       h.num_shards = 3;
       h.num_samples = kShardSizes[s];
-      h.sample_shape = kSample;
+      h.sample_shape = sample;
       h.dtype = io::SampleDType::u8;
       h.normalize_mean = 0.25f;
       h.normalize_std = 0.5f;
-      std::vector<uint8_t> x(size_t(h.num_samples * kSample.numel()));
+      std::vector<uint8_t> x(size_t(h.num_samples * sample.numel()));
       std::vector<int32_t> y(size_t(h.num_samples));
       for (auto& v : x) v = uint8_t(r.below(256));
       for (auto& v : y) v = int32_t(r.below(7));
@@ -82,19 +83,26 @@ void remove_split(const std::string& dir) {
 }
 
 // Reads two epochs and checks every batch against the in-memory data set.
-void expect_batches_match_memory(const std::string& dir, const std::string& transfer) {
+void expect_batches_match_memory(const std::string& dir, const std::string& transfer,
+                                 io::ReadEngine engine = io::ReadEngine::automatic, bool direct = false,
+                                 const Shape& sample = kSample) {
   io::LoaderOptions o;
   o.mode = io::LoaderMode::stream;
   o.transfer = parse_enum<io::Transfer>(transfer).value();
   o.prefetch_batches = 2;
+  o.read_engine = engine;
+  o.direct_io = direct;
+  o.reads_in_flight = 3;
   io::StreamLoader loader(dir, o, kGlobalBatch, 9);
+  const bool pool = engine != io::ReadEngine::hdf5 && transfer == "independent";
+  EXPECT_THAT(loader.stats().read_engine, HasSubstr(pool ? "pool, 3 in flight" : "hdf5"));
   const io::InMemoryDataset memory = io::InMemoryDataset::load(dir);
   ASSERT_EQ(loader.size(), 100);
   io::Sampler sampler(loader.size(), kGlobalBatch, rank(), world(), 9);  // the loader's, for reference indices
   const int64_t per_epoch = sampler.batches_per_epoch();
   loader.start({0, 0}, 2 * per_epoch);
   std::vector<int64_t> idx;
-  std::vector<float> x(size_t(sampler.local_batch() * kSample.numel()));
+  std::vector<float> x(size_t(sampler.local_batch() * sample.numel()));
   std::vector<int32_t> y(size_t(sampler.local_batch()));
   int64_t requests = 0, samples = 0;
   for (int64_t e = 0; e < 2; ++e)
@@ -106,11 +114,11 @@ void expect_batches_match_memory(const std::string& dir, const std::string& tran
       memory.gather(idx.data(), int64_t(idx.size()), x.data(), y.data());
       ASSERT_EQ(got.x, x) << transfer << " epoch " << e << " batch " << b;
       ASSERT_EQ(got.y, y);
-      EXPECT_EQ(got.bytes, int64_t(idx.size()) * kSample.numel());
+      EXPECT_EQ(got.bytes, int64_t(idx.size()) * sample.numel());
       requests += got.requests;
       samples += int64_t(idx.size());
     }
-  EXPECT_LE(requests, samples);  // runs: never more requests than samples
+  if (!pool) EXPECT_LE(requests, samples);  // runs: never more requests than samples (the pool cuts at chunks)
   const io::LoaderStats s = loader.stats();
   EXPECT_EQ(s.batches, 2 * per_epoch);
   if (transfer == "collective") {
@@ -127,6 +135,17 @@ TEST(StreamLoader, CollectiveBatchesEqualTheInMemoryOnes) {
 TEST(StreamLoader, IndependentBatchesEqualTheInMemoryOnes) {
   const std::string dir = make_split("indep");
   expect_batches_match_memory(dir, "independent");
+  remove_split(dir);
+}
+
+// Samples of 3x128x128 bytes: 21 to a 1 MiB chunk, so runs cross chunks.
+TEST(StreamLoader, ReadPoolBatchesEqualHdf5sAcrossChunks) {
+  const Shape big{3, 128, 128};
+  const std::string dir = make_split("pool", big);
+  expect_batches_match_memory(dir, "independent", io::ReadEngine::hdf5, false, big);
+  expect_batches_match_memory(dir, "independent", io::ReadEngine::pool, false, big);
+  expect_batches_match_memory(dir, "independent", io::ReadEngine::pool, true, big);
+  expect_batches_match_memory(dir, "collective", io::ReadEngine::automatic, false, big);
   remove_split(dir);
 }
 

@@ -362,7 +362,9 @@ TEST(ShardCache, StagedRateNeverAboveTheLimit) {
               s.rate_mb_s(), mb_per_s(s.bytes_copied, wall));
   EXPECT_EQ(s.shards_cached, 4);
   EXPECT_LE(s.rate_mb_s(), 5.0 * 1.1);  // 10% for the first block, sent before any wait
-  EXPECT_LE(s.copy_seconds, 2.0 * double(s.bytes_copied) / 5e6);
+  // And not stalled: a wide bound, since fsync and a loaded machine (ctest
+  // -j2 beside MPI tests) slow a copy without any fault of the limiter's.
+  EXPECT_LE(s.copy_seconds, 4.0 * double(s.bytes_copied) / 5e6);
 }
 
 TEST(ShardCache, CorruptedSourceIsCaughtAndReadFromTheSource) {

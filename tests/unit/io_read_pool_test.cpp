@@ -1,0 +1,62 @@
+// The read pool: every task runs once per run() and no more than the
+// pool's threads at a time; run() returns only when all are done; a failing
+// task does not stop the others, and the failure of the lowest index is the
+// one rethrown; the pool serves one run after another.
+#include "io/read_pool.h"
+
+#include "runtime/core/error.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+using namespace shardtrain;
+
+TEST(ReadPool, RunsEveryTaskOnceAtMostThreadsAtATime) {
+  io::ReadPool pool(4);
+  EXPECT_EQ(pool.threads(), 4);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::atomic<int>> ran(100);
+    std::atomic<int> running{0}, most{0};
+    pool.run(100, [&](int64_t i) {
+      const int now = ++running;
+      int seen = most.load();
+      while (now > seen && !most.compare_exchange_weak(seen, now)) {
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      ++ran[size_t(i)];
+      --running;
+    });
+    for (const auto& r : ran) EXPECT_EQ(r.load(), 1);
+    EXPECT_LE(most.load(), 4);
+    EXPECT_GE(most.load(), 2) << "the tasks never overlapped";
+  }
+}
+
+TEST(ReadPool, EveryTaskRunsAndTheLowestFailureIsRethrown) {
+  io::ReadPool pool(3);
+  std::atomic<int> ran{0};
+  try {
+    pool.run(50, [&](int64_t i) {
+      ++ran;
+      if (i == 41 || i == 17 || i == 30) throw Error(fmt::format("task {} failed", i));
+    });
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "task 17 failed");
+  }
+  EXPECT_EQ(ran.load(), 50);
+  int after = 0;
+  pool.run(5, [&](int64_t) { ++after; });  // sequential here: one task at a time would do too
+  EXPECT_EQ(after, 5);
+}
+
+TEST(ReadPool, NothingToRunReturnsAtOnceAndBadSizesAreRefused) {
+  io::ReadPool pool(1);
+  pool.run(0, [](int64_t) { FAIL(); });
+  EXPECT_THROW(io::ReadPool(0), Error);
+}
