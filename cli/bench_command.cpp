@@ -112,9 +112,13 @@ void add_io(CLI::App* bench, std::vector<Command>& out) {
   cmd->add_option("--in-flight", o->loader.reads_in_flight, "The read pool's reads in flight per rank")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  cmd->add_flag("--direct", o->loader.direct_io, "The read pool reads with O_DIRECT (data.direct_io)");
+  add_enum_option(cmd, "--direct-io", o->loader.direct_io,
+                  "auto, on or off: the read pool's O_DIRECT (data.direct_io)");
   cmd->add_option("--random-depth", o->random_depth, "Random O_DIRECT reads in flight per rank (the reference)")
       ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--rounds", o->rounds, "Random reads and loader trials alternating this often (medians reported)")
+      ->check(CLI::Range(1, 100))
       ->capture_default_str();
   cmd->add_flag("--compare-hdf5", o->compare_hdf5,
                 "Also time the loader with read_engine = hdf5 (one read at a time), side by side");

@@ -13,9 +13,9 @@ void validate(const LoaderOptions& l) {
   ST_CHECK(l.read_engine != ReadEngine::pool || l.transfer == Transfer::independent,
            "data.read_engine = \"pool\" reads without MPI-IO, so it needs data.transfer = \"independent\" "
            "(or read_engine = \"auto\", which reads collective transfers through HDF5)");
-  ST_CHECK(!l.direct_io || (l.mode == LoaderMode::stream && l.read_engine != ReadEngine::hdf5 &&
-                            l.transfer == Transfer::independent),
-           "data.direct_io is a setting of the read pool: it needs data.loader = \"stream\", "
+  ST_CHECK(l.direct_io != DirectIo::on || (l.mode == LoaderMode::stream && l.read_engine != ReadEngine::hdf5 &&
+                                           l.transfer == Transfer::independent),
+           "data.direct_io = \"on\" is a setting of the read pool: it needs data.loader = \"stream\", "
            "data.transfer = \"independent\" and data.read_engine \"auto\" or \"pool\"");
 }
 

@@ -20,6 +20,12 @@ enum class LastBatch { drop, pad };               // the last partial global bat
 // time through MPI-IO. auto: the pool where it can (independent transfers,
 // shards whose /x bytes are the samples), else HDF5.
 enum class ReadEngine { automatic, pool, hdf5 };
+// Whether the read pool reads with O_DIRECT, past the page cache. auto: in a
+// global shuffle where every epoch is meant to come from storage
+// (cold_cache) or the split is larger than the node's memory: there the
+// cache only costs (a copy in, an eviction out) and holds nothing read
+// again, and readahead is no help.
+enum class DirectIo { automatic, on, off };
 
 inline std::span<const EnumName<LoaderMode>> enum_names(LoaderMode) {
   static constexpr std::array<EnumName<LoaderMode>, 2> n = {
@@ -41,6 +47,11 @@ inline std::span<const EnumName<ReadEngine>> enum_names(ReadEngine) {
       {{ReadEngine::automatic, "auto"}, {ReadEngine::pool, "pool"}, {ReadEngine::hdf5, "hdf5"}}};
   return n;
 }
+inline std::span<const EnumName<DirectIo>> enum_names(DirectIo) {
+  static constexpr std::array<EnumName<DirectIo>, 3> n = {
+      {{DirectIo::automatic, "auto"}, {DirectIo::on, "on"}, {DirectIo::off, "off"}}};
+  return n;
+}
 inline std::span<const EnumName<LastBatch>> enum_names(LastBatch) {
   static constexpr std::array<EnumName<LastBatch>, 2> n = {{{LastBatch::drop, "drop"}, {LastBatch::pad, "pad"}}};
   return n;
@@ -53,7 +64,7 @@ struct LoaderOptions {
   bool cold_cache = false;                         // stream: drop the shards' pages after reading them
   ReadEngine read_engine = ReadEngine::automatic;  // stream (docs/io.md)
   int64_t reads_in_flight = 16;                    // stream, read pool: its threads (reads in flight per rank)
-  bool direct_io = false;                          // stream, read pool: read with O_DIRECT, past the page cache
+  DirectIo direct_io = DirectIo::automatic;        // stream, read pool: O_DIRECT reads, past the page cache
   bool verify_checksums = true;                    // check the shards against manifest.json's CRC-32s (docs/io.md)
   SampleOrder order = SampleOrder::global;         // sampler
   int64_t shuffle_window = 0;                      // order = shard: samples shuffled together (0: one shard)

@@ -4,6 +4,8 @@
 
 #include <sched.h>
 
+#include <algorithm>
+
 namespace shardtrain::io {
 
 ReadPool::ReadPool(int threads) {
@@ -14,26 +16,34 @@ ReadPool::ReadPool(int threads) {
 
 ReadPool::~ReadPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [&] {
+      return std::all_of(jobs_.begin(), jobs_.end(), [](const Job& j) { return j.finished == j.count; });
+    });
     quit_ = true;
   }
   wake_.notify_all();
   for (std::thread& t : threads_) t.join();
 }
 
-void ReadPool::run(int64_t count, const std::function<void(int64_t)>& task) {
-  if (count <= 0) return;
-  std::unique_lock<std::mutex> lock(mu_);
-  task_ = &task;
-  count_ = count;
-  next_ = finished_ = 0;
-  error_index_ = -1;
-  error_ = nullptr;
-  ++generation_;
+ReadPool::Ticket ReadPool::submit(int64_t count, std::function<void(int64_t)> task) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Job& job = jobs_.emplace_back();
+  job.ticket = ++last_;
+  job.count = std::max<int64_t>(0, count);
+  job.task = std::move(task);
   wake_.notify_all();
-  done_.wait(lock, [&] { return finished_ == count_; });
-  task_ = nullptr;
-  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  return job.ticket;
+}
+
+void ReadPool::wait(Ticket ticket) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto job = std::find_if(jobs_.begin(), jobs_.end(), [&](const Job& j) { return j.ticket == ticket; });
+  ST_ASSERT(job != jobs_.end());
+  done_.wait(lock, [&] { return job->finished == job->count; });
+  std::exception_ptr error = job->error;
+  jobs_.erase(job);
+  if (error) std::rethrow_exception(error);
 }
 
 void ReadPool::work() {
@@ -41,29 +51,29 @@ void ReadPool::work() {
   // its read completes must not preempt the training thread at once.
   const sched_param batch_param{};
   sched_setscheduler(0, SCHED_BATCH, &batch_param);
-  uint64_t seen = 0;
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    wake_.wait(lock, [&] { return quit_ || (generation_ != seen && next_ < count_); });
-    if (quit_) return;
-    while (next_ < count_) {
-      const int64_t i = next_++;
-      const std::function<void(int64_t)>& task = *task_;
-      lock.unlock();
-      std::exception_ptr failed;
-      try {
-        task(i);
-      } catch (...) {
-        failed = std::current_exception();
-      }
-      lock.lock();
-      if (failed && (error_index_ < 0 || i < error_index_)) {
-        error_index_ = i;
-        error_ = failed;
-      }
-      if (++finished_ == count_) done_.notify_all();
+    // The oldest job with a task not yet taken.
+    auto job = jobs_.end();
+    wake_.wait(lock, [&] {
+      job = std::find_if(jobs_.begin(), jobs_.end(), [](const Job& j) { return j.next < j.count; });
+      return quit_ || job != jobs_.end();
+    });
+    if (job == jobs_.end()) return;  // quit, with nothing left to run
+    const int64_t i = job->next++;
+    lock.unlock();
+    std::exception_ptr failed;
+    try {
+      job->task(i);
+    } catch (...) {
+      failed = std::current_exception();
     }
-    seen = generation_;
+    lock.lock();
+    if (failed && (job->error_index < 0 || i < job->error_index)) {
+      job->error_index = i;
+      job->error = failed;
+    }
+    if (++job->finished == job->count) done_.notify_all();
   }
 }
 

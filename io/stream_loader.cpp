@@ -19,6 +19,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -33,6 +34,15 @@ namespace {
 // failed; then, per shard, the largest number of runs any rank reads there
 // (a collective read takes that many calls on every rank).
 constexpr int64_t kGo = 0, kStop = 1, kFailed = 2;
+
+// Whether the split's files hold more bytes than this node's memory (so
+// that the page cache cannot keep them from one epoch to the next).
+bool larger_than_memory(const DatasetInfo& info) {
+  double bytes = 0;
+  for (const std::string& f : info.shard_files) bytes += double(std::filesystem::file_size(f));
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 && bytes > double(pages) * double(page);
+}
 
 }  // namespace
 
@@ -55,11 +65,13 @@ struct StreamLoader::Impl {
   std::unique_ptr<ReadPool> pool;
   std::vector<std::optional<SampleExtents>> extents;
   std::vector<int> direct_fds;  // data.direct_io: the pool's O_DIRECT descriptors (-1: none)
+  bool direct = false;          // the pool reads with O_DIRECT (data.direct_io, decided once)
   std::string engine_note;      // why a shard is read through HDF5 under read_engine = auto
   std::string engine_in_use() const {
     if (!pool) return options.transfer == Transfer::collective ? "hdf5 (collective transfers)" : "hdf5";
-    if (engine_note.empty()) return fmt::format("pool, {} in flight", options.reads_in_flight);
-    return fmt::format("pool, {} in flight; hdf5 for shards it cannot read ({})", options.reads_in_flight, engine_note);
+    const std::string line =
+        fmt::format("pool, {} in flight, {}", options.reads_in_flight, direct ? "O_DIRECT" : "buffered");
+    return engine_note.empty() ? line : fmt::format("{}; {}", line, engine_note);
   }
   std::vector<std::vector<int32_t>> labels;
   // Per shard, its /crc32 when samples are verified (data.verify_checksums
@@ -102,16 +114,19 @@ struct StreamLoader::Impl {
     if (!extents[size_t(s)]) {
       ST_CHECK(options.read_engine != ReadEngine::pool, "{}: data.read_engine = \"pool\" cannot read it: {}", path,
                why);
-      if (engine_note.empty()) engine_note = fmt::format("{}: {}", path, why);
+      if (engine_note.empty()) engine_note = fmt::format("hdf5 for shards it cannot read ({}: {})", path, why);
       return;
     }
     // A global shuffle reads each sample alone: readahead past it would
     // read bytes nobody asked for, at the cost of the ones asked for.
     if (options.order == SampleOrder::global) ::posix_fadvise(page_fds[size_t(s)], 0, 0, POSIX_FADV_RANDOM);
-    if (options.direct_io) {
+    if (direct) {
       const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-      ST_CHECK(fd >= 0, "{}: cannot open with O_DIRECT (data.direct_io): {}", path, std::strerror(errno));
+      // auto: a file system without O_DIRECT (tmpfs) is read through the cache.
+      ST_CHECK(fd >= 0 || options.direct_io == DirectIo::automatic,
+               "{}: cannot open with O_DIRECT (data.direct_io = \"on\"): {}", path, std::strerror(errno));
       direct_fds[size_t(s)] = fd;
+      if (fd < 0 && engine_note.empty()) engine_note = fmt::format("{}: no O_DIRECT there, read buffered", path);
     }
   }
   ~Impl() {
@@ -138,13 +153,55 @@ struct StreamLoader::Impl {
   std::vector<bool> cold_touched;
   int64_t cold_bytes = 0;
   void drop_cold_pages();
-  void read_batch(const Plan& plan, const std::vector<int64_t>& calls, LoadedBatch& out);
-  // The read pool's part of read_batch: every shard with extents, all runs
-  // at once, each read followed by finish_range on its samples in the same
-  // thread, so that the checks and conversions of some samples overlap the
-  // reads of others. A failure is recorded against its shard.
-  void read_with_pool(const Plan& plan, uint8_t* raw, LoadedBatch& out, std::vector<std::exception_ptr>& shard_error,
-                      int64_t& pieces);
+  // A batch being read. start_batch submits the read pool's reads (each
+  // reader then checks and converts its own samples, overlapping the other
+  // reads) and makes HDF5's; finish_batch collects the pool's, checks what
+  // HDF5 read and throws the batch's first error. Between the two, the I/O
+  // thread starts the next batch, so that its reads queue behind this one's
+  // instead of waiting for its last read.
+  struct Piece {
+    size_t shard, begin;  // its samples are plan.order[begin, begin + count)
+    int64_t offset, first, count;
+  };
+  struct InFlight {
+    size_t slot = 0;
+    int64_t k = 0;  // its place in io_main's sequence
+    Plan plan;
+    std::vector<uint8_t> raw;
+    std::vector<Piece> pieces;
+    std::vector<std::exception_ptr> piece_error, shard_error;
+    std::vector<size_t> by_hdf5;
+    ReadPool::Ticket ticket = 0;
+    bool submitted = false;
+    double t0 = 0;
+  };
+  void start_batch(InFlight& b, const std::vector<int64_t>& calls);
+  void finish_batch(InFlight& b);
+  // Finishes b and hands it to the training thread; after a failure (this
+  // one's sets `failed`) it is dropped instead: the training thread must
+  // not get a batch past the one that failed.
+  void complete(InFlight& b, int64_t per_epoch, int64_t count, bool& failed);
+  // The read pool where options allow it, and whether it reads with O_DIRECT.
+  void make_pool(const DatasetInfo& split) {
+    if (options.read_engine == ReadEngine::hdf5 || options.transfer != Transfer::independent) return;
+    pool = std::make_unique<ReadPool>(int(options.reads_in_flight));
+    // auto: only a global shuffle, where readahead is no help.
+    direct = options.direct_io == DirectIo::on ||
+             (options.direct_io == DirectIo::automatic && options.order == SampleOrder::global &&
+              (options.cold_cache || larger_than_memory(split)));
+  }
+  // A free batch slot into `slot`, waiting for one if `wait`: taken, none
+  // free (not waiting), or the loader is stopping.
+  enum class Slot { taken, none, stop };
+  Slot take_slot(size_t& slot, bool wait) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (wait) cv.wait(lock, [&] { return stop || !free_slots.empty(); });
+    if (stop) return Slot::stop;
+    if (free_slots.empty()) return Slot::none;
+    slot = free_slots.front();
+    free_slots.pop_front();
+    return Slot::taken;
+  }
   // Once the samples plan.order[begin, end) of shard s are in `raw`: checks
   // them, and puts each one in its place in the batch.
   void finish_range(size_t s, size_t begin, size_t end, const Plan& plan, const uint8_t* raw, LoadedBatch& out) const;
@@ -241,8 +298,7 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     m.page_fds.assign(m.source_files.size(), -1);
     m.direct_fds.assign(m.source_files.size(), -1);
     m.extents.resize(m.source_files.size());
-    if (options.read_engine != ReadEngine::hdf5 && options.transfer == Transfer::independent)
-      m.pool = std::make_unique<ReadPool>(int(options.reads_in_flight));
+    m.make_pool(info_);
     problem.clear();
     try {
       for (size_t s = 0; s < m.source_files.size(); ++s) m.open_shard(int(s), m.source_files[s]);
@@ -324,30 +380,42 @@ void StreamLoader::io_main(Impl& m, SamplerPosition from, int64_t count) {
   const size_t n = 1 + m.shards.size();
   std::vector<int64_t> local(n), agreed(n);
   std::vector<int64_t> indices;
-  Impl::Plan plan;
   const bool collective = m.options.transfer == Transfer::collective;
   bool failed = false;
+  // Two batches at most: the one being started and the one still read.
+  std::array<Impl::InFlight, 2> flights;
+  Impl::InFlight* pending = nullptr;
+  // Collects the pending batch and hands it to the training thread; after a
+  // failure it is dropped (the training thread must not get a batch past
+  // the one that failed).
+  auto complete_pending = [&] {
+    if (!pending) return;
+    Impl::InFlight& b = *pending;
+    pending = nullptr;
+    m.complete(b, per_epoch, count, failed);
+  };
   int64_t epoch = from.epoch, batch = from.batch;
   for (int64_t k = 0; k < count; ++k) {
-    // Wait for a free slot (or a stop), then agree with the other ranks.
+    Impl::InFlight& next = flights[size_t(k % 2)];
+    // A free slot (or a stop). While a batch is still being read, only one
+    // free now: that batch's slot reaches the training thread only once it
+    // is complete. At an epoch's start the previous epoch is completed
+    // first (its pages dropped, staged shards reopened on no pending read).
+    if (pending && batch == 0) complete_pending();
     size_t slot = 0;
-    bool stopping = false;
-    {
-      std::unique_lock<std::mutex> lock(m.mu);
-      m.cv.wait(lock, [&] { return m.stop || !m.free_slots.empty(); });
-      stopping = m.stop;
-      if (!stopping) {
-        slot = m.free_slots.front();
-        m.free_slots.pop_front();
-      }
+    Impl::Slot got = pending ? m.take_slot(slot, false) : Impl::Slot::none;
+    if (got == Impl::Slot::none) {
+      complete_pending();
+      got = m.take_slot(slot, true);
     }
+    const bool stopping = got == Impl::Slot::stop;
     std::fill(local.begin(), local.end(), 0);
     local[0] = failed ? kFailed : stopping ? kStop : kGo;
     if (local[0] == kGo) {
       try {
         m.sampler->batch_indices(epoch, batch, indices);
-        m.plan_batch(indices, plan);
-        for (size_t s = 0; s < m.shards.size(); ++s) local[1 + s] = int64_t(plan.runs[s].size());
+        m.plan_batch(indices, next.plan);
+        for (size_t s = 0; s < m.shards.size(); ++s) local[1 + s] = int64_t(next.plan.runs[s].size());
       } catch (...) {
         failed = true;
         local[0] = kFailed;
@@ -379,27 +447,33 @@ void StreamLoader::io_main(Impl& m, SamplerPosition from, int64_t count) {
       LoadedBatch& out = m.slots[slot];
       out.epoch = epoch;
       out.batch = batch;
-      m.read_batch(plan, agreed, out);
-      if (m.options.cold_cache && (batch + 1 == per_epoch || k + 1 == count || m.cold_bytes >= Impl::kColdBudget))
-        m.drop_cold_pages();
-      std::lock_guard<std::mutex> lock(m.mu);
-      m.ready.push_back(slot);
-      m.stats.batches += 1;
-      m.stats.bytes += out.bytes;
-      m.stats.requests += out.requests;
-      m.stats.read_s += out.read_s;
+      next.slot = slot;
+      next.k = k;
+      m.start_batch(next, agreed);
     } catch (...) {
-      failed = true;  // the next agreement tells the other ranks
-      std::lock_guard<std::mutex> lock(m.mu);
-      m.error = std::current_exception();
-      m.free_slots.push_back(slot);
+      // start_batch records read errors for finish_batch: this is reopening
+      // (or memory). No read of this batch may outlive it, nor the pending one.
+      if (next.submitted) m.pool->wait(next.ticket);
+      next.submitted = false;
+      {
+        std::lock_guard<std::mutex> lock(m.mu);
+        m.error = std::current_exception();
+        m.free_slots.push_back(slot);
+      }
+      failed = true;
+      complete_pending();
+      m.cv.notify_all();
+      continue;
     }
-    m.cv.notify_all();
+    complete_pending();  // the previous batch, while this one's reads run
+    pending = &next;
+    if (!m.pool) complete_pending();  // nothing in flight: HDF5 read it all
     if (++batch == per_epoch) {
       batch = 0;
       ++epoch;
     }
   }
+  complete_pending();
   std::lock_guard<std::mutex> lock(m.mu);
   m.finished = true;
   m.cv.notify_all();
@@ -465,50 +539,6 @@ void StreamLoader::Impl::plan_batch(const std::vector<int64_t>& indices, Plan& p
   ST_ASSERT(at == plan.order.size());
 }
 
-void StreamLoader::Impl::read_with_pool(const Plan& plan, uint8_t* raw, LoadedBatch& out,
-                                        std::vector<std::exception_ptr>& shard_error, int64_t& pieces) {
-  struct Piece {
-    size_t shard, begin;  // its samples are plan.order[begin, begin + count)
-    int64_t offset, first, count;
-  };
-  // The I/O thread's own list: the pool's threads must see it through a
-  // plain reference, not their own thread_local copies.
-  thread_local std::vector<Piece> pieces_of_this_thread;
-  std::vector<Piece>& list = pieces_of_this_thread;
-  list.clear();
-  for (size_t s = 0; s < shards.size(); ++s) {
-    const std::optional<SampleExtents>& known = extents[s];
-    if (!known) continue;
-    const SampleExtents& where = *known;
-    size_t begin = plan.first[s];
-    for (const ShardReader::Run& r : plan.runs[s])
-      where.for_each_piece(r.first, r.count, [&](int64_t offset, int64_t first, int64_t count) {
-        list.push_back({s, begin, offset, first, count});
-        begin += size_t(count);
-      });
-  }
-  pieces = int64_t(list.size());
-  std::vector<std::exception_ptr> piece_error(list.size());
-  pool->run(int64_t(list.size()), [&](int64_t i) {
-    const Piece& p = list[size_t(i)];
-    try {
-      const std::string what =
-          fmt::format("{}: {}: samples [{}, {})", open_paths[p.shard], shard_format::kX, p.first, p.first + p.count);
-      uint8_t* dst = raw + p.begin * sample_bytes;
-      const size_t bytes = size_t(p.count) * sample_bytes;
-      if (direct_fds[p.shard] >= 0)
-        read_direct(direct_fds[p.shard], dst, bytes, p.offset, what);
-      else
-        read_at(page_fds[p.shard], dst, bytes, p.offset, what);
-      finish_range(p.shard, p.begin, p.begin + size_t(p.count), plan, raw, out);
-    } catch (...) {
-      piece_error[size_t(i)] = std::current_exception();
-    }
-  });
-  for (size_t i = 0; i < list.size(); ++i)
-    if (piece_error[i] && !shard_error[list[i].shard]) shard_error[list[i].shard] = piece_error[i];
-}
-
 void StreamLoader::Impl::finish_range(size_t s, size_t begin, size_t end, const Plan& plan, const uint8_t* raw,
                                       LoadedBatch& out) const {
   if (!checksums[s].empty())
@@ -525,21 +555,77 @@ void StreamLoader::Impl::finish_range(size_t s, size_t begin, size_t end, const 
   }
 }
 
-void StreamLoader::Impl::read_batch(const Plan& plan, const std::vector<int64_t>& calls, LoadedBatch& out) {
+void StreamLoader::Impl::complete(InFlight& b, int64_t per_epoch, int64_t count, bool& failed) {
+  LoadedBatch& out = slots[b.slot];
+  try {
+    finish_batch(b);
+    if (options.cold_cache && (out.batch + 1 == per_epoch || b.k + 1 == count || cold_bytes >= kColdBudget))
+      drop_cold_pages();
+    std::lock_guard<std::mutex> lock(mu);
+    if (failed) {
+      free_slots.push_back(b.slot);
+    } else {
+      ready.push_back(b.slot);
+      stats.batches += 1;
+      stats.bytes += out.bytes;
+      stats.requests += out.requests;
+      stats.read_s += out.read_s;
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!failed) error = std::current_exception();
+    failed = true;  // the next agreement tells the other ranks
+    free_slots.push_back(b.slot);
+  }
+  cv.notify_all();
+}
+
+void StreamLoader::Impl::start_batch(InFlight& b, const std::vector<int64_t>& calls) {
+  LoadedBatch& out = slots[b.slot];
   out.bytes = out.requests = out.read_calls = 0;
   out.read_s = 0;
-  thread_local std::vector<uint8_t> raw_of_this_thread;  // see read_with_pool
-  std::vector<uint8_t>& raw = raw_of_this_thread;
-  raw.resize(std::max<size_t>(1, plan.order.size() * sample_bytes));
+  const Plan& plan = b.plan;
+  b.raw.resize(std::max<size_t>(1, plan.order.size() * sample_bytes));
+  b.shard_error.assign(shards.size(), nullptr);
+  b.by_hdf5.clear();
+  b.pieces.clear();
+  b.submitted = false;
+  b.t0 = now_seconds();
+  // 1. The pool's reads: every run of every shard it can read, cut at chunks.
+  if (pool) {
+    for (size_t s = 0; s < shards.size(); ++s) {
+      const std::optional<SampleExtents>& known = extents[s];
+      if (!known) continue;
+      const SampleExtents& where = *known;
+      size_t begin = plan.first[s];
+      for (const ShardReader::Run& r : plan.runs[s])
+        where.for_each_piece(r.first, r.count, [&](int64_t offset, int64_t first, int64_t count) {
+          b.pieces.push_back({s, begin, offset, first, count});
+          begin += size_t(count);
+        });
+    }
+    b.piece_error.assign(b.pieces.size(), nullptr);
+    out.requests = out.read_calls = int64_t(b.pieces.size());
+    b.ticket = pool->submit(int64_t(b.pieces.size()), [this, &b, &out](int64_t i) {
+      const Piece& p = b.pieces[size_t(i)];
+      try {
+        const std::string what =
+            fmt::format("{}: {}: samples [{}, {})", open_paths[p.shard], shard_format::kX, p.first, p.first + p.count);
+        uint8_t* dst = b.raw.data() + p.begin * sample_bytes;
+        const size_t bytes = size_t(p.count) * sample_bytes;
+        if (direct_fds[p.shard] >= 0)
+          read_direct(direct_fds[p.shard], dst, bytes, p.offset, what);
+        else
+          read_at(page_fds[p.shard], dst, bytes, p.offset, what);
+        finish_range(p.shard, p.begin, p.begin + size_t(p.count), b.plan, b.raw.data(), out);
+      } catch (...) {
+        b.piece_error[size_t(i)] = std::current_exception();
+      }
+    });
+    b.submitted = true;
+  }
+  // 2. HDF5's reads, one shard at a time, meanwhile.
   const bool collective = options.transfer == Transfer::collective;
-  std::vector<std::exception_ptr> shard_error(shards.size());
-  // 1. The pool's reads, all at once, each finished by its reader; then
-  // HDF5's, one shard at a time.
-  const double t0 = now_seconds();
-  int64_t pieces = 0;
-  if (pool) read_with_pool(plan, raw.data(), out, shard_error, pieces);
-  out.requests = out.read_calls = pieces;
-  std::vector<size_t> by_hdf5;
   for (size_t s = 0; s < shards.size(); ++s) {
     if (pool && extents[s]) continue;
     const auto& runs = plan.runs[s];
@@ -549,12 +635,12 @@ void StreamLoader::Impl::read_batch(const Plan& plan, const std::vector<int64_t>
     try {
       // Go on with the other shards' calls after a failure (the other ranks
       // make them too); the batch fails once they are done.
-      shards[s]->read_x_runs(runs, raw.data() + plan.first[s] * sample_bytes, dxpl.get(), n_calls);
+      shards[s]->read_x_runs(runs, b.raw.data() + plan.first[s] * sample_bytes, dxpl.get(), n_calls);
     } catch (...) {
-      shard_error[s] = std::current_exception();
+      b.shard_error[s] = std::current_exception();
       continue;
     }
-    if (!runs.empty()) by_hdf5.push_back(s);
+    if (!runs.empty()) b.by_hdf5.push_back(s);
     out.read_calls += n_calls;
     out.requests += int64_t(runs.size());
     if (collective && !runs.empty()) {  // what HDF5 did with this rank's last real read
@@ -563,20 +649,31 @@ void StreamLoader::Impl::read_batch(const Plan& plan, const std::vector<int64_t>
       stats.no_collective_cause = mpio::no_collective_cause(dxpl.get());
     }
   }
-  // The time of the reads: with the pool it includes the checks and
-  // conversions its readers did between reads; through HDF5, the storage's.
-  out.read_s = now_seconds() - t0;
-  // 2. The samples HDF5 read: checked and put in their places.
-  for (size_t s : by_hdf5) {
+}
+
+void StreamLoader::Impl::finish_batch(InFlight& b) {
+  LoadedBatch& out = slots[b.slot];
+  if (b.submitted) {
+    b.submitted = false;
+    pool->wait(b.ticket);  // the tasks record their errors: it never throws
+    for (size_t i = 0; i < b.pieces.size(); ++i)
+      if (b.piece_error[i] && !b.shard_error[b.pieces[i].shard]) b.shard_error[b.pieces[i].shard] = b.piece_error[i];
+  }
+  // From the batch's start to its last read: with the pool it includes the
+  // checks and conversions its readers did between reads, and the overlap
+  // with the previous batch's last reads.
+  out.read_s = now_seconds() - b.t0;
+  // The samples HDF5 read: checked and put in their places.
+  for (size_t s : b.by_hdf5) {
     try {
-      finish_range(s, plan.first[s], plan.first[s + 1], plan, raw.data(), out);
+      finish_range(s, b.plan.first[s], b.plan.first[s + 1], b.plan, b.raw.data(), out);
     } catch (...) {
-      shard_error[s] = std::current_exception();
+      b.shard_error[s] = std::current_exception();
     }
   }
   for (size_t s = 0; s < shards.size(); ++s) {
-    if (shard_error[s]) std::rethrow_exception(shard_error[s]);
-    const auto bytes = int64_t((plan.first[s + 1] - plan.first[s]) * sample_bytes);
+    if (b.shard_error[s]) std::rethrow_exception(b.shard_error[s]);
+    const auto bytes = int64_t((b.plan.first[s + 1] - b.plan.first[s]) * sample_bytes);
     out.bytes += bytes;
     if (options.cold_cache && bytes > 0) {
       cold_touched[s] = true;

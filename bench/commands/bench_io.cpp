@@ -1,5 +1,7 @@
 #include "bench/commands/bench_io.h"
 
+#include "bench/commands/bench_stats.h"
+
 #include "io/cache.h"
 #include "io/page_cache.h"
 #include "io/shard_format.h"
@@ -352,6 +354,52 @@ std::string size_name(int64_t b) {
   return b >= (1 << 20) ? fmt::format("{} MiB", b >> 20) : fmt::format("{} KiB", b >> 10);
 }
 
+// The loader against the references, alternating `o.rounds` times: this
+// VM's disk moved by tens of percent between runs a minute apart, so one
+// pair gives a noisy ratio; the medians are reported. The first round
+// takes the sequential reference already read (`sequential_mb_s`).
+struct Rounds {
+  int64_t sample_bytes = 0;
+  double random_mb_s = 0, loader_mb_s = 0, samples_s = 0, ratio_sequential = 0, ratio_random = 0;
+  std::vector<double> random_runs, loader_runs;
+};
+
+template <class Say>
+Rounds alternate(const BenchIoOptions& o, const std::vector<std::string>& files, int rank, int world,
+                 double sequential_mb_s, Say&& say) {
+  Rounds out;
+  std::vector<double> samples_runs, ratio_runs, sequential_ratio_runs;
+  int64_t per_batch = 0;
+  for (int r = 0; r < o.rounds; ++r) {
+    double sequential = sequential_mb_s;
+    if (r > 0) {
+      double seconds = 0;
+      const double bytes = raw_read(files, rank, world, o.raw_block_bytes, o.raw_depth, &seconds);
+      sequential = aggregate(bytes, seconds).mb_s();
+    }
+    out.random_runs.push_back(random_reference(o, files, rank, world, &out.sample_bytes).mb_s());
+    const LoaderTrial t = loader_trial(o, o.batches, &per_batch);
+    out.loader_runs.push_back(t.agg.mb_s());
+    samples_runs.push_back(t.samples_per_s);
+    ratio_runs.push_back(out.random_runs.back() > 0 ? out.loader_runs.back() / out.random_runs.back() : 0);
+    sequential_ratio_runs.push_back(sequential > 0 ? out.loader_runs.back() / sequential : 0);
+    if (o.rounds > 1)
+      say(
+          fmt::format("  round {}: sequential O_DIRECT {:8.1f} MB/s, random O_DIRECT {:8.1f} MB/s, loader {:8.1f} "
+                      "MB/s: {:.1f}% and {:.1f}%",
+                      r + 1, sequential, out.random_runs.back(), out.loader_runs.back(),
+                      100 * sequential_ratio_runs.back(), 100 * ratio_runs.back()));
+  }
+  out.random_mb_s = bench::median(out.random_runs);
+  out.loader_mb_s = bench::median(out.loader_runs);
+  out.samples_s = bench::median(samples_runs);
+  out.ratio_sequential = bench::median(sequential_ratio_runs);
+  out.ratio_random = bench::median(ratio_runs);
+  say(fmt::format("  random O_DIRECT reads of a sample ({}, {} in flight per rank): {:8.1f} MB/s{}",
+                  size_name(out.sample_bytes), o.random_depth, out.random_mb_s, o.rounds > 1 ? " (median)" : ""));
+  return out;
+}
+
 }  // namespace
 
 int bench_io(const BenchIoOptions& o) {
@@ -386,25 +434,24 @@ int bench_io(const BenchIoOptions& o) {
   const double buf_bytes = buffered_read(files, rank, world, &buf_s);
   const Aggregate buffered = aggregate(buf_bytes, buf_s);
   say(fmt::format("  buffered sequential read after dropping the pages (readahead): {:8.1f} MB/s", buffered.mb_s()));
-  int64_t sample_bytes = 0;
-  const Aggregate random = random_reference(o, files, rank, world, &sample_bytes);
-  say(fmt::format("  random O_DIRECT reads of a sample ({}, {} in flight per rank): {:8.1f} MB/s",
-                  size_name(sample_bytes), o.random_depth, random.mb_s()));
   int64_t per_batch = 0;
   if (!o.loader.cold_cache) loader_trial(o, o.batches, &per_batch);  // warm: fill the page cache first
-  const LoaderTrial base = loader_trial(o, o.batches, &per_batch);
-  const double ratio = raw.mb_s() > 0 ? base.agg.mb_s() / raw.mb_s() : 0;
-  const double ratio_buffered = buffered.mb_s() > 0 ? base.agg.mb_s() / buffered.mb_s() : 0;
-  const double ratio_random = random.mb_s() > 0 ? base.agg.mb_s() / random.mb_s() : 0;
+  const Rounds rounds = alternate(o, files, rank, world, raw.mb_s(), say);
+  const double loader_mb_s = rounds.loader_mb_s, random_mb_s = rounds.random_mb_s;
+  const double ratio = rounds.ratio_sequential, ratio_random = rounds.ratio_random;
+  const std::vector<double>& random_runs = rounds.random_runs;
+  const std::vector<double>& loader_runs = rounds.loader_runs;
+  const double ratio_buffered = buffered.mb_s() > 0 ? loader_mb_s / buffered.mb_s() : 0;
   say(fmt::format(
-      "  loader{} (read engine {}, {} in flight): {:8.1f} MB/s, {:.0f} samples/s = {:.1f}% of the sequential "
-      "O_DIRECT read, {:.1f}% of the random one, {:.1f}% of the buffered read",
+      "  loader{} (read engine {}, {} in flight, direct_io {}): {:8.1f} MB/s, {:.0f} samples/s = {:.1f}% of the "
+      "sequential "
+      "O_DIRECT read, {:.1f}% of the random one{}, {:.1f}% of the buffered read",
       o.loader.cold_cache ? "" : " (warm: from the page cache, not comparable to the reads above)",
-      o.loader.read_engine, o.loader.reads_in_flight, base.agg.mb_s(), base.samples_per_s, 100 * ratio,
-      100 * ratio_random, 100 * ratio_buffered));
-  const double hdf5_mb_s = o.compare_hdf5 ? hdf5_engine_mb_s(o, base.agg.mb_s(), say) : 0;
+      o.loader.read_engine, o.loader.reads_in_flight, o.loader.direct_io, loader_mb_s, rounds.samples_s, 100 * ratio,
+      100 * ratio_random, o.rounds > 1 ? " (medians of the rounds' ratios)" : "", 100 * ratio_buffered));
+  const double hdf5_mb_s = o.compare_hdf5 ? hdf5_engine_mb_s(o, loader_mb_s, say) : 0;
 
-  double checked_mb_s = base.agg.mb_s(), unchecked_mb_s = 0;
+  double checked_mb_s = loader_mb_s, unchecked_mb_s = 0;
   if (o.loader.verify_checksums) checksum_cost(o, say, &checked_mb_s, &unchecked_mb_s);
 
   nlohmann::json ingest = nlohmann::json::array();
@@ -429,7 +476,7 @@ int bench_io(const BenchIoOptions& o) {
           wsec = writer->seconds();
         }
         const Aggregate w = aggregate(written, wsec);
-        const double slowdown = t.agg.mb_s() > 0 ? base.agg.mb_s() / t.agg.mb_s() : 0;
+        const double slowdown = t.agg.mb_s() > 0 ? loader_mb_s / t.agg.mb_s() : 0;
         say(fmt::format("  {:>8} {:>12} {:>14.1f} {:>14.1f} {:>9.2f}x", size_name(block),
                         rate > 0 ? fmt::format("{:.0f}", rate) : std::string("unlimited"), w.mb_s(), t.agg.mb_s(),
                         slowdown));
@@ -452,16 +499,19 @@ int bench_io(const BenchIoOptions& o) {
                               {"raw_mb_s", raw.mb_s()},
                               {"raw_block_bytes", o.raw_block_bytes},
                               {"raw_depth", o.raw_depth},
-                              {"loader_mb_s", base.agg.mb_s()},
-                              {"loader_samples_s", base.samples_per_s},
+                              {"loader_mb_s", loader_mb_s},
+                              {"loader_samples_s", rounds.samples_s},
                               {"checked_mb_s", checked_mb_s},
                               {"unchecked_mb_s", unchecked_mb_s},
                               {"ratio", ratio},
                               {"buffered_mb_s", buffered.mb_s()},
                               {"ratio_buffered", ratio_buffered},
-                              {"random_mb_s", random.mb_s()},
+                              {"random_mb_s", random_mb_s},
+                              {"rounds", o.rounds},
+                              {"random_mb_s_rounds", random_runs},
+                              {"loader_mb_s_rounds", loader_runs},
                               {"random_depth", o.random_depth},
-                              {"sample_bytes", sample_bytes},
+                              {"sample_bytes", rounds.sample_bytes},
                               {"ratio_random", ratio_random},
                               {"read_engine", std::string(name_of(o.loader.read_engine))},
                               {"reads_in_flight", o.loader.reads_in_flight},

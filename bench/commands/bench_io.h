@@ -35,6 +35,7 @@ struct BenchIoOptions {
   int64_t raw_block_bytes = 8 << 20;
   int raw_depth = 4;          // O_DIRECT requests in flight per rank
   int random_depth = 16;      // random O_DIRECT reads in flight per rank
+  int rounds = 1;             // random reference and loader trial, alternating (medians reported)
   bool compare_hdf5 = false;  // also time the loader with read_engine = hdf5
   bool ingest = true;
   std::vector<int64_t> ingest_blocks = {128 << 10, 1 << 20, 4 << 20};

@@ -5,13 +5,15 @@ source "$(dirname "$0")/lib.sh"
 
 "$SHARDTRAIN" prep synthetic --out src/train --samples 4000 --sample-bytes 4K --shards 4 >/dev/null
 
-# 16.4 MB at 16 MB/s: about 1 s; the summary's rate within ±10% of the limit.
+# 16.4 MB at 16 MB/s: about 1 s. The summary's rate never above the limit
+# (10% for the first block, sent before any wait), and not stalled: how
+# close a loaded machine comes to the limit is a speed figure, not a check.
 "$SHARDTRAIN" stage --from src/train --to cache --rate-mb-s 16 --block-kib 256 | tee out.txt
 [ "$(grep -c ': copied ' out.txt)" -eq 4 ] || fail "expected a 'copied' line per shard"
 for f in src/train/part-*.h5; do cmp "$f" "cache/train/$(basename "$f")" || fail "$f: the copy differs"; done
 [ -z "$(find cache -name '*.tmp')" ] || fail "temp files left in the cache"
 rate=$(sed -n 's/.*copied in [0-9.]* s (\([0-9.]*\) MB\/s).*/\1/p' out.txt | tail -1)
-"$PY" -c "import sys; r=float(sys.argv[1]); sys.exit(0 if 14.4 <= r <= 17.6 else 1)" "$rate" \
+"$PY" -c "import sys; r=float(sys.argv[1]); sys.exit(0 if 4 <= r <= 17.6 else 1)" "$rate" \
   || fail "staged at $rate MB/s, limit 16"
 pass "staged 4 shards at $rate MB/s (limit 16)"
 

@@ -91,11 +91,13 @@ void expect_batches_match_memory(const std::string& dir, const std::string& tran
   o.transfer = parse_enum<io::Transfer>(transfer).value();
   o.prefetch_batches = 2;
   o.read_engine = engine;
-  o.direct_io = direct;
+  o.direct_io = direct ? io::DirectIo::on : io::DirectIo::off;
   o.reads_in_flight = 3;
   io::StreamLoader loader(dir, o, kGlobalBatch, 9);
   const bool pool = engine != io::ReadEngine::hdf5 && transfer == "independent";
-  EXPECT_THAT(loader.stats().read_engine, HasSubstr(pool ? "pool, 3 in flight" : "hdf5"));
+  EXPECT_THAT(loader.stats().read_engine, HasSubstr(!pool    ? "hdf5"
+                                                    : direct ? "pool, 3 in flight, O_DIRECT"
+                                                             : "pool, 3 in flight, buffered"));
   const io::InMemoryDataset memory = io::InMemoryDataset::load(dir);
   ASSERT_EQ(loader.size(), 100);
   io::Sampler sampler(loader.size(), kGlobalBatch, rank(), world(), 9);  // the loader's, for reference indices

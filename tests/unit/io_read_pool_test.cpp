@@ -1,7 +1,9 @@
 // The read pool: every task runs once per run() and no more than the
 // pool's threads at a time; run() returns only when all are done; a failing
 // task does not stop the others, and the failure of the lowest index is the
-// one rethrown; the pool serves one run after another.
+// one rethrown; the pool serves one run after another; a job submitted
+// behind another starts on the threads the first no longer needs, and each
+// is waited for on its own.
 #include "io/read_pool.h"
 
 #include "runtime/core/error.h"
@@ -53,6 +55,26 @@ TEST(ReadPool, EveryTaskRunsAndTheLowestFailureIsRethrown) {
   int after = 0;
   pool.run(5, [&](int64_t) { ++after; });  // sequential here: one task at a time would do too
   EXPECT_EQ(after, 5);
+}
+
+TEST(ReadPool, ASecondJobRunsOnThreadsTheFirstNoLongerNeeds) {
+  io::ReadPool pool(4);
+  std::atomic<bool> release{false};
+  std::atomic<int> first_done{0}, second_done{0};
+  // The first job's last task blocks until the second job has finished:
+  // that can only happen if the second runs beside it.
+  const io::ReadPool::Ticket first = pool.submit(4, [&](int64_t i) {
+    if (i == 3)
+      while (!release) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    ++first_done;
+  });
+  const io::ReadPool::Ticket second = pool.submit(20, [&](int64_t) { ++second_done; });
+  pool.wait(second);
+  EXPECT_EQ(second_done.load(), 20);
+  EXPECT_LT(first_done.load(), 4);
+  release = true;
+  pool.wait(first);
+  EXPECT_EQ(first_done.load(), 4);
 }
 
 TEST(ReadPool, NothingToRunReturnsAtOnceAndBadSizesAreRefused) {
