@@ -52,9 +52,9 @@ TEST(ReadPool, EveryTaskRunsAndTheLowestFailureIsRethrown) {
     EXPECT_STREQ(e.what(), "task 17 failed");
   }
   EXPECT_EQ(ran.load(), 50);
-  int after = 0;
-  pool.run(5, [&](int64_t) { ++after; });  // sequential here: one task at a time would do too
-  EXPECT_EQ(after, 5);
+  std::atomic<int> after{0};
+  pool.run(5, [&](int64_t) { ++after; });
+  EXPECT_EQ(after.load(), 5);
 }
 
 TEST(ReadPool, ASecondJobRunsOnThreadsTheFirstNoLongerNeeds) {
