@@ -24,6 +24,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -51,6 +52,35 @@ struct AlignedBuffer {
   }
   ~AlignedBuffer() { std::free(p); }
 };
+
+// Every file opened with O_DIRECT; an error names the file.
+std::vector<int> open_direct(const std::vector<std::string>& files) {
+  std::vector<int> fds;
+  for (const auto& f : files) {
+    fds.push_back(::open(f.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
+    ST_CHECK(fds.back() >= 0, "{}: cannot open with O_DIRECT: {}", f, std::strerror(errno));
+  }
+  return fds;
+}
+
+// Runs body(t) on `depth` threads at once, after every rank is ready, and
+// returns the seconds they took; a body returns its error, or "" for none,
+// and the first is thrown once all have ended (after the descriptors are
+// closed).
+double timed_on_threads(int depth, std::vector<int>& fds, const std::function<std::string(int)>& body) {
+  std::vector<std::string> errors(static_cast<size_t>(depth));
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = now_seconds();
+  std::vector<std::thread> threads;
+  threads.reserve(size_t(depth));
+  for (int t = 0; t < depth; ++t) threads.emplace_back([&, t] { errors[size_t(t)] = body(t); });
+  for (auto& th : threads) th.join();
+  const double seconds = now_seconds() - t0;
+  for (int fd : fds) ::close(fd);
+  fds.clear();
+  for (const auto& e : errors) ST_CHECK(e.empty(), "{}", e);
+  return seconds;
+}
 
 // This rank's contiguous share of the files' bytes, read with O_DIRECT in
 // `block` requests (4 KiB aligned), `depth` of them in flight (a thread
@@ -83,36 +113,20 @@ double raw_read(const std::vector<std::string>& files, int rank, int world, int6
     }
     file_start += sizes[i];
   }
-  std::vector<int> fds;
-  for (const auto& f : files) {
-    fds.push_back(::open(f.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
-    ST_CHECK(fds.back() >= 0, "{}: cannot open with O_DIRECT: {}", f, std::strerror(errno));
-  }
+  std::vector<int> fds = open_direct(files);
   std::atomic<int64_t> read_bytes{0};
-  std::vector<std::string> errors(static_cast<size_t>(depth));
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double t0 = now_seconds();
-  std::vector<std::thread> threads;
-  threads.reserve(size_t(depth));
-  for (int t = 0; t < depth; ++t)
-    threads.emplace_back([&, t] {
-      AlignedBuffer buf(static_cast<size_t>(block));
-      for (size_t r = size_t(t); r < requests.size(); r += size_t(depth)) {
-        const Request& q = requests[r];
-        ssize_t n;
-        do n = ::pread(fds[q.file], buf.p, size_t(q.want), q.offset);
-        while (n < 0 && errno == EINTR);
-        if (n < 0) {
-          errors[size_t(t)] = fmt::format("{}: O_DIRECT read failed: {}", files[q.file], std::strerror(errno));
-          return;
-        }
-        read_bytes += std::min<int64_t>(n, q.counted);
-      }
-    });
-  for (auto& th : threads) th.join();
-  *seconds = now_seconds() - t0;
-  for (int fd : fds) ::close(fd);
-  for (const auto& e : errors) ST_CHECK(e.empty(), "{}", e);
+  *seconds = timed_on_threads(depth, fds, [&](int t) -> std::string {
+    AlignedBuffer buf(static_cast<size_t>(block));
+    for (size_t r = size_t(t); r < requests.size(); r += size_t(depth)) {
+      const Request& q = requests[r];
+      ssize_t n;
+      do n = ::pread(fds[q.file], buf.p, size_t(q.want), q.offset);
+      while (n < 0 && errno == EINTR);
+      if (n < 0) return fmt::format("{}: O_DIRECT read failed: {}", files[q.file], std::strerror(errno));
+      read_bytes += std::min<int64_t>(n, q.counted);
+    }
+    return "";
+  });
   return double(read_bytes.load());
 }
 
@@ -129,40 +143,24 @@ double random_read(const std::vector<std::string>& files, int rank, int64_t bloc
   for (const auto& f : files)
     total += slots.emplace_back(std::max<int64_t>(0, int64_t(fs::file_size(f)) - block) / kAlign);
   ST_CHECK(total > 0, "the files are smaller than one {}-byte read", block);
-  std::vector<int> fds;
-  for (const auto& f : files) {
-    fds.push_back(::open(f.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
-    ST_CHECK(fds.back() >= 0, "{}: cannot open with O_DIRECT: {}", f, std::strerror(errno));
-  }
+  std::vector<int> fds = open_direct(files);
   std::atomic<int64_t> next{0}, read_bytes{0};
-  std::vector<std::string> errors(static_cast<size_t>(depth));
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double t0 = now_seconds();
-  std::vector<std::thread> threads;
-  threads.reserve(size_t(depth));
-  for (int t = 0; t < depth; ++t)
-    threads.emplace_back([&, t] {
-      AlignedBuffer buf(static_cast<size_t>(block));
-      uint64_t x = 0x9e3779b97f4a7c15ull * uint64_t(rank * 1024 + t + 1);
-      while (next++ < count) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        int64_t slot = int64_t(x % uint64_t(total));
-        size_t f = 0;
-        while (slot >= slots[f]) slot -= slots[f++];
-        ssize_t n;
-        do n = ::pread(fds[f], buf.p, size_t(block), slot * kAlign);
-        while (n < 0 && errno == EINTR);
-        if (n < 0) {
-          errors[size_t(t)] = fmt::format("{}: O_DIRECT read failed: {}", files[f], std::strerror(errno));
-          return;
-        }
-        read_bytes += n;
-      }
-    });
-  for (auto& th : threads) th.join();
-  *seconds = now_seconds() - t0;
-  for (int fd : fds) ::close(fd);
-  for (const auto& e : errors) ST_CHECK(e.empty(), "{}", e);
+  *seconds = timed_on_threads(depth, fds, [&](int t) -> std::string {
+    AlignedBuffer buf(static_cast<size_t>(block));
+    uint64_t x = 0x9e3779b97f4a7c15ull * uint64_t(rank * 1024 + t + 1);
+    while (next++ < count) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      int64_t slot = int64_t(x % uint64_t(total));
+      size_t f = 0;
+      while (slot >= slots[f]) slot -= slots[f++];
+      ssize_t n;
+      do n = ::pread(fds[f], buf.p, size_t(block), slot * kAlign);
+      while (n < 0 && errno == EINTR);
+      if (n < 0) return fmt::format("{}: O_DIRECT read failed: {}", files[f], std::strerror(errno));
+      read_bytes += n;
+    }
+    return "";
+  });
   return double(read_bytes.load());
 }
 
