@@ -300,19 +300,18 @@ LoaderTrial loader_trial(const BenchIoOptions& o, int64_t batches, int64_t* samp
   return t;
 }
 
-// The random-read reference of a run: one sample's size, as many reads as
-// a loader trial makes (its share on this rank).
-Aggregate random_reference(const BenchIoOptions& o, const std::vector<std::string>& files, int rank, int world,
-                           int64_t* sample_bytes) {
+// What the random-read reference reads: one sample's size, as many reads
+// as a loader trial makes (this rank's share). Read from the shards' headers
+// once, not every round.
+struct RandomShape {
+  int64_t sample_bytes = 0, reads_per_rank = 0;
+};
+RandomShape random_shape(const BenchIoOptions& o, const std::vector<std::string>& files, int world) {
   const shard_format::ShardHeader head = ShardReader(files.front()).header();
-  *sample_bytes = head.sample_shape.numel() * int64_t(shard_format::dtype_size(head.dtype));
   int64_t samples = 0;
   for (const auto& f : files) samples += ShardReader(f).header().num_samples;
   const int64_t per_rank = (o.batches > 0 ? std::min(samples, o.batches * o.global_batch) : samples) / world;
-  double seconds = 0;
-  const double bytes =
-      random_read(files, rank, *sample_bytes, std::max<int64_t>(1, per_rank), o.random_depth, &seconds);
-  return aggregate(bytes, seconds);
+  return {head.sample_shape.numel() * int64_t(shard_format::dtype_size(head.dtype)), std::max<int64_t>(1, per_rank)};
 }
 
 // The loader reading through HDF5, one request at a time, beside the
@@ -366,6 +365,8 @@ template <class Say>
 Rounds alternate(const BenchIoOptions& o, const std::vector<std::string>& files, int rank, int world,
                  double sequential_mb_s, Say&& say) {
   Rounds out;
+  const RandomShape shape = random_shape(o, files, world);
+  out.sample_bytes = shape.sample_bytes;
   std::vector<double> samples_runs, ratio_runs, sequential_ratio_runs;
   int64_t per_batch = 0;
   for (int r = 0; r < o.rounds; ++r) {
@@ -375,7 +376,9 @@ Rounds alternate(const BenchIoOptions& o, const std::vector<std::string>& files,
       const double bytes = raw_read(files, rank, world, o.raw_block_bytes, o.raw_depth, &seconds);
       sequential = aggregate(bytes, seconds).mb_s();
     }
-    out.random_runs.push_back(random_reference(o, files, rank, world, &out.sample_bytes).mb_s());
+    double seconds = 0;
+    const double bytes = random_read(files, rank, shape.sample_bytes, shape.reads_per_rank, o.random_depth, &seconds);
+    out.random_runs.push_back(aggregate(bytes, seconds).mb_s());
     const LoaderTrial t = loader_trial(o, o.batches, &per_batch);
     out.loader_runs.push_back(t.agg.mb_s());
     samples_runs.push_back(t.samples_per_s);
