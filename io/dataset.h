@@ -27,6 +27,9 @@ struct DatasetInfo {
   // Every shard's bytes matched its CRC-32 in manifest.json when read
   // (false: not asked to, or the split has no manifest).
   bool checksums_verified = false;
+  // Stream loader with data.verify_files = false: the shards were not read
+  // whole at start (their samples still are checked as read, format v2).
+  bool files_not_read = false;
   // Every sample read is checked against its checksum in /crc32 (false:
   // not asked to, or the split is format version 1).
   bool samples_verified = false;

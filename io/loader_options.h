@@ -66,6 +66,7 @@ struct LoaderOptions {
   int64_t reads_in_flight = 16;                    // stream, read pool: its threads (reads in flight per rank)
   DirectIo direct_io = DirectIo::automatic;        // stream, read pool: O_DIRECT reads, past the page cache
   bool verify_checksums = true;                    // check the shards against manifest.json's CRC-32s (docs/io.md)
+  bool verify_files = true;                        // stream: ... by reading each shard whole at start
   SampleOrder order = SampleOrder::global;         // sampler
   int64_t shuffle_window = 0;                      // order = shard: samples shuffled together (0: one shard)
   LastBatch last_batch = LastBatch::drop;          // sampler

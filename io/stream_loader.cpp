@@ -1,5 +1,7 @@
 #include "io/stream_loader.h"
 
+#include "io/memory_limit.h"
+
 #include "io/manifest.h"
 #include "io/mpio.h"
 #include "io/normalize.h"
@@ -35,13 +37,14 @@ namespace {
 // (a collective read takes that many calls on every rank).
 constexpr int64_t kGo = 0, kStop = 1, kFailed = 2;
 
-// Whether the split's files hold more bytes than this node's memory (so
-// that the page cache cannot keep them from one epoch to the next).
+// Whether the split's files hold more bytes than the page cache can keep
+// for this process (the node's memory, or its cgroup's limit), so that it
+// cannot keep them from one epoch to the next.
 bool larger_than_memory(const DatasetInfo& info) {
   double bytes = 0;
   for (const std::string& f : info.shard_files) bytes += double(std::filesystem::file_size(f));
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 && bytes > double(pages) * double(page);
+  const int64_t memory = memory_for_page_cache();
+  return memory > 0 && bytes > double(memory);
 }
 
 }  // namespace
@@ -236,7 +239,8 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     if (std::filesystem::is_directory(m.split_dir)) manifest = read_manifest(m.split_dir);
     if (manifest) check_manifest_lists_files(m.split_dir, *manifest);
     // Without a manifest there is nothing to check against: the init line says so.
-    info_.checksums_verified = options.verify_checksums && manifest.has_value();
+    info_.checksums_verified = options.verify_checksums && options.verify_files && manifest.has_value();
+    info_.files_not_read = options.verify_checksums && !options.verify_files;
     if (info_.checksums_verified) {
       for (size_t s = size_t(rank); s < manifest->shards.size(); s += size_t(world))
         verify_shard(m.source_files[s], manifest->shards[s]);

@@ -196,6 +196,7 @@ const std::vector<Field>& schema() {
       KEY("data.direct_io", "stream, read pool: read the samples with O_DIRECT, past the page cache: `\"on\"`, `\"off\"` or `\"auto\"` (on in a global shuffle with cold_cache or of a split larger than the node's memory, where the cache only costs; docs/io.md).", data.loader.direct_io),
       KEY("data.cold_cache", "stream: drop the shard files' pages from the page cache after reading, so every epoch reads from storage (a small data set behaves like one larger than memory).", data.loader.cold_cache),
       KEY("data.verify_checksums", "Check every shard against its CRC-32 in manifest.json, train and test, before HDF5 opens any of them (the memory loader every shard, the stream loader each rank its share; the files are read once more), then every sample as it is read against its checksum in /crc32 (format version 2). A mismatch is an error naming the shard (and the samples); a split without a manifest, or of format version 1, is not checked so, and the [init] data line says so.", data.loader.verify_checksums),
+      KEY("data.verify_files", "stream, with verify_checksums: read every shard whole at start to check its CRC-32 (before HDF5 parses it). False skips that pass, which reads a data set larger than memory once more at every job start; the samples are still checked as they are read (format version 2), the metadata HDF5 parses is not.", data.loader.verify_files),
       KEY("data.order", "Sampling order: `\"global\"` (a shuffle of all samples per epoch) or `\"shard\"` (shards in shuffled order, samples shuffled within a window: mostly sequential reads).", data.loader.order),
       KEY("data.shuffle_window", "order = \"shard\": samples shuffled together (0: one shard's worth).", data.loader.shuffle_window),
       KEY("data.last_batch", "The last partial global batch of an epoch: `\"drop\"` it, or `\"pad\"` it with samples from the start of the epoch's order.", data.loader.last_batch),
@@ -277,7 +278,10 @@ const std::vector<Field>& schema() {
       KEY("debug.kill_in_checkpoint", "Fault injection: debug.slow_rank kills itself (SIGKILL) in the middle of writing the checkpoint of this step (-1: never): the previous checkpoint must stay loadable.", debug.kill_in_checkpoint),
 
       KEY("runtime.blas_threads", "OpenBLAS threads per rank (one rank per core is the default layout).", runtime.blas_threads),
-      KEY("runtime.device", "`\"cpu\"`, or `\"cuda\"`: each rank trains on the GPU of its node-local rank (modulo the GPUs it sees); needs a build with the CUDA backend. Gradients then travel over NCCL (comm.backend).", runtime.device),
+      KEY("runtime.device", "`\"cpu\"`; `\"cuda\"`: each rank trains on the GPU of its node-local rank (modulo the GPUs it sees), needs a build with the CUDA backend, and gradients travel over NCCL (comm.backend); `\"emulated\"`: an emulated accelerator for storage studies, as MLPerf Storage's: the input pipeline runs as in training and the compute is a wait of runtime.emulate's time per sample; nothing is trained or evaluated (docs/io.md).", runtime.device),
+      KEY("runtime.emulate.sample_ms", "emulated: the accelerator's compute per sample, ms (a step waits this times the rank's share of the batch).", runtime.emulate.sample_ms),
+      KEY("runtime.emulate.profile", "emulated: a run directory whose measured compute per sample (the median over its steps' records) is the accelerator's time, instead of sample_ms.", runtime.emulate.profile),
+      KEY("runtime.emulate.scale", "emulated: multiplies the profile's time (0.5: an accelerator twice as fast as the profiled one).", runtime.emulate.scale),
       KEY("runtime.gpu_gemm", "GEMM precision on the GPU: `\"f32\"`, `\"tf32\"` (tensor cores, 10-bit mantissa products) or `\"bf16\"` (bf16 operands, f32 accumulation).", runtime.gpu_gemm),
   };
   // clang-format on
@@ -377,6 +381,14 @@ void validate(const Config& c) {
           "supports \"none\" and \"ddp\"): FSDP's device path has not been checked on a GPU yet "
           "(tests/mpi/train_fsdp_device_mpi_test.cpp). To run it anyway, as scripts/gpu-check.sh does to "
           "check it, set SHARDTRAIN_UNVERIFIED_GPU_FSDP=1");
+  validate(c.runtime.emulate);
+  if (c.runtime.device == DeviceKind::emulated) {
+    require(c.runtime.emulate.sample_ms > 0 || !c.runtime.emulate.profile.empty(),
+            "runtime.device = \"emulated\" needs the accelerator's time: runtime.emulate.sample_ms, or "
+            "runtime.emulate.profile (a run directory whose measured compute it takes)");
+    require(!c.target.enabled() && c.checkpoint.every_steps == 0,
+            "runtime.device = \"emulated\" trains nothing: unset target.value and checkpoint.every_steps");
+  }
   require(c.runtime.blas_threads >= 1,
           fmt::format("runtime.blas_threads must be at least 1, got {}", c.runtime.blas_threads));
 }

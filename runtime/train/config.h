@@ -10,6 +10,7 @@
 #include "runtime/optim/optimizer.h"
 #include "runtime/optim/schedule.h"
 #include "runtime/parallel/strategy.h"
+#include "runtime/train/emulated_device.h"
 
 #include <array>
 #include <cstdint>
@@ -24,9 +25,11 @@ inline std::span<const EnumName<TargetMetric>> enum_names(TargetMetric) {
       {{TargetMetric::test_accuracy, "test_accuracy"}, {TargetMetric::test_loss, "test_loss"}}};
   return n;
 }
-enum class DeviceKind { cpu, cuda };
+// emulated: the input pipeline runs, the compute is a wait (emulated_device.h).
+enum class DeviceKind { cpu, cuda, emulated };
 inline std::span<const EnumName<DeviceKind>> enum_names(DeviceKind) {
-  static constexpr std::array<EnumName<DeviceKind>, 2> n = {{{DeviceKind::cpu, "cpu"}, {DeviceKind::cuda, "cuda"}}};
+  static constexpr std::array<EnumName<DeviceKind>, 3> n = {
+      {{DeviceKind::cpu, "cpu"}, {DeviceKind::cuda, "cuda"}, {DeviceKind::emulated, "emulated"}}};
   return n;
 }
 // GEMM precision of f32 tensors on the GPU (bf16: bf16 operands, f32 accumulation).
@@ -75,6 +78,7 @@ struct Config {
     int64_t blas_threads = 1;
     DeviceKind device = DeviceKind::cpu;
     GpuGemm gpu_gemm = GpuGemm::tf32;
+    EmulateOptions emulate;  // device = "emulated"
   } runtime;
   struct Telemetry {
     bool enabled = true;

@@ -5,6 +5,7 @@
 #include "runtime/core/clock.h"
 #include "runtime/train/comm_volume.h"
 #include "runtime/train/run_lines.h"
+#include "runtime/train/storage_report.h"
 #include "runtime/train/train_loop.h"
 
 #include <nlohmann/json.hpp>
@@ -91,6 +92,14 @@ int finish(Job& job, const LoopState& state, RunTelemetry& telemetry, const Memo
     result["memory"]["gpu_workspace_bytes"] = int64_t(memory.gpu_workspace);
   }
   run.log(memory_lines(memory, gpu));
+  std::optional<StorageFigures> storage;
+  if (job.s.train_stream) {
+    storage = measure_storage(job.comm.get(), job.s.train_info().shard_files, state.storage_bytes_at_start,
+                              job.s.train_stream->stats().bytes);
+    result["storage"] = to_json(*storage);
+  }
+  if (job.s.emulated)
+    result["emulated_device"] = {{"sample_s", job.s.emulated->sample_seconds()}, {"source", job.s.emulated->source()}};
   const std::string summary = telemetry.finish(result);
   std::optional<parallel::WireTheory> wire_theory;
   if (job.comm) {
@@ -104,6 +113,7 @@ int finish(Job& job, const LoopState& state, RunTelemetry& telemetry, const Memo
   run.write_file("result.json", result.dump(2) + "\n");
   run.log(summary_lines(summary));
   if (job.s.train_stream) run.log(loader_line(job.s.train_stream->stats()));
+  if (storage) run.log(storage_line(*storage));
   if (job.mpi.rank() == 0 && job.staging.stager()) run.log(job.staging.summary());
   if (job.comm) {
     run.log(comm_volume_line(*wire_theory, job.s.model->flat().parameter_count(),

@@ -33,6 +33,9 @@ Job::Job(const Config& cfg, RunContext& context, const comm::MpiEnv& m, std::uni
   if (!s.device.is_cpu())
     run.log(device_line(s.device, cuda_devices()[size_t(s.device.index)].name,
                         std::string(name_of(config.runtime.gpu_gemm))));
+  if (s.emulated)
+    run.log(
+        fmt::format("[init] device: emulated accelerator (nothing trained or evaluated), {}", s.emulated->source()));
   comm::Communicator* grad_comm = nullptr;  // where gradients travel
   if (spec->communicates()) {
     comm::CommOptions comm_options = config.comm;

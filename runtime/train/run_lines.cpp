@@ -35,13 +35,16 @@ std::string splits_without(const io::DatasetInfo& train, const io::DatasetInfo& 
 std::string checksum_note(const io::DatasetInfo& train, const io::DatasetInfo& test, bool verify) {
   if (!verify) return "shards not checked (data.verify_checksums = false)";
   const std::string no_manifest =
-      splits_without(train, test, [](const io::DatasetInfo& d) { return d.checksums_verified; });
+      splits_without(train, test, [](const io::DatasetInfo& d) { return d.checksums_verified || d.files_not_read; });
+  const std::string not_read = splits_without(train, test, [](const io::DatasetInfo& d) { return !d.files_not_read; });
   const std::string no_crcs = splits_without(train, test, [](const io::DatasetInfo& d) { return d.samples_verified; });
-  const std::string files = no_manifest.empty() ? "every shard's CRC-32 checked against manifest.json"
-                                                : fmt::format(
-                                                      "{} not checked: no manifest.json (shardtrain prep "
-                                                      "manifest DIR writes one)",
-                                                      no_manifest);
+  std::string files;
+  if (!no_manifest.empty())
+    files = fmt::format("{} not checked: no manifest.json (shardtrain prep manifest DIR writes one)", no_manifest);
+  if (!not_read.empty())
+    files += fmt::format("{}{} shards not read whole at start (data.verify_files = false)", files.empty() ? "" : "; ",
+                         not_read);
+  if (files.empty()) files = "every shard's CRC-32 checked against manifest.json";
   const std::string samples = no_crcs.empty() ? "every sample read checked against /crc32"
                                               : fmt::format(
                                                     "{} samples not checked: format version 1 (shardtrain "

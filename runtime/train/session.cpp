@@ -80,6 +80,7 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
   } else {
     s.model = nn::build_model(config.model, tr.sample_shape, tr.num_classes);
   }
+  if (config.runtime.device == DeviceKind::emulated) s.emulated.emplace(config.runtime.emulate);
   if (config.runtime.device == DeviceKind::cuda) {
     s.device = bring_up_gpu(config, local_rank);
     s.model->to(s.device);

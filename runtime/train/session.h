@@ -11,9 +11,11 @@
 #include "runtime/optim/optimizer.h"
 #include "runtime/parallel/strategy.h"
 #include "runtime/train/config.h"
+#include "runtime/train/emulated_device.h"
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace shardtrain::train {
@@ -32,6 +34,8 @@ struct Session {
   // Where the model, its optimizer state and the step's tensors live
   // (runtime.device); batches are gathered on the host and copied there.
   Device device = Device::cpu();
+  // runtime.device = "emulated": steps wait this accelerator's time instead of computing.
+  std::optional<EmulatedDevice> emulated;
 
   const io::DatasetInfo& train_info() const { return train_stream ? train_stream->info() : train_data.info(); }
   int64_t train_size() const { return train_info().num_samples; }

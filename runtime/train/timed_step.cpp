@@ -54,8 +54,14 @@ StepPhases timed_step(const Config& config, Session& s, io::Sampler& sampler, St
   ST_CHECK(!(config.debug.slow_rank == rank && config.debug.fail_step == at.step),
            "debug.fail_step: injected failure on rank {} at step {}", rank, at.step);
   injected += inject(config, rank, config.debug.slow_compute_ms, "debug slow_compute");
-  const StepPhases phases = train_step(*s.model, *s.optimizer, buffers, lr, config.clip_grad_norm,
-                                       config.train.global_batch_size, config.train.accumulation_steps, strategy);
+  StepPhases phases;
+  if (s.emulated) {  // the accelerator's time for this rank's share, nothing trained
+    telemetry::Span span("emulated_compute", "compute", at.step);
+    phases.forward_s = s.emulated->compute(sampler.local_batch());
+  } else {
+    phases = train_step(*s.model, *s.optimizer, buffers, lr, config.clip_grad_norm, config.train.global_batch_size,
+                        config.train.accumulation_steps, strategy);
+  }
   // slow_comm_ms is injected inside this rank's collectives (comm.debug_delay_s).
   telemetry.end_step(phases, strategy.take_stats(), injected + injected_comm_s);
   return phases;

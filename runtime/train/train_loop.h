@@ -27,8 +27,9 @@ struct LoopState {
   int64_t loss_samples = 0;
   std::optional<EvalResult> last_eval;
   int64_t last_eval_step = -1;
-  std::string status = "completed";  // or "diverged", "preempted"
-  double run_start = 0;              // when training began (after set-up and resume)
+  std::string status = "completed";     // or "diverged", "preempted"
+  double run_start = 0;                 // when training began (after set-up and resume)
+  int64_t storage_bytes_at_start = -1;  // io::storage_read_bytes() then
 };
 
 // Collective. `resume` is TrainOptions::resume: "" (step 0), "auto" or a

@@ -1,5 +1,6 @@
 #include "runtime/train/trainer.h"
 
+#include "io/memory_limit.h"
 #include "runtime/core/clock.h"
 #include "runtime/telemetry/flight_recorder.h"
 #include "runtime/train/fatal_error.h"
@@ -63,6 +64,7 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   ctx.mllog.end("init_stop");
   ctx.mllog.start("run_start");
   state.run_start = now_seconds();
+  state.storage_bytes_at_start = io::storage_read_bytes();
   RunTelemetry telemetry(config, ctx.dir, mpi.rank(), mpi.world_size(), job.comm.get(), state.run_start);
   telemetry.set_device(job.s.device);
   if (!job.fabric.report.is_null()) telemetry.set_fabric(job.fabric.report, job.fabric.text);

@@ -1,0 +1,46 @@
+// An emulated accelerator (runtime.device = "emulated"), as MLPerf Storage's
+// DLIO emulates one: the real input pipeline runs (the loader, its reads,
+// checksums and conversion, the sampler, the batch sizes), and the model's
+// compute is replaced by a wait of the time a given accelerator takes for the
+// rank's share of each batch. Its AU, data wait and read rate are then what
+// that storage would give that accelerator (docs/io.md, "Storage study").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace shardtrain::train {
+
+struct EmulateOptions {
+  double sample_ms = 0;  // compute per sample, ms (0: from `profile`)
+  std::string profile;   // a run directory: its measured compute per sample
+  double scale = 1.0;    // multiplies the profile's time (0.5: an accelerator twice as fast)
+};
+
+// The limits of the options (the config calls it).
+void validate(const EmulateOptions& o);
+
+class EmulatedDevice {
+ public:
+  // From the options: the given time, or the profile's (reads the run
+  // directory's step records; an Error naming the directory when it has none).
+  explicit EmulatedDevice(const EmulateOptions& o);
+
+  // Waits the compute time of `samples` samples, to an absolute deadline (a
+  // late wake-up is not added to the next step); returns the seconds waited.
+  double compute(int64_t samples) const;
+
+  double sample_seconds() const { return sample_s_; }
+  const std::string& source() const { return source_; }  // where the time came from, for the logs
+
+ private:
+  double sample_s_ = 0;
+  std::string source_;
+};
+
+// The median over a run's steps of compute_s / samples, from its
+// telemetry/rank-*.jsonl (each rank's first two steps, warm-up, left out);
+// `steps` receives how many records it used.
+double profile_sample_seconds(const std::string& run_dir, int64_t* steps = nullptr);
+
+}  // namespace shardtrain::train

@@ -1,0 +1,91 @@
+# runtime.device = "emulated": a step's compute is the wait asked for (the
+# rank's share of the batch times the time per sample, within the tolerance
+# below), the input pipeline runs as in training, a profile run's measured
+# time is taken over, bad settings are refused; and `study storage` searches
+# and writes its table and plots.
+source "$(dirname "$0")/lib.sh"
+
+"$SHARDTRAIN" prep synthetic --out d/train --samples 2048 --sample-bytes 16K --shards 4 >/dev/null
+"$SHARDTRAIN" prep synthetic --out d/test --samples 16 --sample-bytes 16K --split test >/dev/null
+cat > emu.toml <<'TOML'
+[train]
+epochs = 1
+max_steps = 40
+global_batch_size = 32
+[data]
+train = "d/train"
+test = "d/test"
+loader = "stream"
+[model]
+kind = "mlp"
+hidden = [8]
+[runtime]
+device = "emulated"
+[runtime.emulate]
+sample_ms = 1.5
+[parallel]
+strategy = "ddp"
+TOML
+
+# Tolerance: a step's compute may exceed the wait by the wake-up latency and
+# the step's own bookkeeping; it is never shorter (an absolute deadline).
+# Checked: every step >= 0.99 x asked, the median <= 1.05 x asked + 1 ms.
+check_compute() {  # run dir, ranks, ms per step asked
+  "$PY" - "$@" <<'PY' || fail "emulated compute is not the wait asked for in $1"
+import glob, json, statistics, sys
+run, ranks, want = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]) / 1e3
+files = sorted(glob.glob(f"{run}/telemetry/rank-*.jsonl"))
+assert len(files) == ranks, files
+for f in files:
+    c = [json.loads(l)["compute_s"] for l in open(f)][2:]
+    med = statistics.median(c)
+    print(f"{f}: {len(c)} steps, compute median {med * 1e3:.2f} ms (asked {want * 1e3:.2f}), min {min(c) * 1e3:.2f}")
+    assert min(c) >= 0.99 * want and med <= 1.05 * want + 1e-3
+r = json.load(open(f"{run}/result.json"))
+assert r["final"] is None and abs(r["emulated_device"]["sample_s"] - 1.5e-3) < 1e-9, r["emulated_device"]
+PY
+}
+
+"$SHARDTRAIN" train emu.toml --set run.dir=one --set parallel.strategy=none | tee out.txt
+grep -q "\[init\] device: emulated accelerator (nothing trained or evaluated), 1.5 ms per sample" out.txt ||
+  fail "no emulated device line"
+grep -q "not evaluated" out.txt || fail "an emulated run was evaluated"
+check_compute one 1 48
+pass "1 rank: 32 samples x 1.5 ms = 48 ms per step"
+
+"$SOURCE_DIR/launch/shardrun" -n 2 -- "$SHARDTRAIN" train emu.toml --set run.dir=two > out.txt 2>&1 ||
+  { cat out.txt; fail "2 ranks"; }
+check_compute two 2 24
+grep -q "\[summary\] storage: data set" out.txt || fail "no storage line"
+pass "2 ranks: 16 samples each x 1.5 ms = 24 ms per step"
+
+# The profile of a run: its median compute per sample, here 1.5 ms, x 2.
+"$SHARDTRAIN" train emu.toml --set run.dir=prof --set '~runtime.emulate.sample_ms' \
+  --set runtime.emulate.profile=one --set runtime.emulate.scale=2 --set train.max_steps=12 | tee out.txt
+sample_ms=$(json_get prof/result.json "j['emulated_device']['sample_s'] * 1e3")
+"$PY" -c "import sys; sys.exit(0 if 3.0 <= float(sys.argv[1]) <= 3.0 * 1.05 + 0.05 else 1)" "$sample_ms" ||
+  fail "profile x 2 gave $sample_ms ms per sample, expected about 3"
+grep -q "the median compute of .* steps in one x 2" out.txt || fail "the profile's source is not logged"
+pass "a profile's time taken over and scaled: $sample_ms ms per sample"
+
+expect_error "needs the accelerator's time" "$SHARDTRAIN" train emu.toml --set '~runtime.emulate.sample_ms'
+expect_error "not both" "$SHARDTRAIN" train emu.toml --set runtime.emulate.profile=one
+expect_error "trains nothing" "$SHARDTRAIN" train emu.toml --set target.value=0.5
+mkdir -p empty
+expect_error "empty/telemetry" "$SHARDTRAIN" train emu.toml --set '~runtime.emulate.sample_ms' \
+  --set runtime.emulate.profile=empty --set run.dir=bad
+
+# The search: at 1.5 ms per sample (11 MB/s per accelerator of 16 KiB
+# samples) 1 and 2 accelerators pass from the page cache; the profile's
+# accelerator is searched in both modes too, whatever it finds.
+"$SHARDTRAIN" study storage --out study --data d/train --test d/test --accelerator slow=1.5ms \
+  --accelerator prof=one --modes page-cache,cold --max-accelerators 2 --seconds 0.5 --min-steps 20 | tee out.txt
+grep -q "| slow | page-cache | 2 |" study/table.md || fail "1.5 ms per sample did not pass with 2 accelerators"
+grep -q "| prof | cold | " study/table.md || fail "no row for the profile's accelerator"
+[ -s study/au.png ] && [ -s study/throughput.png ] || fail "no plots"
+[ "$(wc -l < study/points.jsonl)" -ge 4 ] || fail "fewer points than searched"
+n=$(wc -l < study/points.jsonl)
+"$SHARDTRAIN" study storage --out study --data d/train --test d/test --accelerator slow=1.5ms \
+  --accelerator prof=one --modes page-cache,cold --max-accelerators 2 --seconds 0.5 --min-steps 20 > out.txt
+[ "$(wc -l < study/points.jsonl)" -eq "$n" ] || fail "a rerun ran measured points again"
+pass "study storage: table, plots, resumed without rerunning"
