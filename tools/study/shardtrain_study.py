@@ -15,6 +15,15 @@ usage:
                        [--gpus-per-node G] [--compute FILE] [--tflops X] [--device-memory-gb GB]
                                              step time, scaling and fit per strategy on
                                              a described cluster (docs/scaling.md)
+  shardtrain study storage --out DIR --data SPLIT --test SPLIT --accelerator NAME=Xms|NAME=RUN_DIR[*S] ...
+                       [--modes page-cache,memory-limit,cold] [--memory-limit 4G] [--batch 32]
+                       [--au 0.9] [--max-accelerators 16] [--seconds 10]
+                                             how many emulated accelerators this storage keeps
+                                             at AU >= 90%, per storage mode (docs/io.md)
+  shardtrain study ingest --out DIR --config TOML --data SPLIT --source SPLIT --ingest-dir DIR [-n RANKS]
+                       [--memory-limit 4G] [--blocks 128K,1M,4M] [--rates 0,200] [--set KEY=VALUE ...]
+                                             the running job's slowdown while a second data set
+                                             is staged next to its data (docs/io.md)
   shardtrain study fit --out F.toml [--name NAME] NODESxRANKS=BENCH.json ...
                                              a measured fabric file from `bench comm
                                              --mode latency --json` runs on your nodes
@@ -50,6 +59,8 @@ import study_paths  # noqa: E402
 import study_points  # noqa: E402
 import study_predict  # noqa: E402
 import study_report  # noqa: E402
+import study_ingest  # noqa: E402
+import study_storage  # noqa: E402
 import study_sweep  # noqa: E402
 
 PROG = "shardtrain study"
@@ -207,8 +218,41 @@ def main():
                      help="with --host-cores: each node's ranks share their host (node), or all ranks one (all: "
                           "emulated nodes)")
     fit.add_argument("runs", nargs="+", metavar="NODESxRANKS=BENCH.json")
+    sto = sub.add_parser("storage", help="how many emulated accelerators this storage keeps busy")
+    sto.add_argument("--out", required=True, help="the study directory (created; reused to resume)")
+    sto.add_argument("--data", required=True, help="the training split the accelerators read")
+    sto.add_argument("--test", required=True, help="a (small) test split of the same shape (loaded, not evaluated)")
+    sto.add_argument("--accelerator", action="append", required=True,
+                     help="NAME=Xms (compute per sample) or NAME=RUN_DIR[*SCALE] (a run's measured compute); "
+                     "repeat for several")
+    sto.add_argument("--modes", type=csv(list(study_storage.MODES)), default=list(study_storage.MODES))
+    sto.add_argument("--memory-limit", default="4G", help="the memory-limit mode's cgroup limit (the whole job)")
+    sto.add_argument("--batch", type=positive, default=32, help="samples per accelerator per step")
+    sto.add_argument("--au", type=float, default=0.90, help="the AU every accelerator must reach")
+    sto.add_argument("--max-accelerators", type=positive, default=16)
+    sto.add_argument("--seconds", type=float, default=10.0, help="emulated compute per point (sets its steps)")
+    sto.add_argument("--min-steps", type=positive, default=40, help="measured steps per point at least")
+    sto.add_argument("--max-steps", type=positive, default=600, help="measured steps per point at most")
+    sto.add_argument("--point-timeout", type=positive, default=600, help="seconds a point may take")
+    ing = sub.add_parser("ingest", help="a job's slowdown while a second data set is staged")
+    ing.add_argument("--out", required=True, help="the study directory (created; reused to resume)")
+    ing.add_argument("--config", required=True, help="the job's config (a real model, or runtime.device = emulated)")
+    ing.add_argument("--set", action="append", help="a config override for the job (repeat)")
+    ing.add_argument("--data", required=True, help="the job's training split (streamed)")
+    ing.add_argument("--source", required=True, help="the split the writer stages, again and again")
+    ing.add_argument("--ingest-dir", required=True, help="where the writer writes (next to the data: the same disk)")
+    ing.add_argument("-n", "--ranks", type=positive, default=1)
+    ing.add_argument("--memory-limit", help="run the job in a memory cgroup of this limit (launch/memlimit)")
+    ing.add_argument("--blocks", type=csv(), default=["128K", "1M", "4M"], help="the writer's block sizes")
+    ing.add_argument("--rates", type=csv(convert=float, check=lambda r: r >= 0), default=[0.0, 200.0],
+                     help="the writer's rates in MB/s (0: unlimited)")
+    ing.add_argument("--point-timeout", type=positive, default=900, help="seconds a job may take")
     args = parser.parse_args()
     args.bin_dir = HERE
+    if args.command == "ingest":
+        return study_ingest.main(args)
+    if args.command == "storage":
+        return study_storage.main(args)
     args.source_dir = study_paths.SOURCE_DIR
     if args.command == "fit":
         return fit_command(parser, args)

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The ingest study of docs/io.md ("Ingest while training"): the slowdown of a
+# running job while `shardtrain stage` copies a second data set (4 GiB) next
+# to its data, at 128 KiB, 1 MiB and 4 MiB blocks, unlimited and limited to
+# 200 MB/s (and, for the real job, 50 MB/s). Two jobs, each under a 4 GiB
+# memory limit on the 16 GiB data
+# set of scripts/study-storage.sh (made first if missing):
+#   - a real training job: an MLP (65536-32-10) on the 64 KiB samples, DDP
+#     on 2 ranks, global batch 64 (the disk feeds it about 150 MB/s);
+#   - one emulated accelerator of the reference CNN's measured speed.
+# Leaves OPENBLAS_* as they are. About 10 minutes here; rerun to resume.
+#   scripts/study-ingest.sh [DIR]   (default: data/storage-study)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-data/storage-study}
+st=build/bin/shardtrain
+[ -x "$st" ] || { echo "study-ingest: build first (scripts/build.sh)" >&2; exit 2; }
+[ -f "$dir/train/manifest.json" ] && [ -f "$dir/profile-cnn/result.json" ] ||
+  scripts/study-storage.sh "$dir" --modes page-cache --max-accelerators 1
+[ -f "$dir/ingest-source/manifest.json" ] ||
+  "$st" prep synthetic --out "$dir/ingest-source" --samples 65536 --sample-bytes 64K --shards 4 --seed 2
+common=(--data "$dir/train" --source "$dir/ingest-source" --ingest-dir "$dir/ingest-scratch" --memory-limit 4G
+        --set "data.test=$(realpath "$dir/test")" --set data.verify_files=false --set train.epochs=1)
+cat > "$dir/ingest-mlp.toml" <<'TOML'
+[train]
+global_batch_size = 64
+max_steps = 300
+[model]
+kind = "mlp"
+hidden = [32]
+[optim]
+kind = "sgd"
+lr = 0.01
+[parallel]
+strategy = "ddp"
+TOML
+"$st" study ingest --out "$dir/ingest-mlp" --config "$dir/ingest-mlp.toml" -n 2 --rates 0,200,50 "${common[@]}"
+cat > "$dir/ingest-emulated.toml" <<TOML
+[train]
+global_batch_size = 32
+max_steps = 600
+[model]
+kind = "mlp"
+hidden = [8]
+[runtime]
+device = "emulated"
+[runtime.emulate]
+profile = "$(realpath "$dir/profile-cnn")"
+[parallel]
+strategy = "none"
+TOML
+"$st" study ingest --out "$dir/ingest-emulated" --config "$dir/ingest-emulated.toml" -n 1 "${common[@]}"

@@ -1,0 +1,176 @@
+"""`shardtrain study ingest`: what staging the next data set costs the job
+that is running, the experiment of the study this project follows. A
+training job (any config: a real model, or emulated accelerators) runs on
+this host, under a memory limit when given, once alone and then once per
+writer setting while `shardtrain stage` copies a second data set next to
+its data again and again, at each block size, unlimited and rate-limited.
+The job's step time (the median over its measured steps, the slowest rank's)
+against the alone run is the slowdown; its data wait and AU stand beside it.
+
+Points go to OUT/points.jsonl as they finish (a run resumes from them), the
+table to OUT/table.md.
+"""
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import study_job
+import study_storage
+
+WARMUP = study_storage.WARMUP_STEPS
+
+
+def log(msg):
+    print(f"[study ingest] {msg}", flush=True)
+
+
+def size_kib(text):
+    units = {"K": 1, "M": 1024, "G": 1024 * 1024}
+    t = text.strip().upper().rstrip("B").rstrip("I")
+    if t and t[-1] in units:
+        return int(float(t[:-1]) * units[t[-1]])
+    return int(t) // 1024
+
+
+class Writer:
+    """`shardtrain stage` of the source split into a scratch directory, over
+    and over until stopped: a writer as steady as the job is long."""
+
+    def __init__(self, args, block_kib, rate):
+        self.args, self.block_kib, self.rate = args, block_kib, rate
+        self.proc, self.copies, self.stopped = None, 0, False
+        self.start_s = time.monotonic()
+
+    def _start(self):
+        dest = os.path.join(self.args.ingest_dir, "copy")
+        shutil.rmtree(dest, ignore_errors=True)
+        cmd = [os.path.join(self.args.bin_dir, "shardtrain"), "stage", "--from", self.args.source, "--to", dest,
+               "--block-kib", str(self.block_kib), "--rate-mb-s", str(self.rate), "--no-verify"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def poll(self):
+        if self.proc is None:
+            return self._start()
+        rc = self.proc.poll()
+        if rc is None:
+            return
+        if rc != 0:
+            raise SystemExit(f"shardtrain study ingest: the writer failed: {self.proc.stderr.read().strip()}")
+        self.copies += 1
+        self._start()
+
+    def stop(self):
+        """MB/s written (whole copies only, and the one cut short by its files so far)."""
+        elapsed = time.monotonic() - self.start_s
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait()
+        partial = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in
+                      os.walk(os.path.join(self.args.ingest_dir, "copy")) for f in files)
+        shutil.rmtree(os.path.join(self.args.ingest_dir, "copy"), ignore_errors=True)
+        return (self.copies * self.args.source_bytes + partial) / elapsed / 1e6
+
+
+def run_point(args, key, block_kib, rate):
+    point_dir = os.path.join(args.out, "points", key.replace("/", "-"))
+    os.makedirs(point_dir, exist_ok=True)
+    study_storage.drop_pages(study_storage.shard_files(args.data))
+    run_dir = os.path.join(point_dir, "run")
+    cmd = [os.path.join(args.bin_dir, "shardrun"), "-n", str(args.ranks)]
+    if args.memory_limit:
+        cmd += ["--memory-limit", args.memory_limit]
+    cmd += ["--", os.path.join(args.bin_dir, "shardtrain"), "train", args.config, "--set", f"run.dir={run_dir}",
+            "--overwrite", "--set", f"data.train={os.path.abspath(args.data)}", "--set", "data.loader=stream"]
+    for s in args.set or []:
+        cmd += ["--set", s]
+    out_path = os.path.join(point_dir, "output.txt")
+    writer = Writer(args, block_kib, rate) if block_kib else None
+    start = time.monotonic()
+    with open(out_path, "w") as out:
+        out.write("$ " + " ".join(cmd) + "\n")
+        out.flush()
+        job = study_job.start(cmd, out)
+        try:
+            while job.poll() is None:
+                if writer:
+                    writer.poll()
+                if time.monotonic() - start > args.point_timeout:
+                    study_job.end(job)
+                    break
+                time.sleep(0.2)
+        except BaseException:
+            study_job.end(job)
+            raise
+        finally:
+            written = writer.stop() if writer else 0.0
+    point = {"key": key, "block_kib": block_kib, "rate_mb_s": rate, "written_mb_s": written}
+    if job.returncode != 0:
+        point.update(status="failed", error=study_job.last_error(out_path))
+        return point
+    try:
+        point.update(study_storage.measure(run_dir), status="ok")
+    except (OSError, ValueError, KeyError, study_storage.MeasureError) as e:
+        point.update(status="failed", error=str(e))
+    return point
+
+
+def table(points, order):
+    base = points.get("alone")
+    out = ["| writer block | writer rate | written MB/s | step ms (median) | slowdown | data wait % | AU min % | "
+           "read MB/s | page-cache hits % |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for key in order:
+        p = points.get(key)
+        if not p:
+            continue
+        block = "none (alone)" if not p["block_kib"] else (f"{p['block_kib'] // 1024} MiB" if p["block_kib"] >= 1024
+                                                           else f"{p['block_kib']} KiB")
+        rate = "" if not p["block_kib"] else ("unlimited" if not p["rate_mb_s"] else f"{p['rate_mb_s']:g} MB/s")
+        if p["status"] != "ok":
+            out.append(f"| {block} | {rate} | failed: {p['error']} |")
+            continue
+        slow = p["step_median_s"] / base["step_median_s"] if base and base["status"] == "ok" else None
+        out.append(f"| {block} | {rate} | {p['written_mb_s']:.0f} | {1e3 * p['step_median_s']:.1f} | "
+                   f"{'' if slow is None else f'{slow:.2f}x'} | {study_storage.pct(p['data_wait_frac'])} | "
+                   f"{study_storage.pct(p['au_min'])} | {p['mb_s']:.0f} | {study_storage.pct(p['cache_hit_ratio'])} |")
+    return "\n".join(out) + "\n"
+
+
+def main(args):
+    for split in (args.data, args.source):
+        if not os.path.exists(os.path.join(split, "manifest.json")):
+            raise SystemExit(f"shardtrain study ingest: {split} is not a split (no manifest.json)")
+    if not os.path.isfile(args.config):
+        raise SystemExit(f"shardtrain study ingest: --config {args.config}: no such file")
+    try:
+        blocks = [size_kib(b) for b in args.blocks]
+    except ValueError:
+        raise SystemExit(f"shardtrain study ingest: --blocks {','.join(args.blocks)}: sizes like 128K,1M,4M")
+    args.source_bytes = sum(os.path.getsize(f) for f in study_storage.shard_files(args.source))
+    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.ingest_dir, exist_ok=True)
+    path = os.path.join(args.out, "points.jsonl")
+    points = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            points = {p["key"]: p for p in map(json.loads, filter(str.strip, f))}
+    plan = [("alone", 0, 0)] + [(f"{b}k/{r:g}", b, r) for b in blocks for r in args.rates]
+    for key, block, rate in plan:
+        if key in points:
+            continue
+        log(f"{key}: the job {'alone' if not block else f'while writing {block} KiB blocks at ' + (f'{rate:g} MB/s' if rate else 'full rate')} ...")
+        p = run_point(args, key, block, rate)
+        points[key] = p
+        with open(path, "a") as f:
+            f.write(json.dumps(p) + "\n")
+        if p["status"] == "ok":
+            log(f"  step {1e3 * p['step_median_s']:.1f} ms, data wait {100 * p['data_wait_frac']:.1f}%, "
+                f"AU min {100 * p['au_min']:.1f}%, written {p['written_mb_s']:.0f} MB/s")
+        else:
+            log(f"  failed: {p['error']}")
+    text = table(points, [k for k, _, _ in plan])
+    with open(os.path.join(args.out, "table.md"), "w") as f:
+        f.write(text)
+    print(text, end="")
+    return 0

@@ -1,0 +1,313 @@
+"""`shardtrain study storage`: how many accelerators this storage keeps busy,
+as MLPerf Storage asks it. Each point runs N emulated accelerators on this
+host (runtime.device = "emulated": the real input pipeline, the compute
+replaced by the accelerator's time per sample) and measures their AU (compute
+/ step time over the measured steps). A storage mode passes N when every rank's
+AU is at least --au (0.90). The search doubles N from 1 while it passes, then
+bisects between the last pass and the first failure.
+
+Modes, each a way of meeting the data set:
+  page-cache    the data set's pages are read in first (it must fit in memory)
+  memory-limit  the job runs in a memory cgroup (--memory-limit, launch/memlimit)
+                and the data set's pages are dropped first; data.direct_io =
+                "auto", which reads a global shuffle of a split larger than
+                the limit with O_DIRECT
+  memory-limit-buffered
+                the same with buffered reads (data.direct_io = "off"), so
+                the page cache works within the limit
+  cold          data.cold_cache = true: pages dropped after each read, and
+                O_DIRECT reads (data.direct_io = "auto") in the global shuffle
+
+Points go to OUT/points.jsonl as they finish (a run resumes from them);
+OUT/table.md and OUT/au.png, OUT/throughput.png at the end.
+"""
+import glob
+import json
+import os
+import statistics
+import subprocess
+
+import study_job
+
+class MeasureError(Exception):
+    pass
+
+
+MODES = ("page-cache", "memory-limit", "memory-limit-buffered", "cold")
+WARMUP_STEPS = 5  # the prefetch queue filling: not the storage's pace
+
+
+def log(msg):
+    print(f"[study storage] {msg}", flush=True)
+
+
+def parse_accelerator(text):
+    """NAME=Xms (time per sample) or NAME=RUN_DIR[*SCALE] (a measured profile)."""
+    name, sep, spec = text.partition("=")
+    if not sep or not name or not spec:
+        raise ValueError(f"'{text}': expected NAME=Xms or NAME=RUN_DIR[*SCALE]")
+    if spec.endswith("ms"):
+        ms = float(spec[:-2])
+        if ms <= 0:
+            raise ValueError(f"'{text}': the time per sample must be positive")
+        return {"name": name, "sample_ms": ms}
+    path, _, scale = spec.partition("*")
+    if not os.path.isdir(os.path.join(path, "telemetry")):
+        raise ValueError(f"'{text}': {path} is not a run directory with telemetry/ (shardtrain train's)")
+    return {"name": name, "profile": os.path.abspath(path), "scale": float(scale) if scale else 1.0}
+
+
+def shard_files(split):
+    files = sorted(glob.glob(os.path.join(split, "*.h5")))
+    if not files:
+        raise SystemExit(f"shardtrain study storage: {split} holds no shard files (*.h5)")
+    return files
+
+
+def drop_pages(files):
+    for f in files:
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def read_in(files):
+    for f in files:
+        with open(f, "rb", buffering=0) as fh:
+            while fh.read(8 << 20):
+                pass
+
+
+def point_config(args, acc, mode, n, steps):
+    emulate = {"sample_ms": acc["sample_ms"]} if "sample_ms" in acc else \
+        {"profile": acc["profile"], "scale": acc["scale"]}
+    cfg = {
+        "train": {"epochs": 1000, "max_steps": steps, "global_batch_size": n * args.batch, "progress_every_s": 30},
+        "data": {"train": os.path.abspath(args.data), "test": os.path.abspath(args.test), "loader": "stream",
+                 "cold_cache": mode == "cold", "direct_io": "off" if mode == "memory-limit-buffered" else "auto",
+                 "verify_files": False},
+        "model": {"kind": "mlp", "hidden": [8]},
+        "runtime": {"device": "emulated", "emulate": emulate},
+        "parallel": {"strategy": "ddp" if n > 1 else "none"},
+        "telemetry": {"trace": False},
+    }
+    lines = []
+    for section, keys in cfg.items():
+        flat = {k: v for k, v in keys.items() if not isinstance(v, dict)}
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in flat.items()]
+        for k, v in keys.items():
+            if isinstance(v, dict):
+                lines.append(f"[{section}.{k}]")
+                lines += [f"{kk} = {json.dumps(vv)}" for kk, vv in v.items()]
+    return "\n".join(lines) + "\n"
+
+
+def measure(run_dir):
+    """AU per rank over the measured steps, read rate, CPU cores busy, data wait, hit ratio."""
+    ranks = []
+    for path in sorted(glob.glob(os.path.join(run_dir, "telemetry", "rank-*.jsonl"))):
+        with open(path) as f:
+            recs = [json.loads(line) for line in f if line.strip()]
+        recs = [r for r in recs if r["step"] >= WARMUP_STEPS]
+        if recs:
+            ranks.append(recs)
+    if not ranks:
+        raise MeasureError(f"{run_dir}: no step records after the warm-up")
+    au = [sum(r["step_s"] - r["data_wait_s"] - r["h2d_s"] - r["comm_exposed_s"] - r["blocked_on_peers_s"]
+              for r in recs) / sum(r["step_s"] for r in recs) for recs in ranks]
+    start = min(recs[0]["t_start_s"] for recs in ranks)
+    end = max(recs[-1]["t_start_s"] + recs[-1]["step_s"] for recs in ranks)
+    wall = max(end - start, 1e-9)
+    io_bytes = sum(r["io_bytes"] for recs in ranks for r in recs)
+    cpu = sum(r["cpu_process_s"] for recs in ranks for r in recs)
+    wait = sum(r["data_wait_s"] for recs in ranks for r in recs) / sum(r["step_s"] for recs in ranks for r in recs)
+    with open(os.path.join(run_dir, "result.json")) as f:
+        result = json.load(f)
+    storage = result.get("storage", {})
+    step_median = statistics.median(max(r["step_s"] for r in step) for step in zip(*ranks))
+    return {"au_min": min(au), "au_median": statistics.median(au), "mb_s": io_bytes / wall / 1e6,
+            "step_median_s": step_median,
+            "cpu_cores": cpu / wall, "data_wait_frac": wait, "cache_hit_ratio": storage.get("cache_hit_ratio"),
+            "memory_limit_bytes": storage.get("memory_limit_bytes"), "data_bytes": storage.get("data_bytes"),
+            "sample_s": result.get("emulated_device", {}).get("sample_s"), "measured_s": wall}
+
+
+def run_point(args, acc, mode, n):
+    key = f"{acc['name']}/{mode}/{n}"
+    point_dir = os.path.join(args.out, "points", f"{acc['name']}-{mode}-{n}")
+    os.makedirs(point_dir, exist_ok=True)
+    sample_s = acc.get("sample_ms", 0) * 1e-3
+    if not sample_s:
+        sample_s = profile_sample_s(args, acc)
+    steps = WARMUP_STEPS + min(args.max_steps, max(args.min_steps, int(args.seconds / (args.batch * sample_s))))
+    with open(os.path.join(point_dir, "config.toml"), "w") as f:
+        f.write(point_config(args, acc, mode, n, steps))
+    files = shard_files(args.data)
+    if mode == "page-cache":
+        read_in(files)
+    else:
+        drop_pages(files)
+    run_dir = os.path.join(point_dir, "run")
+    cmd = [os.path.join(args.bin_dir, "shardrun"), "-n", str(n)]
+    if mode.startswith("memory-limit"):
+        cmd += ["--memory-limit", args.memory_limit]
+    cmd += ["--", os.path.join(args.bin_dir, "shardtrain"), "train", os.path.join(point_dir, "config.toml"),
+            "--set", f"run.dir={run_dir}", "--overwrite"]
+    seconds, rc = study_job.run(cmd, os.path.join(point_dir, "output.txt"), args.point_timeout)
+    point = {"key": key, "accelerator": acc["name"], "mode": mode, "accelerators": n, "steps": steps,
+             "seconds": seconds}
+    if rc != 0:
+        point.update(status="failed", error="timed out" if rc is None else
+                     study_job.last_error(os.path.join(point_dir, "output.txt")))
+    else:
+        try:
+            point.update(measure(run_dir), status="ok")
+            point["passes"] = point["au_min"] >= args.au
+        except (OSError, ValueError, KeyError, MeasureError) as e:
+            point.update(status="failed", error=str(e))
+    return point
+
+
+_profiles = {}
+
+
+def profile_sample_s(args, acc):
+    """The profile's time per sample, as the trainer computes it (its median, x scale)."""
+    if acc["profile"] not in _profiles:
+        per_sample = []
+        for path in glob.glob(os.path.join(acc["profile"], "telemetry", "rank-*.jsonl")):
+            with open(path) as f:
+                for line in f:
+                    r = json.loads(line)
+                    if r["step"] >= 2 and r.get("samples", 0) > 0:
+                        per_sample.append(r["compute_s"] / r["samples"])
+        if not per_sample:
+            raise SystemExit(f"shardtrain study storage: {acc['profile']} has no step records")
+        _profiles[acc["profile"]] = statistics.median_low(per_sample)
+    return _profiles[acc["profile"]] * acc["scale"]
+
+
+def load_points(out):
+    path = os.path.join(out, "points.jsonl")
+    points = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    p = json.loads(line)
+                    points[p["key"]] = p
+    return points
+
+
+def search(args, acc, mode, points):
+    """The largest N that passes (0 when 1 does not), running the points not yet in `points`."""
+    def point(n):
+        key = f"{acc['name']}/{mode}/{n}"
+        if key not in points:
+            log(f"{acc['name']}, {mode}: {n} accelerator(s) ...")
+            p = run_point(args, acc, mode, n)
+            points[key] = p
+            with open(os.path.join(args.out, "points.jsonl"), "a") as f:
+                f.write(json.dumps(p) + "\n")
+            if p["status"] == "ok":
+                log(f"  AU min {100 * p['au_min']:.1f}% median {100 * p['au_median']:.1f}%, {p['mb_s']:.0f} MB/s, "
+                    f"{p['cpu_cores']:.2f} cores busy: {'pass' if p['passes'] else 'fail'}")
+            else:
+                log(f"  failed: {p['error']}")
+        p = points[key]
+        return p["status"] == "ok" and p["passes"]
+
+    good, bad, n = 0, None, 1
+    while n <= args.max_accelerators:
+        if not point(n):
+            bad = n
+            break
+        good, n = n, n * 2
+    if bad is None:
+        return good
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if point(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
+
+
+def pct(v):
+    return "" if v is None else f"{100 * v:.1f}"
+
+
+def table(points, results):
+    out = ["| accelerator | mode | accelerators at AU >= target |", "| --- | --- | --- |"]
+    for (acc, mode), best in results.items():
+        out.append(f"| {acc} | {mode} | {best} |")
+    out += ["", "| accelerator | mode | N | AU min % | AU median % | MB/s | data wait % | CPU cores busy | "
+            "page-cache hits % | pass |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for p in sorted(points.values(), key=lambda p: (p["accelerator"], MODES.index(p["mode"]), p["accelerators"])):
+        if p["status"] != "ok":
+            out.append(f"| {p['accelerator']} | {p['mode']} | {p['accelerators']} | failed: {p['error']} |")
+            continue
+        out.append(f"| {p['accelerator']} | {p['mode']} | {p['accelerators']} | {pct(p['au_min'])} | "
+                   f"{pct(p['au_median'])} | {p['mb_s']:.0f} | {pct(p['data_wait_frac'])} | {p['cpu_cores']:.2f} | "
+                   f"{pct(p['cache_hit_ratio'])} | {'yes' if p['passes'] else 'no'} |")
+    return "\n".join(out) + "\n"
+
+
+def plots(out, points, au_target):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    series = {}
+    for p in points.values():
+        if p["status"] == "ok":
+            series.setdefault((p["accelerator"], p["mode"]), []).append(p)
+    for name, field, label in (("au.png", "au_min", "AU, lowest rank"), ("throughput.png", "mb_s", "read MB/s")):
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+        for (acc, mode), pts in sorted(series.items()):
+            pts.sort(key=lambda p: p["accelerators"])
+            ax.plot([p["accelerators"] for p in pts], [p[field] for p in pts], marker="o", label=f"{acc}, {mode}")
+        if field == "au_min":
+            ax.axhline(au_target, color="grey", linestyle="--", linewidth=1)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("emulated accelerators (ranks on this host)")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, name), dpi=110)
+        plt.close(fig)
+
+
+def main(args):
+    try:
+        accelerators = [parse_accelerator(a) for a in args.accelerator]
+    except ValueError as e:
+        raise SystemExit(f"shardtrain study storage: --accelerator {e}")
+    for split in (args.data, args.test):
+        if not os.path.exists(os.path.join(split, "manifest.json")):
+            raise SystemExit(f"shardtrain study storage: {split} is not a split (no manifest.json; "
+                             "`shardtrain prep synthetic` makes one)")
+    if any(m.startswith("memory-limit") for m in args.modes):
+        check = subprocess.run([os.path.join(args.bin_dir, "memlimit"), "--limit", args.memory_limit,
+                                          "--check"], capture_output=True, text=True)
+        if check.returncode != 0:
+            raise SystemExit(f"shardtrain study storage: mode memory-limit: {check.stderr.strip()}")
+    os.makedirs(args.out, exist_ok=True)
+    points = load_points(args.out)
+    results = {}
+    for acc in accelerators:
+        for mode in args.modes:
+            results[(acc["name"], mode)] = search(args, acc, mode, points)
+            log(f"{acc['name']}, {mode}: {results[(acc['name'], mode)]} accelerator(s) at AU >= "
+                f"{100 * args.au:.0f}%")
+    text = table(points, results)
+    with open(os.path.join(args.out, "table.md"), "w") as f:
+        f.write(text)
+    plots(args.out, points, args.au)
+    print(text, end="")
+    log(f"wrote {args.out}/table.md, au.png, throughput.png")
+    return 0
