@@ -9,6 +9,14 @@
 namespace shardtrain::comm {
 
 MpiEnv::MpiEnv(int* argc, char*** argv) {
+  // Open MPI's MPI-IO (OMPIO) picks a shared-file-pointer component at every
+  // collective open; its default, "lockedfile", has one rank create a lock
+  // file beside the data file and the others open it. A file on a node-local
+  // disk (io.stage.cache_dir: the same path, another disk on every node) has
+  // no such file beside it on the other nodes, and the open hangs. HDF5 never
+  // uses shared file pointers: "individual" keeps everything per process.
+  // The user's own setting wins.
+  ::setenv("OMPI_MCA_sharedfp", "individual", /*overwrite=*/0);
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
   ST_CHECK(provided >= MPI_THREAD_SERIALIZED,
