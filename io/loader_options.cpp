@@ -17,6 +17,12 @@ void validate(const LoaderOptions& l) {
                                            l.transfer == Transfer::independent),
            "data.direct_io = \"on\" is a setting of the read pool: it needs data.loader = \"stream\", "
            "data.transfer = \"independent\" and data.read_engine \"auto\" or \"pool\"");
+  ST_CHECK(l.peer_cache_dir.empty() || (l.mode == LoaderMode::stream && l.read_engine != ReadEngine::hdf5 &&
+                                        l.transfer == Transfer::independent),
+           "io.peer_cache.dir is read by the read pool: it needs data.loader = \"stream\", data.transfer = "
+           "\"independent\" and data.read_engine \"auto\" or \"pool\"");
+  ST_CHECK(l.peer_ranks_per_node >= 0, "io.peer_cache.ranks_per_node must not be negative, got {}",
+           l.peer_ranks_per_node);
 }
 
 void validate(const StageOptions& st) {

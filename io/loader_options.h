@@ -70,6 +70,12 @@ struct LoaderOptions {
   SampleOrder order = SampleOrder::global;         // sampler
   int64_t shuffle_window = 0;                      // order = shard: samples shuffled together (0: one shard)
   LastBatch last_batch = LastBatch::drop;          // sampler
+  // stream, read pool: a cache tier shared by the job's nodes (io/peer_cache.h):
+  // each node holds every N-th shard in this node-local directory ("%h": the
+  // host name, "%n": the node's index), staged once from data.train; a shard
+  // another node holds is read from it over MPI. Empty: off.
+  std::string peer_cache_dir;
+  int64_t peer_ranks_per_node = 0;  // 0: the ranks sharing memory are a node (MPI's view)
   // stream: deliver the samples' stored bytes (LoadedBatch::raw) instead of
   // normalized floats: token ids of text data. Set by the trainer for a
   // language model, not a config key.

@@ -6,6 +6,7 @@
 #include "io/mpio.h"
 #include "io/normalize.h"
 #include "io/page_cache.h"
+#include "io/peer_cache.h"
 #include "io/positional_read.h"
 #include "io/read_pool.h"
 #include "io/shard_format.h"
@@ -76,6 +77,12 @@ struct StreamLoader::Impl {
         fmt::format("pool, {} in flight, {}", options.reads_in_flight, direct ? "O_DIRECT" : "buffered");
     return engine_note.empty() ? line : fmt::format("{}; {}", line, engine_note);
   }
+  // io.peer_cache.dir: this node's copies, and the exchange of the other
+  // nodes' shards (absent: off); every rank's sampler, to plan the exchange.
+  std::unique_ptr<PeerCache> peers;
+  std::vector<Sampler> peer_samplers;
+  std::vector<std::vector<int64_t>> peer_batches;
+  void use_peer_cache(const std::optional<Manifest>& manifest, int64_t global_batch, uint64_t seed);
   std::vector<std::vector<int32_t>> labels;
   // Per shard, its /crc32 when samples are verified (data.verify_checksums
   // and format version 2), else empty.
@@ -177,8 +184,14 @@ struct StreamLoader::Impl {
     ReadPool::Ticket ticket = 0;
     bool submitted = false;
     double t0 = 0;
+    std::vector<uint8_t> served, received;  // the peer cache's exchange
+    int64_t peer_bytes = 0, served_bytes = 0;
   };
   void start_batch(InFlight& b, const std::vector<int64_t>& calls);
+  // The peer cache's part of start_batch: serves the other nodes' ranks from
+  // this node's copies, receives this rank's samples of their shards, checks
+  // and places them.
+  void exchange_with_peers(InFlight& b);
   void finish_batch(InFlight& b);
   // Finishes b and hands it to the training thread; after a failure (this
   // one's sets `failed`) it is dropped instead: the training thread must
@@ -310,6 +323,7 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
       problem = e.what();
     }
     comm::agree_or_throw(m.comm, problem);
+    if (!options.peer_cache_dir.empty()) m.use_peer_cache(manifest, global_batch, seed);
   } catch (...) {
     m.shards.clear();
     MPI_Comm_free(&m.comm);
@@ -432,8 +446,9 @@ void StreamLoader::io_main(Impl& m, SamplerPosition from, int64_t count) {
     // at an epoch's start. Skipping it elsewhere matters on busy cores: a
     // rank waiting in the all-reduce for another's I/O thread spins.
     // With staging, every batch: a rank that stops mid-epoch must not leave
-    // another alone in the reopening's collectives at the next epoch.
-    if (collective || m.locator.cached)
+    // another alone in the reopening's collectives at the next epoch; with
+    // the peer cache, every batch's exchange is collective.
+    if (collective || m.locator.cached || m.peers)
       MPI_Allreduce(local.data(), agreed.data(), int(n), MPI_INT64_T, MPI_MAX, m.comm);
     else
       agreed = local;
@@ -574,6 +589,8 @@ void StreamLoader::Impl::complete(InFlight& b, int64_t per_epoch, int64_t count,
       stats.bytes += out.bytes;
       stats.requests += out.requests;
       stats.read_s += out.read_s;
+      stats.peer_bytes += b.peer_bytes;
+      stats.served_bytes += b.served_bytes;
     }
   } catch (...) {
     std::lock_guard<std::mutex> lock(mu);
@@ -595,11 +612,12 @@ void StreamLoader::Impl::start_batch(InFlight& b, const std::vector<int64_t>& ca
   b.pieces.clear();
   b.submitted = false;
   b.t0 = now_seconds();
+  b.peer_bytes = b.served_bytes = 0;
   // 1. The pool's reads: every run of every shard it can read, cut at chunks.
   if (pool) {
     for (size_t s = 0; s < shards.size(); ++s) {
       const std::optional<SampleExtents>& known = extents[s];
-      if (!known) continue;
+      if (!known || (peers && !peers->held_here(int(s)))) continue;  // another node's: exchanged below
       const SampleExtents& where = *known;
       size_t begin = plan.first[s];
       for (const ShardReader::Run& r : plan.runs[s])
@@ -628,6 +646,7 @@ void StreamLoader::Impl::start_batch(InFlight& b, const std::vector<int64_t>& ca
     });
     b.submitted = true;
   }
+  if (peers) exchange_with_peers(b);
   // 2. HDF5's reads, one shard at a time, meanwhile.
   const bool collective = options.transfer == Transfer::collective;
   for (size_t s = 0; s < shards.size(); ++s) {
@@ -682,6 +701,87 @@ void StreamLoader::Impl::finish_batch(InFlight& b) {
     if (options.cold_cache && bytes > 0) {
       cold_touched[s] = true;
       cold_bytes += bytes;
+    }
+  }
+}
+
+void StreamLoader::Impl::use_peer_cache(const std::optional<Manifest>& manifest, int64_t global_batch, uint64_t seed) {
+  ST_CHECK(pool != nullptr, "io.peer_cache.dir needs the read pool (data.read_engine \"auto\" or \"pool\")");
+  for (size_t s = 0; s < shards.size(); ++s)
+    ST_CHECK(extents[s].has_value(), "io.peer_cache.dir: {} cannot be read by the read pool ({})", source_files[s],
+             engine_note);
+  peers = std::make_unique<PeerCache>(comm, options.peer_cache_dir, int(options.peer_ranks_per_node), source_files,
+                                      manifest ? &*manifest : nullptr);
+  // This node's shards are read from its copies (the same bytes at the same offsets).
+  for (size_t s = 0; s < shards.size(); ++s) {
+    if (!peers->held_here(int(s))) continue;
+    const std::string& path = peers->local_path(int(s));
+    for (int* fd : {&page_fds[s], &direct_fds[s]}) {
+      const bool was_direct = fd == &direct_fds[s];
+      if (*fd < 0) continue;
+      ::close(*fd);
+      *fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (was_direct ? O_DIRECT : 0));
+      ST_CHECK(*fd >= 0, "{}: cannot open this node's copy: {}", path, std::strerror(errno));
+    }
+    open_paths[s] = path;
+  }
+  int world = 1;
+  MPI_Comm_size(comm, &world);
+  for (int r = 0; r < world; ++r)
+    peer_samplers.emplace_back(info.num_samples, global_batch, r, world, seed,
+                               sampler_options(options, info.shard_sizes));
+  stats.peer_cache = peers->describe();
+  stats.staged_bytes = peers->staged_bytes();
+}
+
+void StreamLoader::Impl::exchange_with_peers(InFlight& b) {
+  LoadedBatch& out = slots[b.slot];
+  peer_batches.resize(peer_samplers.size());
+  for (size_t r = 0; r < peer_samplers.size(); ++r)
+    peer_samplers[r].batch_indices(out.epoch, out.batch, peer_batches[r]);
+  const PeerPlan plan = peers->plan(peer_batches, [this](int64_t i) { return shard_of(i); });
+  std::vector<int64_t> serve;
+  for (const std::vector<int64_t>& to : plan.send) serve.insert(serve.end(), to.begin(), to.end());
+  b.served.resize(serve.size() * sample_bytes);
+  std::vector<std::exception_ptr> serve_error(serve.size());
+  pool->run(int64_t(serve.size()), [&](int64_t k) {
+    try {
+      const size_t s = size_t(shard_of(serve[size_t(k)]));
+      const int64_t local = serve[size_t(k)] - shard_begin[s];
+      const std::string what = fmt::format("{}: {}: sample {}", open_paths[s], shard_format::kX, local);
+      uint8_t* dst = b.served.data() + size_t(k) * sample_bytes;
+      const int64_t offset = extents[s]->offset_of(local);
+      if (direct_fds[s] >= 0)
+        read_direct(direct_fds[s], dst, sample_bytes, offset, what);
+      else
+        read_at(page_fds[s], dst, sample_bytes, offset, what);
+    } catch (...) {
+      serve_error[size_t(k)] = std::current_exception();
+    }
+  });
+  // Every rank moves its bytes, also after a failed read: the receivers'
+  // checksums catch what it could not read, and its own batch fails below.
+  peers->move(plan, b.served, b.received, sample_bytes);
+  b.served_bytes = int64_t(b.served.size());
+  b.peer_bytes = int64_t(b.received.size());
+  for (size_t k = 0; k < serve.size(); ++k)
+    if (serve_error[k] && !b.shard_error[size_t(shard_of(serve[k]))])
+      b.shard_error[size_t(shard_of(serve[k]))] = serve_error[k];
+  // Received: each sender's samples in ascending order, put in their places
+  // in the plan (also ascending), then checked and converted shard by shard.
+  size_t k = 0;
+  for (const std::vector<int64_t>& from : plan.recv)
+    for (const int64_t i : from) {
+      const auto at = std::lower_bound(b.plan.order.begin(), b.plan.order.end(), std::pair<int64_t, int64_t>(i, -1));
+      std::memcpy(b.raw.data() + size_t(at - b.plan.order.begin()) * sample_bytes,
+                  b.received.data() + k++ * sample_bytes, sample_bytes);
+    }
+  for (size_t s = 0; s < shards.size(); ++s) {
+    if (peers->held_here(int(s)) || b.plan.first[s] == b.plan.first[s + 1] || b.shard_error[s]) continue;
+    try {
+      finish_range(s, b.plan.first[s], b.plan.first[s + 1], b.plan, b.raw.data(), out);
+    } catch (...) {
+      b.shard_error[s] = std::current_exception();
     }
   }
 }

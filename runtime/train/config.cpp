@@ -258,6 +258,9 @@ const std::vector<Field>& schema() {
       KEY("io.stage.capacity_gb", "Evict least recently used shards when the cache holds more than this (0 = no limit).", io.stage.capacity_gb),
       KEY("io.stage.verify", "Check every copied shard against the manifest's checksum.", io.stage.verify),
 
+      KEY("io.peer_cache.dir", "A cache tier shared by the job's nodes: each of N nodes holds every N-th shard of data.train in this node-local directory (`%h`: the host name, `%n`: the node's index), copied once from data.train at start (verified copies found there are kept); a rank reads the other nodes' shards from them over MPI, so the shared store is read once per job. Empty: off. Needs the read pool (docs/io.md).", data.loader.peer_cache_dir),
+      KEY("io.peer_cache.ranks_per_node", "0: the ranks sharing memory are a node (MPI's view). k > 0: every k consecutive ranks are a node (to try the tier on one machine).", data.loader.peer_ranks_per_node),
+
       KEY("telemetry.enabled", "Per-step records of every rank, trace, summary, MLPerf log, flight recorder (docs/telemetry.md).", telemetry.enabled),
       KEY("telemetry.trace", "Also write the span trace (trace.json, Chrome trace format).", telemetry.trace),
       KEY("telemetry.straggler_threshold", "A rank is a straggler when its median busy step time exceeds the median over ranks by more than this fraction.", telemetry.straggler_threshold),
@@ -347,6 +350,9 @@ void validate(const Config& c) {
   io::validate(c.io.stage);
   require(!c.io.stage.enabled || c.data.loader.mode == io::LoaderMode::stream,
           "io.stage.enabled needs data.loader = \"stream\"");
+  require(!c.io.stage.enabled || c.data.loader.peer_cache_dir.empty(),
+          "io.stage.enabled and io.peer_cache.dir are two cache tiers: choose one (io.stage: every node holds "
+          "every shard; io.peer_cache: each node holds its share and serves the others)");
   require(c.data.train_limit == 0 || c.data.loader.mode == io::LoaderMode::memory,
           "data.train_limit works with data.loader = \"memory\" only (stream the whole split, or write a "
           "smaller one)");

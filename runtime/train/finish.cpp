@@ -95,7 +95,7 @@ int finish(Job& job, const LoopState& state, RunTelemetry& telemetry, const Memo
   std::optional<StorageFigures> storage;
   if (job.s.train_stream) {
     storage = measure_storage(job.comm.get(), job.s.train_info().shard_files, state.storage_bytes_at_start,
-                              job.s.train_stream->stats().bytes);
+                              job.s.train_stream->stats());
     result["storage"] = to_json(*storage);
   }
   if (job.s.emulated)

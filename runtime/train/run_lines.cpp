@@ -128,9 +128,15 @@ std::string loader_line(const io::LoaderStats& ls) {
                 ? fmt::format(" (HDF5 did: {})", ls.actual_io_mode)
                 : fmt::format(" (HDF5 did: {}, because {})", ls.actual_io_mode, ls.no_collective_cause);
   return fmt::format(
-      "[summary] data (rank 0): read {:.1f} MB in {} requests ({} batches), {:.2f} s in reads, {} "
-      "transfer, read by {}",
-      double(ls.bytes) / 1e6, ls.requests, ls.batches, ls.read_s, mode, ls.read_engine);
+             "[summary] data (rank 0): read {:.1f} MB in {} requests ({} batches), {:.2f} s in reads, {} "
+             "transfer, read by {}",
+             double(ls.bytes) / 1e6, ls.requests, ls.batches, ls.read_s, mode, ls.read_engine) +
+         (ls.peer_cache.empty()
+              ? std::string()
+              : fmt::format("; {}: {:.1f} MB of it from other nodes, {:.1f} MB served to them, {:.1f} "
+                            "MB copied from the shared store at start",
+                            ls.peer_cache, double(ls.peer_bytes) / 1e6, double(ls.served_bytes) / 1e6,
+                            double(ls.staged_bytes) / 1e6));
 }
 
 std::string summary_lines(const std::string& text) {

@@ -4,6 +4,7 @@
 // those the page cache's hit ratio (result.json's "storage", one summary line).
 #pragma once
 
+#include "io/stream_loader.h"
 #include "runtime/comm/communicator.h"
 
 #include <nlohmann/json.hpp>
@@ -21,14 +22,18 @@ struct StorageFigures {
   std::string limit_file;     // where it is set
   double loader_bytes = 0;    // bytes the loaders read, all ranks
   double storage_bytes = -1;  // bytes that came from storage, all ranks (-1: not counted here)
-  double hit_ratio() const;   // 1 - storage/loader, within [0, 1]; -1 when unknown
+  // io.peer_cache.dir, all ranks: copied from the shared store at start, and
+  // of loader_bytes, received from other nodes (the rest came from the
+  // node's own copies).
+  bool peer_cache = false;
+  double staged_bytes = 0, peer_bytes = 0;
+  double hit_ratio() const;  // 1 - storage/loader, within [0, 1]; -1 when unknown
 };
 
 // Collective when `comm` is not null. `storage_bytes_at_start`: this rank's
-// io::storage_read_bytes() when training began; `loader_bytes`: what its
-// loader read since.
+// io::storage_read_bytes() when training began; `loader`: its loader's figures.
 StorageFigures measure_storage(comm::Communicator* comm, const std::vector<std::string>& shard_files,
-                               int64_t storage_bytes_at_start, int64_t loader_bytes);
+                               int64_t storage_bytes_at_start, const io::LoaderStats& loader);
 
 nlohmann::json to_json(const StorageFigures& f);
 std::string storage_line(const StorageFigures& f);

@@ -6,11 +6,13 @@
 // the same message; a shard whose samples no longer match their checksums
 // ends the reading on every rank, naming the file and the samples where it
 // was read; stopping early (before all batches were read) ends cleanly on
-// every rank.
+// every rank; and the peer cache tier (io.peer_cache.dir): the same batches,
+// every sample once, the shared store copied once, copies kept or renewed.
 #include "io/dataset.h"
 #include "io/dataset_writer.h"
 #include "io/hdf5_handle.h"
 #include "io/page_cache.h"
+#include "io/peer_cache.h"
 #include "io/stream_loader.h"
 #include "runtime/core/error.h"
 #include "runtime/core/rng.h"
@@ -21,6 +23,8 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -268,6 +272,143 @@ TEST(StreamLoader, CorruptSamplesFailNamingTheFileAndSamples) {
   MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   EXPECT_GE(named, 1);
   EXPECT_EQ(failed, 1) << "a rank read on: '" << message << "'";
+  remove_split(dir);
+}
+
+// io.peer_cache.dir. Nodes: every rank its own (ranks_per_node 1), or, run
+// on emulated nodes with PEER_CACHE_NODES set, MPI's view (each node's
+// PEER_CACHE_DIR its own disk, tests/integration/peer_cache_test.sh).
+struct PeerSetup {
+  int ranks_per_node = 1, nodes = 0;
+  std::string cache;
+};
+PeerSetup peer_setup(const std::string& split) {
+  PeerSetup p;
+  const char* nodes = std::getenv("PEER_CACHE_NODES");
+  const char* dir = std::getenv("PEER_CACHE_DIR");
+  if (nodes != nullptr && dir != nullptr) {
+    p.ranks_per_node = 0;
+    p.nodes = std::atoi(nodes);
+    p.cache = std::string(dir) + "/" + fs::path(split).filename().string();
+  } else {
+    p.nodes = world();
+    p.cache = split + "-peers/node%n";
+  }
+  return p;
+}
+
+io::LoaderOptions peer_options(const PeerSetup& p) {
+  io::LoaderOptions o;
+  o.mode = io::LoaderMode::stream;
+  o.prefetch_batches = 2;
+  o.reads_in_flight = 3;
+  o.peer_cache_dir = p.cache;
+  o.peer_ranks_per_node = p.ranks_per_node;
+  return o;
+}
+
+int64_t sum_over_ranks(int64_t v) {
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  return v;
+}
+
+// Every batch as the in-memory data set gives it, every sample of an epoch
+// delivered to exactly one rank once; the shared store's shards emptied
+// once the loader is up (so no sample can come from them), copied once in
+// all; each rank received over MPI exactly its samples of the shards other
+// nodes hold.
+void expect_peer_batches(int ranks_per_node) {
+  const std::string dir = make_split("peers");
+  PeerSetup setup = peer_setup(dir);
+  if (setup.ranks_per_node > 0) {
+    setup.ranks_per_node = ranks_per_node;
+    setup.nodes = world() / ranks_per_node;
+  }
+  const io::InMemoryDataset memory = io::InMemoryDataset::load(dir);
+  int64_t store_bytes = 0;
+  for (const auto& f : io::shard_format::list_shard_files(dir)) store_bytes += int64_t(fs::file_size(f));
+  {
+    io::StreamLoader loader(dir, peer_options(setup), kGlobalBatch, 9);
+    const io::PeerLayout layout = io::peer_layout(MPI_COMM_WORLD, setup.ranks_per_node);
+    ASSERT_EQ(layout.nodes, setup.nodes);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank() == 0)
+      for (const auto& f : io::shard_format::list_shard_files(dir)) fs::resize_file(f, 0);
+    MPI_Barrier(MPI_COMM_WORLD);
+    io::Sampler sampler(loader.size(), kGlobalBatch, rank(), world(), 9);
+    const int64_t per_epoch = sampler.batches_per_epoch();
+    loader.start({0, 0}, 2 * per_epoch);
+    std::vector<int64_t> idx, epoch_idx;
+    std::vector<float> x(size_t(sampler.local_batch() * kSample.numel()));
+    std::vector<int32_t> y(size_t(sampler.local_batch()));
+    int64_t from_peers = 0;
+    for (int64_t e = 0; e < 2; ++e) {
+      epoch_idx.clear();
+      for (int64_t b = 0; b < per_epoch; ++b) {
+        const io::LoadedBatch& got = loader.next();
+        sampler.batch_indices(e, b, idx);
+        memory.gather(idx.data(), int64_t(idx.size()), x.data(), y.data());
+        ASSERT_EQ(got.x, x) << "epoch " << e << " batch " << b;
+        ASSERT_EQ(got.y, y);
+        epoch_idx.insert(epoch_idx.end(), idx.begin(), idx.end());
+        for (const int64_t i : idx) {
+          const int shard = i < kShardSizes[0] ? 0 : i < kShardSizes[0] + kShardSizes[1] ? 1 : 2;
+          if (shard % layout.nodes != layout.node) from_peers += kSample.numel();
+        }
+      }
+      std::vector<int64_t> all(epoch_idx.size() * size_t(world()));
+      MPI_Allgather(epoch_idx.data(), int(epoch_idx.size()), MPI_INT64_T, all.data(), int(epoch_idx.size()),
+                    MPI_INT64_T, MPI_COMM_WORLD);
+      std::sort(all.begin(), all.end());
+      EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end()) << "a sample delivered twice in epoch " << e;
+      EXPECT_EQ(int64_t(all.size()), per_epoch * kGlobalBatch);
+    }
+    const io::LoaderStats s = loader.stats();
+    EXPECT_EQ(s.peer_bytes, from_peers);
+    EXPECT_EQ(sum_over_ranks(s.served_bytes), sum_over_ranks(s.peer_bytes));
+    EXPECT_EQ(sum_over_ranks(s.staged_bytes), store_bytes) << "the shared store is copied once per job";
+    EXPECT_THAT(s.peer_cache, HasSubstr(fmt::format("of {} holds every", layout.nodes)));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank() == 0 && setup.ranks_per_node > 0) fs::remove_all(dir + "-peers");
+  remove_split(dir);
+}
+
+TEST(PeerCache, EverySampleOnceTheSameBatchesTheStoreCopiedOnce) {
+  expect_peer_batches(1);
+  // Two ranks per node: a node's shards are served by both of its ranks.
+  if (world() % 2 == 0 && world() > 2) expect_peer_batches(2);
+}
+
+// A second job keeps the verified copies; a torn copy is copied again.
+TEST(PeerCache, KeepsVerifiedCopiesAndCopiesATornOneAgain) {
+  const std::string dir = make_split("peerskeep");
+  const PeerSetup setup = peer_setup(dir);
+  auto staged = [&] {
+    return sum_over_ranks(io::StreamLoader(dir, peer_options(setup), kGlobalBatch, 9).stats().staged_bytes);
+  };
+  EXPECT_GT(staged(), 0);
+  EXPECT_EQ(staged(), 0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string copy = io::expand_node_dir(setup.cache, 0) + "/" + io::shard_format::shard_file_name(0);
+  if (rank() == 0) fs::resize_file(copy, fs::file_size(copy) / 2);  // node 0 holds shard 0
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(staged(), int64_t(fs::file_size(dir + "/" + io::shard_format::shard_file_name(0))));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank() == 0 && setup.ranks_per_node > 0) fs::remove_all(dir + "-peers");
+  remove_split(dir);
+}
+
+TEST(PeerCache, NeedsTheReadPool) {
+  const std::string dir = make_split("peershdf5");
+  io::LoaderOptions o = peer_options(peer_setup(dir));
+  o.read_engine = io::ReadEngine::hdf5;
+  try {
+    io::StreamLoader loader(dir, o, kGlobalBatch, 9);
+    ADD_FAILURE() << "the peer cache was accepted without the read pool";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("io.peer_cache.dir needs the read pool"));
+  }
   remove_split(dir);
 }
 
