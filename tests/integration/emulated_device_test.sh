@@ -89,3 +89,13 @@ n=$(wc -l < study/points.jsonl)
   --accelerator prof=one --modes page-cache,cold --max-accelerators 2 --seconds 0.5 --min-steps 20 > out.txt
 [ "$(wc -l < study/points.jsonl)" -eq "$n" ] || fail "a rerun ran measured points again"
 pass "study storage: table, plots, resumed without rerunning"
+
+# study ingest: the job alone and while a writer stages a second split next
+# to its data, in a table with the slowdown.
+"$SHARDTRAIN" prep synthetic --out d/next --samples 512 --sample-bytes 16K --shards 2 >/dev/null
+"$SHARDTRAIN" study ingest --out ingest --config emu.toml --set parallel.strategy=none --set train.max_steps=30 \
+  --data d/train --source d/next --ingest-dir scratch --blocks 128K --rates 0 | tee out.txt
+grep -q "| none (alone) |  | 0 | .* | 1.00x |" ingest/table.md || fail "no row for the job alone"
+grep -q "| 128 KiB | unlimited | [1-9][0-9]* | .* | [0-9.]*x |" ingest/table.md || fail "no row with the writer"
+[ ! -e scratch/copy ] || fail "the writer's copy was left behind"
+pass "study ingest: the job alone and beside a writer"

@@ -10,7 +10,6 @@ against the alone run is the slowdown; its data wait and AU stand beside it.
 Points go to OUT/points.jsonl as they finish (a run resumes from them), the
 table to OUT/table.md.
 """
-import json
 import os
 import shutil
 import subprocess
@@ -150,20 +149,15 @@ def main(args):
     args.source_bytes = sum(os.path.getsize(f) for f in study_storage.shard_files(args.source))
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.ingest_dir, exist_ok=True)
-    path = os.path.join(args.out, "points.jsonl")
-    points = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            points = {p["key"]: p for p in map(json.loads, filter(str.strip, f))}
+    points = study_storage.load_points(args.out)
     plan = [("alone", 0, 0)] + [(f"{b}k/{r:g}", b, r) for b in blocks for r in args.rates]
     for key, block, rate in plan:
         if key in points:
             continue
-        log(f"{key}: the job {'alone' if not block else f'while writing {block} KiB blocks at ' + (f'{rate:g} MB/s' if rate else 'full rate')} ...")
+        writer = f"while writing {block} KiB blocks at {f'{rate:g} MB/s' if rate else 'full rate'}"
+        log(f"{key}: the job {writer if block else 'alone'} ...")
         p = run_point(args, key, block, rate)
-        points[key] = p
-        with open(path, "a") as f:
-            f.write(json.dumps(p) + "\n")
+        study_storage.record(args.out, points, p)
         if p["status"] == "ok":
             log(f"  step {1e3 * p['step_median_s']:.1f} ms, data wait {100 * p['data_wait_frac']:.1f}%, "
                 f"AU min {100 * p['au_min']:.1f}%, written {p['written_mb_s']:.0f} MB/s")

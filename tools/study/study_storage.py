@@ -202,6 +202,13 @@ def load_points(out):
     return points
 
 
+def record(out, points, p):
+    """Adds a measured point to `points` and appends it to OUT/points.jsonl."""
+    points[p["key"]] = p
+    with open(os.path.join(out, "points.jsonl"), "a") as f:
+        f.write(json.dumps(p) + "\n")
+
+
 def search(args, acc, mode, points):
     """The largest N that passes (0 when 1 does not), running the points not yet in `points`."""
     def point(n):
@@ -209,9 +216,7 @@ def search(args, acc, mode, points):
         if key not in points:
             log(f"{acc['name']}, {mode}: {n} accelerator(s) ...")
             p = run_point(args, acc, mode, n)
-            points[key] = p
-            with open(os.path.join(args.out, "points.jsonl"), "a") as f:
-                f.write(json.dumps(p) + "\n")
+            record(args.out, points, p)
             if p["status"] == "ok":
                 log(f"  AU min {100 * p['au_min']:.1f}% median {100 * p['au_median']:.1f}%, {p['mb_s']:.0f} MB/s, "
                     f"{p['cpu_cores']:.2f} cores busy: {'pass' if p['passes'] else 'fail'}")
