@@ -144,20 +144,23 @@ PeerPlan PeerCache::plan(const std::vector<std::vector<int64_t>>& batch_of_rank,
   return p;
 }
 
-void PeerCache::move(const PeerPlan& plan, const std::vector<uint8_t>& send, std::vector<uint8_t>& recv,
-                     size_t sample_bytes) const {
+void PeerCache::start_move(const PeerPlan& plan, const std::vector<uint8_t>& send, std::vector<uint8_t>& recv,
+                           size_t sample_bytes, PeerTransfer& t) const {
   // Counts in samples (a contiguous type of one sample), so that a large
   // batch's bytes do not overflow MPI's int counts.
   const size_t world = plan.send.size();
-  std::vector<int> send_n(world), send_at(world), recv_n(world), recv_at(world);
+  t.send_n.assign(world, 0);
+  t.send_at.assign(world, 0);
+  t.recv_n.assign(world, 0);
+  t.recv_at.assign(world, 0);
   int sent = 0, received = 0;
   for (size_t r = 0; r < world; ++r) {
-    send_n[r] = int(plan.send[r].size());
-    send_at[r] = sent;
-    sent += send_n[r];
-    recv_n[r] = int(plan.recv[r].size());
-    recv_at[r] = received;
-    received += recv_n[r];
+    t.send_n[r] = int(plan.send[r].size());
+    t.send_at[r] = sent;
+    sent += t.send_n[r];
+    t.recv_n[r] = int(plan.recv[r].size());
+    t.recv_at[r] = received;
+    received += t.recv_n[r];
   }
   ST_CHECK(size_t(sent) * sample_bytes == send.size(), "io.peer_cache: {} samples to send, {} bytes read", sent,
            send.size());
@@ -165,9 +168,13 @@ void PeerCache::move(const PeerPlan& plan, const std::vector<uint8_t>& send, std
   MPI_Datatype sample = MPI_DATATYPE_NULL;
   MPI_Type_contiguous(int(sample_bytes), MPI_BYTE, &sample);
   MPI_Type_commit(&sample);
-  MPI_Alltoallv(send.data(), send_n.data(), send_at.data(), sample, recv.data(), recv_n.data(), recv_at.data(), sample,
-                comm_);
-  MPI_Type_free(&sample);
+  MPI_Ialltoallv(send.data(), t.send_n.data(), t.send_at.data(), sample, recv.data(), t.recv_n.data(), t.recv_at.data(),
+                 sample, comm_, &t.request);
+  MPI_Type_free(&sample);  // freed once the move no longer needs it
+}
+
+void PeerCache::finish_move(PeerTransfer& t) {
+  if (t.active()) MPI_Wait(&t.request, MPI_STATUS_IGNORE);
 }
 
 std::string PeerCache::describe() const {

@@ -9,8 +9,9 @@
 // The exchange is planned, not requested: every rank knows every rank's
 // share of each batch (the sampler is deterministic), so for a batch each
 // rank computes what it serves to whom and what it receives from whom, reads
-// what it serves, and one MPI_Alltoallv moves the bytes (plan(), move()).
-// Every rank takes part in every batch's exchange, in the same order.
+// what it serves, and one non-blocking MPI_Ialltoallv moves the bytes
+// (plan(), start_move(), finish_move()). Every rank takes part in every
+// batch's exchange, in the same order.
 #pragma once
 
 #include "io/manifest.h"
@@ -44,6 +45,14 @@ struct PeerPlan {
   std::vector<std::vector<int64_t>> send, recv;
 };
 
+// A batch's exchange in flight (start_move to finish_move): MPI needs its
+// counts until it completes.
+struct PeerTransfer {
+  std::vector<int> send_n, send_at, recv_n, recv_at;
+  MPI_Request request = MPI_REQUEST_NULL;
+  bool active() const { return request != MPI_REQUEST_NULL; }
+};
+
 class PeerCache {
  public:
   // Collective over `comm`. `sources`: the shards in the shared store;
@@ -65,10 +74,13 @@ class PeerCache {
   // sample to its shard.
   PeerPlan plan(const std::vector<std::vector<int64_t>>& batch_of_rank,
                 const std::function<int(int64_t)>& shard_of) const;
-  // Collective: `send` holds plan.send's samples in order (rank by rank),
-  // `recv` receives plan.recv's the same way.
-  void move(const PeerPlan& plan, const std::vector<uint8_t>& send, std::vector<uint8_t>& recv,
-            size_t sample_bytes) const;
+  // Collective, non-blocking: `send` holds plan.send's samples in order
+  // (rank by rank), `recv` receives plan.recv's the same way once
+  // finish_move(t) returns; neither may change meanwhile. Every rank starts
+  // its batches' moves in the same order.
+  void start_move(const PeerPlan& plan, const std::vector<uint8_t>& send, std::vector<uint8_t>& recv,
+                  size_t sample_bytes, PeerTransfer& t) const;
+  static void finish_move(PeerTransfer& t);
 
   int64_t staged_bytes() const { return staged_bytes_; }  // this rank's copies from the shared store
   int64_t kept_shards() const { return kept_; }           // copies found verified and kept (this rank)

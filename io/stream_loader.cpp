@@ -185,13 +185,17 @@ struct StreamLoader::Impl {
     bool submitted = false;
     double t0 = 0;
     std::vector<uint8_t> served, received;  // the peer cache's exchange
+    PeerPlan peer_plan;
+    PeerTransfer transfer;
     int64_t peer_bytes = 0, served_bytes = 0;
   };
   void start_batch(InFlight& b, const std::vector<int64_t>& calls);
   // The peer cache's part of start_batch: serves the other nodes' ranks from
-  // this node's copies, receives this rank's samples of their shards, checks
-  // and places them.
-  void exchange_with_peers(InFlight& b);
+  // this node's copies and starts the exchange; and of finish_batch: waits
+  // for this rank's samples of their shards, checks and places them. Two
+  // batches' exchanges may be in flight.
+  void start_exchange(InFlight& b);
+  void finish_exchange(InFlight& b);
   void finish_batch(InFlight& b);
   // Finishes b and hands it to the training thread; after a failure (this
   // one's sets `failed`) it is dropped instead: the training thread must
@@ -474,6 +478,7 @@ void StreamLoader::io_main(Impl& m, SamplerPosition from, int64_t count) {
       // (or memory). No read of this batch may outlive it, nor the pending one.
       if (next.submitted) m.pool->wait(next.ticket);
       next.submitted = false;
+      PeerCache::finish_move(next.transfer);
       {
         std::lock_guard<std::mutex> lock(m.mu);
         m.error = std::current_exception();
@@ -646,7 +651,7 @@ void StreamLoader::Impl::start_batch(InFlight& b, const std::vector<int64_t>& ca
     });
     b.submitted = true;
   }
-  if (peers) exchange_with_peers(b);
+  if (peers) start_exchange(b);
   // 2. HDF5's reads, one shard at a time, meanwhile.
   const bool collective = options.transfer == Transfer::collective;
   for (size_t s = 0; s < shards.size(); ++s) {
@@ -682,6 +687,7 @@ void StreamLoader::Impl::finish_batch(InFlight& b) {
     for (size_t i = 0; i < b.pieces.size(); ++i)
       if (b.piece_error[i] && !b.shard_error[b.pieces[i].shard]) b.shard_error[b.pieces[i].shard] = b.piece_error[i];
   }
+  if (peers) finish_exchange(b);
   // From the batch's start to its last read: with the pool it includes the
   // checks and conversions its readers did between reads, and the overlap
   // with the previous batch's last reads.
@@ -734,12 +740,13 @@ void StreamLoader::Impl::use_peer_cache(const std::optional<Manifest>& manifest,
   stats.staged_bytes = peers->staged_bytes();
 }
 
-void StreamLoader::Impl::exchange_with_peers(InFlight& b) {
+void StreamLoader::Impl::start_exchange(InFlight& b) {
   LoadedBatch& out = slots[b.slot];
   peer_batches.resize(peer_samplers.size());
   for (size_t r = 0; r < peer_samplers.size(); ++r)
     peer_samplers[r].batch_indices(out.epoch, out.batch, peer_batches[r]);
-  const PeerPlan plan = peers->plan(peer_batches, [this](int64_t i) { return shard_of(i); });
+  b.peer_plan = peers->plan(peer_batches, [this](int64_t i) { return shard_of(i); });
+  const PeerPlan& plan = b.peer_plan;
   std::vector<int64_t> serve;
   for (const std::vector<int64_t>& to : plan.send) serve.insert(serve.end(), to.begin(), to.end());
   b.served.resize(serve.size() * sample_bytes);
@@ -761,12 +768,19 @@ void StreamLoader::Impl::exchange_with_peers(InFlight& b) {
   });
   // Every rank moves its bytes, also after a failed read: the receivers'
   // checksums catch what it could not read, and its own batch fails below.
-  peers->move(plan, b.served, b.received, sample_bytes);
+  peers->start_move(plan, b.served, b.received, sample_bytes, b.transfer);
   b.served_bytes = int64_t(b.served.size());
-  b.peer_bytes = int64_t(b.received.size());
   for (size_t k = 0; k < serve.size(); ++k)
     if (serve_error[k] && !b.shard_error[size_t(shard_of(serve[k]))])
       b.shard_error[size_t(shard_of(serve[k]))] = serve_error[k];
+}
+
+void StreamLoader::Impl::finish_exchange(InFlight& b) {
+  if (!b.transfer.active()) return;
+  PeerCache::finish_move(b.transfer);
+  LoadedBatch& out = slots[b.slot];
+  const PeerPlan& plan = b.peer_plan;
+  b.peer_bytes = int64_t(b.received.size());
   // Received: each sender's samples in ascending order, put in their places
   // in the plan (also ascending), then checked and converted shard by shard.
   size_t k = 0;

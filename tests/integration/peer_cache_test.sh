@@ -22,7 +22,7 @@ export PEER_CACHE_NODES=4 PEER_CACHE_DIR="$local_dir"
 timeout 240 "$EMU" run --prefix "$P" -n 4 --per-node 1 --node-local "$local_dir" \
   --mpirun-args "-x PEER_CACHE_NODES -x PEER_CACHE_DIR" -- "$bin/io_stream_loader_test" --gtest_filter='PeerCache*' --gtest_color=no \
   >gtest.txt 2>&1 || { cat gtest.txt; fail "peer-cache tests across 4 emulated nodes"; }
-grep -q '\[  PASSED  \] 3 tests' gtest.txt || { cat gtest.txt; fail "not all 3 peer-cache tests passed"; }
+grep -q '\[  PASSED  \] 4 tests' gtest.txt || { cat gtest.txt; fail "not all 4 peer-cache tests passed"; }
 pass "peer-cache tests on 4 emulated nodes: $(grep '\[  PASSED  \]' gtest.txt)"
 unset PEER_CACHE_NODES PEER_CACHE_DIR
 

@@ -399,6 +399,37 @@ TEST(PeerCache, KeepsVerifiedCopiesAndCopiesATornOneAgain) {
   remove_split(dir);
 }
 
+// A padded last batch (64 of 100 samples per step: the second batch takes
+// 28 from the start of the epoch) comes through the exchange as it should.
+TEST(PeerCache, APaddedLastBatchMatchesMemory) {
+  const std::string dir = make_split("peerspad");
+  const PeerSetup setup = peer_setup(dir);
+  io::LoaderOptions o = peer_options(setup);
+  o.last_batch = io::LastBatch::pad;
+  constexpr int64_t kBatch = 64;
+  const io::InMemoryDataset memory = io::InMemoryDataset::load(dir);
+  {
+    io::StreamLoader loader(dir, o, kBatch, 9);
+    io::Sampler sampler(loader.size(), kBatch, rank(), world(), 9,
+                        io::sampler_options(o, {kShardSizes[0], kShardSizes[1], kShardSizes[2]}));
+    ASSERT_EQ(sampler.batches_per_epoch(), 2);
+    loader.start({0, 0}, 4);
+    std::vector<int64_t> idx;
+    std::vector<float> x(size_t(sampler.local_batch() * kSample.numel()));
+    std::vector<int32_t> y(size_t(sampler.local_batch()));
+    for (int64_t k = 0; k < 4; ++k) {
+      const io::LoadedBatch& got = loader.next();
+      sampler.batch_indices(k / 2, k % 2, idx);
+      memory.gather(idx.data(), int64_t(idx.size()), x.data(), y.data());
+      ASSERT_EQ(got.x, x) << "epoch " << k / 2 << " batch " << k % 2;
+      ASSERT_EQ(got.y, y);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank() == 0 && setup.ranks_per_node > 0) fs::remove_all(dir + "-peers");
+  remove_split(dir);
+}
+
 TEST(PeerCache, NeedsTheReadPool) {
   const std::string dir = make_split("peershdf5");
   io::LoaderOptions o = peer_options(peer_setup(dir));
