@@ -2,13 +2,15 @@
 # The ingest study of docs/io.md ("Ingest while training"): the slowdown of a
 # running job while `shardtrain stage` copies a second data set (4 GiB) next
 # to its data, at 128 KiB, 1 MiB and 4 MiB blocks, unlimited and limited to
-# 200 MB/s (and, for the real job, 50 MB/s). Two jobs, each under a 4 GiB
-# memory limit on the 16 GiB data
-# set of scripts/study-storage.sh (made first if missing):
+# 200 MB/s (and 50 MB/s for the real job). The jobs run under a 4 GiB memory
+# limit on the 16 GiB data set of scripts/study-storage.sh (made first if
+# missing):
 #   - a real training job: an MLP (65536-32-10) on the 64 KiB samples, DDP
-#     on 2 ranks, global batch 64 (the disk feeds it about 150 MB/s);
-#   - one emulated accelerator of the reference CNN's measured speed.
-# Leaves OPENBLAS_* as they are. About 10 minutes here; rerun to resume.
+#     on 2 ranks, global batch 64 (the disk feeds it about 150 MB/s); then
+#     again at 1 MiB blocks with the writer at nice 0 and nice 19;
+#   - one emulated accelerator of the reference CNN's measured speed, and
+#     six of them (1 MiB blocks).
+# Leaves OPENBLAS_* as they are. About 15 minutes here; rerun to resume.
 #   scripts/study-ingest.sh [DIR]   (default: data/storage-study)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +37,12 @@ lr = 0.01
 strategy = "ddp"
 TOML
 "$st" study ingest --out "$dir/ingest-mlp" --config "$dir/ingest-mlp.toml" -n 2 --rates 0,200,50 "${common[@]}"
+# The writer at its default and at the lowest CPU priority, beside a fresh
+# measurement of the job alone: is the slowdown the writer's CPU time?
+for nice in 0 19; do
+  "$st" study ingest --out "$dir/ingest-nice" --config "$dir/ingest-mlp.toml" -n 2 --blocks 1M --rates 0,50 \
+    --writer-nice "$nice" "${common[@]}"
+done
 cat > "$dir/ingest-emulated.toml" <<TOML
 [train]
 global_batch_size = 32
@@ -50,3 +58,6 @@ profile = "$(realpath "$dir/profile-cnn")"
 strategy = "none"
 TOML
 "$st" study ingest --out "$dir/ingest-emulated" --config "$dir/ingest-emulated.toml" -n 1 "${common[@]}"
+# 6 accelerators: near the 7 the storage study found under this limit.
+"$st" study ingest --out "$dir/ingest-emulated-6" --config "$dir/ingest-emulated.toml" -n 6 --blocks 1M \
+  --rates 0,200 --set train.global_batch_size=192 --set parallel.strategy=ddp "${common[@]}"

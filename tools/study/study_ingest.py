@@ -3,7 +3,9 @@ that is running, the experiment of the study this project follows. A
 training job (any config: a real model, or emulated accelerators) runs on
 this host, under a memory limit when given, once alone and then once per
 writer setting while `shardtrain stage` copies a second data set next to
-its data again and again, at each block size, unlimited and rate-limited.
+its data again and again, at each block size, unlimited and rate-limited,
+and at each CPU priority asked for (`--writer-nice`: the writer shares the
+job's cores).
 The job's step time (the median over its measured steps, the slowest rank's)
 against the alone run is the slowdown; its data wait and AU stand beside it.
 
@@ -45,7 +47,8 @@ class Writer:
     def _start(self):
         dest = os.path.join(self.args.ingest_dir, "copy")
         shutil.rmtree(dest, ignore_errors=True)
-        cmd = [os.path.join(self.args.bin_dir, "shardtrain"), "stage", "--from", self.args.source, "--to", dest,
+        cmd = ["nice", "-n", str(self.args.writer_nice)] if self.args.writer_nice else []
+        cmd += [os.path.join(self.args.bin_dir, "shardtrain"), "stage", "--from", self.args.source, "--to", dest,
                "--block-kib", str(self.block_kib), "--rate-mb-s", str(self.rate), "--no-verify"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
@@ -104,7 +107,8 @@ def run_point(args, key, block_kib, rate):
             raise
         finally:
             written = writer.stop() if writer else 0.0
-    point = {"key": key, "block_kib": block_kib, "rate_mb_s": rate, "written_mb_s": written}
+    point = {"key": key, "block_kib": block_kib, "rate_mb_s": rate, "written_mb_s": written,
+             "writer_nice": args.writer_nice if block_kib else None}
     if job.returncode != 0:
         point.update(status="failed", error=study_job.last_error(out_path))
         return point
@@ -117,8 +121,8 @@ def run_point(args, key, block_kib, rate):
 
 def table(points, order):
     base = points.get("alone")
-    out = ["| writer block | writer rate | written MB/s | step ms (median) | slowdown | data wait % | AU min % | "
-           "read MB/s | page-cache hits % |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out = ["| writer block | writer rate | writer nice | written MB/s | step ms (median) | slowdown | data wait % | AU min % | "
+           "read MB/s | page-cache hits % |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for key in order:
         p = points.get(key)
         if not p:
@@ -127,10 +131,11 @@ def table(points, order):
                                                            else f"{p['block_kib']} KiB")
         rate = "" if not p["block_kib"] else ("unlimited" if not p["rate_mb_s"] else f"{p['rate_mb_s']:g} MB/s")
         if p["status"] != "ok":
-            out.append(f"| {block} | {rate} | failed: {p['error']} |")
+            out.append(f"| {block} | {rate} | | failed: {p['error']} |")
             continue
         slow = p["step_median_s"] / base["step_median_s"] if base and base["status"] == "ok" else None
-        out.append(f"| {block} | {rate} | {p['written_mb_s']:.0f} | {1e3 * p['step_median_s']:.1f} | "
+        nice = str(p.get("writer_nice") or 0) if p["block_kib"] else ""
+        out.append(f"| {block} | {rate} | {nice} | {p['written_mb_s']:.0f} | {1e3 * p['step_median_s']:.1f} | "
                    f"{'' if slow is None else f'{slow:.2f}x'} | {study_storage.pct(p['data_wait_frac'])} | "
                    f"{study_storage.pct(p['au_min'])} | {p['mb_s']:.0f} | {study_storage.pct(p['cache_hit_ratio'])} |")
     return "\n".join(out) + "\n"
@@ -150,7 +155,8 @@ def main(args):
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.ingest_dir, exist_ok=True)
     points = study_storage.load_points(args.out)
-    plan = [("alone", 0, 0)] + [(f"{b}k/{r:g}", b, r) for b in blocks for r in args.rates]
+    suffix = f"/nice{args.writer_nice}" if args.writer_nice else ""
+    plan = [("alone", 0, 0)] + [(f"{b}k/{r:g}{suffix}", b, r) for b in blocks for r in args.rates]
     for key, block, rate in plan:
         if key in points:
             continue
