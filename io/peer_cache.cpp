@@ -106,10 +106,7 @@ void PeerCache::stage(const std::vector<std::string>& sources, const Manifest* m
   for (size_t s = 0; s < sources.size(); ++s) {
     if (!held_here(int(s))) continue;
     const std::string& dst = local_paths_[s];
-    if (copy_is_good(dst, sources[s], manifest ? &manifest->shards[s] : nullptr)) {
-      ++kept_;
-      continue;
-    }
+    if (copy_is_good(dst, sources[s], manifest ? &manifest->shards[s] : nullptr)) continue;
     const CopyStats c = with_context(fmt::format("io.peer_cache: copying {} to {}", sources[s], dst),
                                      [&] { return copy_file_limited(sources[s], dst, kCopyBlock, nullptr); });
     staged_bytes_ += c.bytes;

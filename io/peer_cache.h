@@ -83,7 +83,6 @@ class PeerCache {
   static void finish_move(PeerTransfer& t);
 
   int64_t staged_bytes() const { return staged_bytes_; }  // this rank's copies from the shared store
-  int64_t kept_shards() const { return kept_; }           // copies found verified and kept (this rank)
   std::string describe() const;                           // the [init] line's words
 
  private:
@@ -94,7 +93,7 @@ class PeerCache {
   PeerLayout layout_;
   std::string dir_;
   std::vector<std::string> local_paths_;  // per shard: this node's copy path ("" if not held here)
-  int64_t staged_bytes_ = 0, kept_ = 0;
+  int64_t staged_bytes_ = 0;
 };
 
 }  // namespace shardtrain::io
