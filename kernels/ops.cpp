@@ -11,6 +11,7 @@
 #include "kernels/cpu/optimizer_update.h"
 #include "kernels/cpu/pool.h"
 #include "runtime/core/error.h"
+#include "runtime/core/op_timing.h"
 
 #include <cmath>
 
@@ -79,6 +80,7 @@ void check_pool_shape(const char* op, const kernels::Pool2dShape& s) {
 
 void linear_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias) {
   const bool gpu = ST_ON_GPU("linear_forward", {&out, &in, &weight, &bias});
+  const OpScope timed(OpClass::linear, gpu);
   const int64_t OC = weight.dim(0), IC = weight.dim(1), N = in.numel() / IC;
   require_numel("linear_forward", in, N * IC, "input");
   require_numel("linear_forward", out, N * OC, "output");
@@ -93,6 +95,7 @@ void linear_forward(const Tensor& out, const Tensor& in, const Tensor& weight, c
 void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                      const Tensor& in, const Tensor& weight, bool accumulate) {
   const bool gpu = ST_ON_GPU("linear_backward", {&din, &dweight, &dbias, &dout, &in, &weight});
+  const OpScope timed(OpClass::linear, gpu);
   const int64_t OC = weight.dim(0), IC = weight.dim(1), N = in.numel() / IC;
   require_numel("linear_backward", dout, N * OC, "output gradient");
   if (din.defined()) require_numel("linear_backward", din, N * IC, "input gradient");
@@ -108,6 +111,7 @@ void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbi
 
 void relu_forward(const Tensor& out, const Tensor& in) {
   const bool gpu = ST_ON_GPU("relu_forward", {&out, &in});
+  const OpScope timed(OpClass::elementwise, gpu);
   require_numel("relu_forward", out, in.numel(), "output");
   if (gpu) {
     ST_GPU_ONLY(cuda::relu_forward(out.f32(), in.f32(), in.numel()));
@@ -118,6 +122,7 @@ void relu_forward(const Tensor& out, const Tensor& in) {
 
 void relu_backward(const Tensor& din, const Tensor& dout, const Tensor& out) {
   const bool gpu = ST_ON_GPU("relu_backward", {&din, &dout, &out});
+  const OpScope timed(OpClass::elementwise, gpu);
   require_numel("relu_backward", din, out.numel(), "input gradient");
   require_numel("relu_backward", dout, out.numel(), "output gradient");
   if (gpu) {
@@ -129,6 +134,7 @@ void relu_backward(const Tensor& din, const Tensor& dout, const Tensor& out) {
 
 void gelu_forward(const Tensor& out, const Tensor& in) {
   const bool gpu = ST_ON_GPU("gelu_forward", {&out, &in});
+  const OpScope timed(OpClass::elementwise, gpu);
   require_numel("gelu_forward", out, in.numel(), "output");
   if (gpu) {
     ST_GPU_ONLY(cuda::gelu_forward(out.f32(), in.f32(), in.numel()));
@@ -139,6 +145,7 @@ void gelu_forward(const Tensor& out, const Tensor& in) {
 
 void gelu_backward(const Tensor& din, const Tensor& dout, const Tensor& in) {
   const bool gpu = ST_ON_GPU("gelu_backward", {&din, &dout, &in});
+  const OpScope timed(OpClass::elementwise, gpu);
   require_numel("gelu_backward", din, in.numel(), "input gradient");
   require_numel("gelu_backward", dout, in.numel(), "output gradient");
   if (gpu) {
@@ -151,6 +158,7 @@ void gelu_backward(const Tensor& din, const Tensor& dout, const Tensor& in) {
 void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& col,
                     const kernels::Conv2dShape& s) {
   const bool gpu = ST_ON_GPU("conv2d_forward", {&out, &in, &weight, &bias, &col});
+  const OpScope timed(OpClass::conv, gpu);
   check_conv_shape("conv2d_forward", s);
   require_numel("conv2d_forward", in, s.B * s.C * s.H * s.W, "input");
   require_numel("conv2d_forward", out, s.B * s.OC * s.OH() * s.OW(), "output");
@@ -168,6 +176,7 @@ void conv2d_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbi
                      const Tensor& in, const Tensor& weight, const Tensor& col, const kernels::Conv2dShape& s,
                      bool accumulate) {
   const bool gpu = ST_ON_GPU("conv2d_backward", {&din, &dweight, &dbias, &dout, &in, &weight, &col});
+  const OpScope timed(OpClass::conv, gpu);
   check_conv_shape("conv2d_backward", s);
   require_numel("conv2d_backward", in, s.B * s.C * s.H * s.W, "input");
   require_numel("conv2d_backward", weight, s.OC * s.C * s.K * s.K, "weight");
@@ -187,6 +196,7 @@ void conv2d_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbi
 
 void maxpool2d_forward(const Tensor& out, const Tensor& argmax, const Tensor& in, const kernels::Pool2dShape& s) {
   const bool gpu = ST_ON_GPU("maxpool2d_forward", {&out, &argmax, &in});
+  const OpScope timed(OpClass::pool, gpu);
   check_pool_shape("maxpool2d_forward", s);
   require_numel("maxpool2d_forward", in, s.B * s.C * s.H * s.W, "input");
   require_numel("maxpool2d_forward", out, s.B * s.C * s.OH() * s.OW(), "output");
@@ -200,6 +210,7 @@ void maxpool2d_forward(const Tensor& out, const Tensor& argmax, const Tensor& in
 
 void maxpool2d_backward(const Tensor& din, const Tensor& dout, const Tensor& argmax, const kernels::Pool2dShape& s) {
   const bool gpu = ST_ON_GPU("maxpool2d_backward", {&din, &dout, &argmax});
+  const OpScope timed(OpClass::pool, gpu);
   check_pool_shape("maxpool2d_backward", s);
   require_numel("maxpool2d_backward", din, s.B * s.C * s.H * s.W, "input gradient");
   require_numel("maxpool2d_backward", dout, s.B * s.C * s.OH() * s.OW(), "output gradient");
@@ -213,6 +224,7 @@ void maxpool2d_backward(const Tensor& din, const Tensor& dout, const Tensor& arg
 
 double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const int32_t* labels, float scale) {
   const bool gpu = ST_ON_GPU("softmax_xent", {&dlogits, &logits});
+  const OpScope timed(OpClass::loss, gpu);
   require_numel("softmax_xent", dlogits, logits.numel(), "logit gradient");
   if (gpu) {
     ST_GPU_ONLY(return cuda::softmax_xent_fused(dlogits.f32(), logits.f32(), labels, logits.shape().rows(),
@@ -225,6 +237,7 @@ double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const int
 void softmax_xent_fused_rows(const Tensor& dlogits, const Tensor& logits, const Tensor& labels, float scale,
                              const Tensor& row_loss) {
   const bool gpu = ST_ON_GPU("softmax_xent_rows", {&dlogits, &logits, &labels, &row_loss});
+  const OpScope timed(OpClass::loss, gpu);
   const int64_t N = logits.shape().rows(), C = logits.shape().cols();
   require_numel("softmax_xent_rows", dlogits, logits.numel(), "logit gradient");
   require_numel("softmax_xent_rows", labels, N, "labels");
@@ -244,6 +257,7 @@ void check_token_ids(const int32_t* ids, int64_t n, int64_t vocab) { cpu::check_
 
 double softmax_xent_forward(const Tensor& logits, const int32_t* labels) {
   const bool gpu = ST_ON_GPU("softmax_xent", {&logits});
+  const OpScope timed(OpClass::loss, gpu);
   if (gpu) {
     ST_GPU_ONLY(return cuda::softmax_xent_forward(logits.f32(), labels, logits.shape().rows(), logits.shape().cols()));
   }
@@ -252,6 +266,7 @@ double softmax_xent_forward(const Tensor& logits, const int32_t* labels) {
 
 int64_t count_correct(const Tensor& logits, const int32_t* labels) {
   const bool gpu = ST_ON_GPU("count_correct", {&logits});
+  const OpScope timed(OpClass::loss, gpu);
   if (gpu) {
     ST_GPU_ONLY(return cuda::count_correct(logits.f32(), labels, logits.shape().rows(), logits.shape().cols()));
   }
@@ -261,6 +276,7 @@ int64_t count_correct(const Tensor& logits, const int32_t* labels) {
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const kernels::SgdParams& hp,
                 bool first_step) {
   const bool gpu = ST_ON_GPU("sgd_update", {&param, &grad, &momentum_buf});
+  const OpScope timed(OpClass::optimizer, gpu);
   require_numel("sgd_update", grad, param.numel(), "gradient");
   if (momentum_buf.defined()) require_numel("sgd_update", momentum_buf, param.numel(), "momentum");
   if (gpu) {
@@ -273,6 +289,7 @@ void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_
 void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const kernels::AdamWParams& hp, int64_t step) {
   const bool gpu = ST_ON_GPU("adamw_update", {&param, &grad, &m, &v});
+  const OpScope timed(OpClass::optimizer, gpu);
   require_numel("adamw_update", grad, param.numel(), "gradient");
   require_numel("adamw_update", m, param.numel(), "first moment");
   require_numel("adamw_update", v, param.numel(), "second moment");
@@ -286,6 +303,7 @@ void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, cons
 void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& in,
                        const Tensor& weight, const Tensor& bias, float eps) {
   const bool gpu = ST_ON_GPU("layernorm_forward", {&out, &mean, &rstd, &in, &weight, &bias});
+  const OpScope timed(OpClass::norm, gpu);
   const int64_t C = weight.numel(), N = in.numel() / C;
   require_numel("layernorm_forward", in, N * C, "input");
   require_numel("layernorm_forward", out, N * C, "output");
@@ -303,6 +321,7 @@ void layernorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& 
                         const Tensor& in, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
                         bool accumulate) {
   const bool gpu = ST_ON_GPU("layernorm_backward", {&din, &dweight, &dbias, &dout, &in, &weight, &mean, &rstd});
+  const OpScope timed(OpClass::norm, gpu);
   ST_CHECK(din.defined(), "layernorm_backward: the input gradient is required");
   const int64_t C = weight.numel(), N = in.numel() / C;
   require_numel("layernorm_backward", din, N * C, "input gradient");
@@ -321,6 +340,7 @@ void layernorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& 
 
 void token_position_embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& wte, const Tensor& wpe) {
   const bool gpu = ST_ON_GPU("embedding_forward", {&out, &ids, &wte, &wpe});
+  const OpScope timed(OpClass::embedding, gpu);
   const int64_t B = ids.dim(0), T = ids.numel() / B, V = wte.dim(0), C = wte.dim(1);
   ST_CHECK(wpe.dim(1) == C && wpe.dim(0) >= T,
            "embedding_forward: position table {} does not cover {} positions of width {}", wpe.shape().str(), T, C);
@@ -337,6 +357,7 @@ void token_position_embedding_forward(const Tensor& out, const Tensor& ids, cons
 void token_position_embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& ids,
                                        bool accumulate) {
   const bool gpu = ST_ON_GPU("embedding_backward", {&dwte, &dwpe, &dout, &ids});
+  const OpScope timed(OpClass::embedding, gpu);
   const int64_t B = ids.dim(0), T = ids.numel() / B, V = dwte.dim(0), C = dwte.dim(1);
   ST_CHECK(dwpe.dim(1) == C && dwpe.dim(0) >= T,
            "embedding_backward: position table {} does not cover {} positions of width {}", dwpe.shape().str(), T, C);
@@ -352,6 +373,7 @@ void token_position_embedding_backward(const Tensor& dwte, const Tensor& dwpe, c
 
 void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int64_t n_head) {
   const bool gpu = ST_ON_GPU("attention_forward", {&out, &att, &qkv});
+  const OpScope timed(OpClass::attention, gpu);
   ST_CHECK(qkv.shape().ndim() == 3 && qkv.dim(2) % 3 == 0, "attention_forward: qkv must be [B, T, 3C], got {}",
            qkv.shape().str());
   const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
@@ -367,6 +389,7 @@ void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, 
 void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout, const Tensor& qkv,
                         const Tensor& att, int64_t n_head) {
   const bool gpu = ST_ON_GPU("attention_backward", {&dqkv, &scratch, &dout, &qkv, &att});
+  const OpScope timed(OpClass::attention, gpu);
   ST_CHECK(qkv.shape().ndim() == 3 && qkv.dim(2) % 3 == 0, "attention_backward: qkv must be [B, T, 3C], got {}",
            qkv.shape().str());
   const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
@@ -383,6 +406,7 @@ void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor&
 
 void add(const Tensor& out, const Tensor& a, const Tensor& b) {
   const bool gpu = ST_ON_GPU("add", {&out, &a, &b});
+  const OpScope timed(OpClass::elementwise, gpu);
   require_numel("add", b, a.numel(), "second operand");
   require_numel("add", out, a.numel(), "output");
   if (gpu) {
@@ -394,6 +418,7 @@ void add(const Tensor& out, const Tensor& a, const Tensor& b) {
 
 double sum_squares(const Tensor& x) {
   const bool gpu = ST_ON_GPU("sum_squares", {&x});
+  const OpScope timed(OpClass::grad_norm, gpu);
   if (gpu) {
     ST_GPU_ONLY(return cuda::sum_squares(x.f32(), x.numel()));
   }
@@ -402,6 +427,7 @@ double sum_squares(const Tensor& x) {
 
 void sum_squares(const Tensor& sq, const Tensor& x) {
   const bool gpu = ST_ON_GPU("sum_squares", {&sq, &x});
+  const OpScope timed(OpClass::grad_norm, gpu);
   require_numel("sum_squares", sq, 1, "result");
   if (gpu) {
     ST_GPU_ONLY(cuda::sum_squares_into(sq.f32(), x.f32(), x.numel()));
@@ -412,6 +438,7 @@ void sum_squares(const Tensor& sq, const Tensor& x) {
 
 void clip_to_max_norm(const Tensor& grads, double max_norm) {
   const bool gpu = ST_ON_GPU("clip_to_max_norm", {&grads});
+  const OpScope timed(OpClass::grad_norm, gpu);
   if (gpu) {
     ST_GPU_ONLY(cuda::clip_to_max_norm(grads.f32(), grads.numel(), max_norm));
     return;
@@ -422,6 +449,7 @@ void clip_to_max_norm(const Tensor& grads, double max_norm) {
 
 void clip_to_squared_norm(const Tensor& grads, const Tensor& sq, double max_norm) {
   const bool gpu = ST_ON_GPU("clip_to_squared_norm", {&grads, &sq});
+  const OpScope timed(OpClass::grad_norm, gpu);
   require_numel("clip_to_squared_norm", sq, 1, "squared norm");
   if (gpu) {
     ST_GPU_ONLY(cuda::clip_to_squared_norm(grads.f32(), grads.numel(), sq.f32(), max_norm));
@@ -432,6 +460,7 @@ void clip_to_squared_norm(const Tensor& grads, const Tensor& sq, double max_norm
 
 void scale_inplace(const Tensor& x, float s) {
   const bool gpu = ST_ON_GPU("scale", {&x});
+  const OpScope timed(OpClass::elementwise, gpu);
   if (gpu) {
     ST_GPU_ONLY(cuda::scale_inplace(x.f32(), x.numel(), s));
     return;
@@ -441,6 +470,7 @@ void scale_inplace(const Tensor& x, float s) {
 
 void convert(const Tensor& out, const Tensor& in) {
   const bool gpu = ST_ON_GPU("convert", {&out, &in});
+  const OpScope timed(OpClass::convert, gpu);
   require_numel("convert", out, in.numel(), "output");
   if (in.dtype() == DType::f32 && out.dtype() == DType::bf16) {
     if (gpu) {

@@ -1,7 +1,8 @@
 // The kernel interface the layers call: Tensor in, Tensor out. Each op checks
 // shapes, dtypes and that all tensors share one device, then runs the CPU
 // kernel (kernels/cpu) or, for CUDA tensors, the CUDA kernel (kernels/cuda,
-// added by the GPU backend). Layers never see which one ran.
+// added by the GPU backend). Layers never see which one ran. Each op times
+// itself in its class when telemetry.op_timing is on (runtime/core/op_timing.h).
 //
 // Conventions (as in kernels/cpu): an input-gradient tensor that is not
 // defined() is skipped; parameter gradients are overwritten, or added to when

@@ -1,6 +1,7 @@
 #include "kernels/cuda/context.h"
 
 #include "kernels/cuda/caching_allocator.h"
+#include "kernels/cuda/op_timer.h"
 #include "runtime/core/allocator.h"
 #include "runtime/core/device_memory.h"
 #include "runtime/core/error.h"
@@ -221,6 +222,7 @@ void init_device(int index) {
   register_pinned_host_allocator(&pinned_allocator());
   static CudaMemoryOps ops;
   register_device_memory_ops(&ops);
+  register_device_op_timer(&device_op_timer());
 }
 
 bool device_initialized() { return g.device >= 0; }

@@ -1,6 +1,7 @@
 #include "runtime/core/device_memory.h"
 
 #include "runtime/core/error.h"
+#include "runtime/core/op_timing.h"
 #include "runtime/core/tensor.h"
 
 #include <atomic>
@@ -28,7 +29,9 @@ void copy_tensor(const Tensor& dst, const Tensor& src) {
   ST_CHECK(dst.numel() == src.numel() && dst.dtype() == src.dtype(), "copy_tensor: {} {} into {} {}", src.shape().str(),
            dtype_name(src.dtype()), dst.shape().str(), dtype_name(dst.dtype()));
   if (src.nbytes() == 0) return;
-  if (dst.device().is_cpu() && src.device().is_cpu()) {
+  const bool host = dst.device().is_cpu() && src.device().is_cpu();
+  const OpScope timed(OpClass::copy, !host);
+  if (host) {
     std::memmove(dst.raw(), src.raw(), src.nbytes());
     return;
   }

@@ -52,38 +52,44 @@ json to_json(const StepRecord& r) {
   json collectives = json::array();
   for (const auto& c : r.collectives) collectives.push_back(collective_json(c));
   // compute_s is derived, written so that readers (report, jq) need not know the rule.
-  return {{"rank", r.rank},
-          {"step", r.step},
-          {"epoch", r.epoch},
-          {"t_start_s", r.t_start_s},
-          {"step_s", r.step_s},
-          {"data_wait_s", r.data_wait_s},
-          {"h2d_s", r.h2d_s},
-          {"comm_exposed_s", r.comm_exposed_s},
-          {"blocked_on_peers_s", r.blocked_on_peers_s},
-          {"compute_s", r.compute_s()},
-          {"debug_delay_s", r.debug_delay_s},
-          {"forward_s", r.forward_s},
-          {"backward_s", r.backward_s},
-          {"optimizer_s", r.optimizer_s},
-          {"comm_s", r.comm_s},
-          {"comm_bytes", r.comm_bytes},
-          {"comm_wire_bytes", r.comm_wire_bytes},
-          {"collectives", std::move(collectives)},
-          {"eval_s", r.eval_s},
-          {"checkpoint_s", r.checkpoint_s},
-          {"io_bytes", r.io_bytes},
-          {"io_requests", r.io_requests},
-          {"io_read_s", r.io_read_s},
-          {"io_queued", r.io_queued},
-          {"stage_bytes", r.stage_bytes},
-          {"mem_cpu_current_bytes", r.mem_cpu_current_bytes},
-          {"mem_cpu_peak_bytes", r.mem_cpu_peak_bytes},
-          {"mem_gpu_current_bytes", r.mem_gpu_current_bytes},
-          {"mem_gpu_peak_bytes", r.mem_gpu_peak_bytes},
-          {"cpu_train_thread_s", r.cpu_train_thread_s},
-          {"cpu_process_s", r.cpu_process_s},
-          {"samples", r.samples}};
+  json j = {{"rank", r.rank},
+            {"step", r.step},
+            {"epoch", r.epoch},
+            {"t_start_s", r.t_start_s},
+            {"step_s", r.step_s},
+            {"data_wait_s", r.data_wait_s},
+            {"h2d_s", r.h2d_s},
+            {"comm_exposed_s", r.comm_exposed_s},
+            {"blocked_on_peers_s", r.blocked_on_peers_s},
+            {"compute_s", r.compute_s()},
+            {"debug_delay_s", r.debug_delay_s},
+            {"forward_s", r.forward_s},
+            {"backward_s", r.backward_s},
+            {"optimizer_s", r.optimizer_s},
+            {"comm_s", r.comm_s},
+            {"comm_bytes", r.comm_bytes},
+            {"comm_wire_bytes", r.comm_wire_bytes},
+            {"collectives", std::move(collectives)},
+            {"eval_s", r.eval_s},
+            {"checkpoint_s", r.checkpoint_s},
+            {"io_bytes", r.io_bytes},
+            {"io_requests", r.io_requests},
+            {"io_read_s", r.io_read_s},
+            {"io_queued", r.io_queued},
+            {"stage_bytes", r.stage_bytes},
+            {"mem_cpu_current_bytes", r.mem_cpu_current_bytes},
+            {"mem_cpu_peak_bytes", r.mem_cpu_peak_bytes},
+            {"mem_gpu_current_bytes", r.mem_gpu_current_bytes},
+            {"mem_gpu_peak_bytes", r.mem_gpu_peak_bytes},
+            {"cpu_train_thread_s", r.cpu_train_thread_s},
+            {"cpu_process_s", r.cpu_process_s},
+            {"samples", r.samples}};
+  if (!r.ops.empty()) {
+    json ops = json::object();
+    for (const OpTime& o : r.ops) ops[o.op] = {{"s", o.s}, {"calls", o.calls}};
+    j["ops"] = std::move(ops);
+  }
+  return j;
 }
 
 StepRecord step_record_from_json(const json& j) {
@@ -123,6 +129,10 @@ StepRecord step_record_from_json(const json& j) {
   r.cpu_train_thread_s = get<double>(j, "cpu_train_thread_s", 0);
   r.cpu_process_s = get<double>(j, "cpu_process_s", 0);
   r.samples = get<int64_t>(j, "samples", 0);
+  if (auto it = j.find("ops"); it != j.end() && !it->is_null()) {
+    ST_CHECK(it->is_object(), "step record: key 'ops': expected an object");
+    for (const auto& [op, t] : it->items()) r.ops.push_back({op, get<double>(t, "s", 0), get<int64_t>(t, "calls", 0)});
+  }
   return r;  // compute_s is derived from the components, not read
 }
 

@@ -21,6 +21,14 @@ struct CollectiveRecord {
   double busbw_gbs = 0;    // nccl-tests bus bandwidth over duration_s
 };
 
+// The device (or host) time of one class of op in a step (telemetry.op_timing;
+// runtime/core/op_timing.h names the classes).
+struct OpTime {
+  std::string op;
+  double s = 0;
+  int64_t calls = 0;
+};
+
 struct StepRecord {
   int rank = 0;
   int64_t step = 0;      // 0-based optimizer step
@@ -53,6 +61,7 @@ struct StepRecord {
   double cpu_train_thread_s = 0;                              // CPU time of the training thread
   double cpu_process_s = 0;                                   // CPU time of all the rank's threads
   int64_t samples = 0;                                        // this rank's samples in the step
+  std::vector<OpTime> ops;  // telemetry.op_timing: time per class of op (empty when off)
 
   double compute_s() const { return step_s - data_wait_s - h2d_s - comm_exposed_s - blocked_on_peers_s; }
   // The rank's own work: everything but waiting for other ranks.

@@ -264,6 +264,7 @@ const std::vector<Field>& schema() {
       KEY("telemetry.enabled", "Per-step records of every rank, trace, summary, MLPerf log, flight recorder (docs/telemetry.md).", telemetry.enabled),
       KEY("telemetry.trace", "Also write the span trace (trace.json, Chrome trace format).", telemetry.trace),
       KEY("telemetry.straggler_threshold", "A rank is a straggler when its median busy step time exceeds the median over ranks by more than this fraction.", telemetry.straggler_threshold),
+      KEY("telemetry.op_timing", "Time every op by class (linear, attention, norm, ..., copy; on a GPU by events around its kernels): each step record's `ops`, result.json's `op_timing` and a table in the summary (docs/telemetry.md). It waits for the GPU at each step's end, so steps take a little longer than without it.", telemetry.op_timing),
       KEY("telemetry.flight_spans", "Spans per thread kept in memory for the flight recorder.", telemetry.flight_spans),
 
       KEY("checkpoint.every_steps", "Write a sharded checkpoint every this many steps and at the end of training (0 = never). Every rank writes its shard into one HDF5 file over MPI-IO (docs/formats.md); `shardtrain train --resume auto` continues from the newest.", checkpoint.every_steps),

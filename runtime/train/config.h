@@ -85,6 +85,7 @@ struct Config {
     bool trace = true;                  // telemetry/trace-rank-*.json and trace.json
     double straggler_threshold = 0.05;  // busy time above the median over ranks by this fraction
     int64_t flight_spans = 512;         // spans per thread kept for the flight recorder
+    bool op_timing = false;             // time every op by class (runtime/core/op_timing.h)
   } telemetry;
   struct Checkpoint {
     int64_t every_steps = 0;  // 0 = no checkpoints

@@ -3,6 +3,8 @@
 #include "runtime/core/allocator.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
+#include "runtime/core/op_timing.h"
+#include "runtime/telemetry/op_breakdown.h"
 #include "runtime/telemetry/recorder.h"
 #include "runtime/telemetry/summary.h"
 
@@ -57,6 +59,7 @@ RunTelemetry::RunTelemetry(const Config& config, const std::string& run_dir, int
       comm_(comm),
       run_start_(run_start),
       files_(config.telemetry.enabled) {
+  set_op_timing(config.telemetry.op_timing);
   if (!files_) return;
   std::error_code ec;
   fs::create_directories(fs::path(dir_) / "telemetry", ec);
@@ -72,6 +75,7 @@ RunTelemetry::~RunTelemetry() = default;
 void RunTelemetry::begin_step(int64_t step, double epoch) {
   const double t0 = now_seconds();
   if (pending_) write_record();
+  if (config_.telemetry.op_timing) take_op_times();  // not this step's: evaluation's, set-up's
   current_ = {};
   current_.rank = rank_;
   current_.step = step;
@@ -99,6 +103,9 @@ void RunTelemetry::io_done(int64_t bytes, int64_t requests, double read_s, int64
 }
 
 void RunTelemetry::end_step(const StepPhases& phases, const parallel::CommStats& comm, double debug_delay_s) {
+  // Before the step's end is taken: on a GPU this waits for the step's last
+  // kernels, so the step's time holds all of its device work.
+  if (config_.telemetry.op_timing) take_ops();
   const double t0 = now_seconds();
   current_.step_s = t0 - t_step_;
   step_s_total_ += current_.step_s;
@@ -125,6 +132,12 @@ void RunTelemetry::end_step(const StepPhases& phases, const parallel::CommStats&
   current_.cpu_process_s = cpu_seconds(RUSAGE_SELF) - cpu_process_;
   pending_ = true;
   own_s_ += now_seconds() - t0;
+}
+
+void RunTelemetry::take_ops() {
+  const OpTimes t = take_op_times();
+  for (size_t i = 0; i < kOpClasses; ++i)
+    if (t.calls[i] > 0) current_.ops.push_back({op_class_name(OpClass(i)), t.seconds[i], t.calls[i]});
 }
 
 void RunTelemetry::add_eval(double seconds) { current_.eval_s += seconds; }
@@ -198,6 +211,12 @@ std::string RunTelemetry::finish(nlohmann::json& result) {
   nlohmann::json summary = telemetry::summarize(all, options);
   result["per_rank"] = summary["per_rank"];
   std::string text = telemetry::summary_text(summary);
+  if (config_.telemetry.op_timing) {
+    result["op_timing"] = telemetry::op_breakdown(records_);
+    result["op_timing"]["rank"] = rank_;
+    const std::string table = telemetry::op_breakdown_text(result["op_timing"], rank_);
+    if (!table.empty()) text += "\n" + table;
+  }
   if (!fabric_.is_null()) {
     summary["fabric"] = fabric_;
     result["fabric"] = fabric_;

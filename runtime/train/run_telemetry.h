@@ -82,6 +82,7 @@ class RunTelemetry {
  private:
   void write_record();
   void write_files();
+  void take_ops();  // the step's op times (telemetry.op_timing) into its record
 
   // Records and spans go to the files in batches: formatting 32 of them in a
   // row, with the code and data warm in cache, costs a fraction of doing it

@@ -96,6 +96,7 @@ class Run:
         self.metrics = []         # metrics.jsonl rows
         self.ranks = []           # RankSeries, by rank
         self.collectives = {}     # label -> ([bytes...], [busbw_gbs...])
+        self.ops = {}             # rank -> (op class -> seconds summed, steps): telemetry.op_timing
         self.warnings = []
 
 
@@ -185,6 +186,7 @@ def load_rank(run, rank, path):
     records, truncated = read_jsonl(path)
     rows = []
     colls = run.collectives
+    op_steps = []  # each timed step's op seconds by class
     for lineno, rec in records:
         try:
             rows.append((float(rec["step"]), float(rec.get("t_start_s", math.nan)),
@@ -198,8 +200,19 @@ def load_rank(run, rank, path):
                 sizes, bws = colls.setdefault(label, ([], []))
                 sizes.append(float(c["bytes"]))
                 bws.append(float(c["busbw_gbs"]))
+            if rec.get("ops"):
+                op_steps.append({name: float(t["s"]) for name, t in rec["ops"].items()})
         except (KeyError, TypeError, ValueError, AttributeError):
             raise ReportError(f"{path}:{lineno}: {what_is_wrong(rec)}")
+    # As the run's summary: the first timed step (set-up) left out when there are others.
+    if len(op_steps) > 1:
+        op_steps = op_steps[1:]
+    if op_steps:
+        sums = {}
+        for step in op_steps:
+            for name, sec in step.items():
+                sums[name] = sums.get(name, 0.0) + sec
+        run.ops[rank] = (sums, len(op_steps))
     return RankSeries(rank, path, rows, bool(truncated))
 
 
@@ -502,6 +515,43 @@ def plot_breakdown(plt, ticker, run, strag):
     ax.set_xlabel("rank")
     ax.set_ylabel("mean time per step (ms)")
     ax.set_title(f"Step time breakdown per rank (mean per step, from {source})")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return png_data_uri(plt, fig)
+
+
+OP_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C",
+             "#CCB974", "#64B5CD", "#6A3D9A", "#B15928"]
+
+
+def plot_ops(plt, ticker, run):
+    """Horizontal stacked bars, one per rank: the mean step split into the
+    op classes' time (telemetry.op_timing) and the rest of the step."""
+    series = {s.rank: s for s in run.ranks}
+    ranks = [r for r in sorted(run.ops) if r in series]
+    if not ranks:
+        return None
+    totals = {}
+    for r in ranks:
+        sums, n = run.ops[r]
+        for name, sec in sums.items():
+            totals[name] = totals.get(name, 0.0) + sec / n
+    names = sorted(totals, key=lambda k: -totals[k])
+    fig, ax = plt.subplots(figsize=(10, max(2.2, 0.45 * len(ranks) + 1.6)))
+    y = np.arange(len(ranks))
+    left = np.zeros(len(ranks))
+    for i, name in enumerate(names):
+        ms = np.array([1e3 * run.ops[r][0].get(name, 0.0) / run.ops[r][1] for r in ranks])
+        ax.barh(y, ms, left=left, color=OP_COLORS[i % len(OP_COLORS)], label=name, height=0.7)
+        left += ms
+    # Mean step over the same steps (the first left out where there are others).
+    step = np.array([1e3 * (series[r].step_s[1:] if len(series[r]) > 1 else series[r].step_s).mean()
+                     for r in ranks])
+    ax.barh(y, np.maximum(step - left, 0), left=left, color="#DDDDDD", label="rest of the step", height=0.7)
+    ax.set_yticks(y)
+    ax.set_yticklabels([f"rank {r}" for r in ranks])
+    ax.invert_yaxis()
+    ax.set_xlabel("mean time per step (ms)")
+    ax.set_title("Where a step goes, by class of op (telemetry.op_timing)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return png_data_uri(plt, fig)
 
@@ -887,6 +937,12 @@ def build_sections(run, rows, strag):
                      "step lasts as long as the slowest: a straggler shows as the rank with the least "
                      "'blocked on peers' and the most of its own cause.",
                      plot_breakdown(plt, ticker, run, strag), "No step timing in this run."),
+        html_section("Where a step goes, by op",
+                     "Each class of op's time per step (on a GPU: its kernels' device time, by CUDA "
+                     "events), the first step left out; grey is the rest of the step: data wait, "
+                     "exposed communication, host work between ops and the device's idle gaps.",
+                     plot_ops(plt, ticker, run),
+                     "No op times: run with telemetry.op_timing = true to see them."),
         html_section("Loss and accuracy",
                      "From metrics.jsonl, one point per evaluation.",
                      plot_curves(plt, ticker, run),
