@@ -5,97 +5,103 @@
 
 #include <cuda_runtime.h>
 
-#include <map>
-#include <mutex>
+#include <cstdint>
+#include <vector>
 
 namespace shardtrain::cuda {
 namespace {
 
-constexpr size_t kSmallGranule = 512;
-constexpr size_t kLargeGranule = size_t(2) << 20;
-constexpr size_t kSmallLimit = size_t(1) << 20;
+StreamId stream_id(cudaStream_t stream) { return StreamId(reinterpret_cast<std::uintptr_t>(stream)); }
+// NOLINTNEXTLINE(performance-no-int-to-ptr): the integer was this pointer
+cudaStream_t as_stream(StreamId stream) { return reinterpret_cast<cudaStream_t>(std::uintptr_t(stream)); }
+// NOLINTNEXTLINE(performance-no-int-to-ptr): the integer was this pointer
+cudaEvent_t as_event(EventId event) { return reinterpret_cast<cudaEvent_t>(std::uintptr_t(event)); }
 
-size_t size_class(size_t bytes) {
-  if (bytes <= kSmallLimit) return (bytes + kSmallGranule - 1) / kSmallGranule * kSmallGranule;
-  return (bytes + kLargeGranule - 1) / kLargeGranule * kLargeGranule;
-}
+// CUDA's current device is per thread, and a tensor may be freed on any
+// thread (a progress engine, the I/O thread): compute_stream() selects the
+// process's device for the calling thread.
+void use_device() { (void)compute_stream(); }
+
+// The block pool's memory and events. Called with the pool's lock held.
+class CudaSegments final : public BlockPoolBackend {
+ public:
+  void* allocate_segment(size_t bytes) override {
+    use_device();
+    void* ptr = nullptr;
+    const cudaError_t err = cudaMalloc(&ptr, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();  // not sticky: cleared, so that the pool's retry starts clean
+      return nullptr;
+    }
+    if (err != cudaSuccess) throw_cuda_error(err, "cudaMalloc", __FILE__, __LINE__);
+    return ptr;
+  }
+  // cudaFree waits for the device, so the work that last used the segment's
+  // blocks, on any stream, has finished before the driver takes it back.
+  void free_segment(void* ptr, size_t /*bytes*/) override {
+    use_device();
+    ST_CUDA_CHECK(cudaFree(ptr));
+  }
+
+  EventId record_event(StreamId stream) override {
+    use_device();
+    cudaEvent_t event = nullptr;
+    if (idle_.empty()) {
+      ST_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    } else {
+      event = idle_.back();
+      idle_.pop_back();
+    }
+    const cudaError_t err = cudaEventRecord(event, as_stream(stream));
+    if (err != cudaSuccess) {
+      idle_.push_back(event);
+      throw_cuda_error(err, "cudaEventRecord", __FILE__, __LINE__);
+    }
+    return EventId(reinterpret_cast<std::uintptr_t>(event));
+  }
+  bool event_done(EventId event) override {
+    const cudaError_t err = cudaEventQuery(as_event(event));
+    if (err == cudaSuccess) return true;
+    if (err == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // "not yet" is no error for the next check to find
+      return false;
+    }
+    throw_cuda_error(err, "cudaEventQuery", __FILE__, __LINE__);
+  }
+  void wait_event(EventId event) override { ST_CUDA_CHECK(cudaEventSynchronize(as_event(event))); }
+  void release_event(EventId event) override { idle_.push_back(as_event(event)); }
+
+ private:
+  std::vector<cudaEvent_t> idle_;  // completed events, recorded again rather than created anew
+};
 
 class DeviceCachingAllocator final : public Allocator {
  public:
   void* allocate(size_t bytes) override {
     if (bytes == 0) return nullptr;
-    const size_t cls = size_class(bytes);
-    void* p = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = free_.find(cls);
-      if (it != free_.end()) {
-        p = it->second;
-        free_.erase(it);
-        cached_ -= cls;
-      }
+    const int device = current_device();
+    void* ptr = nullptr;
+    try {
+      ptr = pool_.allocate(bytes, stream_id(compute_stream()));
+    } catch (Error& e) {
+      e.add_context(fmt::format("cuda:{}", device));
+      throw;
     }
-    if (p == nullptr) p = fresh(cls, bytes);
-    account_allocation(Device::cuda(current_device()), int64_t(bytes));
-    return p;
+    account_allocation(Device::cuda(device), int64_t(bytes));
+    return ptr;
   }
 
   void deallocate(void* ptr, size_t bytes) override {
     if (ptr == nullptr) return;
-    const size_t cls = size_class(bytes);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      free_.emplace(cls, ptr);
-      cached_ += cls;
-    }
+    pool_.free(ptr);
     account_allocation(Device::cuda(current_device()), -int64_t(bytes));
   }
 
-  void release() {
-    std::multimap<size_t, void*> blocks;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      blocks.swap(free_);
-      reserved_ -= cached_;
-      cached_ = 0;
-    }
-    for (auto& [cls, p] : blocks) cudaFree(p);  // implicitly waits for the device
-  }
-
-  size_t reserved() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return reserved_;
-  }
-  size_t cached() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return cached_;
-  }
+  BlockPool& pool() { return pool_; }
 
  private:
-  void* fresh(size_t cls, size_t bytes) {
-    void* p = nullptr;
-    cudaError_t err = cudaMalloc(&p, cls);
-    if (err == cudaErrorMemoryAllocation) {
-      cudaGetLastError();  // clear it, give back the cache, try once more
-      release();
-      err = cudaMalloc(&p, cls);
-    }
-    if (err != cudaSuccess) {
-      cudaGetLastError();
-      const MemoryStats s = memory_stats(Device::cuda(current_device()));
-      throw Error(
-          fmt::format("out of GPU memory on cuda:{} allocating {} bytes ({}): {} bytes in use by tensors, "
-                      "{} bytes reserved from the driver",
-                      current_device(), bytes, cudaGetErrorString(err), s.current_bytes, reserved()));
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    reserved_ += cls;
-    return p;
-  }
-
-  std::mutex mu_;
-  std::multimap<size_t, void*> free_;
-  size_t reserved_ = 0, cached_ = 0;
+  CudaSegments segments_;
+  BlockPool pool_{segments_};
 };
 
 class PinnedHostAllocator final : public Allocator {
@@ -128,8 +134,19 @@ Allocator& pinned_allocator() {
   return *a;
 }
 
-size_t reserved_bytes() { return device_cache().reserved(); }
-size_t cached_bytes() { return device_cache().cached(); }
-void release_cached() { device_cache().release(); }
+void record_stream(const void* ptr, cudaStream_t stream) {
+  device_cache().pool().record_stream(ptr, stream_id(stream));
+}
+
+size_t reserved_bytes() { return device_cache().pool().stats().reserved_bytes; }
+
+size_t cached_bytes() {
+  const BlockPoolStats s = device_cache().pool().stats();
+  return s.cached_bytes + s.pending_bytes;
+}
+
+void release_cached() { device_cache().pool().release_cached(); }
+
+BlockPoolStats pool_stats() { return device_cache().pool().stats(); }
 
 }  // namespace shardtrain::cuda
