@@ -119,8 +119,8 @@ inline unsigned grid_for(int64_t n, int threads = 256) {
 // per-call workspaces such as reduction partials and labels copied from the
 // host). Valid until the next call of the same slot; ordered on the compute
 // stream.
-enum class ScratchSlot { reduce, labels, gemm_a, gemm_b, conv_cols, conv_partials };
-inline constexpr size_t kScratchSlots = 6;
+enum class ScratchSlot { reduce, labels, gemm_a, gemm_b, conv_cols, conv_partials, embedding_sort };
+inline constexpr size_t kScratchSlots = 7;
 void* scratch(ScratchSlot slot, size_t bytes);
 size_t scratch_bytes();  // all slots together: the kernels' workspaces
 

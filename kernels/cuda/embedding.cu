@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/context.h"
 
+#include <cub/device/device_radix_sort.cuh>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -64,28 +65,36 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* ids, const f
   }
 }
 
-// One thread per table element e = (v, c): starts from dtable[e] (accumulate)
-// or 0 and adds dout[n, c] for every n with ids[n] == v, n ascending (the
-// CPU's order); an id outside [0, V) matches no element. The block stages
-// the ids through shared memory in tiles.
-__global__ void embedding_backward_kernel(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t V,
-                                          int64_t C, bool accumulate) {
-  __shared__ int32_t tile[kThreads];
-  const int64_t e = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  const bool active = e < V * C;
-  const int64_t v = active ? e / C : -1;
-  const int64_t c = active ? e - v * C : 0;
-  float acc = (active && accumulate) ? dtable[e] : 0.0f;
-  for (int64_t n0 = 0; n0 < N; n0 += kThreads) {
-    const int64_t len = N - n0 < kThreads ? N - n0 : kThreads;
-    if (int64_t(threadIdx.x) < len) tile[threadIdx.x] = ids[n0 + threadIdx.x];
-    __syncthreads();
-    if (active)
-      for (int64_t k = 0; k < len; ++k)
-        if (tile[k] == v) acc = __fadd_rn(acc, dout[(n0 + k) * C + c]);
-    __syncthreads();  // the tile is refilled next
+// Keys for the sort: a token's id, or V for an id outside [0, V) (sorted
+// last and skipped); values: the token's position.
+__global__ void sort_keys_kernel(int32_t* keys, int32_t* positions, const int32_t* ids, int64_t N, int64_t V) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < N; n += stride) {
+    const int32_t id = ids[n];
+    keys[n] = (id >= 0 && id < V) ? id : int32_t(V);
+    positions[n] = int32_t(n);
   }
-  if (active) dtable[e] = acc;
+}
+
+// One block per sorted position i; the block whose i starts a run of equal
+// ids sums that id's rows: for each column, from dtable's row (accumulate)
+// or 0, adding dout[position] in ascending positions (the radix sort is
+// stable), the CPU's order, so the sums are the CPU's bits. Work is the
+// number of tokens times C, whatever the vocabulary.
+__global__ void embedding_segment_sum_kernel(float* dtable, const float* dout, const int32_t* keys,
+                                             const int32_t* positions, int64_t N, int64_t V, int64_t C,
+                                             bool accumulate) {
+  const int64_t i = blockIdx.x;
+  const int32_t v = keys[i];
+  if (v >= V || (i > 0 && keys[i - 1] == v)) return;
+  int64_t end = i + 1;
+  while (end < N && keys[end] == v) ++end;
+  float* row = dtable + int64_t(v) * C;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    float acc = accumulate ? row[c] : 0.0f;
+    for (int64_t k = i; k < end; ++k) acc = __fadd_rn(acc, dout[int64_t(positions[k]) * C + c]);
+    row[c] = acc;
+  }
 }
 
 __global__ void position_add_kernel(float* out, const float* table, int64_t B, int64_t T, int64_t C) {
@@ -120,12 +129,33 @@ void embedding_backward(float* dtable, const float* dout, const int32_t* ids, in
                         bool accumulate) {
   check_ids(ids, N, V);
   if (V <= 0 || C <= 0) return;
-  const int64_t blocks = (V * C + kThreads - 1) / kThreads;
-  ST_CUDA_REQUIRE(blocks <= 0x7fffffffLL,
-                  "embedding_backward: table of " + std::to_string(V) + " x " + std::to_string(C) + " is too large");
-  embedding_backward_kernel<<<unsigned(blocks), kThreads, 0, compute_stream()>>>(dtable, dout, ids, N, V, C,
-                                                                                 accumulate);
-  ST_CUDA_CHECK_LAUNCH("embedding_backward_kernel");
+  cudaStream_t stream = compute_stream();
+  // Rows no token names keep their value (accumulate) or become zeros.
+  if (!accumulate) ST_CUDA_CHECK(cudaMemsetAsync(dtable, 0, size_t(V * C) * sizeof(float), stream));
+  if (N <= 0) return;
+  ST_CUDA_REQUIRE(N <= 0x7fffffffLL && V < 0x7fffffffLL, "embedding_backward: " + std::to_string(N) +
+                                                             " tokens or a vocabulary of " + std::to_string(V) +
+                                                             " exceed the sort's 32-bit keys");
+  // Keys need only the bits of V (the largest key): fewer radix passes.
+  int end_bit = 1;
+  while (end_bit < 31 && (int64_t(1) << end_bit) <= V) ++end_bit;
+  size_t temp_bytes = 0;
+  ST_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, static_cast<const int32_t*>(nullptr),
+                                                static_cast<int32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
+                                                static_cast<int32_t*>(nullptr), int(N), 0, end_bit, stream));
+  const size_t arrays = 4 * size_t(N) * sizeof(int32_t);
+  auto* base = static_cast<unsigned char*>(scratch(ScratchSlot::embedding_sort, arrays + temp_bytes));
+  auto* keys_in = reinterpret_cast<int32_t*>(base);
+  int32_t* keys = keys_in + N;
+  int32_t* pos_in = keys + N;
+  int32_t* pos = pos_in + N;
+  sort_keys_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(keys_in, pos_in, ids, N, V);
+  ST_CUDA_CHECK_LAUNCH("sort_keys_kernel");
+  ST_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(base + arrays, temp_bytes, keys_in, keys, pos_in, pos, int(N), 0,
+                                                end_bit, stream));
+  const int threads = C >= 256 ? 256 : int((C + 31) / 32 * 32);
+  embedding_segment_sum_kernel<<<unsigned(N), threads, 0, stream>>>(dtable, dout, keys, pos, N, V, C, accumulate);
+  ST_CUDA_CHECK_LAUNCH("embedding_segment_sum_kernel");
 }
 
 void position_embedding_add(float* out, const float* table, int64_t B, int64_t T, int64_t C) {

@@ -5,7 +5,7 @@
 // stream (the ones context.h names), not at the call; meanwhile its row
 // reads as zeros and adds no gradient. The backward sums run in order n = 0..N-1
 // (b = 0..B-1) per output element, so they are deterministic and match the
-// CPU.
+// CPU's bits.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,9 @@ namespace shardtrain::cuda {
 void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t V, int64_t C);
 
 // dtable[V, C] (+)= scatter of dout rows by ids; overwritten first unless accumulate.
-// One thread per table element scans all ids: meant for small vocabularies.
+// The tokens are sorted by id (a stable radix sort), then each id present
+// sums its rows: work in tokens x C, plus zeroing the table, not tokens x
+// vocabulary (a GPT-2 vocabulary of 50k rows).
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t V, int64_t C,
                         bool accumulate);
 

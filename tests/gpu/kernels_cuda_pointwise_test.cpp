@@ -641,6 +641,28 @@ TEST(CudaEmbedding, BackwardMatchesCpuOverwritingAndAccumulating) {
   }
 }
 
+// A GPT-2 vocabulary and context: the sorted backward gives the CPU's bits
+// (same order of additions per element) with most ids repeated many times
+// (half the tokens from 64 frequent ids) and most rows named by no token.
+TEST(CudaEmbedding, BackwardAtGpt2VocabularyIsTheCpusBits) {
+  ST_REQUIRE_GPU();
+  const int64_t N = 8 * 1024, V = 50257, C = 768;
+  const Tensor dout = random_host({N, C}, 1501);
+  Tensor ids = random_ids(N, V, 1502);
+  for (int64_t n = 0; n < N; n += 2) ids.i32()[n] %= 64;
+  const Tensor ddout = dev(dout), dids = dev(ids);
+  for (const bool accumulate : {false, true}) {
+    const Tensor t0 = random_host({V, C}, accumulate ? 1510 : 1520);
+    const Tensor dtable = accumulate ? dev(t0) : poisoned({V, C});
+    cuda::embedding_backward(dtable.f32(), ddout.f32(), dids.i32(), N, V, C, accumulate);
+    const Tensor got = to_host(dtable);
+    const Tensor want = clone_host(t0);
+    cpu::embedding_backward(want.f32(), dout.f32(), ids.i32(), N, V, C, accumulate);
+    report("embedding_backward.vocab50257", "f32", rel_error(dtable, want), kLimitF32);
+    EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0) << "accumulate " << accumulate;
+  }
+}
+
 TEST(CudaEmbedding, PositionAddAndBackwardMatchCpu) {
   ST_REQUIRE_GPU();
   const int64_t B = 8, T = 256, C = 768, rows = 300;
