@@ -50,6 +50,14 @@ void set_gpu_gemm_precision(const std::string& name) {
 #endif
 }
 
+void set_gpu_linear_backend(const std::string& name) {
+#ifdef SHARDTRAIN_HAVE_CUDA
+  cuda::set_linear_backend(cuda::parse_linear_backend(name));
+#else
+  ST_CHECK(name == "cublaslt" || name == "cublas", "GPU linear backend \"{}\": expected cublaslt or cublas", name);
+#endif
+}
+
 void synchronize_gpu() {
 #ifdef SHARDTRAIN_HAVE_CUDA
   if (cuda::device_initialized()) cuda::sync_compute();

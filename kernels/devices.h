@@ -25,6 +25,8 @@ void use_cuda_device(int index);
 // GEMM precision for f32 tensors on the GPU: "f32", "tf32" or "bf16"
 // (bf16 operands, f32 accumulation). An Error for other names.
 void set_gpu_gemm_precision(const std::string& name);
+// "cublaslt" | "cublas" (kernels/cuda/context.h LinearBackend).
+void set_gpu_linear_backend(const std::string& name);
 // Waits for the GPU's compute stream (timing, tests), then raises an error a
 // kernel found (kernels/cuda/context.h); nothing without a GPU.
 void synchronize_gpu();

@@ -20,6 +20,7 @@ struct Context {
   cudaStream_t compute = nullptr, comm = nullptr, copy = nullptr;
   cublasHandle_t blas = nullptr;
   GemmPrecision precision = GemmPrecision::f32;
+  LinearBackend linear = LinearBackend::cublaslt;
   std::array<void*, kScratchSlots> scratch{};
   std::array<size_t, kScratchSlots> scratch_bytes{};
   DeviceErrorRecord* error_device = nullptr;  // filled by kernels
@@ -251,6 +252,14 @@ cublasHandle_t cublas() {
 
 void set_gemm_precision(GemmPrecision p) { g.precision = p; }
 GemmPrecision gemm_precision() { return g.precision; }
+
+LinearBackend parse_linear_backend(const std::string& name) {
+  if (name == "cublaslt") return LinearBackend::cublaslt;
+  if (name == "cublas") return LinearBackend::cublas;
+  fail("GPU linear backend \"" + name + "\": expected cublaslt or cublas");
+}
+void set_linear_backend(LinearBackend b) { g.linear = b; }
+LinearBackend linear_backend() { return g.linear; }
 
 void sync_compute() {
   bind_thread();

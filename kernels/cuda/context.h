@@ -72,6 +72,14 @@ cublasHandle_t cublas();  // bound to the compute stream
 void set_gemm_precision(GemmPrecision p);
 GemmPrecision gemm_precision();
 
+// How linear layers run their GEMMs: cuBLASLt with the bias and bias-gradient
+// epilogues (kernels/cuda/gemm_lt.h), or cuBLAS plus separate bias kernels,
+// the reference (and the fallback where cuBLASLt offers no algorithm).
+enum class LinearBackend { cublaslt, cublas };
+LinearBackend parse_linear_backend(const std::string& name);  // "cublaslt" | "cublas"
+void set_linear_backend(LinearBackend b);
+LinearBackend linear_backend();
+
 // Blocks until the compute stream has drained (used where the host must read
 // a result: a loss, a norm), then raises a kernel-found error (below). Never
 // a device-wide synchronization.
@@ -119,8 +127,8 @@ inline unsigned grid_for(int64_t n, int threads = 256) {
 // per-call workspaces such as reduction partials and labels copied from the
 // host). Valid until the next call of the same slot; ordered on the compute
 // stream.
-enum class ScratchSlot { reduce, labels, gemm_a, gemm_b, conv_cols, conv_partials, embedding_sort };
-inline constexpr size_t kScratchSlots = 7;
+enum class ScratchSlot { reduce, labels, gemm_a, gemm_b, conv_cols, conv_partials, embedding_sort, lt_workspace };
+inline constexpr size_t kScratchSlots = 8;
 void* scratch(ScratchSlot slot, size_t bytes);
 size_t scratch_bytes();  // all slots together: the kernels' workspaces
 

@@ -56,17 +56,10 @@ __global__ void pack_bf16_kernel(__nv_bfloat16* dst, const float* src, int64_t r
   }
 }
 
-// One operand as cuBLAS will read it: the original f32 matrix, or its bf16
-// copy packed in a scratch slot (then ld = stored width, stride = rows*cols,
-// or 0 with a single copy when every product reads the same matrix, as the
-// convolutions' shared weight does).
-struct Operand {
-  const void* ptr;
-  int64_t ld, stride;
-};
+}  // namespace
 
-Operand prepare(const float* X, int64_t rows, int64_t cols, int64_t ld, int64_t stride, int64_t batch, bool to_bf16,
-                ScratchSlot slot) {
+GemmOperand gemm_operand(const float* X, int64_t rows, int64_t cols, int64_t ld, int64_t stride, int64_t batch,
+                         bool to_bf16, ScratchSlot slot) {
   if (!to_bf16) return {X, ld, stride};
   if (stride == 0) batch = 1;
   const int64_t n = batch * rows * cols;
@@ -75,6 +68,8 @@ Operand prepare(const float* X, int64_t rows, int64_t cols, int64_t ld, int64_t 
   ST_CUDA_CHECK_LAUNCH("pack_bf16_kernel");
   return {dst, std::max<int64_t>(1, cols), stride == 0 ? 0 : rows * cols};
 }
+
+namespace {
 
 // The common path. Row-major C = op(A) op(B) is column-major C^T =
 // op(B)^T op(A)^T: a row-major matrix with row stride ld is, read
@@ -98,8 +93,10 @@ void run(const char* fn, bool trans_a, bool trans_b, int64_t M, int64_t N, int64
   const GemmPrecision precision = gemm_precision();
   const bool bf16 = precision == GemmPrecision::bf16;
   // Stored shapes (row-major): A is [K, M] when transposed, else [M, K]; B likewise.
-  const Operand a = prepare(A, trans_a ? K : M, trans_a ? M : K, lda, stride_a, batch, bf16, ScratchSlot::gemm_a);
-  const Operand b = prepare(B, trans_b ? N : K, trans_b ? K : N, ldb, stride_b, batch, bf16, ScratchSlot::gemm_b);
+  const GemmOperand a =
+      gemm_operand(A, trans_a ? K : M, trans_a ? M : K, lda, stride_a, batch, bf16, ScratchSlot::gemm_a);
+  const GemmOperand b =
+      gemm_operand(B, trans_b ? N : K, trans_b ? K : N, ldb, stride_b, batch, bf16, ScratchSlot::gemm_b);
   const cudaDataType_t ab_type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const cublasComputeType_t compute =
       precision == GemmPrecision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;

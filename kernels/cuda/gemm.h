@@ -13,6 +13,8 @@
 // so gemm_a and gemm_b must not be held by a caller across a gemm call.
 #pragma once
 
+#include "kernels/cuda/context.h"
+
 #include <cstdint>
 
 namespace shardtrain::cuda {
@@ -26,5 +28,16 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
 void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                           int64_t lda, int64_t stride_a, const float* B, int64_t ldb, int64_t stride_b, float beta,
                           float* C, int64_t ldc, int64_t stride_c, int64_t batch);
+
+// One operand as a GEMM reads it: the f32 matrix itself, or (to_bf16) its
+// bf16 copy packed into scratch `slot` (then ld = the stored width and
+// stride = rows*cols, or 0 with a single copy when every product of a batch
+// reads the same matrix). rows x cols is the stored (row-major) shape.
+struct GemmOperand {
+  const void* ptr;
+  int64_t ld, stride;
+};
+GemmOperand gemm_operand(const float* X, int64_t rows, int64_t cols, int64_t ld, int64_t stride, int64_t batch,
+                         bool to_bf16, ScratchSlot slot);
 
 }  // namespace shardtrain::cuda

@@ -3,6 +3,7 @@
 #include "kernels/cuda/column_sum.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_lt.h"
 
 #include <string>
 
@@ -29,6 +30,12 @@ void linear_forward(float* out, const float* in, const float* weight, const floa
                     int64_t OC) {
   check_sizes("cuda::linear_forward", N, IC, OC);
   if (N == 0 || OC == 0) return;
+  // W is [OC, IC], so in[N,IC] * W^T is the "NT" GEMM; cuBLASLt adds the
+  // bias in its epilogue, as the GEMM writes each tile.
+  if (linear_backend() == LinearBackend::cublaslt &&
+      gemm_lt(false, true, N, OC, IC, in, IC, weight, IC, 0.0f, out, OC,
+              bias != nullptr ? LtEpilogue::bias : LtEpilogue::none, const_cast<float*>(bias)))
+    return;
   // Bias fused as on the CPU: out starts as the bias rows, the GEMM adds on top.
   if (bias != nullptr) {
     fill_bias_rows_kernel<<<grid_for(N * OC, kThreads), kThreads, 0, compute_stream()>>>(out, bias, N, OC);
@@ -43,6 +50,12 @@ void linear_backward(float* din, float* dweight, float* dbias, const float* dout
   check_sizes("cuda::linear_backward", N, IC, OC);
   // din[N,IC] = dout[N,OC] * W[OC,IC] (beta 0 overwrites).
   if (din != nullptr) gemm(false, false, N, IC, OC, 1.0f, dout, OC, weight, IC, 0.0f, din, IC);
+  // dW[OC,IC] = dout^T * in with dbias = dout's column sums in the same
+  // GEMM's epilogue. The epilogue overwrites, so accumulation (and the
+  // cases cuBLASLt has no algorithm for) take the separate column sums.
+  if (dbias != nullptr && !accumulate && linear_backend() == LinearBackend::cublaslt &&
+      gemm_lt(true, false, OC, IC, N, dout, OC, in, IC, 0.0f, dweight, IC, LtEpilogue::bias_grad_a, dbias))
+    return;
   // dW[OC,IC] (+)= dout^T * in; with N == 0 the GEMM's empty sum zeroes dW
   // (or leaves it when accumulating).
   gemm(true, false, OC, IC, N, 1.0f, dout, OC, in, IC, accumulate ? 1.0f : 0.0f, dweight, IC);

@@ -13,8 +13,11 @@ void linear_forward(float* out, const float* in, const float* weight, const floa
                     int64_t OC);
 
 // din (may be null) is overwritten. dweight and dbias (dbias may be null) are
-// overwritten, or added to when `accumulate`. dbias is a deterministic column
-// sum in two stages (column_sum.h).
+// overwritten, or added to when `accumulate`. With linear_backend() cublaslt
+// the forward's bias and the overwritten dbias come from cuBLASLt epilogues
+// of the GEMMs (gemm_lt.h); otherwise, and where cuBLASLt has no algorithm,
+// a bias fill before the GEMM and a deterministic two-stage column sum
+// (column_sum.h).
 void linear_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in, const float* weight,
                      int64_t N, int64_t IC, int64_t OC, bool accumulate);
 

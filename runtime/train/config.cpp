@@ -286,6 +286,7 @@ const std::vector<Field>& schema() {
       KEY("runtime.emulate.sample_ms", "emulated: the accelerator's compute per sample, ms (a step waits this times the rank's share of the batch).", runtime.emulate.sample_ms),
       KEY("runtime.emulate.profile", "emulated: a run directory whose measured compute per sample (the median over its steps' records) is the accelerator's time, instead of sample_ms.", runtime.emulate.profile),
       KEY("runtime.emulate.scale", "emulated: multiplies the profile's time (0.5: an accelerator twice as fast as the profiled one).", runtime.emulate.scale),
+      KEY("runtime.gpu_linear", "How linear layers run on the GPU: `\"cublaslt\"` (cuBLASLt GEMMs with the bias added, and the bias gradient computed, in their epilogues) or `\"cublas\"` (cuBLAS GEMMs and separate bias kernels: the reference).", runtime.gpu_linear),
       KEY("runtime.gpu_gemm", "GEMM precision on the GPU: `\"f32\"`, `\"tf32\"` (tensor cores, 10-bit mantissa products) or `\"bf16\"` (bf16 operands, f32 accumulation).", runtime.gpu_gemm),
   };
   // clang-format on

@@ -33,6 +33,12 @@ inline std::span<const EnumName<DeviceKind>> enum_names(DeviceKind) {
   return n;
 }
 // GEMM precision of f32 tensors on the GPU (bf16: bf16 operands, f32 accumulation).
+enum class GpuLinear { cublaslt, cublas };
+inline std::span<const EnumName<GpuLinear>> enum_names(GpuLinear) {
+  static constexpr std::array<EnumName<GpuLinear>, 2> n = {
+      {{GpuLinear::cublaslt, "cublaslt"}, {GpuLinear::cublas, "cublas"}}};
+  return n;
+}
 enum class GpuGemm { f32, tf32, bf16 };
 inline std::span<const EnumName<GpuGemm>> enum_names(GpuGemm) {
   static constexpr std::array<EnumName<GpuGemm>, 3> n = {
@@ -78,6 +84,7 @@ struct Config {
     int64_t blas_threads = 1;
     DeviceKind device = DeviceKind::cpu;
     GpuGemm gpu_gemm = GpuGemm::tf32;
+    GpuLinear gpu_linear = GpuLinear::cublaslt;
     EmulateOptions emulate;  // device = "emulated"
   } runtime;
   struct Telemetry {

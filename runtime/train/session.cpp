@@ -38,6 +38,7 @@ Device bring_up_gpu(const Config& config, int local_rank) {
   const int index = local_rank % int(gpus.size());
   use_cuda_device(index);
   set_gpu_gemm_precision(std::string(name_of(config.runtime.gpu_gemm)));
+  set_gpu_linear_backend(std::string(name_of(config.runtime.gpu_linear)));
   return Device::cuda(index);
 }
 

@@ -14,10 +14,12 @@
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/conv2d.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_lt.h"
 #include "kernels/cuda/linear.h"
 
 #include <algorithm>
 #include <cstring>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -169,26 +171,37 @@ TEST(CudaLinear, ForwardAndBackwardMatchCpu) {
   Tensor dw_acc_ref = host_copy(dw0), db_acc_ref = host_copy(db0);
   cpu::linear_backward(nullptr, dw_acc_ref.f32(), db_acc_ref.f32(), dout.f32(), in.f32(), w.f32(), N, IC, OC, true);
 
-  for (const Precision& p : kPrecisions) {
-    cuda::set_gemm_precision(p.value);
-    const Tensor out = poisoned({N, OC}), out_nb = poisoned({N, OC});
-    cuda::linear_forward(out.f32(), din_in.f32(), d_w.f32(), d_bias.f32(), N, IC, OC);
-    cuda::linear_forward(out_nb.f32(), din_in.f32(), d_w.f32(), nullptr, N, IC, OC);
-    report("linear_forward", p.name, rel_error(out, out_ref), p.limit);
-    report("linear_forward_nobias", p.name, rel_error(out_nb, out_nb_ref), p.limit);
+  for (const auto backend : {cuda::LinearBackend::cublaslt, cuda::LinearBackend::cublas})
+    for (const Precision& p : kPrecisions) {
+      cuda::set_linear_backend(backend);
+      cuda::set_gemm_precision(p.value);
+      const std::string sfx = backend == cuda::LinearBackend::cublaslt ? ".lt" : "";
+      const int64_t lt_missing = cuda::gemm_lt_stats().unsupported;
+      const Tensor out = poisoned({N, OC}), out_nb = poisoned({N, OC});
+      cuda::linear_forward(out.f32(), din_in.f32(), d_w.f32(), d_bias.f32(), N, IC, OC);
+      cuda::linear_forward(out_nb.f32(), din_in.f32(), d_w.f32(), nullptr, N, IC, OC);
+      report("linear_forward" + sfx, p.name, rel_error(out, out_ref), p.limit);
+      report("linear_forward_nobias" + sfx, p.name, rel_error(out_nb, out_nb_ref), p.limit);
+      // cuBLASLt has the bias epilogue for these types: the fused path ran.
+      EXPECT_EQ(cuda::gemm_lt_stats().unsupported, lt_missing) << p.name;
 
-    const Tensor din = poisoned({N, IC}), dw = poisoned({OC, IC}), db = poisoned({OC});
-    cuda::linear_backward(din.f32(), dw.f32(), db.f32(), d_dout.f32(), din_in.f32(), d_w.f32(), N, IC, OC, false);
-    report("linear_backward_din", p.name, rel_error(din, din_ref), p.limit);
-    report("linear_backward_dweight", p.name, rel_error(dw, dw_ref), p.limit);
-    report("linear_backward_dbias", p.name, rel_error(db, db_ref), p.limit);
+      const Tensor din = poisoned({N, IC}), dw = poisoned({OC, IC}), db = poisoned({OC});
+      cuda::linear_backward(din.f32(), dw.f32(), db.f32(), d_dout.f32(), din_in.f32(), d_w.f32(), N, IC, OC, false);
+      report("linear_backward_din" + sfx, p.name, rel_error(din, din_ref), p.limit);
+      report("linear_backward_dweight" + sfx, p.name, rel_error(dw, dw_ref), p.limit);
+      report("linear_backward_dbias" + sfx, p.name, rel_error(db, db_ref), p.limit);
 
-    // Accumulating, no input gradient.
-    const Tensor dw_acc = dev(dw0), db_acc = dev(db0);
-    cuda::linear_backward(nullptr, dw_acc.f32(), db_acc.f32(), d_dout.f32(), din_in.f32(), d_w.f32(), N, IC, OC, true);
-    report("linear_backward_acc_dweight", p.name, rel_error(dw_acc, dw_acc_ref), p.limit);
-    report("linear_backward_acc_dbias", p.name, rel_error(db_acc, db_acc_ref), p.limit);
-  }
+      // Accumulating, no input gradient.
+      const Tensor dw_acc = dev(dw0), db_acc = dev(db0);
+      cuda::linear_backward(nullptr, dw_acc.f32(), db_acc.f32(), d_dout.f32(), din_in.f32(), d_w.f32(), N, IC, OC,
+                            true);
+      report("linear_backward_acc_dweight" + sfx, p.name, rel_error(dw_acc, dw_acc_ref), p.limit);
+      report("linear_backward_acc_dbias" + sfx, p.name, rel_error(db_acc, db_acc_ref), p.limit);
+    }
+  cuda::set_linear_backend(cuda::LinearBackend::cublaslt);
+  std::printf("cuBLASLt: %lld plans, %lld calls, %lld without an algorithm (the cuBLAS path ran)\n",
+              static_cast<long long>(cuda::gemm_lt_stats().plans), static_cast<long long>(cuda::gemm_lt_stats().calls),
+              static_cast<long long>(cuda::gemm_lt_stats().unsupported));
 }
 
 TEST(CudaConv2d, ForwardAndBackwardMatchCpu) {

@@ -1,0 +1,172 @@
+#include "kernels/cuda/gemm_lt.h"
+
+#include "kernels/cuda/context.h"
+#include "kernels/cuda/gemm.h"
+
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+namespace shardtrain::cuda {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // cuBLAS's recommendation for Hopper
+
+int to_int(int64_t v, const char* what) {
+  ST_CUDA_REQUIRE(v >= 0 && v <= INT_MAX,
+                  std::string("gemm_lt: ") + what + " = " + std::to_string(v) + " does not fit cuBLASLt's int");
+  return int(v);
+}
+
+// Everything an algorithm choice depends on. Pointer alignment is part of
+// it: an algorithm chosen for 16-byte aligned operands may need them.
+struct PlanKey {
+  bool trans_a, trans_b;
+  int64_t M, N, K, lda, ldb, ldc;
+  int precision, epilogue;
+  bool beta_zero;
+  int alignment;  // the smallest of the operands' alignments, up to 16
+  auto tie() const {
+    return std::tie(trans_a, trans_b, M, N, K, lda, ldb, ldc, precision, epilogue, beta_zero, alignment);
+  }
+  bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
+};
+
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool supported = false;
+};
+
+struct LtState {
+  std::mutex mu;
+  cublasLtHandle_t handle = nullptr;
+  std::map<PlanKey, Plan> plans;
+  LtStats stats;
+};
+
+LtState& state() {
+  static auto* s = new LtState;  // plans live as long as the process (never destroyed)
+  return *s;
+}
+
+int alignment_of(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  for (int bytes = 16; bytes > 1; bytes /= 2)
+    if (a % std::uintptr_t(bytes) == 0) return bytes;
+  return 1;
+}
+
+// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T (gemm.cu):
+// cuBLASLt's first operand is our B, its second our A, m = N, n = M. Its
+// BIAS epilogue adds a vector over its m (our N: a value per column of our
+// row-major C) and BGRADB sums its second operand over k (our A: M values).
+Plan make_plan(const PlanKey& k, cudaDataType_t ab_type, cublasComputeType_t compute) {
+  Plan p;
+  ST_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
+  const cublasOperation_t op_first = k.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = k.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
+  ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
+  cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_DEFAULT;
+  if (k.epilogue == int(LtEpilogue::bias)) ep = CUBLASLT_EPILOGUE_BIAS;
+  if (k.epilogue == int(LtEpilogue::bias_grad_a)) ep = CUBLASLT_EPILOGUE_BGRADB;
+  ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
+  if (ep != CUBLASLT_EPILOGUE_DEFAULT) {
+    const cudaDataType_t bias_type = CUDA_R_32F;
+    ST_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  }
+  // Stored (row-major) shapes read column-major: rows and columns swap.
+  const int64_t b_rows = k.trans_b ? k.N : k.K, b_cols = k.trans_b ? k.K : k.N;
+  const int64_t a_rows = k.trans_a ? k.K : k.M, a_cols = k.trans_a ? k.M : k.K;
+  ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.first, ab_type, uint64_t(b_cols), uint64_t(b_rows), k.ldb));
+  ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.second, ab_type, uint64_t(a_cols), uint64_t(a_rows), k.lda));
+  ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.out, CUDA_R_32F, uint64_t(k.N), uint64_t(k.M), k.ldc));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  ST_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t workspace = kWorkspaceBytes;
+  ST_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                       sizeof(workspace)));
+  for (const auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    const auto align = uint32_t(k.alignment);
+    ST_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(state().handle, p.desc, p.first, p.second, p.out, p.out, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  p.supported = st == CUBLAS_STATUS_SUCCESS && found > 0;
+  if (p.supported) p.algo = result.algo;
+  return p;
+}
+
+}  // namespace
+
+bool gemm_lt(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+             int64_t ldb, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias) {
+  if (M == 0 || N == 0 || K == 0) return false;  // gemm() handles the empty cases
+  to_int(M, "M");
+  to_int(N, "N");
+  to_int(K, "K");
+  ST_CUDA_REQUIRE(A != nullptr && B != nullptr && C != nullptr, "gemm_lt: A, B or C is null");
+  ST_CUDA_REQUIRE(epilogue == LtEpilogue::none || bias != nullptr, "gemm_lt: an epilogue without its bias vector");
+  const GemmPrecision precision = gemm_precision();
+  const bool bf16 = precision == GemmPrecision::bf16;
+  LtState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.handle == nullptr) ST_CUBLAS_CHECK(cublasLtCreate(&s.handle));
+  ++s.stats.calls;
+  // cuBLASLt's epilogues read and write the bias vector 16 bytes at a time
+  // (a bias at another offset of the flat parameters fails at run time).
+  if (epilogue != LtEpilogue::none && alignment_of(bias) < 16) {
+    ++s.stats.unsupported;
+    return false;
+  }
+
+  // Packed bf16 copies are the scratch's own (aligned, ld = width).
+  int alignment = alignment_of(C);
+  if (!bf16) alignment = std::min({alignment, alignment_of(A), alignment_of(B)});
+  const int64_t lda_used = bf16 ? (trans_a ? M : K) : lda, ldb_used = bf16 ? (trans_b ? K : N) : ldb;
+  const PlanKey key{trans_a,       trans_b,      M,        N, K, lda_used, ldb_used, ldc, int(precision),
+                    int(epilogue), beta == 0.0f, alignment};
+  auto it = s.plans.find(key);
+  if (it == s.plans.end()) {
+    const cublasComputeType_t compute =
+        precision == GemmPrecision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    it = s.plans.emplace(key, make_plan(key, bf16 ? CUDA_R_16BF : CUDA_R_32F, compute)).first;
+    ++s.stats.plans;
+  }
+  Plan& plan = it->second;
+  if (!plan.supported) {
+    ++s.stats.unsupported;
+    return false;
+  }
+  const GemmOperand a = gemm_operand(A, trans_a ? K : M, trans_a ? M : K, lda, 0, 1, bf16, ScratchSlot::gemm_a);
+  const GemmOperand b = gemm_operand(B, trans_b ? N : K, trans_b ? K : N, ldb, 0, 1, bf16, ScratchSlot::gemm_b);
+  if (epilogue != LtEpilogue::none)
+    ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  void* workspace = scratch(ScratchSlot::lt_workspace, kWorkspaceBytes);
+  const float alpha = 1.0f;
+  ST_CUBLAS_CHECK(cublasLtMatmul(s.handle, plan.desc, &alpha, b.ptr, plan.first, a.ptr, plan.second, &beta, C, plan.out,
+                                 C, plan.out, &plan.algo, workspace, kWorkspaceBytes, compute_stream()));
+  return true;
+}
+
+LtStats gemm_lt_stats() {
+  LtState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.stats;
+}
+
+}  // namespace shardtrain::cuda
