@@ -31,6 +31,8 @@
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/optimizer_update.h"
 #include "kernels/cuda/pool.h"
+
+#include <cuda_runtime.h>
 #endif
 
 #include <gtest/gtest.h>
@@ -251,6 +253,46 @@ TEST(CudaElementwise, Bf16ToF32IsExact) {
   report("bf16_to_f32", "f32", rel_error(out, want), kLimitF32);
   const Tensor got = to_host(out);
   EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0);
+}
+
+// More than 2^31 elements through the conversions and the sum of squares:
+// an index kept in 32 bits would leave the tail unwritten (the outputs start
+// as NaN patterns) or read outside the buffer. Every input element is the
+// float with bytes 0x3F3F3F3F; the ends and a stride of positions beyond
+// 2^31 are read back. Needs about 22 GB of free device memory.
+TEST(CudaElementwise, ConversionsAndSumOfSquaresPast2To31Elements) {
+  ST_REQUIRE_GPU();
+  const int64_t n = (int64_t(1) << 31) + 4099;
+  size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  if (free_bytes < size_t(n) * 10 + (size_t(1) << 30)) GTEST_SKIP() << "skipped: " << free_bytes << " bytes free";
+  float v = 0;
+  const uint32_t pattern = 0x3F3F3F3Fu;
+  std::memcpy(&v, &pattern, 4);
+  const Tensor x = Tensor::empty({n}, DType::f32, gpu());
+  ASSERT_EQ(cudaMemset(x.f32(), 0x3F, size_t(n) * 4), cudaSuccess);
+  const Tensor half = Tensor::empty({n}, DType::bf16, gpu()), back = Tensor::empty({n}, DType::f32, gpu());
+  ASSERT_EQ(cudaMemset(half.raw(), 0xFF, size_t(n) * 2), cudaSuccess);
+  ASSERT_EQ(cudaMemset(back.raw(), 0xFF, size_t(n) * 4), cudaSuccess);
+  cuda::f32_to_bf16(half.bf16_data(), x.f32(), n);
+  cuda::bf16_to_f32(back.f32(), half.bf16_data(), n);
+  bf16 want_half{};
+  cpu::f32_to_bf16(&want_half, &v, 1);
+  const float want_back = to_f32(want_half);
+  std::vector<int64_t> positions = {0, 1, (int64_t(1) << 31) - 1, int64_t(1) << 31, n - 2, n - 1};
+  for (int64_t i = (int64_t(1) << 31) + 1; i < n; i += 997) positions.push_back(i);
+  int64_t wrong = 0;
+  for (const int64_t i : positions) {
+    bf16 h{};
+    float f = 0;
+    ASSERT_EQ(cudaMemcpy(&h, half.bf16_data() + i, 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(&f, back.f32() + i, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    wrong += h.bits != want_half.bits || f != want_back;
+  }
+  EXPECT_EQ(wrong, 0) << "of " << positions.size() << " positions read back";
+  const double sum = cuda::sum_squares(x.f32(), n), want_sum = double(n) * double(v) * double(v);
+  const double relerr = std::abs(sum - want_sum) / want_sum;
+  report("sum_squares.2^31+4099", "f32", relerr, kLimitF32);
 }
 
 TEST(CudaElementwise, U8ToF32NormalizedMatchesCpu) {
