@@ -16,6 +16,12 @@ random streams).
     python3 bench/torch_reference.py /tmp/mlp.toml --json out.json
     torchrun --standalone --nproc_per_node 2 bench/torch_reference.py /tmp/mlp.toml
 
+With --synthetic (a GPT only) it times --steps steps on random token
+windows of the config's vocabulary and context instead, without data or
+evaluation, optionally under bf16 autocast (--amp bf16), torch.compile
+(--compile) and fused AdamW (--fused-adamw); scripts/gpu-check-speed.sh
+compares shardtrain's tokens/s with it.
+
 Prints one JSON object (rank 0) with the shardtrain result.json's names
 where they mean the same: time_to_target_s (from the start of training, the
 evaluations included), final test_accuracy / test_loss, steps, and the step
@@ -163,7 +169,7 @@ def build_model(m, sample_shape, classes):
     sys.exit(f"torch_reference: model.kind {m['kind']!r} is not supported")
 
 
-def make_optimizer(model, o):
+def make_optimizer(model, o, fused=False):
     # Weight decay on weights and embeddings (2-D and up), not on biases or
     # LayerNorm gains: shardtrain's ParamSpec::decay.
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -173,7 +179,8 @@ def make_optimizer(model, o):
         return torch.optim.SGD(groups, lr=o["lr"], momentum=o["momentum"], dampening=o["dampening"],
                                nesterov=o["nesterov"])
     if o["kind"] == "adamw":
-        return torch.optim.AdamW(groups, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"])
+        return torch.optim.AdamW(groups, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
+                                 **({"fused": True} if fused else {}))
     sys.exit(f"torch_reference: optim.kind {o['kind']!r} is not supported")
 
 
@@ -190,6 +197,56 @@ def lr_at(step, base, s, total):
     return base
 
 
+def synthetic_throughput(args, c, dev):
+    """--synthetic: the step time of the config's GPT on random token
+    windows (vocabulary model.vocab_size, T = model.block_size), no data
+    set and no evaluation: the throughput side of the GPU check. The first
+    step (torch.compile's compilation, cuBLAS's and the allocator's warm-up)
+    is left out of the median."""
+    tr, m, o = c["train"], c["model"], c["optim"]
+    V, T = m["vocab_size"], m["block_size"]
+    if m["kind"] != "gpt" or V <= 0 or T <= 0:
+        sys.exit("torch_reference: --synthetic needs model.kind = gpt with model.vocab_size and model.block_size")
+    model = build_model(m, (T + 1,), V).to(dev)
+    opt = make_optimizer(model, o, fused=args.fused_adamw and dev.type == "cuda")
+    net = torch.compile(model) if args.compile else model
+    B = tr["global_batch_size"]
+    gen = torch.Generator(device=dev).manual_seed(tr["seed"])
+    times, losses = [], []
+    for _ in range(args.steps):
+        w = torch.randint(0, V, (B, T + 1), device=dev, generator=gen)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=args.amp == "bf16"):
+            logits = net(w[:, :-1])
+        loss = F.cross_entropy(logits.float().reshape(-1, V), w[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if o["clip_grad_norm"] > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), o["clip_grad_norm"])
+        opt.step()
+        losses.append(loss.item())  # waits for the step, as shardtrain reads its loss
+        times.append(time.perf_counter() - t0)
+    timed = times[1:] if len(times) > 1 else times
+    result = {
+        "framework": f"torch {torch.__version__}",
+        "device": str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev),
+        "mode": ("compile" if args.compile else "eager") + (" bf16-autocast" if args.amp == "bf16" else "")
+        + (" fused-adamw" if args.fused_adamw and dev.type == "cuda" else ""),
+        "model": "gpt", "batch": B, "tokens_per_step": B * T, "steps": len(times),
+        "step_ms_median": 1e3 * statistics.median(timed),
+        "first_step_ms": 1e3 * times[0],
+        "tokens_per_s": B * T / statistics.median(timed),
+        "samples_per_s": B / statistics.median(timed),
+        "losses": losses,
+    }
+    print(json.dumps(result))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("config", help="resolved config (the output of `shardtrain config FILE`)")
@@ -197,6 +254,12 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads per process (default 1)")
     ap.add_argument("--gemm", default="tf32", choices=["f32", "tf32"], help="GPU matmul precision")
     ap.add_argument("--json", help="write the result here too (rank 0)")
+    ap.add_argument("--synthetic", action="store_true",
+                    help="gpt only: time --steps steps on random tokens, no data, no evaluation")
+    ap.add_argument("--steps", type=int, default=12, help="--synthetic: steps to run (default 12)")
+    ap.add_argument("--amp", default="none", choices=["none", "bf16"], help="--synthetic: autocast the forward to bf16")
+    ap.add_argument("--compile", action="store_true", help="--synthetic: torch.compile the model")
+    ap.add_argument("--fused-adamw", action="store_true", help="--synthetic: AdamW's fused CUDA kernel")
     args = ap.parse_args()
     c = tomllib.load(open(args.config, "rb"))
     tr, d, m, o, sch, tgt = c["train"], c["data"], c["model"], c["optim"], c["schedule"], c["target"]
@@ -211,6 +274,8 @@ def main():
     if world > 1:
         dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
     torch.manual_seed(tr["seed"])
+    if args.synthetic:
+        return synthetic_throughput(args, c, dev)
 
     lm = m["kind"] == "gpt"
     xtr, ytr, attrs, classes = load_split(d["train"], d["train_limit"])

@@ -6,7 +6,11 @@
 #
 # Sections: a environment, b bundle, c `shardtrain info` and `shardtrain doctor`, d gpu_* tests,
 # e MPI on 2 ranks (device buffers), f training CPU vs GPU
-# (scripts/gpu-check-train.sh), g the summary table, printed last.
+# (scripts/gpu-check-train.sh), s speed against the GEMM rate and PyTorch
+# (scripts/gpu-check-speed.sh), then the summary tables, printed last.
+# GPU_CHECK_SECTIONS picks sections (default "info doctor tests speed mpi
+# train"; the environment and the bundle always run), so a rerun can take
+# only what failed or ran out of time.
 # Each step has a timeout and a failing step does not stop the others; the
 # whole run stays under GPU_CHECK_BUDGET_S (default 450 s).
 # Logs: $OUT/gpu-check.log (everything), $OUT/table.txt, $OUT/checks.tsv,
@@ -16,7 +20,8 @@ START_S=$SECONDS
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO" || exit 1
 TARBALL=${1:-bundle/shardtrain-bundle.tar.gz}
-BUDGET_S=${GPU_CHECK_BUDGET_S:-450}
+BUDGET_S=${GPU_CHECK_BUDGET_S:-540}
+SECTIONS=" ${GPU_CHECK_SECTIONS:-info doctor tests speed mpi train} "
 TEST_TIMEOUT_S=${GPU_CHECK_TEST_TIMEOUT_S:-90}
 UNPACK=${GPU_CHECK_UNPACK:-/tmp/stb}
 W=${GPU_CHECK_WORK:-/tmp/gpu-check}
@@ -221,6 +226,14 @@ step_train() {
   gpu_training_checks
 }
 
+# --- s. speed -------------------------------------------------------------------
+step_speed() {
+  section "s. speed: GEMM rate, shardtrain and PyTorch"
+  # shellcheck disable=SC1091
+  source "$REPO/scripts/gpu-check-speed.sh"
+  gpu_speed_checks
+}
+
 # --- g. table --------------------------------------------------------------------
 table() {
   local t=$OUTDIR/table.txt
@@ -244,6 +257,14 @@ table() {
         printf '%-6s | %-10s | %5s | %-9s | %-9s | %8s | %10s | %7s | %s\n' "$m" "$dv" "$k" "$lo" "$tl" "$ms" "$sp" "$tf" "$r"
       done < "$TRAIN"
     fi
+    if [ -s "$W/speed.tsv" ]; then
+      echo
+      printf '%-10s | %-24s | %-4s | %5s | %9s | %9s | %7s | %6s | %s\n' model impl prec batch "step ms" tokens/s TFLOP/s "% GEMM" result
+      printf '%s\n' "-----------+--------------------------+------+-------+-----------+-----------+---------+--------+-------"
+      while IFS=$'\t' read -r m i p b ms tk tf pc r; do
+        printf '%-10s | %-24s | %-4s | %5s | %9s | %9s | %7s | %6s | %s\n' "$m" "$i" "$p" "$b" "$ms" "$tk" "$tf" "$pc" "$r"
+      done < "$W/speed.tsv"
+    fi
     # Step throughput of the training step on the GPU (gpu_train_gpu_step_test):
     # model GEMM FLOPs per step (counted on the CPU) over the measured time.
     if grep -qh '^GPUTRAIN' "$W"/logs/*.log 2>/dev/null; then
@@ -259,6 +280,7 @@ table() {
     fi
   } > "$t"
   cp "$CHECKS" "$TRAIN" "$OUTDIR/" 2>/dev/null
+  [ -s "$W/speed.tsv" ] && cp "$W/speed.tsv" "$OUTDIR/" 
   [ "$OUTDIR" = "$W" ] || tar -czf "$OUTDIR/runs.tar.gz" -C "$W" logs $([ -d "$W/runs" ] && echo runs) 2>/dev/null
   echo >> "$LOG"; cat "$t" >> "$LOG"
   echo; cat "$t"
@@ -269,11 +291,13 @@ step_env
 step_bundle
 if [ "$BUNDLE_OK" = 1 ]; then
   # Subshells: whatever goes wrong in one step stays there (rows are files).
-  ( step_info )
-  ( step_doctor )
-  ( step_gpu_tests )
-  ( step_mpi )
-  ( step_train )
+  want() { [[ $SECTIONS == *" $1 "* ]]; }
+  want info && ( step_info )
+  want doctor && ( step_doctor )
+  want tests && ( step_gpu_tests )
+  want speed && ( step_speed )
+  want mpi && ( step_mpi )
+  want train && ( step_train )
 else
   check_row info "shardtrain info" - - - "SKIP(no bundle)"
 fi

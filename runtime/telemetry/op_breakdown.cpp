@@ -71,8 +71,8 @@ std::string op_breakdown_text(const json& breakdown, int rank) {
     const double s = r["s"].get<double>(), frac = r["frac"].get<double>();
     if (r["part"] == "step" && s <= 0) continue;
     const auto bar = size_t(std::clamp(frac, 0.0, 1.0) * 30.0 + 0.5);
-    std::string line = fmt::format("{:<24} {:9.3f} ms {:5.1f}% {}", r["name"].get<std::string>(), s * 1e3, frac * 100.0,
-                                   std::string(bar, '#'));
+    std::string line = fmt::format("{:<24} {:9.3f} ms {:5.1f}%", r["name"].get<std::string>(), s * 1e3, frac * 100.0);
+    if (bar > 0 || r["part"] == "op") line += " " + std::string(bar, '#');
     if (r["part"] == "op") line += fmt::format("{} {:.0f} calls", std::string(30 - bar, ' '), r["calls"].get<double>());
     out += "\n  " + line;
   }

@@ -73,6 +73,7 @@ TEST(OpBreakdown, TextNamesEveryOpAndSkipsEmptyParts) {
   EXPECT_THAT(text, HasSubstr("data wait"));
   EXPECT_THAT(text, Not(HasSubstr("blocked on peers")));  // 0 in every step
   EXPECT_THAT(text, Not(HasSubstr(" \n")));               // no trailing blanks
+  EXPECT_NE(text.back(), ' ');
 }
 
 TEST(OpBreakdown, RecordOpsSurviveJson) {
