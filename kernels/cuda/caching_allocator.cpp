@@ -134,6 +134,9 @@ Allocator& pinned_allocator() {
   return *a;
 }
 
+void* allocate_workspace(size_t bytes) { return device_cache().pool().allocate(bytes, stream_id(compute_stream())); }
+void free_workspace(void* ptr) { device_cache().pool().free(ptr); }
+
 void record_stream(const void* ptr, cudaStream_t stream) {
   device_cache().pool().record_stream(ptr, stream_id(stream));
 }

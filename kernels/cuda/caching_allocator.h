@@ -41,6 +41,13 @@ namespace shardtrain::cuda {
 Allocator& device_allocator();
 Allocator& pinned_allocator();
 
+// Device memory on the compute stream from the same pool, outside the
+// tensors' accounting: the kernels' workspaces (context.h scratch). Freed
+// memory goes back to the pool stream-ordered, so a workspace that grows
+// neither waits for the device nor calls cudaFree.
+void* allocate_workspace(size_t bytes);
+void free_workspace(void* ptr);
+
 // Marks the device allocation holding `ptr` (any address inside a tensor's
 // storage) as used by work issued to `stream` too, e.g. a collective on
 // comm_stream(); call it after issuing that work and before the storage is

@@ -319,14 +319,13 @@ void* scratch(ScratchSlot slot, size_t bytes) {
   const size_t i = size_t(slot);
   if (g.scratch_bytes[i] < bytes) {
     bind_thread();
-    // Kernels queued on the compute stream may still read the old buffer.
-    if (g.scratch[i] != nullptr) {
-      ST_CUDA_CHECK(cudaStreamSynchronize(g.compute));
-      ST_CUDA_CHECK(cudaFree(g.scratch[i]));
-      g.scratch[i] = nullptr;
-    }
+    // Kernels queued on the compute stream may still read the old buffer:
+    // the pool hands it out again only to work queued after them.
     const size_t grown = std::max(bytes, g.scratch_bytes[i] * 2);
-    ST_CUDA_CHECK(cudaMalloc(&g.scratch[i], grown));
+    if (g.scratch[i] != nullptr) free_workspace(g.scratch[i]);
+    g.scratch[i] = nullptr;
+    g.scratch_bytes[i] = 0;
+    g.scratch[i] = allocate_workspace(grown);
     g.scratch_bytes[i] = grown;
   }
   return g.scratch[i];

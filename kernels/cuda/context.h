@@ -126,7 +126,8 @@ inline unsigned grid_for(int64_t n, int threads = 256) {
 // A device scratch buffer owned by the context, grown on demand (for small
 // per-call workspaces such as reduction partials and labels copied from the
 // host). Valid until the next call of the same slot; ordered on the compute
-// stream.
+// stream. Grown through the caching allocator's pool (allocate_workspace):
+// the old buffer goes back stream-ordered, so growing waits for nothing.
 enum class ScratchSlot { reduce, labels, gemm_a, gemm_b, conv_cols, conv_partials, embedding_sort, lt_workspace };
 inline constexpr size_t kScratchSlots = 8;
 void* scratch(ScratchSlot slot, size_t bytes);
