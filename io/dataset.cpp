@@ -106,13 +106,14 @@ void InMemoryDataset::gather(const int64_t* indices, int64_t n, float* x_out, in
 }
 
 void InMemoryDataset::gather_bytes(const int64_t* indices, int64_t n, uint8_t* x_out, int32_t* y_out) const {
-  ST_CHECK(info_.dtype == SampleDType::u8, "{}: raw sample bytes need a uint8 split, this one is {}", info_.path,
+  ST_CHECK(holds_token_ids(info_.dtype),
+           "{}: raw samples (token ids) need an integer split (uint8, uint16 or int32), this one is {}", info_.path,
            shard_format::dtype_name(info_.dtype));
-  const auto numel = size_t(info_.sample_numel());
+  const size_t sample_bytes = size_t(info_.sample_numel()) * shard_format::dtype_size(info_.dtype);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t index = indices[i];
     ST_CHECK(index >= 0 && index < size(), "{}: sample index {} is out of range [0, {})", info_.path, index, size());
-    std::memcpy(x_out + size_t(i) * numel, x_.data() + size_t(index) * numel, numel);
+    std::memcpy(x_out + size_t(i) * sample_bytes, x_.data() + size_t(index) * sample_bytes, sample_bytes);
     y_out[i] = y_[size_t(index)];
   }
 }

@@ -3,15 +3,37 @@
 // reader for data sets larger than memory is built on the same format.
 #pragma once
 
+#include "runtime/core/enum_names.h"
 #include "runtime/core/shape.h"
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace shardtrain::io {
 
-enum class SampleDType { u8, f32 };
+// /x's element type (docs/formats.md). uint16 and int32 hold token ids wider
+// than a byte (a vocabulary beyond 256: shardtrain prep tokens); a model
+// reads them as values, uint8 also as pixels scaled to [0, 1].
+enum class SampleDType { u8, u16, i32, f32 };
+inline std::span<const EnumName<SampleDType>> enum_names(SampleDType) {
+  static constexpr std::array<EnumName<SampleDType>, 4> n = {{{SampleDType::u8, "uint8"},
+                                                              {SampleDType::u16, "uint16"},
+                                                              {SampleDType::i32, "int32"},
+                                                              {SampleDType::f32, "float32"}}};
+  return n;
+}
+// The dtypes whose values are integers: the ones a language model's token
+// ids may be stored as.
+inline bool holds_token_ids(SampleDType d) { return d != SampleDType::f32; }
+
+// A buffer of samples as stored, with the dtype to read them at: a language
+// model's token windows (lm_batch_from_windows) are 1, 2 or 4 bytes a token.
+struct RawSamples {
+  const uint8_t* bytes = nullptr;
+  SampleDType dtype = SampleDType::u8;
+};
 
 struct DatasetInfo {
   std::string path;                      // the directory or file given by the user
@@ -22,7 +44,7 @@ struct DatasetInfo {
   Shape sample_shape;                    // e.g. [1, 28, 28]; no batch dimension
   SampleDType dtype = SampleDType::u8;
   int32_t num_classes = 0;
-  float normalize_mean = 0.0f;  // input = (x [/255 for u8] - mean) / std
+  float normalize_mean = 0.0f;  // input = (x [/255 for uint8] - mean) / std
   float normalize_std = 1.0f;
   // Every shard's bytes matched its CRC-32 in manifest.json when read
   // (false: not asked to, or the split has no manifest).
@@ -53,8 +75,9 @@ class InMemoryDataset {
   // Gathers samples indices[0..n) into x_out[n, sample_numel] as normalized
   // f32 and their labels into y_out[n].
   void gather(const int64_t* indices, int64_t n, float* x_out, int32_t* y_out) const;
-  // The same, raw: the samples' stored bytes into x_out[n, sample_numel]
-  // (uint8 splits only; e.g. token ids of text data, docs/formats.md).
+  // The same, raw: the samples' stored bytes (sample_numel values of the
+  // split's dtype each, shard_format::sample_bytes) back to back into x_out
+  // (integer splits only: token ids of language-model data, docs/formats.md).
   void gather_bytes(const int64_t* indices, int64_t n, uint8_t* x_out, int32_t* y_out) const;
 
  private:

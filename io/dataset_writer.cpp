@@ -2,6 +2,7 @@
 
 #include "io/durable_file.h"
 #include "io/hdf5_attributes.h"
+#include "io/shard_reader.h"
 #include "runtime/core/error.h"
 
 #include <algorithm>
@@ -84,7 +85,7 @@ void ShardWriter::create_contents() {
     // Every chunk is written in full, so filling them first would be wasted I/O.
     h5::check_status(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "cannot set fill time of /x");
     h5::Dataspace x_space(h5::check(H5Screate_simple(rank, dims.data(), nullptr), "cannot create dataspace"));
-    const hid_t x_type = header_.dtype == SampleDType::u8 ? H5T_STD_U8LE : H5T_IEEE_F32LE;
+    const hid_t x_type = stored_type(header_.dtype);
     x_ = h5::Dataset(h5::check(H5Dcreate2(root, kX, x_type, x_space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
                                "cannot create /x"));
     h5::write_float_attribute(x_.get(), kAttrMean, header_.normalize_mean);
@@ -131,7 +132,7 @@ void ShardWriter::append(const void* x, const int32_t* y, int64_t count) {
     std::vector<hsize_t> x_dims{hsize_t(count)};
     for (int i = 0; i < header_.sample_shape.ndim(); ++i) x_dims.push_back(hsize_t(header_.sample_shape[i]));
     h5::Dataspace x_mem(h5::check(H5Screate_simple(rank, x_dims.data(), nullptr), "cannot create dataspace"));
-    const hid_t x_type = header_.dtype == SampleDType::u8 ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT;
+    const hid_t x_type = native_type(header_.dtype);
     h5::check_status(H5Dwrite(x_.get(), x_type, x_mem.get(), x_file.get(), H5P_DEFAULT, x), "cannot write /x");
 
     h5::Dataspace y_file = select_rows(y_, written_, count, 1);

@@ -27,8 +27,8 @@ class ShardWriter {
   ShardWriter& operator=(const ShardWriter&) = delete;
 
   // Writes the next `count` samples: `x` holds count * sample_numel elements
-  // of the header's dtype (uint8_t or float), `y` count labels, each in
-  // [0, num_classes).
+  // of the header's dtype (uint8_t, uint16_t, int32_t or float), `y` count
+  // labels, each in [0, num_classes).
   void append(const void* x, const int32_t* y, int64_t count);
 
   // Checks that all samples were written, closes, syncs and renames the file.

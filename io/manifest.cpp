@@ -100,13 +100,9 @@ Manifest from_json(const json& j) {
   }
 
   const std::string dtype = string_field(j, "dtype", "");
-  if (dtype == shard_format::dtype_name(SampleDType::u8)) {
-    m.dtype = SampleDType::u8;
-  } else if (dtype == shard_format::dtype_name(SampleDType::f32)) {
-    m.dtype = SampleDType::f32;
-  } else {
-    throw Error(fmt::format("dtype is '{}', expected 'uint8' or 'float32'", dtype));
-  }
+  const std::optional<SampleDType> parsed = parse_enum<SampleDType>(dtype);
+  ST_CHECK(parsed.has_value(), "dtype is '{}', expected {}", dtype, enum_choices<SampleDType>());
+  m.dtype = *parsed;
   m.num_samples = int_field(j, "num_samples", "", 1, INT64_MAX);
 
   const json& shards = field(j, "shards", "");
@@ -150,7 +146,7 @@ nlohmann::ordered_json to_json(const Manifest& m) {
           {"split", m.split},
           {"num_classes", m.num_classes},
           {"sample_shape", shape},
-          {"dtype", shard_format::dtype_name(m.dtype)},
+          {"dtype", std::string(shard_format::dtype_name(m.dtype))},
           {"num_samples", m.num_samples},
           {"shards", shards}};
 }

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardtrain::io::shard_format {
@@ -53,8 +54,17 @@ struct ShardHeader {
   float normalize_std = 1.0f;
 };
 
-inline size_t dtype_size(SampleDType dtype) { return dtype == SampleDType::u8 ? 1 : 4; }
-inline const char* dtype_name(SampleDType dtype) { return dtype == SampleDType::u8 ? "uint8" : "float32"; }
+inline size_t dtype_size(SampleDType dtype) {
+  switch (dtype) {
+    case SampleDType::u8: return 1;
+    case SampleDType::u16: return 2;
+    case SampleDType::i32:
+    case SampleDType::f32: return 4;
+  }
+  return 4;
+}
+// "uint8", "uint16", "int32", "float32": the names in manifest.json and messages.
+inline std::string_view dtype_name(SampleDType dtype) { return name_of(dtype); }
 // Bytes of one sample of /x.
 inline size_t sample_bytes(const ShardHeader& h) { return size_t(h.sample_shape.numel()) * dtype_size(h.dtype); }
 

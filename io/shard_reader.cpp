@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 namespace shardtrain::io {
 
@@ -29,7 +30,45 @@ std::vector<hsize_t> extent(const h5::Dataset& dataset, const char* name) {
   return dims;
 }
 
+// The dtype of /x from its HDF5 type: any byte order, the sizes and signs
+// of the four dtypes shardtrain reads.
+std::optional<SampleDType> sample_dtype(hid_t type) {
+  const H5T_class_t cls = H5Tget_class(type);
+  const size_t size = H5Tget_size(type);
+  if (cls == H5T_FLOAT) return size == 4 ? std::optional(SampleDType::f32) : std::nullopt;
+  if (cls != H5T_INTEGER) return std::nullopt;
+  const bool is_signed = H5Tget_sign(type) == H5T_SGN_2;
+  if (size == 1 && !is_signed) return SampleDType::u8;
+  if (size == 2 && !is_signed) return SampleDType::u16;
+  if (size == 4 && is_signed) return SampleDType::i32;
+  return std::nullopt;
+}
+
 }  // namespace
+
+namespace shard_format {
+
+hid_t stored_type(SampleDType dtype) {
+  switch (dtype) {
+    case SampleDType::u8: return H5T_STD_U8LE;
+    case SampleDType::u16: return H5T_STD_U16LE;
+    case SampleDType::i32: return H5T_STD_I32LE;
+    case SampleDType::f32: return H5T_IEEE_F32LE;
+  }
+  return H5T_IEEE_F32LE;
+}
+
+hid_t native_type(SampleDType dtype) {
+  switch (dtype) {
+    case SampleDType::u8: return H5T_NATIVE_UINT8;
+    case SampleDType::u16: return H5T_NATIVE_UINT16;
+    case SampleDType::i32: return H5T_NATIVE_INT32;
+    case SampleDType::f32: return H5T_NATIVE_FLOAT;
+  }
+  return H5T_NATIVE_FLOAT;
+}
+
+}  // namespace shard_format
 
 ShardReader::ShardReader(std::string path, hid_t fapl) : path_(std::move(path)) {
   file_ = h5::open_file(path_, fapl);  // its errors already name the file
@@ -72,15 +111,10 @@ void ShardReader::open_x() {
   x_ = open_dataset(file_.get(), kX);
   with_context(kX, [&] {
     h5::Type type(h5::check(H5Dget_type(x_.get()), "cannot read the dtype"));
-    const H5T_class_t cls = H5Tget_class(type.get());
-    const size_t size = H5Tget_size(type.get());
-    if (cls == H5T_INTEGER && size == 1 && H5Tget_sign(type.get()) == H5T_SGN_NONE) {
-      header_.dtype = SampleDType::u8;
-    } else if (cls == H5T_FLOAT && size == 4) {
-      header_.dtype = SampleDType::f32;
-    } else {
-      throw Error(fmt::format("dtype {} is not supported (uint8 or float32)", h5::type_name(type.get())));
-    }
+    const std::optional<SampleDType> dtype = sample_dtype(type.get());
+    ST_CHECK(dtype.has_value(), "dtype {} is not supported (uint8, uint16, int32 or float32)",
+             h5::type_name(type.get()));
+    header_.dtype = *dtype;
 
     const std::vector<hsize_t> dims = extent(x_, kX);
     ST_CHECK(dims.size() >= 2 && dims.size() <= size_t(Shape::kMaxDims) + 1,
@@ -145,8 +179,7 @@ void ShardReader::read_x(int64_t first, int64_t count, void* out) const {
         H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, counts.data(), nullptr),
         "cannot select samples");
     h5::Dataspace mem_space(h5::check(H5Screate_simple(rank, counts.data(), nullptr), "cannot create dataspace"));
-    const hid_t mem_type = header_.dtype == SampleDType::u8 ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT;
-    h5::check_status(H5Dread(x_.get(), mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, out),
+    h5::check_status(H5Dread(x_.get(), native_type(header_.dtype), mem_space.get(), file_space.get(), H5P_DEFAULT, out),
                      fmt::format("cannot read samples [{}, {})", first, first + count));
   });
 }

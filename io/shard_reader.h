@@ -16,6 +16,13 @@
 
 namespace shardtrain::io {
 
+namespace shard_format {
+// /x's HDF5 element type as shardtrain's writers store it (little-endian),
+// and as this machine's memory holds it (what reads convert to).
+hid_t stored_type(SampleDType dtype);
+hid_t native_type(SampleDType dtype);
+}  // namespace shard_format
+
 class ShardReader {
  public:
   // `fapl`: HDF5 file access properties (default: POSIX; io/mpio.h for

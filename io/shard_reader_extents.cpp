@@ -18,7 +18,7 @@ std::optional<SampleExtents> ShardReader::x_extents(std::string* why) const {
   e.sample_bytes = size_t(header_.sample_shape.numel()) * shard_format::dtype_size(header_.dtype);
   if (e.num_samples == 0) return e;
   h5::Type file_type(h5::check(H5Dget_type(x_.get()), "cannot read the dtype"));
-  const hid_t native = header_.dtype == SampleDType::u8 ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT;
+  const hid_t native = shard_format::native_type(header_.dtype);
   if (H5Tequal(file_type.get(), native) <= 0) return refuse("/x is not stored in this machine's byte order");
   h5::PropList dcpl(h5::check(H5Dget_create_plist(x_.get()), "cannot read the storage properties"));
   const H5D_layout_t layout = H5Pget_layout(dcpl.get());

@@ -20,7 +20,7 @@ void ShardReader::read_x_runs(const std::vector<Run>& runs, void* out, hid_t dxp
     const int rank = header_.sample_shape.ndim() + 1;
     std::array<hsize_t, Shape::kMaxDims + 1> start{}, count{};
     for (int i = 1; i < rank; ++i) count[size_t(i)] = hsize_t(header_.sample_shape[i - 1]);
-    const hid_t mem_type = header_.dtype == SampleDType::u8 ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT;
+    const hid_t mem_type = shard_format::native_type(header_.dtype);
     const size_t sample_bytes = size_t(header_.sample_shape.numel()) * shard_format::dtype_size(header_.dtype);
     h5::Dataspace file_space(h5::check(H5Dget_space(x_.get()), "cannot read the shape"));
     char* dst = static_cast<char*>(out);

@@ -210,6 +210,26 @@ struct StreamLoader::Impl {
              (options.direct_io == DirectIo::automatic && options.order == SampleOrder::global &&
               (options.cold_cache || larger_than_memory(split)));
   }
+  // The batch slots, allocated once: prefetch_batches ready for training
+  // and one being filled. With options.raw they hold the samples as stored
+  // (a language model's token ids, of any integer dtype).
+  void make_slots(const DatasetInfo& split) {
+    ST_CHECK(!options.raw || holds_token_ids(split.dtype),
+             "{}: raw samples (a language model's token ids) need integer data (uint8, uint16 or int32), the "
+             "split holds {}",
+             split_dir, shard_format::dtype_name(split.dtype));
+    slots.resize(size_t(options.prefetch_batches + 1));
+    for (LoadedBatch& b : slots) {
+      if (options.raw) {
+        b.raw.bytes.resize(size_t(sampler->local_batch()) * sample_bytes);
+        b.raw.dtype = split.dtype;
+      } else {
+        b.x.resize(size_t(sampler->local_batch() * split.sample_numel()));
+      }
+      b.y.resize(size_t(sampler->local_batch()));
+    }
+    for (size_t i = 0; i < slots.size(); ++i) free_slots.push_back(i);
+  }
   // A free batch slot into `slot`, waiting for one if `wait`: taken, none
   // free (not waiting), or the loader is stopping.
   enum class Slot { taken, none, stop };
@@ -336,19 +356,7 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
   m.stats.transfer = std::string(name_of(options.transfer));
   m.stats.read_engine = m.engine_in_use();
 
-  const int64_t depth = options.prefetch_batches;
-  m.slots.resize(size_t(depth + 1));
-  ST_CHECK(!options.raw || info_.dtype == SampleDType::u8,
-           "{}: raw samples (a language model's token ids) need uint8 data, the split holds {}", m.split_dir,
-           shard_format::dtype_name(info_.dtype));
-  for (LoadedBatch& b : m.slots) {
-    if (options.raw)
-      b.raw.resize(size_t(m.sampler->local_batch()) * m.sample_bytes);
-    else
-      b.x.resize(size_t(m.sampler->local_batch() * info_.sample_numel()));
-    b.y.resize(size_t(m.sampler->local_batch()));
-  }
-  for (size_t i = 0; i < m.slots.size(); ++i) m.free_slots.push_back(i);
+  m.make_slots(info_);
 }
 
 StreamLoader::~StreamLoader() {
@@ -572,7 +580,7 @@ void StreamLoader::Impl::finish_range(size_t s, size_t begin, size_t end, const 
   for (size_t i = begin; i < end; ++i) {
     const int64_t pos = plan.order[i].second;
     if (options.raw)
-      std::memcpy(out.raw.data() + size_t(pos) * sample_bytes, raw + i * sample_bytes, sample_bytes);
+      std::memcpy(out.raw.bytes.data() + size_t(pos) * sample_bytes, raw + i * sample_bytes, sample_bytes);
     else
       normalize_sample(info, raw + i * sample_bytes, out.x.data() + pos * info.sample_numel());
     out.y[size_t(pos)] = labels[s][size_t(plan.order[i].first - shard_begin[s])];

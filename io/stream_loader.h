@@ -46,9 +46,16 @@ namespace shardtrain::io {
 // One global batch's slice for this rank, ready for training.
 struct LoadedBatch {
   int64_t epoch = 0, batch = 0;
-  std::vector<float> x;      // local_batch * sample_numel, normalized (empty with options.raw)
-  std::vector<uint8_t> raw;  // options.raw: local_batch samples as stored (uint8 splits)
-  std::vector<int32_t> y;    // local_batch
+  std::vector<float> x;  // local_batch * sample_numel, normalized (empty with options.raw)
+  // options.raw: local_batch samples as stored (integer splits: token ids),
+  // with the split's dtype, so that a consumer reads the ids at their width
+  // (1, 2 or 4 bytes; lm_batch_from_windows takes samples()).
+  struct Raw {
+    std::vector<uint8_t> bytes;
+    SampleDType dtype = SampleDType::u8;
+    RawSamples samples() const { return {bytes.data(), dtype}; }
+  } raw;
+  std::vector<int32_t> y;  // local_batch
   // What reading it cost (this rank).
   int64_t bytes = 0;       // sample bytes read
   int64_t requests = 0;    // read requests: runs of consecutive samples (with the read pool, cut at chunks)

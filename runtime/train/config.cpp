@@ -201,7 +201,7 @@ const std::vector<Field>& schema() {
       KEY("data.shuffle_window", "order = \"shard\": samples shuffled together (0: one shard's worth).", data.loader.shuffle_window),
       KEY("data.last_batch", "The last partial global batch of an epoch: `\"drop\"` it, or `\"pad\"` it with samples from the start of the epoch's order.", data.loader.last_batch),
 
-      KEY("model.kind", "`\"mlp\"`, `\"cnn\"` or `\"gpt\"` (a byte-level language model on text data from `shardtrain prep text`; its test_loss and test_accuracy are per token: next-byte cross-entropy and accuracy).", model.kind),
+      KEY("model.kind", "`\"mlp\"`, `\"cnn\"` or `\"gpt\"` (a language model on windows of token ids: bytes of text from `shardtrain prep text`, or any vocabulary from `shardtrain prep tokens`, docs/formats.md; its test_loss and test_accuracy are per token: next-token cross-entropy and accuracy).", model.kind),
       KEY("model.hidden", "mlp: widths of the hidden layers (one Block each).", model.hidden),
       KEY("model.channels", "cnn: output channels of each conv-maxpool-relu stage (one Block each; pooling before the ReLU computes exactly what ReLU before pooling does, on a quarter of the elements).", model.channels),
       KEY("model.kernel_size", "cnn: square convolution kernel (odd; padded to keep height and width).", model.kernel_size),

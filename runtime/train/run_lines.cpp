@@ -55,8 +55,9 @@ std::string checksum_note(const io::DatasetInfo& train, const io::DatasetInfo& t
 
 std::string data_line(const io::DatasetInfo& train, const io::DatasetInfo& test, int64_t train_samples,
                       int64_t test_samples, bool verify) {
-  return fmt::format("[init] data: train {} samples, test {} samples, sample shape {}, {} classes; {}", train_samples,
-                     test_samples, train.sample_shape.str(), train.num_classes, checksum_note(train, test, verify));
+  return fmt::format("[init] data: train {} samples, test {} samples, sample shape {} {}, {} classes; {}",
+                     train_samples, test_samples, train.sample_shape.str(), train.dtype, train.num_classes,
+                     checksum_note(train, test, verify));
 }
 
 std::string stream_line(const io::DatasetInfo& train, const Config& config) {

@@ -70,11 +70,14 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
            tr.num_samples, tr.sample_shape.str(), tr.num_classes, te.num_samples, te.sample_shape.str(),
            te.num_classes);
   if (config.model.kind == nn::ModelKind::gpt) {
-    // Windows of T+1 byte tokens (docs/formats.md): the model reads T of them.
-    ST_CHECK(tr.sample_shape.ndim() == 1 && tr.sample_shape[0] >= 2 && tr.dtype == io::SampleDType::u8,
-             "model.kind = \"gpt\" needs text data: uint8 samples of T+1 token ids (shardtrain prep text), "
-             "the data has {} samples of shape {}",
-             io::shard_format::dtype_name(tr.dtype), tr.sample_shape.str());
+    // Windows of T+1 token ids (docs/formats.md): the model reads T of them.
+    // Both splits are checked now: a float test split would otherwise fail
+    // only at the first evaluation, after an epoch of training.
+    for (const io::DatasetInfo* info : {&tr, &te})
+      ST_CHECK(info->sample_shape.ndim() == 1 && info->sample_shape[0] >= 2 && io::holds_token_ids(info->dtype),
+               "model.kind = \"gpt\" needs language-model data: samples of T+1 token ids stored as uint8, uint16 "
+               "or int32 (shardtrain prep text or prep tokens); {} has {} samples of shape {}",
+               info->path, io::shard_format::dtype_name(info->dtype), info->sample_shape.str());
     s.language_model = true;
     s.lm_tokens = tr.sample_shape[0] - 1;
     s.model = nn::build_model(config.model, Shape{s.lm_tokens}, tr.num_classes);
@@ -129,16 +132,17 @@ void StepBuffers::next_input() {
 StepBuffers::StepBuffers(const Shape& sample, int64_t classes, int64_t batch, Device device)
     : StepBuffers(batched(batch, sample), DType::f32, {batch, classes}, batch, batch, device) {}
 
-StepBuffers StepBuffers::language_model(int64_t T, int64_t vocab, int64_t batch, Device device) {
+StepBuffers StepBuffers::language_model(int64_t T, int64_t vocab, int64_t batch, Device device,
+                                        io::SampleDType token_dtype) {
   StepBuffers b({batch, T}, DType::i32, {batch, T, vocab}, batch * T, batch, device);
   b.tokens = T;
-  b.windows.resize(size_t(batch * (T + 1)));
+  b.windows.resize(size_t(batch * (T + 1)) * io::shard_format::dtype_size(token_dtype));
   return b;
 }
 
 StepBuffers make_step_buffers(const Session& s, int64_t batch) {
   const io::DatasetInfo& info = s.train_info();
-  return s.language_model ? StepBuffers::language_model(s.lm_tokens, info.num_classes, batch, s.device)
+  return s.language_model ? StepBuffers::language_model(s.lm_tokens, info.num_classes, batch, s.device, info.dtype)
                           : StepBuffers(info.sample_shape, info.num_classes, batch, s.device);
 }
 
@@ -147,10 +151,10 @@ void gather_batch(const Session& s, StepBuffers& b, int64_t n) {
     s.train_data.gather(b.indices.data(), n, b.x_host.f32(), b.labels.data());
     return;
   }
-  // The split's /y (each window's last byte) lands in b.labels first, then
+  // The split's /y (each window's last id) lands in b.labels first, then
   // the next-token labels replace it.
   s.train_data.gather_bytes(b.indices.data(), n, b.windows.data(), b.labels.data());
-  lm_batch_from_windows(b.windows.data(), n, s.lm_tokens, b.x_host.i32(), b.labels.data());
+  lm_batch_from_windows({b.windows.data(), s.train_data.info().dtype}, n, s.lm_tokens, b.x_host.i32(), b.labels.data());
 }
 
 namespace {
@@ -294,7 +298,9 @@ EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t b
   Tensor x_dev = gpu ? Tensor::empty(batched(batch, sample), x_dtype, model.device()) : x_host;
   std::vector<int32_t> labels(static_cast<size_t>(batch * rows));
   std::vector<int64_t> indices(static_cast<size_t>(batch));
-  std::vector<uint8_t> windows(language_model ? size_t(batch * data.info().sample_numel()) : 0);
+  const io::SampleDType token_dtype = data.info().dtype;
+  std::vector<uint8_t> windows(
+      language_model ? size_t(batch * data.info().sample_numel()) * io::shard_format::dtype_size(token_dtype) : 0);
   std::vector<int32_t> last_bytes(language_model ? size_t(batch) : 0);
   double loss = 0.0;
   int64_t correct = 0;
@@ -307,7 +313,7 @@ EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t b
     Tensor xs = x_host.view(0, batched(len, sample));
     if (language_model) {
       data.gather_bytes(indices.data(), len, windows.data(), last_bytes.data());
-      lm_batch_from_windows(windows.data(), len, rows, xs.i32(), labels.data());
+      lm_batch_from_windows({windows.data(), token_dtype}, len, rows, xs.i32(), labels.data());
     } else {
       data.gather(indices.data(), len, xs.f32(), labels.data());
     }

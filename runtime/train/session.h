@@ -27,8 +27,9 @@ struct Session {
   std::unique_ptr<io::StreamLoader> train_stream;
   std::unique_ptr<nn::Model> model;
   std::unique_ptr<optim::Optimizer> optimizer;  // set by make_optimizer once the strategy exists
-  // model.kind = "gpt": samples are windows of T+1 byte tokens, the model
-  // reads T of them (lm_tokens) and is trained on all T next-token labels.
+  // model.kind = "gpt": samples are windows of T+1 token ids (uint8, uint16
+  // or int32), the model reads T of them (lm_tokens) and is trained on all T
+  // next-token labels.
   bool language_model = false;
   int64_t lm_tokens = 0;
   // Where the model, its optimizer state and the step's tensors live
@@ -70,10 +71,11 @@ struct StepBuffers {
   Tensor row_loss, row_loss_host;  // f32, one per label row: written on the device, read once per step
   std::vector<int64_t> indices;
   int64_t tokens = 1;            // labels (logit rows) per sample: 1, or T for a language model
-  std::vector<uint8_t> windows;  // language model: the raw samples [local batch, T+1]
+  std::vector<uint8_t> windows;  // language model: the raw samples [local batch, T+1] of the split's dtype
   StepBuffers(const Shape& sample, int64_t classes, int64_t batch, Device device = Device::cpu());
-  // A language model's: T tokens per sample, vocabulary V.
-  static StepBuffers language_model(int64_t T, int64_t vocab, int64_t batch, Device device = Device::cpu());
+  // A language model's: T tokens per sample, vocabulary V, ids stored as token_dtype.
+  static StepBuffers language_model(int64_t T, int64_t vocab, int64_t batch, Device device = Device::cpu(),
+                                    io::SampleDType token_dtype = io::SampleDType::u8);
 
   // On a GPU, switches x, x_host, y and y_host to the other input slot and
   // waits until its host buffers may be refilled: the next batch is gathered

@@ -37,7 +37,7 @@ StepPhases timed_step(const Config& config, Session& s, io::Sampler& sampler, St
       ST_CHECK(b.epoch == at.epoch && b.batch == at.batch, "the loader delivered batch {}.{} for step {}.{}", b.epoch,
                b.batch, at.epoch, at.batch);
       if (s.language_model) {  // windows of T+1 token ids: x and the T next-token labels
-        lm_batch_from_windows(b.raw.data(), sampler.local_batch(), s.lm_tokens, buffers.x_host.i32(),
+        lm_batch_from_windows(b.raw.samples(), sampler.local_batch(), s.lm_tokens, buffers.x_host.i32(),
                               buffers.labels.data());
       } else {
         std::copy(b.x.begin(), b.x.end(), buffers.x_host.f32());

@@ -24,7 +24,7 @@ relclose() {  # relclose A B TOL: |a - b| <= tol |b|
 one=$(json_get one/result.json 'j["final"]["test_loss"]')
 json_get one/result.json 'j["final"]["test_loss"] < 3.5 and j["final"]["test_accuracy"] > 0.2' | grep -q True \
   || { cat one.txt; fail "1 rank did not learn: final $(json_get one/result.json 'j["final"]')"; }
-grep -q '^\[init\] data: .* sample shape \[65\], 256 classes' one.txt || { cat one.txt; fail "data line"; }
+grep -q '^\[init\] data: .* sample shape \[65\] uint8, 256 classes' one.txt || { cat one.txt; fail "data line"; }
 pass "1 rank, 40 steps: per-token test_loss $one (ln 256 = 5.55), $(grep -m1 '^\[done\]' one.txt | grep -o 'final test_accuracy [0-9.]*%')"
 
 "$shardrun" -n 2 -- "$SHARDTRAIN" train "$cfg" "${common[@]}" --set parallel.strategy=ddp --run-dir ddp >ddp.txt 2>&1 \
@@ -45,5 +45,5 @@ stream=$(json_get stream/result.json 'j["final"]["test_loss"]')
 [ "$stream" = "$ddp" ] || fail "streamed GPT trained differently: test_loss $stream, from memory $ddp"
 grep -q '^\[summary\] data (rank 0): read ' stream.txt || { cat stream.txt; fail "no loader summary"; }
 pass "2 ranks, data.loader = stream: test_loss $stream, the same as from memory"
-expect_error 'model.kind = "gpt" needs text data' \
+expect_error 'model.kind = "gpt" needs language-model data' \
   "$SHARDTRAIN" train "$cfg" --set data.train="$(prep_fmnist)/train" --set data.test="$(prep_fmnist)/test"

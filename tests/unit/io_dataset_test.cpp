@@ -12,9 +12,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <tuple>
 
 namespace shardtrain::io {
 namespace {
@@ -38,14 +40,15 @@ struct RawShard {
   hid_t x_type = H5T_STD_U8LE;
   bool deflate = false;
   std::optional<double> mean, std;
-  int value_offset = 0;  // x[k] = (k + value_offset) % 200
+  int value_offset = 0;  // x[k] = (k + value_offset) % 200 * value_scale
+  int value_scale = 1;   // > 1: values beyond a byte, for uint16 and int32 /x
 
   bool write_y = true;
   std::vector<int64_t> labels = {0, 1, 2, 3, 0, 1};
   hid_t y_type = H5T_STD_I64LE;
 };
 
-int x_value(const RawShard& s, size_t k) { return int((k + size_t(s.value_offset)) % 200); }
+int x_value(const RawShard& s, size_t k) { return int((k + size_t(s.value_offset)) % 200) * s.value_scale; }
 
 void write_string(hid_t obj, const char* name, const std::string& value, bool fixed) {
   if (!fixed) return h5::write_string_attribute(obj, name, value);
@@ -153,6 +156,56 @@ TEST(DatasetLoad, Float32WithNormalization) {
   std::vector<int32_t> y;
   std::vector<float> x = gather_all(ds, &y);
   for (size_t k = 0; k < x.size(); ++k) EXPECT_FLOAT_EQ(x[k], (float(x_value(s, k)) - 10.0f) / 4.0f) << k;
+}
+
+TEST(DatasetLoad, TokenDtypesAreReadAsStored) {
+  // uint16 and int32 /x in either byte order: gather_bytes hands over the
+  // values in this machine's byte order (token ids for a language model),
+  // gather normalizes the values as stored, without uint8's / 255.
+  for (hid_t type : {H5T_STD_U16LE, H5T_STD_U16BE, H5T_STD_I32LE, H5T_STD_I32BE}) {
+    RawShard s;
+    s.x_type = type;
+    s.value_scale = 300;  // up to 59700
+    s.mean = 100.0;
+    s.std = 2.0;
+    TempDir dir;
+    write_raw(dir / "part-00000.h5", s);
+    const InMemoryDataset ds = InMemoryDataset::load(dir.path());
+    const bool u16 = H5Tget_size(type) == 2;
+    EXPECT_EQ(ds.info().dtype, u16 ? SampleDType::u16 : SampleDType::i32);
+    std::vector<int32_t> y;
+    const std::vector<float> x = gather_all(ds, &y);
+    for (size_t k = 0; k < x.size(); ++k) EXPECT_FLOAT_EQ(x[k], (float(x_value(s, k)) - 100.0f) / 2.0f) << k;
+
+    std::vector<int64_t> idx{5, 0};
+    std::vector<uint8_t> raw(2 * 6 * (u16 ? 2 : 4));
+    std::vector<int32_t> labels(2);
+    ds.gather_bytes(idx.data(), 2, raw.data(), labels.data());
+    EXPECT_EQ(labels, (std::vector<int32_t>{1, 0}));
+    for (size_t j = 0; j < 12; ++j) {
+      const size_t k = (j < 6 ? 5 * 6 : 0) + j % 6;  // sample 5, then sample 0
+      int32_t v = 0;
+      if (u16) {
+        uint16_t w;
+        std::memcpy(&w, raw.data() + 2 * j, 2);
+        v = w;
+      } else {
+        std::memcpy(&v, raw.data() + 4 * j, 4);
+      }
+      EXPECT_EQ(v, x_value(s, k)) << j;
+    }
+  }
+  // Float samples have no raw ids to hand over.
+  RawShard s;
+  s.x_type = H5T_IEEE_F32LE;
+  TempDir dir;
+  write_raw(dir / "part-00000.h5", s);
+  const InMemoryDataset ds = InMemoryDataset::load(dir.path());
+  std::vector<int64_t> idx{0};
+  std::vector<uint8_t> raw(24);
+  std::vector<int32_t> labels(1);
+  expect_error([&] { ds.gather_bytes(idx.data(), 1, raw.data(), labels.data()); },
+               {"need an integer split (uint8, uint16 or int32)", "float32"});
 }
 
 TEST(DatasetLoad, MultiShardOrderAndLimit) {
@@ -285,7 +338,11 @@ TEST(DatasetSchema, LengthMismatch) {
 TEST(DatasetSchema, UnsupportedDtypes) {
   RawShard s;
   s.x_type = H5T_STD_I16LE;
-  expect_load_error(s, {"/x", "dtype int16 is not supported (uint8 or float32)"});
+  expect_load_error(s, {"/x", "dtype int16 is not supported (uint8, uint16, int32 or float32)"});
+  s.x_type = H5T_STD_U32LE;  // a sign or a size other than the four dtypes
+  expect_load_error(s, {"/x", "dtype uint32 is not supported"});
+  s.x_type = H5T_STD_I8LE;
+  expect_load_error(s, {"/x", "dtype int8 is not supported"});
   s.x_type = H5T_IEEE_F64LE;
   expect_load_error(s, {"/x", "dtype float64 is not supported"});
   s = RawShard();
@@ -468,6 +525,33 @@ TEST(ShardWriter, UnfinishedWriteLeavesNoFile) {
   EXPECT_TRUE(fs::is_empty(dir.path()));
   expect_error([&] { ShardWriter(path, small_header(0)); }, {path, "at least one sample"});
   EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+TEST(ShardWriter, TokenDtypesRoundTripWithTheirChecksums) {
+  // uint16 and int32 samples are written little-endian with a CRC-32 of
+  // those bytes each, verified as the split loads.
+  TempDir dir;
+  const std::vector<uint16_t> x16{0, 255, 256, 65535, 1, 2, 40000, 7};
+  const std::vector<int32_t> x32{0, 255, 256, 65535, 65536, 1 << 20, 2147483647, 7};
+  const std::vector<int32_t> y{1, 2};
+  for (const auto& [name, dtype, data] : {std::tuple{"u16", SampleDType::u16, static_cast<const void*>(x16.data())},
+                                          std::tuple{"i32", SampleDType::i32, static_cast<const void*>(x32.data())}}) {
+    shard_format::ShardHeader h = small_header(2);
+    h.dtype = dtype;
+    fs::create_directories(dir / name);
+    write_shard(dir / (std::string(name) + "/part-00000.h5"), h, data, y.data());
+    write_split_manifest(dir / name);
+    const InMemoryDataset ds = InMemoryDataset::load(dir / name);
+    EXPECT_TRUE(ds.info().samples_verified);
+    EXPECT_EQ(read_manifest(dir / name)->dtype, dtype);
+    std::vector<int64_t> idx{0, 1};
+    const size_t bytes = 8 * shard_format::dtype_size(dtype);
+    std::vector<uint8_t> raw(bytes);
+    std::vector<int32_t> labels(2);
+    ds.gather_bytes(idx.data(), 2, raw.data(), labels.data());
+    EXPECT_EQ(std::memcmp(raw.data(), data, bytes), 0) << name;
+    EXPECT_EQ(labels, y);
+  }
 }
 
 // ---- checksums against manifest.json ----------------------------------------

@@ -210,6 +210,19 @@ TEST(Config, ExamplesAreValid) {
   }
 }
 
+TEST(Config, Gpt2SmallExampleIsGpt2Sized) {
+  // Meant for GPUs and synthetic data (it has no target): GPT-2 small's shape.
+  const Config c = load_config(std::string(SHARDTRAIN_SOURCE_DIR) + "/examples/gpt2_small.toml");
+  EXPECT_EQ(c.model.kind, nn::ModelKind::gpt);
+  EXPECT_EQ(c.model.n_layer, 12);
+  EXPECT_EQ(c.model.n_head, 12);
+  EXPECT_EQ(c.model.n_embd, 768);
+  EXPECT_EQ(c.model.block_size, 1024);
+  EXPECT_EQ(c.model.vocab_size, 50257);
+  EXPECT_EQ(c.runtime.device, train::DeviceKind::cuda);
+  EXPECT_FALSE(c.target.enabled());
+}
+
 TEST(Config, DocsConfigMdIsCurrent) {
   std::ifstream in(std::string(SHARDTRAIN_SOURCE_DIR) + "/docs/config.md");
   std::stringstream doc;
