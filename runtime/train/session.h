@@ -135,7 +135,7 @@ EvalResult evaluate(nn::Model& model, const io::InMemoryDataset& data, int64_t b
                     comm::Communicator* comm = nullptr, bool language_model = false, nn::BlockHooks* hooks = nullptr);
 
 // Sums each value over all ranks (every rank gets the sums, added in rank
-// order). Values travel as f32: for loss sums and counts, not for parameters.
+// order). Values travel exactly (their bytes), so one rank's sum is its value.
 std::vector<double> sum_over_ranks(comm::Communicator& comm, const std::vector<double>& values);
 // Every rank's values: result[r][i] is value i of rank r.
 std::vector<std::vector<double>> gather_from_ranks(comm::Communicator& comm, const std::vector<double>& values);

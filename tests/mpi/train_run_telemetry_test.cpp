@@ -7,6 +7,7 @@
 #include "runtime/core/clock.h"
 #include "runtime/telemetry/recorder.h"
 #include "runtime/train/run_telemetry.h"
+#include "runtime/train/session.h"
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <string>
 #include <thread>
@@ -141,6 +143,28 @@ TEST(RunTelemetry, RecordsTraceAndSummaryOfEveryRankNameTheSlowOne) {
   }
   world().barrier()->wait();
   if (rank == 0) fs::remove_all(dir);
+}
+
+// The figures the summary and the losses gather from every rank come back
+// bit for bit: doubles that f32 would round (a third, a byte count past
+// 2^24, the smallest normal), and the sums are the rank-ordered sums.
+TEST(GatherFromRanks, DoublesArriveExactly) {
+  const int r = world().rank(), n = world().size();
+  const std::vector<double> mine = {1.0 / 3.0 + r, double((int64_t(1) << 40) + 1 + r),
+                                    std::numeric_limits<double>::min() * (r + 1), -0.0};
+  const auto all = train::gather_from_ranks(world(), mine);
+  ASSERT_EQ(int(all.size()), n);
+  for (int k = 0; k < n; ++k) {
+    const std::vector<double> want = {1.0 / 3.0 + k, double((int64_t(1) << 40) + 1 + k),
+                                      std::numeric_limits<double>::min() * (k + 1), -0.0};
+    ASSERT_EQ(all[size_t(k)].size(), want.size());
+    EXPECT_EQ(std::memcmp(all[size_t(k)].data(), want.data(), want.size() * sizeof(double)), 0) << "rank " << k;
+  }
+  const std::vector<double> sums = train::sum_over_ranks(world(), mine);
+  double want0 = 0;
+  for (int k = 0; k < n; ++k) want0 += 1.0 / 3.0 + k;
+  EXPECT_EQ(sums[0], want0);
+  EXPECT_TRUE(train::gather_from_ranks(world(), {})[0].empty());
 }
 
 }  // namespace
