@@ -7,10 +7,12 @@
 # Sections: a environment, b bundle, c `shardtrain info` and `shardtrain doctor`, d gpu_* tests,
 # e MPI on 2 ranks (device buffers), f training CPU vs GPU
 # (scripts/gpu-check-train.sh), s speed against the GEMM rate and PyTorch
-# (scripts/gpu-check-speed.sh), then the summary tables, printed last.
-# GPU_CHECK_SECTIONS picks sections (default "info doctor tests speed mpi
-# train"; the environment and the bundle always run), so a rerun can take
-# only what failed or ran out of time.
+# (scripts/gpu-check-speed.sh), n every strategy on one rank over NCCL and
+# determinism, z compute-sanitizer (scripts/gpu-check-strategies.sh), then
+# the summary tables, printed last. GPU_CHECK_SECTIONS picks sections
+# (default "info tests speed strategies sanitizer mpi train doctor", in
+# that order; the environment and the bundle always run), so a rerun can
+# take only what failed or ran out of time.
 # Each step has a timeout and a failing step does not stop the others; the
 # whole run stays under GPU_CHECK_BUDGET_S (default 450 s).
 # Logs: $OUT/gpu-check.log (everything), $OUT/table.txt, $OUT/checks.tsv,
@@ -21,7 +23,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO" || exit 1
 TARBALL=${1:-bundle/shardtrain-bundle.tar.gz}
 BUDGET_S=${GPU_CHECK_BUDGET_S:-540}
-SECTIONS=" ${GPU_CHECK_SECTIONS:-info doctor tests speed mpi train} "
+SECTIONS=" ${GPU_CHECK_SECTIONS:-info tests speed strategies sanitizer mpi train doctor} "
 TEST_TIMEOUT_S=${GPU_CHECK_TEST_TIMEOUT_S:-90}
 UNPACK=${GPU_CHECK_UNPACK:-/tmp/stb}
 W=${GPU_CHECK_WORK:-/tmp/gpu-check}
@@ -234,6 +236,20 @@ step_speed() {
   gpu_speed_checks
 }
 
+# --- n, z. strategies on one rank, determinism, compute-sanitizer ----------------
+step_strategies() {
+  section "n. strategies on one rank over NCCL, determinism"
+  # shellcheck disable=SC1091
+  source "$REPO/scripts/gpu-check-strategies.sh"
+  gpu_strategy_checks
+}
+step_sanitizer() {
+  section "z. compute-sanitizer"
+  # shellcheck disable=SC1091
+  source "$REPO/scripts/gpu-check-strategies.sh"
+  gpu_sanitizer_checks
+}
+
 # --- g. table --------------------------------------------------------------------
 table() {
   local t=$OUTDIR/table.txt
@@ -293,11 +309,13 @@ if [ "$BUNDLE_OK" = 1 ]; then
   # Subshells: whatever goes wrong in one step stays there (rows are files).
   want() { [[ $SECTIONS == *" $1 "* ]]; }
   want info && ( step_info )
-  want doctor && ( step_doctor )
   want tests && ( step_gpu_tests )
   want speed && ( step_speed )
+  want strategies && ( step_strategies )
+  want sanitizer && ( step_sanitizer )
   want mpi && ( step_mpi )
   want train && ( step_train )
+  want doctor && ( step_doctor )
 else
   check_row info "shardtrain info" - - - "SKIP(no bundle)"
 fi
