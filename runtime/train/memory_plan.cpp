@@ -59,9 +59,9 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
   const int64_t capacity = std::max(micro, eval);
   add("activations", model.activation_bytes(capacity, false) + model.activation_bytes(micro, true) -
                          model.activation_bytes(micro, false));
-  // The step's input and logit gradients (the whole local batch), and the
-  // evaluation's input batch.
-  add("step input and logit gradients", local * data.sample.numel() * kF32 + local * data.tokens * data.classes * kF32);
+  // The step's input (the whole local batch) and the evaluation's input
+  // batch. The logits' gradient overwrites the logits (train::forward_backward).
+  add("step input", local * data.sample.numel() * kF32);
   add("evaluation input", eval * data.sample.numel() * kF32);
   // On a GPU the step also holds a second input slot (the next batch is
   // copied while this one computes), the labels of both slots, and a loss

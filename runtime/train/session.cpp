@@ -104,7 +104,7 @@ StepBuffers::StepBuffers(const Shape& x_shape, DType x_dtype, const Shape& logit
                          int64_t batch, Device device)
     : x(Tensor::empty(x_shape, x_dtype, device)),
       x_host(device.is_cpu() ? x : Tensor::empty_pinned(x_shape, x_dtype)),
-      dlogits(Tensor::empty(logits_shape, DType::f32, device)),
+      classes(logits_shape.cols()),
       labels(size_t(n_labels)),
       indices(size_t(batch)) {
   if (device.is_cpu()) return;
@@ -173,7 +173,7 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
            micro_batches, local);
   const Shape& sample = model.input_sample();
   // Per sample: b.tokens rows of logits (1, or T for a language model).
-  const int64_t classes = b.dlogits.shape().cols(), rows = b.tokens;
+  const int64_t classes = b.classes, rows = b.tokens;
   const bool gpu = b.y.defined();
   if (gpu) {
     // The batch and its labels to the GPU on the copy stream; the first
@@ -195,12 +195,16 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
   for (int64_t m = 0; m < micro_batches; ++m) {
     const int64_t begin = local * m / micro_batches, end = local * (m + 1) / micro_batches;
     Tensor x = b.x.view(begin * sample.numel(), batched(end - begin, sample));
-    Tensor dlogits = b.dlogits.view(begin * rows * classes,
-                                    rows == 1 ? Shape{end - begin, classes} : Shape{end - begin, rows, classes});
+    // The logits' gradient overwrites the logits (the loss kernels work in
+    // place): every model ends in a Linear, whose backward reads its input
+    // and weight but not its output, so no f32 copy of a micro-batch's
+    // logits (B x T x V for a language model) is ever made.
+    Tensor dlogits;
     double t0 = now_seconds();
     {
       telemetry::Span span("forward", "compute", m);
       Tensor logits = model.forward(x, &strategy);
+      dlogits = logits;
       // The gradient of the mean loss over the global batch's labels.
       const float scale = 1.0f / float(global_batch * rows);
       if (gpu) {

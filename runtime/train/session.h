@@ -64,7 +64,7 @@ struct StepBuffers {
   Tensor x;                     // [local batch, sample...]; language model: i32 [local batch, T]
   Tensor x_host;                // x on the host (pinned), where batches are gathered; x itself on the CPU
   int input_slot = 0;           // GPU: which of the two input slots x, x_host, y and y_host are
-  Tensor dlogits;               // [local batch, classes]; language model: [local batch, T, V]
+  int64_t classes = 0;          // logits per label row (the head's width; a language model's V)
   std::vector<int32_t> labels;  // local batch; language model: local batch * T
   // GPU only (undefined on the CPU, where the loss takes `labels` directly):
   Tensor y, y_host;                // the labels on the device, and the input slot's pinned copy of them
