@@ -14,6 +14,7 @@
 #include "runtime/core/op_timing.h"
 
 #include <cmath>
+#include <cstdint>
 
 #ifdef SHARDTRAIN_HAVE_CUDA
 #include "kernels/cuda/activation.h"
@@ -60,6 +61,19 @@ bool on_gpu(const char* op, std::initializer_list<const Tensor*> tensors) {
 
 void require_numel(const char* op, const Tensor& t, int64_t n, const char* what) {
   ST_CHECK(t.numel() == n, "{}: {} has {} elements, expected {} (shape {})", op, what, t.numel(), n, t.shape().str());
+}
+
+// The fused kernels write one operand while reading another element by
+// element: the same memory (allow_same) is fine, a shifted overlap would read
+// values already overwritten. Addresses compared as integers (pointers into
+// different allocations have no specified order).
+void require_no_overlap(const char* op, const Tensor& x, const char* x_what, const Tensor& y, const char* y_what,
+                        bool allow_same) {
+  const auto xb = reinterpret_cast<uintptr_t>(x.raw()), yb = reinterpret_cast<uintptr_t>(y.raw());
+  const bool disjoint = xb + x.nbytes() <= yb || yb + y.nbytes() <= xb;
+  const bool same = xb == yb && x.nbytes() == y.nbytes();
+  ST_CHECK(disjoint || (allow_same && same), "{}: {} and {} overlap{}", op, x_what, y_what,
+           allow_same ? " without being the same tensor" : "");
 }
 
 float* opt(const Tensor& t) { return t.defined() ? t.f32() : nullptr; }
@@ -336,6 +350,61 @@ void layernorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& 
   }
   cpu::layernorm_backward(din.f32(), dweight.f32(), dbias.f32(), dout.f32(), in.f32(), weight.f32(), mean.f32(),
                           rstd.f32(), N, C, accumulate);
+}
+
+void residual_layernorm_forward(const Tensor& sum_out, const Tensor& ln_out, const Tensor& mean, const Tensor& rstd,
+                                const Tensor& a, const Tensor& b, const Tensor& weight, const Tensor& bias, float eps) {
+  const char* op = "residual_layernorm_forward";
+  const bool gpu = ST_ON_GPU(op, {&sum_out, &ln_out, &mean, &rstd, &a, &b, &weight, &bias});
+  const OpScope timed(OpClass::norm, gpu);
+  const int64_t C = weight.numel();
+  ST_CHECK(C > 0, "{}: the weight is empty", op);
+  const int64_t N = a.numel() / C;
+  require_numel(op, a, N * C, "first operand");
+  require_numel(op, b, N * C, "second operand");
+  require_numel(op, sum_out, N * C, "sum");
+  require_numel(op, ln_out, N * C, "output");
+  require_numel(op, bias, C, "bias");
+  ST_CHECK(mean.numel() >= N && rstd.numel() >= N, "{}: mean/rstd hold fewer than {} rows", op, N);
+  require_no_overlap(op, sum_out, "the sum", a, "the first operand", true);
+  require_no_overlap(op, sum_out, "the sum", b, "the second operand", true);
+  require_no_overlap(op, ln_out, "the output", sum_out, "the sum", false);
+  require_no_overlap(op, ln_out, "the output", a, "the first operand", false);
+  require_no_overlap(op, ln_out, "the output", b, "the second operand", false);
+  if (gpu) {
+    ST_GPU_ONLY(cuda::residual_layernorm_forward(sum_out.f32(), ln_out.f32(), mean.f32(), rstd.f32(), a.f32(), b.f32(),
+                                                 weight.f32(), bias.f32(), N, C, eps));
+    return;
+  }
+  cpu::residual_layernorm_forward(sum_out.f32(), ln_out.f32(), mean.f32(), rstd.f32(), a.f32(), b.f32(), weight.f32(),
+                                  bias.f32(), N, C, eps);
+}
+
+void layernorm_backward_add(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                            const Tensor& in, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                            const Tensor& dresidual, bool accumulate) {
+  const char* op = "layernorm_backward_add";
+  const bool gpu = ST_ON_GPU(op, {&din, &dweight, &dbias, &dout, &in, &weight, &mean, &rstd, &dresidual});
+  const OpScope timed(OpClass::norm, gpu);
+  ST_CHECK(din.defined() && dresidual.defined(), "{}: the input gradient and the residual's gradient are required", op);
+  const int64_t C = weight.numel();
+  ST_CHECK(C > 0, "{}: the weight is empty", op);
+  const int64_t N = in.numel() / C;
+  require_numel(op, in, N * C, "input");
+  require_numel(op, din, N * C, "input gradient");
+  require_numel(op, dout, N * C, "output gradient");
+  require_numel(op, dresidual, N * C, "residual gradient");
+  require_numel(op, dweight, C, "weight gradient");
+  require_numel(op, dbias, C, "bias gradient");
+  ST_CHECK(mean.numel() >= N && rstd.numel() >= N, "{}: mean/rstd hold fewer than {} rows", op, N);
+  require_no_overlap(op, din, "the input gradient", dresidual, "the residual gradient", true);
+  if (gpu) {
+    ST_GPU_ONLY(cuda::layernorm_backward_add(din.f32(), dweight.f32(), dbias.f32(), dout.f32(), in.f32(), weight.f32(),
+                                             mean.f32(), rstd.f32(), dresidual.f32(), N, C, accumulate));
+    return;
+  }
+  cpu::layernorm_backward_add(din.f32(), dweight.f32(), dbias.f32(), dout.f32(), in.f32(), weight.f32(), mean.f32(),
+                              rstd.f32(), dresidual.f32(), N, C, accumulate);
 }
 
 void token_position_embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& wte, const Tensor& wpe) {

@@ -72,6 +72,22 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
 void layernorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                         const Tensor& in, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
                         bool accumulate);
+// A residual connection feeding a LayerNorm, in one pass over the rows (a
+// transformer block's x + attention, then ln2): sum_out = a + b, then
+// layernorm_forward of sum_out into ln_out, mean/rstd saved as there. The
+// bits of add(sum_out, a, b) followed by layernorm_forward, on either device.
+// sum_out may be a or b itself; any other overlap among sum_out, ln_out, a
+// and b is an error.
+void residual_layernorm_forward(const Tensor& sum_out, const Tensor& ln_out, const Tensor& mean, const Tensor& rstd,
+                                const Tensor& a, const Tensor& b, const Tensor& weight, const Tensor& bias, float eps);
+// layernorm_backward with a residual's gradient added to the input gradient
+// as it is written: din = the LayerNorm's input gradient + dresidual (din may
+// be dresidual itself; another overlap is an error); dweight/dbias as in
+// layernorm_backward. The bits of layernorm_backward followed by
+// add(din, din, dresidual), on either device.
+void layernorm_backward_add(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                            const Tensor& in, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                            const Tensor& dresidual, bool accumulate);
 
 // Token + learned position embedding: ids i32 [B, T]; wte [V, C]; wpe [P, C]
 // with P >= T; out [B, T, C] = wte[ids] + wpe[t].

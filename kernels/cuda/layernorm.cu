@@ -14,15 +14,34 @@ constexpr int kThreads = 256;       // row kernels: one block per row
 constexpr int kColumnThreads = 64;  // column sums: one thread per column of a block
 constexpr int64_t kMaxRowBlocks = 65535;
 
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* in, const float* weight,
-                                         const float* bias, int64_t N, int64_t C, float eps) {
+// One block per row: mean, variance of the centered values, output. With
+// kResidual the row is first made: sum_out's row = a + b (add_kernel's one
+// rounding), summed in the same pass, and the later passes read it back. Each
+// thread reads back only the elements it wrote itself (the same i stride),
+// so no barrier is needed beyond block_sum's.
+template <bool kResidual>
+__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* in, float* sum_out,
+                                         const float* a, const float* b, const float* weight, const float* bias,
+                                         int64_t N, int64_t C, float eps) {
   __shared__ float sh[kThreads];
   const float inv_c = 1.0f / float(C);
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
-    const float* x = in + row * C;
+    const float* x = kResidual ? sum_out + row * C : in + row * C;
     float* o = out + row * C;
     float acc = 0.0f;
-    for (int64_t i = threadIdx.x; i < C; i += kThreads) acc += x[i];
+    if constexpr (kResidual) {
+      // sum may be a or b itself: each element is read before it is written.
+      const float* ra = a + row * C;
+      const float* rb = b + row * C;
+      float* sum = sum_out + row * C;
+      for (int64_t i = threadIdx.x; i < C; i += kThreads) {
+        const float v = __fadd_rn(ra[i], rb[i]);
+        sum[i] = v;
+        acc = __fadd_rn(acc, v);
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < C; i += kThreads) acc = __fadd_rn(acc, x[i]);
+    }
     const float m = __fmul_rn(block_sum<kThreads>(acc, sh), inv_c);
     // Variance from the centered values (E[x^2] - m^2 would cancel).
     acc = 0.0f;
@@ -42,9 +61,14 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
   }
 }
 
-// din = s * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = w * dy.
+// din = s * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = w * dy;
+// with kResidual, + dresidual (add_kernel's order: din's value first), added
+// as din is stored. din may be dresidual itself: each thread reads an element
+// of it before writing that same element.
+template <bool kResidual>
 __global__ void layernorm_din_kernel(float* din, const float* dout, const float* in, const float* weight,
-                                     const float* mean, const float* rstd, int64_t N, int64_t C) {
+                                     const float* mean, const float* rstd, const float* dresidual, int64_t N,
+                                     int64_t C) {
   __shared__ float sh[kThreads];
   const float inv_c = 1.0f / float(C);
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
@@ -64,7 +88,12 @@ __global__ void layernorm_din_kernel(float* din, const float* dout, const float*
     for (int64_t i = threadIdx.x; i < C; i += kThreads) {
       const float norm = __fmul_rn(__fsub_rn(x[i], m), s);
       const float t = __fsub_rn(__fsub_rn(__fmul_rn(weight[i], g[i]), dnorm_mean), __fmul_rn(norm, dnorm_norm_mean));
-      dx[i] = __fmul_rn(t, s);
+      const float d = __fmul_rn(t, s);
+      if constexpr (kResidual) {
+        dx[i] = __fadd_rn(d, dresidual[row * C + i]);
+      } else {
+        dx[i] = d;
+      }
     }
   }
 }
@@ -114,24 +143,10 @@ __global__ void layernorm_dparams_sum_kernel(float* dweight, float* dbias, const
 
 unsigned row_blocks(int64_t N) { return unsigned(N < kMaxRowBlocks ? N : kMaxRowBlocks); }
 
-}  // namespace
-
-void layernorm_forward(float* out, float* mean, float* rstd, const float* in, const float* weight, const float* bias,
-                       int64_t N, int64_t C, float eps) {
-  if (N <= 0 || C <= 0) return;
-  layernorm_forward_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(out, mean, rstd, in, weight, bias, N, C,
-                                                                             eps);
-  ST_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
-}
-
-void layernorm_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
-                        const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C,
-                        bool accumulate) {
-  if (C <= 0) return;
-  if (N > 0) {
-    layernorm_din_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(din, dout, in, weight, mean, rstd, N, C);
-    ST_CUDA_CHECK_LAUNCH("layernorm_din_kernel");
-  }
+// dweight/dbias (both stages); with N == 0 it still zeroes them when
+// !accumulate, as the CPU does.
+void launch_dparams(float* dweight, float* dbias, const float* dout, const float* in, const float* mean,
+                    const float* rstd, int64_t N, int64_t C, bool accumulate) {
   const int64_t chunks = N > 0 ? (N + kRowsPerChunk - 1) / kRowsPerChunk : 0;
   auto* partial = static_cast<float*>(scratch(ScratchSlot::reduce, size_t(2 * chunks * C + 1) * sizeof(float)));
   if (chunks > 0) {
@@ -141,10 +156,51 @@ void layernorm_backward(float* din, float* dweight, float* dbias, const float* d
                                                                                     in, mean, rstd, N, C);
     ST_CUDA_CHECK_LAUNCH("layernorm_dparams_partial_kernel");
   }
-  // With N == 0 this still zeroes dweight/dbias when !accumulate, as the CPU.
   layernorm_dparams_sum_kernel<<<grid_for(C, kColumnThreads), kColumnThreads, 0, compute_stream()>>>(
       dweight, dbias, partial, partial + chunks * C, chunks, C, accumulate);
   ST_CUDA_CHECK_LAUNCH("layernorm_dparams_sum_kernel");
+}
+
+}  // namespace
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* in, const float* weight, const float* bias,
+                       int64_t N, int64_t C, float eps) {
+  if (N <= 0 || C <= 0) return;
+  layernorm_forward_kernel<false><<<row_blocks(N), kThreads, 0, compute_stream()>>>(
+      out, mean, rstd, in, nullptr, nullptr, nullptr, weight, bias, N, C, eps);
+  ST_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
+}
+
+void layernorm_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
+                        const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C,
+                        bool accumulate) {
+  if (C <= 0) return;
+  if (N > 0) {
+    layernorm_din_kernel<false>
+        <<<row_blocks(N), kThreads, 0, compute_stream()>>>(din, dout, in, weight, mean, rstd, nullptr, N, C);
+    ST_CUDA_CHECK_LAUNCH("layernorm_din_kernel");
+  }
+  launch_dparams(dweight, dbias, dout, in, mean, rstd, N, C, accumulate);
+}
+
+void residual_layernorm_forward(float* sum_out, float* out, float* mean, float* rstd, const float* a, const float* b,
+                                const float* weight, const float* bias, int64_t N, int64_t C, float eps) {
+  if (N <= 0 || C <= 0) return;
+  layernorm_forward_kernel<true><<<row_blocks(N), kThreads, 0, compute_stream()>>>(out, mean, rstd, nullptr, sum_out, a,
+                                                                                   b, weight, bias, N, C, eps);
+  ST_CUDA_CHECK_LAUNCH("residual_layernorm_forward_kernel");
+}
+
+void layernorm_backward_add(float* din, float* dweight, float* dbias, const float* dout, const float* in,
+                            const float* weight, const float* mean, const float* rstd, const float* dresidual,
+                            int64_t N, int64_t C, bool accumulate) {
+  if (C <= 0) return;
+  if (N > 0) {
+    layernorm_din_kernel<true>
+        <<<row_blocks(N), kThreads, 0, compute_stream()>>>(din, dout, in, weight, mean, rstd, dresidual, N, C);
+    ST_CUDA_CHECK_LAUNCH("layernorm_din_add_kernel");
+  }
+  launch_dparams(dweight, dbias, dout, in, mean, rstd, N, C, accumulate);
 }
 
 }  // namespace shardtrain::cuda

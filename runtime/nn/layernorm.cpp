@@ -25,18 +25,31 @@ Shape LayerNorm::output_shape(const Shape& in) const {
   return in;
 }
 
+void LayerNorm::ensure_statistics(int64_t rows, Device device) {
+  if (!mean_.defined() || mean_.numel() < rows || !(mean_.device() == device)) {
+    mean_ = Tensor::empty({rows}, DType::f32, device);
+    rstd_ = Tensor::empty({rows}, DType::f32, device);
+  }
+}
+
 void LayerNorm::forward(const Tensor& in, const Tensor& out) {
   in_ = in;
-  const int64_t rows = in.numel() / channels_;
-  if (!mean_.defined() || mean_.numel() < rows || !(mean_.device() == in.device())) {
-    mean_ = Tensor::empty({rows}, DType::f32, in.device());
-    rstd_ = Tensor::empty({rows}, DType::f32, in.device());
-  }
+  ensure_statistics(in.numel() / channels_, in.device());
   ops::layernorm_forward(out, mean_, rstd_, in, weight_, bias_, eps_);
 }
 
 void LayerNorm::backward(const Tensor& dout, const Tensor& din, bool accumulate) {
   ops::layernorm_backward(din, dweight_, dbias_, dout, in_, weight_, mean_, rstd_, accumulate);
+}
+
+void LayerNorm::forward_residual(const Tensor& a, const Tensor& b, const Tensor& sum, const Tensor& out) {
+  in_ = sum;
+  ensure_statistics(sum.numel() / channels_, sum.device());
+  ops::residual_layernorm_forward(sum, out, mean_, rstd_, a, b, weight_, bias_, eps_);
+}
+
+void LayerNorm::backward_residual(const Tensor& dout, const Tensor& dresidual, const Tensor& din, bool accumulate) {
+  ops::layernorm_backward_add(din, dweight_, dbias_, dout, in_, weight_, mean_, rstd_, dresidual, accumulate);
 }
 
 }  // namespace shardtrain::nn

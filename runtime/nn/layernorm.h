@@ -21,6 +21,15 @@ class LayerNorm final : public Layer {
   void forward(const Tensor& in, const Tensor& out) override;
   // din is required (a LayerNorm is never a model's first layer on data).
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
+  // For a Block whose residual connection feeds this LayerNorm: the add and
+  // the normalization in one pass (ops::residual_layernorm_forward), sum =
+  // a + b (sum may be a or b), out = LayerNorm(sum); sum is kept as the input
+  // for backward, as forward keeps in. The same bits as add then forward.
+  void forward_residual(const Tensor& a, const Tensor& b, const Tensor& sum, const Tensor& out);
+  // backward with the residual's gradient added as din is written
+  // (ops::layernorm_backward_add): din = this LayerNorm's input gradient +
+  // dresidual (din may be dresidual). The same bits as backward then add.
+  void backward_residual(const Tensor& dout, const Tensor& dresidual, const Tensor& din, bool accumulate);
   void release_activations() override {
     in_ = Tensor();
     mean_ = Tensor();
@@ -28,6 +37,10 @@ class LayerNorm final : public Layer {
   }
 
  private:
+  // mean_/rstd_ for at least `rows` rows on `device`: reallocated only when
+  // too small or elsewhere, so the largest batch seen sets their size.
+  void ensure_statistics(int64_t rows, Device device);
+
   int64_t channels_;
   float eps_;
   Tensor weight_, bias_, dweight_, dbias_;

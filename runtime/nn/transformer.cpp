@@ -111,8 +111,8 @@ Tensor TransformerBlock::forward(const Tensor& in) {
   qkv_.forward(ln1, qkv);
   ops::attention_forward(attn, att_, qkv, n_head_);
   proj_.forward(attn, res1);
-  ops::add(res1, res1, in_);  // residual 1
-  ln2_.forward(res1, ln2);
+  // Residual 1 and ln2 in one pass over the rows: res1 = res1 + x, then ln2.
+  ln2_.forward_residual(res1, in_, res1, ln2);
   fc_.forward(ln2, fc);
   gelu_.forward(fc, gelu);
   fc_proj_.forward(gelu, out);
@@ -129,17 +129,20 @@ void TransformerBlock::backward(const Tensor& dout_in, const Tensor& din, bool a
   fc_proj_.backward(dout, g4, accumulate);
   gelu_.backward(g4, g4, accumulate);
   fc_.backward(g4, ga, accumulate);
-  ln2_.backward(ga, gb, accumulate);
-  ops::add(gb, gb, dout);  // gb = d res1
+  // gb = d res1: ln2's input gradient plus dout along the residual, one pass.
+  ln2_.backward_residual(ga, dout, gb, accumulate);
   // Attention branch.
   proj_.backward(gb, ga, accumulate);
   ops::attention_backward(g3, scratch_, ga, qkv_out_.view(0, {B, T, 3 * C}), att_, n_head_);
   qkv_.backward(g3, ga, accumulate);
-  // ln1's input gradient goes to din, or to a free workspace when the caller
-  // needs none (its parameter gradients are still wanted).
-  const Tensor dx = din.defined() ? din.reshape({B, T, C}) : g_4c_.view(0, {B, T, C});
-  ln1_.backward(ga, dx, accumulate);
-  if (din.defined()) ops::add(dx, dx, gb);
+  // din = ln1's input gradient plus gb along residual 1, in one pass. Without
+  // din (the caller needs none) ln1's input gradient goes to a free workspace:
+  // its parameter gradients are still wanted.
+  if (din.defined()) {
+    ln1_.backward_residual(ga, gb, din.reshape({B, T, C}), accumulate);
+  } else {
+    ln1_.backward(ga, g_4c_.view(0, {B, T, C}), accumulate);
+  }
 }
 
 std::string TransformerBlock::describe() const {

@@ -590,6 +590,89 @@ TEST(CudaLayerNorm, BackwardMatchesCpuOverwritingAndAccumulating) {
   }
 }
 
+// The fused residual kernels against the CPU's fused kernels (the report
+// rows, kLimitF32: the row sums add in another fixed order, as above), and
+// against the unfused CUDA sequence they replace (cuda::add and the plain
+// layernorm kernels): the same additions in the same order, so the same bits.
+// Shapes as above; the sum, or din, written separately or in place over each
+// operand it may alias.
+int64_t bit_mismatches(const Tensor& got_any, const Tensor& want_any) {
+  const Tensor got = to_host(got_any), want = to_host(want_any);
+  EXPECT_EQ(got.numel(), want.numel());
+  int64_t bad = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) bad += std::memcmp(got.f32() + i, want.f32() + i, sizeof(float)) != 0;
+  return bad;
+}
+
+TEST(CudaLayerNorm, ResidualForwardMatchesCpuAndTheUnfusedBits) {
+  ST_REQUIRE_GPU();
+  for (const auto& [N, C] : {std::pair<int64_t, int64_t>{512, 768}, {1000, 100}}) {
+    const Tensor a = random_host({N, C}, 1031, -2.0f, 3.0f), b = random_host({N, C}, 1032, 1.0f, 2.0f);
+    const Tensor w = random_host({C}, 1033, 0.5f, 1.5f), bias = random_host({C}, 1034);
+    const Tensor da = dev(a), db = dev(b), dw = dev(w), dbias = dev(bias);
+    const Tensor wsum = Tensor::empty({N, C}), wout = Tensor::empty({N, C});
+    const Tensor wmean = Tensor::empty({N}), wrstd = Tensor::empty({N});
+    cpu::residual_layernorm_forward(wsum.f32(), wout.f32(), wmean.f32(), wrstd.f32(), a.f32(), b.f32(), w.f32(),
+                                    bias.f32(), N, C, 1e-5f);
+    // The unfused CUDA sequence.
+    const Tensor usum = poisoned({N, C}), uout = poisoned({N, C}), umean = poisoned({N}), urstd = poisoned({N});
+    cuda::add(usum.f32(), da.f32(), db.f32(), N * C);
+    cuda::layernorm_forward(uout.f32(), umean.f32(), urstd.f32(), usum.f32(), dw.f32(), dbias.f32(), N, C, 1e-5f);
+    for (const int alias : {0, 1, 2}) {  // sum separate, over a, over b
+      const Tensor sum = alias == 1 ? dev(a) : alias == 2 ? dev(b) : poisoned({N, C});
+      const Tensor out = poisoned({N, C}), mean = poisoned({N}), rstd = poisoned({N});
+      cuda::residual_layernorm_forward(sum.f32(), out.f32(), mean.f32(), rstd.f32(), alias == 1 ? sum.f32() : da.f32(),
+                                       alias == 2 ? sum.f32() : db.f32(), dw.f32(), dbias.f32(), N, C, 1e-5f);
+      report("residual_layernorm_forward.sum", "f32", rel_error(sum, wsum), kLimitF32);
+      report("residual_layernorm_forward", "f32", rel_error(out, wout), kLimitF32);
+      report("residual_layernorm_forward.mean", "f32", rel_error(mean, wmean), kLimitF32);
+      report("residual_layernorm_forward.rstd", "f32", rel_error(rstd, wrstd), kLimitF32);
+      EXPECT_EQ(bit_mismatches(sum, usum), 0) << N << "x" << C << " alias " << alias;
+      EXPECT_EQ(bit_mismatches(out, uout), 0) << N << "x" << C << " alias " << alias;
+      EXPECT_EQ(bit_mismatches(mean, umean), 0) << N << "x" << C << " alias " << alias;
+      EXPECT_EQ(bit_mismatches(rstd, urstd), 0) << N << "x" << C << " alias " << alias;
+    }
+  }
+}
+
+TEST(CudaLayerNorm, BackwardAddMatchesCpuAndTheUnfusedBits) {
+  ST_REQUIRE_GPU();
+  for (const auto& [N, C] : {std::pair<int64_t, int64_t>{512, 768}, {1000, 100}}) {
+    const Tensor x = random_host({N, C}, 1041, -2.0f, 3.0f);
+    const Tensor w = random_host({C}, 1042, 0.5f, 1.5f), b = random_host({C}, 1043);
+    const Tensor g = random_host({N, C}, 1044), r = random_host({N, C}, 1045);
+    const Tensor out = Tensor::empty({N, C}), mean = Tensor::empty({N}), rstd = Tensor::empty({N});
+    cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), x.f32(), w.f32(), b.f32(), N, C, 1e-5f);
+    const Tensor dx = dev(x), dw_in = dev(w), dg = dev(g), dr = dev(r), dmean = dev(mean), drstd = dev(rstd);
+    for (const bool accumulate : {false, true}) {
+      const uint64_t seed = accumulate ? 1050 : 1060;
+      const Tensor dw0 = random_host({C}, seed), db0 = random_host({C}, seed + 1);
+      const Tensor wdin = Tensor::empty({N, C}), wdw = clone_host(dw0), wdb = clone_host(db0);
+      cpu::layernorm_backward_add(wdin.f32(), wdw.f32(), wdb.f32(), g.f32(), x.f32(), w.f32(), mean.f32(), rstd.f32(),
+                                  r.f32(), N, C, accumulate);
+      // The unfused CUDA sequence.
+      const Tensor udin = poisoned({N, C});
+      const Tensor udw = accumulate ? dev(dw0) : poisoned({C}), udb = accumulate ? dev(db0) : poisoned({C});
+      cuda::layernorm_backward(udin.f32(), udw.f32(), udb.f32(), dg.f32(), dx.f32(), dw_in.f32(), dmean.f32(),
+                               drstd.f32(), N, C, accumulate);
+      cuda::add(udin.f32(), udin.f32(), dr.f32(), N * C);
+      for (const bool in_place : {false, true}) {  // din separate, or din over dresidual
+        const Tensor din = in_place ? dev(r) : poisoned({N, C});
+        const Tensor dweight = accumulate ? dev(dw0) : poisoned({C});
+        const Tensor dbias = accumulate ? dev(db0) : poisoned({C});
+        cuda::layernorm_backward_add(din.f32(), dweight.f32(), dbias.f32(), dg.f32(), dx.f32(), dw_in.f32(),
+                                     dmean.f32(), drstd.f32(), in_place ? din.f32() : dr.f32(), N, C, accumulate);
+        report("layernorm_backward_add.din", "f32", rel_error(din, wdin), kLimitF32);
+        report("layernorm_backward_add.dweight", "f32", rel_error(dweight, wdw), kLimitF32);
+        report("layernorm_backward_add.dbias", "f32", rel_error(dbias, wdb), kLimitF32);
+        EXPECT_EQ(bit_mismatches(din, udin), 0) << N << "x" << C << " in place " << in_place;
+        EXPECT_EQ(bit_mismatches(dweight, udw), 0) << N << "x" << C << " in place " << in_place;
+        EXPECT_EQ(bit_mismatches(dbias, udb), 0) << N << "x" << C << " in place " << in_place;
+      }
+    }
+  }
+}
+
 // ---- embedding --------------------------------------------------------------
 
 TEST(CudaEmbedding, ForwardMatchesCpu) {

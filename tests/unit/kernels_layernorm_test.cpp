@@ -1,11 +1,16 @@
 #include "kernels/cpu/layernorm.h"
 
+#include "kernels/cpu/elementwise.h"
 #include "tests/unit/kernels_test_util.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace shardtrain::cpu {
@@ -77,6 +82,90 @@ TEST(LayerNorm, AccumulateAddsAndOverwriteIgnoresGarbage) {
     EXPECT_NEAR(db2[c], db0[c] + db[c], 1e-5) << c;
   }
   EXPECT_EQ(din2, din);  // din is always overwritten
+}
+
+// ---- the fused residual variants --------------------------------------------
+//
+// They must give exactly the bits of the unfused sequence they replace in a
+// transformer block (add then layernorm_forward; layernorm_backward then add),
+// so a model's training results do not move: compared as bit patterns, over
+// widths below, at and past the 8 partial sums of lane_sum and a GPT width.
+
+// Bit patterns: equal means identical, NaN and -0 included.
+std::vector<uint32_t> bits(const std::vector<float>& v) {
+  std::vector<uint32_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = std::bit_cast<uint32_t>(v[i]);
+  return out;
+}
+
+struct RowsCols {
+  int64_t N, C;
+};
+constexpr RowsCols kFusedShapes[] = {{1, 1}, {3, 7}, {2, 8}, {4, 37}, {5, 64}, {6, 100}, {4, 768}, {2, 1031}};
+
+// Where the fused op writes its sum (forward) or input gradient (backward).
+enum class Alias { none, first, second };
+const char* alias_name(Alias a) { return a == Alias::none ? "separate" : a == Alias::first ? "first" : "second"; }
+
+TEST(LayerNormResidual, ForwardIsAddThenLayerNormBitForBit) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const auto [N, C] : kFusedShapes) {
+    const auto a = uniform_vector(N * C, 20 + N, -2.0f, 3.0f);
+    auto b = uniform_vector(N * C, 30 + C);
+    for (int64_t c = 0; c < C; ++c) b[c] += 1000.0f;  // row 0: |mean| >> std
+    const auto w = uniform_vector(C, 40, 0.5f, 1.5f), bias = uniform_vector(C, 41);
+    // The unfused sequence of TransformerBlock::forward before the fusion.
+    std::vector<float> want_sum(N * C), want_out(N * C), want_mean(N), want_rstd(N);
+    add(want_sum.data(), a.data(), b.data(), N * C);
+    layernorm_forward(want_out.data(), want_mean.data(), want_rstd.data(), want_sum.data(), w.data(), bias.data(), N, C,
+                      kEps);
+    for (const Alias alias : {Alias::none, Alias::first, Alias::second}) {
+      const std::string what = fmt::format("N={} C={} sum={}", N, C, alias_name(alias));
+      // In place, the sum starts as the operand it overwrites.
+      std::vector<float> sum = alias == Alias::first ? a : alias == Alias::second ? b : std::vector<float>(N * C, nan);
+      std::vector<float> out(N * C, nan), mean(N, nan), rstd(N, nan);
+      const float* pa = alias == Alias::first ? sum.data() : a.data();
+      const float* pb = alias == Alias::second ? sum.data() : b.data();
+      residual_layernorm_forward(sum.data(), out.data(), mean.data(), rstd.data(), pa, pb, w.data(), bias.data(), N, C,
+                                 kEps);
+      EXPECT_EQ(bits(sum), bits(want_sum)) << what;
+      EXPECT_EQ(bits(out), bits(want_out)) << what;
+      EXPECT_EQ(bits(mean), bits(want_mean)) << what;
+      EXPECT_EQ(bits(rstd), bits(want_rstd)) << what;
+    }
+  }
+}
+
+TEST(LayerNormResidual, BackwardAddIsLayerNormBackwardThenAddBitForBit) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const auto [N, C] : kFusedShapes) {
+    const auto x = uniform_vector(N * C, 50 + N, -2.0f, 3.0f), w = uniform_vector(C, 51, 0.5f, 1.5f);
+    const auto bias = uniform_vector(C, 52), dout = uniform_vector(N * C, 53 + C), dres = uniform_vector(N * C, 54);
+    std::vector<float> y(N * C), mean(N), rstd(N);
+    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), N, C, kEps);
+    for (const bool accumulate : {false, true}) {
+      // Accumulating adds onto earlier gradients; overwriting must ignore garbage.
+      const auto dw0 = accumulate ? uniform_vector(C, 55) : std::vector<float>(C, nan);
+      const auto db0 = accumulate ? uniform_vector(C, 56) : std::vector<float>(C, nan);
+      // The unfused sequence of TransformerBlock::backward before the fusion.
+      std::vector<float> want_din(N * C, nan), want_dw = dw0, want_db = db0;
+      layernorm_backward(want_din.data(), want_dw.data(), want_db.data(), dout.data(), x.data(), w.data(), mean.data(),
+                         rstd.data(), N, C, accumulate);
+      add(want_din.data(), want_din.data(), dres.data(), N * C);
+      for (const Alias alias : {Alias::none, Alias::first}) {
+        const std::string what =
+            fmt::format("N={} C={} accumulate={} din={}", N, C, accumulate, alias == Alias::none ? "separate" : "dres");
+        std::vector<float> din = alias == Alias::first ? dres : std::vector<float>(N * C, nan);
+        std::vector<float> dw = dw0, db = db0;
+        const float* residual = alias == Alias::first ? din.data() : dres.data();
+        layernorm_backward_add(din.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
+                               rstd.data(), residual, N, C, accumulate);
+        EXPECT_EQ(bits(din), bits(want_din)) << what;
+        EXPECT_EQ(bits(dw), bits(want_dw)) << what;
+        EXPECT_EQ(bits(db), bits(want_db)) << what;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -55,5 +55,35 @@ TEST(OpsShapes, GradientsOfTheWrongSizeAreRefused) {
               HasSubstr("maxpool2d_backward: output gradient has 6 elements, expected 4"));
 }
 
+// The fused residual LayerNorm ops write one operand while reading another:
+// the same tensor (a residual added in place) is allowed, a shifted overlap or
+// an output on top of an input is not.
+TEST(OpsShapes, FusedLayerNormAllowsInPlaceButRefusesOverlaps) {
+  const int64_t N = 2, C = 4;
+  Tensor buf = Tensor::zeros({3 * N * C}), b = Tensor::zeros({N, C}), ln = Tensor::zeros({N, C});
+  Tensor w = Tensor::zeros({C}), bias = Tensor::zeros({C}), mean = Tensor::zeros({N}), rstd = Tensor::zeros({N});
+  const Tensor a = buf.view(0, {N, C}), shifted = buf.view(2, {N, C});
+  EXPECT_NO_THROW(ops::residual_layernorm_forward(a, ln, mean, rstd, a, b, w, bias, 1e-5f));
+  EXPECT_NO_THROW(ops::residual_layernorm_forward(b, ln, mean, rstd, a, b, w, bias, 1e-5f));
+  EXPECT_THAT(error_of([&] { ops::residual_layernorm_forward(shifted, ln, mean, rstd, a, b, w, bias, 1e-5f); }),
+              HasSubstr("residual_layernorm_forward: the sum and the first operand overlap without being the same"));
+  EXPECT_THAT(error_of([&] { ops::residual_layernorm_forward(a, a, mean, rstd, a, b, w, bias, 1e-5f); }),
+              HasSubstr("residual_layernorm_forward: the output and the sum overlap"));
+  EXPECT_THAT(error_of([&] { ops::residual_layernorm_forward(ln, b, mean, rstd, a, b, w, bias, 1e-5f); }),
+              HasSubstr("residual_layernorm_forward: the output and the second operand overlap"));
+  EXPECT_THAT(error_of([&] {
+                ops::residual_layernorm_forward(ln, b.view(0, {N, C - 1}), mean, rstd, a, b, w, bias, 1e-5f);
+              }),
+              HasSubstr("residual_layernorm_forward: output has 6 elements, expected 8"));
+
+  Tensor dout = Tensor::zeros({N, C}), dw = Tensor::zeros({C}), db = Tensor::zeros({C});
+  EXPECT_NO_THROW(ops::layernorm_backward_add(a, dw, db, dout, b, w, mean, rstd, a, false));
+  EXPECT_THAT(error_of([&] { ops::layernorm_backward_add(a, dw, db, dout, b, w, mean, rstd, shifted, false); }),
+              HasSubstr("layernorm_backward_add: the input gradient and the residual gradient overlap without"));
+  EXPECT_THAT(
+      error_of([&] { ops::layernorm_backward_add(a, dw, db, dout, b, w, mean, rstd, Tensor::zeros({C}), true); }),
+      HasSubstr("layernorm_backward_add: residual gradient has 4 elements, expected 8"));
+}
+
 }  // namespace
 }  // namespace shardtrain

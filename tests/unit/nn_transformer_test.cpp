@@ -1,13 +1,19 @@
 #include "kernels/ops.h"
 #include "runtime/core/rng.h"
+#include "runtime/nn/activation.h"
+#include "runtime/nn/layernorm.h"
+#include "runtime/nn/linear.h"
 #include "runtime/nn/models.h"
 #include "runtime/nn/transformer.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <span>
 #include <vector>
 
 using namespace shardtrain;
@@ -153,6 +159,60 @@ TEST(TransformerBlock, AccumulateAddsParameterGradientsAndOverwritesInputGradien
   s.block.forward(x);
   s.block.backward(R, Tensor(), false);
   for (int64_t i = 0; i < s.flat.numel(); ++i) ASSERT_EQ(s.flat.grads().f32()[i], once[size_t(i)]) << i;
+}
+
+// The block's forward and backward against the same layers run unfused (a
+// separate add beside each residual LayerNorm, as before the fused kernels),
+// on the same parameters: output, input gradient and every parameter
+// gradient have exactly the same bits, so fusing moved no training result.
+TEST(TransformerBlock, FusedResidualLayerNormsGiveTheUnfusedBits) {
+  const int64_t B = 3, T = 6, C = 16, H = 2;
+  StandaloneBlock s(T, C, H);
+  FlatParameters ref_flat({"h0"}, {s.block.param_specs()});
+  std::copy_n(s.flat.params().f32(), s.flat.numel(), ref_flat.params().f32());
+  LayerNorm ln1(C), ln2(C);
+  Linear qkv(C, 3 * C), proj(C, C), fc(C, 4 * C), fc_proj(4 * C, C);
+  GELU gelu;
+  Layer* layers[] = {&ln1, &qkv, &proj, &ln2, &fc, &fc_proj};
+  const auto params = ref_flat.param_views(0), grads = ref_flat.grad_views(0);
+  for (size_t i = 0; i < 6; ++i)
+    layers[i]->bind(std::span(params).subspan(2 * i, 2), std::span(grads).subspan(2 * i, 2));
+  Tensor x = Tensor::empty({B, T, C}), R = Tensor::empty({B, T, C});
+  fill_uniform(x, 12, -1.0f, 1.0f);
+  fill_uniform(R, 13, -1.0f, 1.0f);
+  auto act = [&](int64_t width) { return Tensor::empty({B, T, width}); };
+  const Tensor ln1o = act(C), qkvo = act(3 * C), att = Tensor::empty({B * H * T * T}), attn = act(C), res1 = act(C);
+  const Tensor ln2o = act(C), fco = act(4 * C), gel = act(4 * C), out = act(C), ga = act(C), gb = act(C);
+  const Tensor g3 = act(3 * C), g4 = act(4 * C), scratch = Tensor::empty({T * T}), want_dx = act(C), dx = act(C);
+  for (const bool accumulate : {false, true}) {
+    ln1.forward(x, ln1o);
+    qkv.forward(ln1o, qkvo);
+    ops::attention_forward(attn, att, qkvo, H);
+    proj.forward(attn, res1);
+    ops::add(res1, res1, x);
+    ln2.forward(res1, ln2o);
+    fc.forward(ln2o, fco);
+    gelu.forward(fco, gel);
+    fc_proj.forward(gel, out);
+    ops::add(out, out, res1);
+    fc_proj.backward(R, g4, accumulate);
+    gelu.backward(g4, g4, accumulate);
+    fc.backward(g4, ga, accumulate);
+    ln2.backward(ga, gb, accumulate);
+    ops::add(gb, gb, R);
+    proj.backward(gb, ga, accumulate);
+    ops::attention_backward(g3, scratch, ga, qkvo, att, H);
+    qkv.backward(g3, ga, accumulate);
+    ln1.backward(ga, want_dx, accumulate);
+    ops::add(want_dx, want_dx, gb);
+
+    const Tensor got = s.block.forward(x);
+    s.block.backward(R, dx, accumulate);
+    ASSERT_EQ(std::memcmp(got.raw(), out.raw(), out.nbytes()), 0) << "output, accumulate " << accumulate;
+    ASSERT_EQ(std::memcmp(dx.raw(), want_dx.raw(), dx.nbytes()), 0) << "din, accumulate " << accumulate;
+    ASSERT_EQ(std::memcmp(s.flat.grads().raw(), ref_flat.grads().raw(), ref_flat.grads().nbytes()), 0)
+        << "parameter gradients, accumulate " << accumulate;
+  }
 }
 
 TEST(Gpt, ShapesBlocksAndParameterCount) {
