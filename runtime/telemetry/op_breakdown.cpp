@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 namespace shardtrain::telemetry {
@@ -70,7 +71,7 @@ std::string op_breakdown_text(const json& breakdown, int rank) {
   for (const json& r : breakdown["rows"]) {
     const double s = r["s"].get<double>(), frac = r["frac"].get<double>();
     if (r["part"] == "step" && s <= 0) continue;
-    const auto bar = size_t(std::clamp(frac, 0.0, 1.0) * 30.0 + 0.5);
+    const auto bar = size_t(std::lround(std::clamp(frac, 0.0, 1.0) * 30.0));
     std::string line = fmt::format("{:<24} {:9.3f} ms {:5.1f}%", r["name"].get<std::string>(), s * 1e3, frac * 100.0);
     if (bar > 0 || r["part"] == "op") line += " " + std::string(bar, '#');
     if (r["part"] == "op") line += fmt::format("{} {:.0f} calls", std::string(30 - bar, ' '), r["calls"].get<double>());

@@ -170,10 +170,48 @@ Field field(std::string key, std::string doc, Ref ref) {
   field(                      \
       key, doc, [](Config & c) -> auto& { return c.member; })
 
+// How a job is watched, checkpointed, made to fail and where it runs: the
+// table's second half, apart so that neither function outgrows the size
+// limit. Its order is the order of docs/config.md.
+std::vector<Field> run_fields() {
+  // clang-format off
+  return {
+      KEY("telemetry.enabled", "Per-step records of every rank, trace, summary, MLPerf log, flight recorder (docs/telemetry.md).", telemetry.enabled),
+      KEY("telemetry.trace", "Also write the span trace (trace.json, Chrome trace format).", telemetry.trace),
+      KEY("telemetry.straggler_threshold", "A rank is a straggler when its median busy step time exceeds the median over ranks by more than this fraction.", telemetry.straggler_threshold),
+      KEY("telemetry.op_timing", "Time every op by class (linear, attention, norm, ..., copy; on a GPU by events around its kernels): each step record's `ops`, result.json's `op_timing` and a table in the summary (docs/telemetry.md). It waits for the GPU at each step's end, so steps take a little longer than without it.", telemetry.op_timing),
+      KEY("telemetry.flight_spans", "Spans per thread kept in memory for the flight recorder.", telemetry.flight_spans),
+
+      KEY("checkpoint.every_steps", "Write a sharded checkpoint every this many steps and at the end of training (0 = never). Every rank writes its shard into one HDF5 file over MPI-IO (docs/formats.md); `shardtrain train --resume auto` continues from the newest.", checkpoint.every_steps),
+      KEY("checkpoint.keep", "Keep the newest this many checkpoints; older ones are deleted once a newer one is complete.", checkpoint.keep),
+      KEY("checkpoint.dir", "Where checkpoints go (\"\": <run dir>/checkpoints).", checkpoint.dir),
+      KEY("checkpoint.on_signal", "On SIGTERM, SIGINT or SIGUSR1 (preemption: Slurm sends SIGTERM before it kills a job), write a checkpoint of the step where every rank stops, also when `every_steps` is 0. With `every_steps` > 0 that checkpoint is written anyway. The job then ends with status 75 and result.json says \"preempted\"; `--resume auto` continues from it.", checkpoint.on_signal),
+      KEY("checkpoint.signal_grace_s", "After such a signal, the seconds the job has to finish its step and write that checkpoint; past them it ends without it and says so (keep it below the scheduler's grace: Slurm's KillWait, 30 s by default).", checkpoint.signal_grace_s),
+
+      KEY("debug.slow_rank", "Fault injection for checking a diagnosis: the rank to slow down (-1: none).", debug.slow_rank),
+      KEY("debug.slow_compute_ms", "Extra compute time per step on debug.slow_rank.", debug.slow_compute_ms),
+      KEY("debug.slow_data_ms", "Extra wait for each batch on debug.slow_rank (a storage stall).", debug.slow_data_ms),
+      KEY("debug.slow_comm_ms", "Extra time in debug.slow_rank's gradient collectives per step.", debug.slow_comm_ms),
+      KEY("debug.fail_step", "Fault injection: debug.slow_rank fails with an error at this step (-1: never), to check that a job with one failing rank ends at once, with that rank's message and the flight records, instead of hanging.", debug.fail_step),
+      KEY("debug.kill_step", "Fault injection: debug.slow_rank kills itself (SIGKILL) when it has done this many steps (-1: never): a preempted or crashed job, for testing --resume.", debug.kill_step),
+      KEY("debug.kill_in_checkpoint", "Fault injection: debug.slow_rank kills itself (SIGKILL) in the middle of writing the checkpoint of this step (-1: never): the previous checkpoint must stay loadable.", debug.kill_in_checkpoint),
+
+      KEY("runtime.blas_threads", "OpenBLAS threads per rank (one rank per core is the default layout).", runtime.blas_threads),
+      KEY("runtime.device", "`\"cpu\"`; `\"cuda\"`: each rank trains on the GPU of its node-local rank (modulo the GPUs it sees), needs a build with the CUDA backend, and gradients travel over NCCL (comm.backend); `\"emulated\"`: an emulated accelerator for storage studies, as MLPerf Storage's: the input pipeline runs as in training and the compute is a wait of runtime.emulate's time per sample; nothing is trained or evaluated (docs/io.md).", runtime.device),
+      KEY("runtime.emulate.sample_ms", "emulated: the accelerator's compute per sample, ms (a step waits this times the rank's share of the batch).", runtime.emulate.sample_ms),
+      KEY("runtime.emulate.profile", "emulated: a run directory whose measured compute per sample (the median over its steps' records) is the accelerator's time, instead of sample_ms.", runtime.emulate.profile),
+      KEY("runtime.emulate.scale", "emulated: multiplies the profile's time (0.5: an accelerator twice as fast as the profiled one).", runtime.emulate.scale),
+      KEY("runtime.gpu_linear", "How linear layers run on the GPU: `\"cublaslt\"` (cuBLASLt GEMMs with the bias added, and the bias gradient computed, in their epilogues) or `\"cublas\"` (cuBLAS GEMMs and separate bias kernels: the reference).", runtime.gpu_linear),
+      KEY("runtime.gpu_gemm", "GEMM precision on the GPU: `\"f32\"`, `\"tf32\"` (tensor cores, 10-bit mantissa products) or `\"bf16\"` (bf16 operands, f32 accumulation).", runtime.gpu_gemm),
+  };
+  // clang-format on
+}
+
 const std::vector<Field>& schema() {
   // One row per key, kept on one line each so that the table reads as one.
   // clang-format off
-  static const std::vector<Field> fields = {
+  static const std::vector<Field> fields = [] {
+    std::vector<Field> table = {
       KEY("run.dir", "Run directory (created). Empty: `runs/<config name>-<YYYYmmdd-HHMMSS>`.", run.dir),
 
       KEY("train.seed", "Seed of initialization and shuffling. Same seed and world size, same result bit for bit.", train.seed),
@@ -260,35 +298,10 @@ const std::vector<Field>& schema() {
 
       KEY("io.peer_cache.dir", "A cache tier shared by the job's nodes: each of N nodes holds every N-th shard of data.train in this node-local directory (`%h`: the host name, `%n`: the node's index), copied once from data.train at start (verified copies found there are kept); a rank reads the other nodes' shards from them over MPI, so the shared store is read once per job. Empty: off. Needs the read pool (docs/io.md).", data.loader.peer_cache_dir),
       KEY("io.peer_cache.ranks_per_node", "0: the ranks sharing memory are a node (MPI's view). k > 0: every k consecutive ranks are a node (to try the tier on one machine).", data.loader.peer_ranks_per_node),
-
-      KEY("telemetry.enabled", "Per-step records of every rank, trace, summary, MLPerf log, flight recorder (docs/telemetry.md).", telemetry.enabled),
-      KEY("telemetry.trace", "Also write the span trace (trace.json, Chrome trace format).", telemetry.trace),
-      KEY("telemetry.straggler_threshold", "A rank is a straggler when its median busy step time exceeds the median over ranks by more than this fraction.", telemetry.straggler_threshold),
-      KEY("telemetry.op_timing", "Time every op by class (linear, attention, norm, ..., copy; on a GPU by events around its kernels): each step record's `ops`, result.json's `op_timing` and a table in the summary (docs/telemetry.md). It waits for the GPU at each step's end, so steps take a little longer than without it.", telemetry.op_timing),
-      KEY("telemetry.flight_spans", "Spans per thread kept in memory for the flight recorder.", telemetry.flight_spans),
-
-      KEY("checkpoint.every_steps", "Write a sharded checkpoint every this many steps and at the end of training (0 = never). Every rank writes its shard into one HDF5 file over MPI-IO (docs/formats.md); `shardtrain train --resume auto` continues from the newest.", checkpoint.every_steps),
-      KEY("checkpoint.keep", "Keep the newest this many checkpoints; older ones are deleted once a newer one is complete.", checkpoint.keep),
-      KEY("checkpoint.dir", "Where checkpoints go (\"\": <run dir>/checkpoints).", checkpoint.dir),
-      KEY("checkpoint.on_signal", "On SIGTERM, SIGINT or SIGUSR1 (preemption: Slurm sends SIGTERM before it kills a job), write a checkpoint of the step where every rank stops, also when `every_steps` is 0. With `every_steps` > 0 that checkpoint is written anyway. The job then ends with status 75 and result.json says \"preempted\"; `--resume auto` continues from it.", checkpoint.on_signal),
-      KEY("checkpoint.signal_grace_s", "After such a signal, the seconds the job has to finish its step and write that checkpoint; past them it ends without it and says so (keep it below the scheduler's grace: Slurm's KillWait, 30 s by default).", checkpoint.signal_grace_s),
-
-      KEY("debug.slow_rank", "Fault injection for checking a diagnosis: the rank to slow down (-1: none).", debug.slow_rank),
-      KEY("debug.slow_compute_ms", "Extra compute time per step on debug.slow_rank.", debug.slow_compute_ms),
-      KEY("debug.slow_data_ms", "Extra wait for each batch on debug.slow_rank (a storage stall).", debug.slow_data_ms),
-      KEY("debug.slow_comm_ms", "Extra time in debug.slow_rank's gradient collectives per step.", debug.slow_comm_ms),
-      KEY("debug.fail_step", "Fault injection: debug.slow_rank fails with an error at this step (-1: never), to check that a job with one failing rank ends at once, with that rank's message and the flight records, instead of hanging.", debug.fail_step),
-      KEY("debug.kill_step", "Fault injection: debug.slow_rank kills itself (SIGKILL) when it has done this many steps (-1: never): a preempted or crashed job, for testing --resume.", debug.kill_step),
-      KEY("debug.kill_in_checkpoint", "Fault injection: debug.slow_rank kills itself (SIGKILL) in the middle of writing the checkpoint of this step (-1: never): the previous checkpoint must stay loadable.", debug.kill_in_checkpoint),
-
-      KEY("runtime.blas_threads", "OpenBLAS threads per rank (one rank per core is the default layout).", runtime.blas_threads),
-      KEY("runtime.device", "`\"cpu\"`; `\"cuda\"`: each rank trains on the GPU of its node-local rank (modulo the GPUs it sees), needs a build with the CUDA backend, and gradients travel over NCCL (comm.backend); `\"emulated\"`: an emulated accelerator for storage studies, as MLPerf Storage's: the input pipeline runs as in training and the compute is a wait of runtime.emulate's time per sample; nothing is trained or evaluated (docs/io.md).", runtime.device),
-      KEY("runtime.emulate.sample_ms", "emulated: the accelerator's compute per sample, ms (a step waits this times the rank's share of the batch).", runtime.emulate.sample_ms),
-      KEY("runtime.emulate.profile", "emulated: a run directory whose measured compute per sample (the median over its steps' records) is the accelerator's time, instead of sample_ms.", runtime.emulate.profile),
-      KEY("runtime.emulate.scale", "emulated: multiplies the profile's time (0.5: an accelerator twice as fast as the profiled one).", runtime.emulate.scale),
-      KEY("runtime.gpu_linear", "How linear layers run on the GPU: `\"cublaslt\"` (cuBLASLt GEMMs with the bias added, and the bias gradient computed, in their epilogues) or `\"cublas\"` (cuBLAS GEMMs and separate bias kernels: the reference).", runtime.gpu_linear),
-      KEY("runtime.gpu_gemm", "GEMM precision on the GPU: `\"f32\"`, `\"tf32\"` (tensor cores, 10-bit mantissa products) or `\"bf16\"` (bf16 operands, f32 accumulation).", runtime.gpu_gemm),
   };
+  for (Field& f : run_fields()) table.push_back(std::move(f));
+  return table;
+  }();
   // clang-format on
   return fields;
 }
