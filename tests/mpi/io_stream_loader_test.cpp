@@ -124,7 +124,9 @@ void expect_batches_match_memory(const std::string& dir, const std::string& tran
       requests += got.requests;
       samples += int64_t(idx.size());
     }
-  if (!pool) EXPECT_LE(requests, samples);  // runs: never more requests than samples (the pool cuts at chunks)
+  if (!pool) {
+    EXPECT_LE(requests, samples);  // runs: never more requests than samples (the pool cuts at chunks)
+  }
   const io::LoaderStats s = loader.stats();
   EXPECT_EQ(s.batches, 2 * per_epoch);
   if (transfer == "collective") {

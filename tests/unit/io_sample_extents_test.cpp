@@ -96,7 +96,9 @@ TEST(SampleExtents, ATruncatedFileIsAnErrorNamingTheRead) {
   } catch (const Error& err) {
     EXPECT_THAT(err.what(), HasSubstr("part-00000.h5: /x: samples [44, 45): the file ends at byte"));
   }
-  if (direct >= 0) EXPECT_THROW(io::read_direct(direct, buf.data(), buf.size(), e->offset_of(44), "direct"), Error);
+  if (direct >= 0) {
+    EXPECT_THROW(io::read_direct(direct, buf.data(), buf.size(), e->offset_of(44), "direct"), Error);
+  }
   ::close(fd);
   if (direct >= 0) ::close(direct);
 }
