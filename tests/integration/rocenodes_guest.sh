@@ -39,10 +39,24 @@ cp doctor.log doctor.txt
 
 # ib_write_bw: the server on rnode1, the client here; GID index 1 is the
 # IPv4 RoCE v2 entry (the doctor's NCCL_IB_GID_INDEX, checked on the host).
+# The server listens only once ssh has started it on the other node, which
+# under software emulation takes anywhere from under a second to well over
+# three: the client retries while the connection is refused (nothing has
+# crossed the fabric yet), and any other failure ends it.
+ib_client() {
+  local i
+  for i in $(seq 60); do
+    ib_write_bw "$@" >ib_write_bw.try 2>&1 && { cat ib_write_bw.try; return 0; }
+    grep -q "Couldn't connect" ib_write_bw.try || break
+    sleep 1
+  done
+  cat ib_write_bw.try
+  return 1
+}
+export -f ib_client
 ssh rnode1 "timeout 300 ib_write_bw -d rxe0 -x 1 -s 65536 -n 200 --report_gbits" >ib_write_bw_server.log 2>&1 &
 server=$!
-sleep 3
-step ib_write_bw ib_write_bw -d rxe0 -x 1 -s 65536 -n 200 --report_gbits rnode1
+step ib_write_bw bash -c 'ib_client "$@"' ib_client -d rxe0 -x 1 -s 65536 -n 200 --report_gbits rnode1
 wait "$server" || true
 cp ib_write_bw.log ib_write_bw.txt
 
