@@ -24,6 +24,7 @@ if(NOT SHARDTRAIN_CUDA STREQUAL "OFF")
     # offers cuda::fail() for their errors; host-side code is in .cpp files.
     find_package(CUDAToolkit REQUIRED)
     set(SHARDTRAIN_HAVE_CUDA ON)
+    include(${CMAKE_CURRENT_LIST_DIR}/cudnn_frontend.cmake)
     message(STATUS "shardtrain: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, archs ${CMAKE_CUDA_ARCHITECTURES})")
   elseif(SHARDTRAIN_CUDA STREQUAL "ON")
     message(FATAL_ERROR "SHARDTRAIN_CUDA=ON but no nvcc was found (looked on PATH and in /usr/local/cuda/bin)")

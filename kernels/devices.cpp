@@ -58,6 +58,15 @@ void set_gpu_linear_backend(const std::string& name) {
 #endif
 }
 
+void set_gpu_attention_backend(const std::string& name) {
+#ifdef SHARDTRAIN_HAVE_CUDA
+  cuda::set_attention_backend(cuda::parse_attention_backend(name));
+#else
+  ST_CHECK(name == "cudnn" || name == "materialized", "GPU attention backend \"{}\": expected cudnn or materialized",
+           name);
+#endif
+}
+
 void synchronize_gpu() {
 #ifdef SHARDTRAIN_HAVE_CUDA
   if (cuda::device_initialized()) cuda::sync_compute();

@@ -27,6 +27,8 @@ void use_cuda_device(int index);
 void set_gpu_gemm_precision(const std::string& name);
 // "cublaslt" | "cublas" (kernels/cuda/context.h LinearBackend).
 void set_gpu_linear_backend(const std::string& name);
+// "cudnn" | "materialized" (kernels/cuda/context.h AttentionBackend).
+void set_gpu_attention_backend(const std::string& name);
 // Waits for the GPU's compute stream (timing, tests), then raises an error a
 // kernel found (kernels/cuda/context.h); nothing without a GPU.
 void synchronize_gpu();

@@ -13,16 +13,23 @@
 #include "runtime/core/error.h"
 #include "runtime/core/op_timing.h"
 
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <set>
+#include <string>
 
 #ifdef SHARDTRAIN_HAVE_CUDA
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/context.h"
 #include "kernels/cuda/conv2d.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/fused_attention.h"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/optimizer_update.h"
@@ -440,34 +447,82 @@ void token_position_embedding_backward(const Tensor& dwte, const Tensor& dwpe, c
   cpu::position_embedding_backward(dwpe.f32(), dout.f32(), B, T, C, dwpe.dim(0), accumulate);
 }
 
-void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int64_t n_head) {
+AttentionKernel attention_kernel(Device device, int64_t B, int64_t T, int64_t C, int64_t n_head) {
+#ifdef SHARDTRAIN_HAVE_CUDA
+  if (device.kind == DeviceKind::cuda && cuda::attention_backend() == cuda::AttentionBackend::cudnn &&
+      cuda::gemm_precision() == cuda::GemmPrecision::bf16) {
+    const std::string why = cuda::fused_attention_unavailable(B, T, C, n_head);
+    if (why.empty()) return AttentionKernel::fused;
+    static std::mutex mu;
+    static std::set<std::array<int64_t, 4>> warned;
+    const std::lock_guard<std::mutex> lock(mu);
+    if (warned.insert({B, T, C, n_head}).second)
+      std::fprintf(stderr, "shardtrain: warning: attention [%lld, %lld, %lld] in %lld heads runs materialized: %s\n",
+                   static_cast<long long>(B), static_cast<long long>(T), static_cast<long long>(C),
+                   static_cast<long long>(n_head), why.c_str());
+  }
+#else
+  (void)device, (void)B, (void)T, (void)C, (void)n_head;
+#endif
+  return AttentionKernel::materialized;
+}
+
+int64_t attention_saved_floats(AttentionKernel kernel, int64_t B, int64_t T, int64_t C, int64_t n_head) {
+#ifdef SHARDTRAIN_HAVE_CUDA
+  if (kernel == AttentionKernel::fused)
+    return int64_t((cuda::fused_attention_saved_bytes(B, T, C, n_head) + sizeof(float) - 1) / sizeof(float));
+#else
+  ST_CHECK(kernel == AttentionKernel::materialized, "fused attention needs the CUDA backend");
+  (void)C;
+#endif
+  return B * n_head * T * T;
+}
+
+namespace {
+
+// qkv's [B, T, C] after the shape checks the forward and backward share.
+std::array<int64_t, 3> attention_dims(const char* fn, const Tensor& qkv, const Tensor& att, int64_t n_head,
+                                      AttentionKernel kernel, bool gpu) {
+  ST_CHECK(qkv.shape().ndim() == 3 && qkv.dim(2) % 3 == 0, "{}: qkv must be [B, T, 3C], got {}", fn, qkv.shape().str());
+  ST_CHECK(kernel == AttentionKernel::materialized || gpu, "{}: the fused kernel runs on a GPU only", fn);
+  const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
+  ST_CHECK(att.numel() >= attention_saved_floats(kernel, B, T, C, n_head), "{}: saved-state buffer too small", fn);
+  return {B, T, C};
+}
+
+}  // namespace
+
+void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int64_t n_head,
+                       AttentionKernel kernel) {
   const bool gpu = ST_ON_GPU("attention_forward", {&out, &att, &qkv});
   const OpScope timed(OpClass::attention, gpu);
-  ST_CHECK(qkv.shape().ndim() == 3 && qkv.dim(2) % 3 == 0, "attention_forward: qkv must be [B, T, 3C], got {}",
-           qkv.shape().str());
-  const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
+  const auto [B, T, C] = attention_dims("attention_forward", qkv, att, n_head, kernel, gpu);
   require_numel("attention_forward", out, B * T * C, "output");
-  ST_CHECK(att.numel() >= B * n_head * T * T, "attention_forward: probability buffer too small");
   if (gpu) {
-    ST_GPU_ONLY(cuda::attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head));
+    if (kernel == AttentionKernel::fused) {
+      ST_GPU_ONLY(cuda::fused_attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head));
+    } else {
+      ST_GPU_ONLY(cuda::attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head));
+    }
     return;
   }
   cpu::attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head);
 }
 
 void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout, const Tensor& qkv,
-                        const Tensor& att, int64_t n_head) {
+                        const Tensor& att, int64_t n_head, AttentionKernel kernel) {
   const bool gpu = ST_ON_GPU("attention_backward", {&dqkv, &scratch, &dout, &qkv, &att});
   const OpScope timed(OpClass::attention, gpu);
-  ST_CHECK(qkv.shape().ndim() == 3 && qkv.dim(2) % 3 == 0, "attention_backward: qkv must be [B, T, 3C], got {}",
-           qkv.shape().str());
-  const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
+  const auto [B, T, C] = attention_dims("attention_backward", qkv, att, n_head, kernel, gpu);
   require_numel("attention_backward", dqkv, B * T * 3 * C, "qkv gradient");
   require_numel("attention_backward", dout, B * T * C, "output gradient");
-  ST_CHECK(att.numel() >= B * n_head * T * T, "attention_backward: probability buffer too small");
   ST_CHECK(scratch.numel() >= T * T, "attention_backward: scratch holds fewer than T*T floats");
   if (gpu) {
-    ST_GPU_ONLY(cuda::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), att.f32(), B, T, C, n_head));
+    if (kernel == AttentionKernel::fused) {
+      ST_GPU_ONLY(cuda::fused_attention_backward(dqkv.f32(), dout.f32(), att.f32(), B, T, C, n_head));
+    } else {
+      ST_GPU_ONLY(cuda::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), att.f32(), B, T, C, n_head));
+    }
     return;
   }
   cpu::attention_backward(dqkv.f32(), scratch.f32(), dout.f32(), qkv.f32(), att.f32(), B, T, C, n_head);

@@ -96,11 +96,24 @@ void token_position_embedding_backward(const Tensor& dwte, const Tensor& dwpe, c
                                        bool accumulate);
 
 // Causal multi-head self-attention (kernels/cpu/attention.h): qkv [B, T, 3C];
-// out [B, T, C]; att [B, n_head, T, T] probabilities kept for backward;
-// scratch at least T*T floats. dqkv is overwritten.
-void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int64_t n_head);
+// out [B, T, C]; `att` keeps what the backward needs; scratch at least T*T
+// floats. dqkv is overwritten. Two kernels compute it:
+//   materialized  the B x n_head x T x T probabilities in `att` (f32)
+//   fused         cuDNN's flash attention (kernels/cuda/fused_attention.h):
+//                 bf16 Q, K, V and O and the softmax's log-sum-exp rows
+// attention_kernel() says which runs on `device`: fused on a GPU whose GEMMs
+// are bf16 with runtime.gpu_attention = cudnn, where cuDNN supports the
+// shape (a warning, once per shape, says why not where it does not); the
+// materialized kernels everywhere else. The backward must be given the
+// kernel its forward ran.
+enum class AttentionKernel { materialized, fused };
+AttentionKernel attention_kernel(Device device, int64_t B, int64_t T, int64_t C, int64_t n_head);
+// f32 elements `att` must hold for `kernel`.
+int64_t attention_saved_floats(AttentionKernel kernel, int64_t B, int64_t T, int64_t C, int64_t n_head);
+void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int64_t n_head,
+                       AttentionKernel kernel = AttentionKernel::materialized);
 void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout, const Tensor& qkv,
-                        const Tensor& att, int64_t n_head);
+                        const Tensor& att, int64_t n_head, AttentionKernel kernel = AttentionKernel::materialized);
 
 // out = a + b, elementwise (out may alias a or b): residual connections.
 void add(const Tensor& out, const Tensor& a, const Tensor& b);

@@ -165,8 +165,9 @@ cat >> "$stage/env.sh" <<'EOF'
 ST_BUNDLE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export ST_BUNDLE
 
-# CUDA runtime, cuBLAS, NCCL from the target: the toolkit, then the pip
-# packages of the Python that has PyTorch (nvidia/<pkg>/lib).
+# CUDA runtime, cuBLAS, NCCL and cuDNN from the target: the toolkit, then
+# the pip packages of the Python that has PyTorch (nvidia/<pkg>/lib; each
+# package has its own folder, so a folder counts when it holds any of them).
 st_cuda_dirs=""
 st_add() { case ":$st_cuda_dirs:" in *":$1:"*) ;; *) st_cuda_dirs=${st_cuda_dirs:+$st_cuda_dirs:}$1 ;; esac; }
 for d in ${CUDA_HOME:-/usr/local/cuda}/lib64 /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
@@ -180,7 +181,9 @@ done
 for s in $st_sites /opt/torch/.venv/lib/python3*/site-packages /usr/local/lib/python3*/dist-packages; do
   for d in "$s"/nvidia/*/lib "$s"/nvidia/*/lib64; do
     [ -d "$d" ] || continue
-    ls "$d"/libcudart.so* "$d"/libcublas*.so* "$d"/libnccl.so* "$d"/libnvJitLink.so* "$d"/libnvrtc.so* >/dev/null 2>&1 && st_add "$(cd "$d" && pwd -P)"
+    for st_lib in libcudart.so libcublas libnccl.so libnvJitLink.so libnvrtc.so libcudnn.so; do
+      if compgen -G "$d/$st_lib*" >/dev/null; then st_add "$(cd "$d" && pwd -P)"; break; fi
+    done
   done
 done
 export ST_CUDA_LIB_DIRS=$st_cuda_dirs

@@ -105,13 +105,13 @@ step_env() {
   say "CUDA libraries found (toolkit, pip packages, ldconfig):"
   {
     for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
-      ls "$d"/libcudart.so.* "$d"/libcublas.so.* "$d"/libcublasLt.so.* "$d"/libnccl.so.* 2>/dev/null
+      ls "$d"/libcudart.so.* "$d"/libcublas.so.* "$d"/libcublasLt.so.* "$d"/libnccl.so.* "$d"/libcudnn.so.* 2>/dev/null
     done
     for s in /opt/torch/.venv/lib/python3*/site-packages /usr/local/lib/python3*/dist-packages \
              $( [ -n "$PY" ] && "$PY" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
-      ls "$s"/nvidia/*/lib/libcudart.so.* "$s"/nvidia/*/lib/libcublas.so.* "$s"/nvidia/*/lib/libnccl.so.* 2>/dev/null
+      ls "$s"/nvidia/*/lib/libcudart.so.* "$s"/nvidia/*/lib/libcublas.so.* "$s"/nvidia/*/lib/libnccl.so.* "$s"/nvidia/*/lib/libcudnn.so.* 2>/dev/null
     done
-    ldconfig -p 2>/dev/null | grep -E 'libcuda\.so\.1|libnccl|libcublas\.so' | awk '{print $NF}'
+    ldconfig -p 2>/dev/null | grep -E 'libcuda\.so\.1|libnccl|libcublas\.so|libcudnn\.so' | awk '{print $NF}'
   } | sort -u | sed 's/^/  /' | tee -a "$LOG"
 }
 

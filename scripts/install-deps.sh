@@ -27,6 +27,8 @@ packages=(
   dataset-fashion-mnist bible-kjv
   # Python helpers (format round trips with h5py, reports with matplotlib)
   python3 python3-numpy python3-h5py python3-matplotlib
+  # a venv for the PyPI packages below
+  python3-venv
   # emulated multi-node tests (ip, tc), fault tests (pgrep)
   iproute2 procps
   # the Slurm test (a one-node Slurm of its own, munge for its credentials);
@@ -57,6 +59,17 @@ fi
 if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null 2>&1; then
   nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   echo "install-deps: CUDA toolkit found: $("$nvcc_bin" --version | tail -n 2 | head -n 1)"
+  # cuDNN's C++ frontend (header-only; the fused attention of the CUDA
+  # backend) ships on PyPI, not in Debian: into a venv of Debian's Python,
+  # where cmake/cudnn_frontend.cmake looks for its include/ folder.
+  repo=$(cd "$(dirname "$0")/.." && pwd)
+  venv=$repo/.venv/cudnn-frontend
+  frontend=nvidia-cudnn-frontend==1.32.0
+  if ! compgen -G "$venv/lib/python3*/site-packages/include/cudnn_frontend.h" >/dev/null; then
+    echo "install-deps: installing $frontend into $venv"
+    /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$frontend"
+  fi
 else
   echo "install-deps: no CUDA toolkit at /usr/local/cuda; the CUDA backend will not be built"
 fi

@@ -21,6 +21,7 @@ struct Context {
   cublasHandle_t blas = nullptr;
   GemmPrecision precision = GemmPrecision::f32;
   LinearBackend linear = LinearBackend::cublaslt;
+  AttentionBackend attention = AttentionBackend::cudnn;
   std::array<void*, kScratchSlots> scratch{};
   std::array<size_t, kScratchSlots> scratch_bytes{};
   DeviceErrorRecord* error_device = nullptr;  // filled by kernels
@@ -260,6 +261,14 @@ LinearBackend parse_linear_backend(const std::string& name) {
 }
 void set_linear_backend(LinearBackend b) { g.linear = b; }
 LinearBackend linear_backend() { return g.linear; }
+
+AttentionBackend parse_attention_backend(const std::string& name) {
+  if (name == "cudnn") return AttentionBackend::cudnn;
+  if (name == "materialized") return AttentionBackend::materialized;
+  fail("GPU attention backend \"" + name + "\": expected cudnn or materialized");
+}
+void set_attention_backend(AttentionBackend b) { g.attention = b; }
+AttentionBackend attention_backend() { return g.attention; }
 
 void sync_compute() {
   bind_thread();

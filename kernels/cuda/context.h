@@ -80,6 +80,15 @@ LinearBackend parse_linear_backend(const std::string& name);  // "cublaslt" | "c
 void set_linear_backend(LinearBackend b);
 LinearBackend linear_backend();
 
+// How attention runs where GEMMs are bf16: cuDNN's fused flash attention
+// (kernels/cuda/fused_attention.h), or the materialized kernels
+// (kernels/cuda/attention.h), the reference. At f32 and tf32 attention is
+// always materialized: cuDNN's fused kernels take bf16 or fp16 inputs only.
+enum class AttentionBackend { cudnn, materialized };
+AttentionBackend parse_attention_backend(const std::string& name);  // "cudnn" | "materialized"
+void set_attention_backend(AttentionBackend b);
+AttentionBackend attention_backend();
+
 // Blocks until the compute stream has drained (used where the host must read
 // a result: a loss, a norm), then raises a kernel-found error (below). Never
 // a device-wide synchronization.
@@ -128,8 +137,19 @@ inline unsigned grid_for(int64_t n, int threads = 256) {
 // host). Valid until the next call of the same slot; ordered on the compute
 // stream. Grown through the caching allocator's pool (allocate_workspace):
 // the old buffer goes back stream-ordered, so growing waits for nothing.
-enum class ScratchSlot { reduce, labels, gemm_a, gemm_b, conv_cols, conv_partials, embedding_sort, lt_workspace };
-inline constexpr size_t kScratchSlots = 8;
+enum class ScratchSlot {
+  reduce,
+  labels,
+  gemm_a,
+  gemm_b,
+  conv_cols,
+  conv_partials,
+  embedding_sort,
+  lt_workspace,
+  attention_grads,     // the fused attention backward's bf16 dO and dQKV
+  attention_workspace  // cuDNN's workspace for the fused attention
+};
+inline constexpr size_t kScratchSlots = 10;
 void* scratch(ScratchSlot slot, size_t bytes);
 size_t scratch_bytes();  // all slots together: the kernels' workspaces
 

@@ -63,6 +63,9 @@ Shape TransformerBlock::output_shape(const Shape& in) const {
 int64_t TransformerBlock::activation_bytes(int64_t batch) const {
   // ensure_capacity's buffers: 25 C floats per token, the attention
   // probabilities and one T x T scratch; then the two LayerNorms' statistics.
+  // The probabilities are the materialized kernel's, an upper bound: the
+  // fused kernel's saved state is smaller, and which one runs is known only
+  // on the device, at the forward.
   const int64_t N = batch * T_;
   const int64_t floats = 25 * N * C_ + batch * n_head_ * T_ * T_ + T_ * T_;
   return 4 * floats + ln1_.workspace_bytes(Shape{T_, C_}, batch) + ln2_.workspace_bytes(Shape{T_, C_}, batch);
@@ -76,7 +79,6 @@ void TransformerBlock::ensure_capacity(int64_t batch, Device device) {
   const int64_t N = batch * T_;
   ln1_out_ = Tensor::empty({N * C_}, DType::f32, device);
   qkv_out_ = Tensor::empty({N * 3 * C_}, DType::f32, device);
-  att_ = Tensor::empty({batch * n_head_ * T_ * T_}, DType::f32, device);
   attn_out_ = Tensor::empty({N * C_}, DType::f32, device);
   res1_ = Tensor::empty({N * C_}, DType::f32, device);
   ln2_out_ = Tensor::empty({N * C_}, DType::f32, device);
@@ -109,7 +111,13 @@ Tensor TransformerBlock::forward(const Tensor& in) {
   Tensor out = out_.view(0, {B, T, C});
   ln1_.forward(in_, ln1);
   qkv_.forward(ln1, qkv);
-  ops::attention_forward(attn, att_, qkv, n_head_);
+  attention_ = ops::attention_kernel(in.device(), B, T, C, n_head_);
+  const int64_t saved = ops::attention_saved_floats(attention_, capacity_, T, C, n_head_);
+  if (att_.numel() < saved) {
+    att_ = Tensor();  // the old buffer first: no overlap with the new one
+    att_ = Tensor::empty({saved}, DType::f32, device_);
+  }
+  ops::attention_forward(attn, att_, qkv, n_head_, attention_);
   proj_.forward(attn, res1);
   // Residual 1 and ln2 in one pass over the rows: res1 = res1 + x, then ln2.
   ln2_.forward_residual(res1, in_, res1, ln2);
@@ -133,7 +141,7 @@ void TransformerBlock::backward(const Tensor& dout_in, const Tensor& din, bool a
   ln2_.backward_residual(ga, dout, gb, accumulate);
   // Attention branch.
   proj_.backward(gb, ga, accumulate);
-  ops::attention_backward(g3, scratch_, ga, qkv_out_.view(0, {B, T, 3 * C}), att_, n_head_);
+  ops::attention_backward(g3, scratch_, ga, qkv_out_.view(0, {B, T, 3 * C}), att_, n_head_, attention_);
   qkv_.backward(g3, ga, accumulate);
   // din = ln1's input gradient plus gb along residual 1, in one pass. Without
   // din (the caller needs none) ln1's input gradient goes to a free workspace:

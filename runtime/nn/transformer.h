@@ -7,6 +7,7 @@
 // as in GPT-2; biases 0; LayerNorm gains 1.
 #pragma once
 
+#include "kernels/ops.h"
 #include "runtime/nn/activation.h"
 #include "runtime/nn/block.h"
 #include "runtime/nn/layernorm.h"
@@ -39,6 +40,9 @@ class TransformerBlock final : public Block {
   // Gradient workspaces.
   Tensor g_a_, g_b_, g_3c_, g_4c_, scratch_;
   int64_t capacity_ = 0, batch_ = 0;
+  // The attention kernel the last forward ran (its backward runs the same);
+  // att_ holds what that kernel saves, sized when the forward picks it.
+  ops::AttentionKernel attention_ = ops::AttentionKernel::materialized;
   Device device_;  // where the buffers live: the device of the input
   Tensor in_;
 };

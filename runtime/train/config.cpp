@@ -202,6 +202,7 @@ std::vector<Field> run_fields() {
       KEY("runtime.emulate.profile", "emulated: a run directory whose measured compute per sample (the median over its steps' records) is the accelerator's time, instead of sample_ms.", runtime.emulate.profile),
       KEY("runtime.emulate.scale", "emulated: multiplies the profile's time (0.5: an accelerator twice as fast as the profiled one).", runtime.emulate.scale),
       KEY("runtime.gpu_linear", "How linear layers run on the GPU: `\"cublaslt\"` (cuBLASLt GEMMs with the bias added, and the bias gradient computed, in their epilogues) or `\"cublas\"` (cuBLAS GEMMs and separate bias kernels: the reference).", runtime.gpu_linear),
+      KEY("runtime.gpu_attention", "How attention runs on the GPU when `runtime.gpu_gemm` is `\"bf16\"`: `\"cudnn\"` (cuDNN's fused flash attention: bf16 Q, K, V, f32 softmax statistics, no T x T probabilities in memory; cuDNN 9 is loaded at run time, and where it is missing or declines the shape a warning says so and the materialized kernels run) or `\"materialized\"` (the f32 probabilities kept for the backward: the reference). At f32 and tf32 attention is always materialized.", runtime.gpu_attention),
       KEY("runtime.gpu_gemm", "GEMM precision on the GPU: `\"f32\"`, `\"tf32\"` (tensor cores, 10-bit mantissa products) or `\"bf16\"` (bf16 operands, f32 accumulation).", runtime.gpu_gemm),
   };
   // clang-format on

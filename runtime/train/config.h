@@ -39,6 +39,12 @@ inline std::span<const EnumName<GpuLinear>> enum_names(GpuLinear) {
       {{GpuLinear::cublaslt, "cublaslt"}, {GpuLinear::cublas, "cublas"}}};
   return n;
 }
+enum class GpuAttention { cudnn, materialized };
+inline std::span<const EnumName<GpuAttention>> enum_names(GpuAttention) {
+  static constexpr std::array<EnumName<GpuAttention>, 2> n = {
+      {{GpuAttention::cudnn, "cudnn"}, {GpuAttention::materialized, "materialized"}}};
+  return n;
+}
 enum class GpuGemm { f32, tf32, bf16 };
 inline std::span<const EnumName<GpuGemm>> enum_names(GpuGemm) {
   static constexpr std::array<EnumName<GpuGemm>, 3> n = {
@@ -85,6 +91,7 @@ struct Config {
     DeviceKind device = DeviceKind::cpu;
     GpuGemm gpu_gemm = GpuGemm::tf32;
     GpuLinear gpu_linear = GpuLinear::cublaslt;
+    GpuAttention gpu_attention = GpuAttention::cudnn;
     EmulateOptions emulate;  // device = "emulated"
   } runtime;
   struct Telemetry {

@@ -40,6 +40,7 @@ Device bring_up_gpu(const Config& config, int local_rank) {
   use_cuda_device(index);
   set_gpu_gemm_precision(std::string(name_of(config.runtime.gpu_gemm)));
   set_gpu_linear_backend(std::string(name_of(config.runtime.gpu_linear)));
+  set_gpu_attention_backend(std::string(name_of(config.runtime.gpu_attention)));
   return Device::cuda(index);
 }
 

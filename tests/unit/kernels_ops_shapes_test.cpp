@@ -1,6 +1,7 @@
 // kernels/ops.h checks what it hands to a kernel: a window larger than its
 // (padded) input, whose output-size formula truncates to 1 instead of
-// failing, and tensors of the wrong size, are Errors naming the op.
+// failing, tensors of the wrong size and a kernel for the wrong device are
+// Errors naming the op.
 #include "kernels/ops.h"
 #include "runtime/core/error.h"
 
@@ -58,6 +59,20 @@ TEST(OpsShapes, GradientsOfTheWrongSizeAreRefused) {
 // The fused residual LayerNorm ops write one operand while reading another:
 // the same tensor (a residual added in place) is allowed, a shifted overlap or
 // an output on top of an input is not.
+// On the CPU attention is always materialized, and the fused kernel (cuDNN)
+// is refused rather than run on host memory.
+TEST(OpsShapes, AttentionOnTheCpuIsMaterialized) {
+  const int64_t B = 2, T = 8, C = 16, NH = 2;
+  EXPECT_EQ(ops::attention_kernel(Device::cpu(), B, T, C, NH), ops::AttentionKernel::materialized);
+  EXPECT_EQ(ops::attention_saved_floats(ops::AttentionKernel::materialized, B, T, C, NH), B * NH * T * T);
+  Tensor qkv = Tensor::zeros({B, T, 3 * C}), out = Tensor::zeros({B, T, C}), att = Tensor::zeros({B * NH * T * T});
+  EXPECT_THAT(error_of([&] { ops::attention_forward(out, att, qkv, NH, ops::AttentionKernel::fused); }),
+              HasSubstr("attention_forward: the fused kernel runs on a GPU only"));
+  Tensor small = Tensor::zeros({B * NH * T * T - 1});
+  EXPECT_THAT(error_of([&] { ops::attention_forward(out, small, qkv, NH); }),
+              HasSubstr("attention_forward: saved-state buffer too small"));
+}
+
 TEST(OpsShapes, FusedLayerNormAllowsInPlaceButRefusesOverlaps) {
   const int64_t N = 2, C = 4;
   Tensor buf = Tensor::zeros({3 * N * C}), b = Tensor::zeros({N, C}), ln = Tensor::zeros({N, C});

@@ -1,0 +1,222 @@
+// cuDNN's SDPA forward and backward graphs, built once per shape through the
+// frontend's graph API and cached; see kernels/cuda/fused_attention.h.
+#include "kernels/cuda/fused_attention.h"
+
+#include "kernels/cuda/context.h"
+#include "kernels/cuda/cudnn/cudnn_library.h"
+#include "kernels/cuda/elementwise.h"
+
+#include <cudnn_frontend.h>
+
+#include <cmath>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <unordered_map>
+
+namespace shardtrain::cuda {
+namespace {
+
+namespace fe = cudnn_frontend;
+using GraphPtr = std::shared_ptr<fe::graph::Graph>;
+
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
+
+constexpr size_t kAlign = 256;
+size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+struct Dims {
+  int64_t B, T, C, NH;
+  int64_t hs() const { return C / NH; }
+  // Byte offsets inside `saved`: log-sum-exp rows, then bf16 qkv, then bf16 O.
+  size_t stats_bytes() const { return size_t(B * NH * T) * sizeof(float); }
+  size_t qkv_offset() const { return aligned(stats_bytes()); }
+  size_t out_offset() const { return qkv_offset() + aligned(size_t(B * T * 3 * C) * 2); }
+  size_t saved_bytes() const { return out_offset() + size_t(B * T * C) * 2; }
+  auto key() const { return std::make_tuple(B, T, C, NH); }
+};
+
+// One third of qkv [B, T, 3C] (Q, K or V) seen as [B, NH, T, hs]; `row` is
+// the distance between tokens (3C in qkv, C in O).
+fe::graph::Tensor_attributes head_view(const char* name, int64_t uid, const Dims& d, int64_t row) {
+  return fe::graph::Tensor_attributes()
+      .set_name(name)
+      .set_uid(uid)
+      .set_dim({d.B, d.NH, d.T, d.hs()})
+      .set_stride({d.T * row, d.hs(), row, 1});
+}
+
+std::vector<int64_t> stats_dims(const Dims& d) { return {d.B, d.NH, d.T, 1}; }
+std::vector<int64_t> stats_strides(const Dims& d) { return {d.NH * d.T, d.T, 1, 1}; }
+
+GraphPtr new_graph() {
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(fe::DataType_t::BFLOAT16)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  return g;
+}
+
+float scale_of(const Dims& d) { return 1.0f / std::sqrt(float(d.hs())); }  // as the CPU computes it
+
+GraphPtr forward_graph(const Dims& d) {
+  GraphPtr g = new_graph();
+  auto q = g->tensor(head_view("Q", kQ, d, 3 * d.C));
+  auto k = g->tensor(head_view("K", kK, d, 3 * d.C));
+  auto v = g->tensor(head_view("V", kV, d, 3 * d.C));
+  auto options = fe::graph::SDPA_attributes()
+                     .set_name("attention")
+                     .set_generate_stats(true)
+                     .set_causal_mask(true)
+                     .set_attn_scale(scale_of(d));
+  auto [o, stats] = g->sdpa(q, k, v, options);
+  o->set_output(true).set_uid(kO).set_dim({d.B, d.NH, d.T, d.hs()}).set_stride({d.T * d.C, d.hs(), d.C, 1});
+  stats->set_output(true)
+      .set_uid(kStats)
+      .set_data_type(fe::DataType_t::FLOAT)
+      .set_dim(stats_dims(d))
+      .set_stride(stats_strides(d));
+  return g;
+}
+
+GraphPtr backward_graph(const Dims& d) {
+  GraphPtr g = new_graph();
+  auto q = g->tensor(head_view("Q", kQ, d, 3 * d.C));
+  auto k = g->tensor(head_view("K", kK, d, 3 * d.C));
+  auto v = g->tensor(head_view("V", kV, d, 3 * d.C));
+  auto o = g->tensor(head_view("O", kO, d, d.C));
+  auto dout = g->tensor(head_view("dO", kDO, d, d.C));
+  auto stats = g->tensor(fe::graph::Tensor_attributes()
+                             .set_name("stats")
+                             .set_uid(kStats)
+                             .set_dim(stats_dims(d))
+                             .set_stride(stats_strides(d))
+                             .set_data_type(fe::DataType_t::FLOAT));
+  auto options = fe::graph::SDPA_backward_attributes()
+                     .set_name("attention_backward")
+                     .set_causal_mask(true)
+                     .set_attn_scale(scale_of(d));
+  auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dout, stats, options);
+  const std::vector<int64_t> dims{d.B, d.NH, d.T, d.hs()}, strides{d.T * 3 * d.C, d.hs(), 3 * d.C, 1};
+  dq->set_output(true).set_uid(kDQ).set_dim(dims).set_stride(strides);
+  dk->set_output(true).set_uid(kDK).set_dim(dims).set_stride(strides);
+  dv->set_output(true).set_uid(kDV).set_dim(dims).set_stride(strides);
+  return g;
+}
+
+// "" when built, else the step that failed and cuDNN's message.
+std::string build(fe::graph::Graph& g, cudnnHandle_t handle, int64_t* workspace) {
+  const auto step = [](const char* what, fe::error_t e) {
+    return e.is_good() ? std::string() : std::string(what) + ": " + e.get_message();
+  };
+  std::string why = step("validate", g.validate());
+  if (why.empty()) why = step("operation graph", g.build_operation_graph(handle));
+  if (why.empty()) why = step("execution plans", g.create_execution_plans({fe::HeurMode_t::A}));
+  if (why.empty()) why = step("support", g.check_support());
+  if (why.empty()) why = step("plans", g.build_plans());
+  if (why.empty()) why = step("workspace", g.get_workspace_size(*workspace));
+  return why;
+}
+
+struct Graphs {
+  std::string unavailable;  // "" when both graphs are built
+  GraphPtr forward, backward;
+  int64_t forward_workspace = 0, backward_workspace = 0;
+};
+
+Graphs make_graphs(const Dims& d) {
+  Graphs out;
+  if (d.hs() % 8 != 0 || d.hs() > 128) {
+    out.unavailable =
+        "head size " + std::to_string(d.hs()) + ": cuDNN's fused attention takes multiples of 8 up to 128";
+    return out;
+  }
+  std::string why;
+  cudnnHandle_t handle = cudnn_handle(&why);
+  if (handle == nullptr) {
+    out.unavailable = why;
+    return out;
+  }
+  try {
+    out.forward = forward_graph(d);
+    why = build(*out.forward, handle, &out.forward_workspace);
+    if (why.empty()) {
+      out.backward = backward_graph(d);
+      why = build(*out.backward, handle, &out.backward_workspace);
+    }
+  } catch (const std::exception& e) {  // the frontend throws where a loaded symbol is missing
+    why = e.what();
+  }
+  if (!why.empty()) out.unavailable = "cuDNN declined the attention graph (" + why + ")";
+  return out;
+}
+
+const Graphs& graphs(const Dims& d) {
+  static std::mutex mu;
+  static std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, Graphs> cache;
+  const std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(d.key());
+  if (it == cache.end()) it = cache.emplace(d.key(), make_graphs(d)).first;
+  return it->second;
+}
+
+const Graphs& built(const Dims& d, const char* fn) {
+  const Graphs& g = graphs(d);
+  ST_CUDA_REQUIRE(g.unavailable.empty(), std::string(fn) + ": " + g.unavailable);
+  return g;
+}
+
+void execute(const fe::graph::Graph& g, int64_t workspace_bytes, std::unordered_map<int64_t, void*>& pack,
+             const char* fn) {
+  void* workspace = workspace_bytes > 0 ? scratch(ScratchSlot::attention_workspace, size_t(workspace_bytes)) : nullptr;
+  fe::error_t e = g.execute(cudnn_handle(nullptr), pack, workspace);
+  ST_CUDA_REQUIRE(e.is_good(), std::string(fn) + ": cuDNN: " + e.get_message());
+}
+
+}  // namespace
+
+std::string fused_attention_unavailable(int64_t B, int64_t T, int64_t C, int64_t NH) {
+  if (B <= 0 || T <= 0 || C <= 0 || NH <= 0 || C % NH != 0) return "no attention shape";
+  return graphs(Dims{B, T, C, NH}).unavailable;
+}
+
+size_t fused_attention_saved_bytes(int64_t B, int64_t T, int64_t C, int64_t NH) {
+  return Dims{B, T, C, NH}.saved_bytes();
+}
+
+void fused_attention_forward(float* out, void* saved, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  const Dims d{B, T, C, NH};
+  const Graphs& g = built(d, "fused_attention_forward");
+  auto* base = static_cast<unsigned char*>(saved);
+  auto* qkv16 = reinterpret_cast<bf16*>(base + d.qkv_offset());
+  auto* out16 = reinterpret_cast<bf16*>(base + d.out_offset());
+  f32_to_bf16(qkv16, qkv, B * T * 3 * C);
+  auto* q = reinterpret_cast<uint16_t*>(qkv16);
+  std::unordered_map<int64_t, void*> pack{{kQ, q}, {kK, q + C}, {kV, q + 2 * C}, {kO, out16}, {kStats, base}};
+  execute(*g.forward, g.forward_workspace, pack, "fused_attention_forward");
+  bf16_to_f32(out, out16, B * T * C);
+}
+
+void fused_attention_backward(float* dqkv, const float* dout, const void* saved, int64_t B, int64_t T, int64_t C,
+                              int64_t NH) {
+  const Dims d{B, T, C, NH};
+  const Graphs& g = built(d, "fused_attention_backward");
+  // cuDNN takes const-less pointers; it only reads the inputs.
+  auto* base = const_cast<unsigned char*>(static_cast<const unsigned char*>(saved));
+  auto* q = reinterpret_cast<uint16_t*>(base + d.qkv_offset());
+  auto* out16 = base + d.out_offset();
+  const size_t dout_bytes = aligned(size_t(B * T * C) * 2);
+  auto* grads =
+      static_cast<unsigned char*>(scratch(ScratchSlot::attention_grads, dout_bytes + size_t(B * T * 3 * C) * 2));
+  auto* dout16 = reinterpret_cast<bf16*>(grads);
+  auto* dq = reinterpret_cast<uint16_t*>(grads + dout_bytes);
+  f32_to_bf16(dout16, dout, B * T * C);
+  std::unordered_map<int64_t, void*> pack{{kQ, q},       {kK, q + C}, {kV, q + 2 * C}, {kO, out16},      {kStats, base},
+                                          {kDO, dout16}, {kDQ, dq},   {kDK, dq + C},   {kDV, dq + 2 * C}};
+  execute(*g.backward, g.backward_workspace, pack, "fused_attention_backward");
+  bf16_to_f32(dqkv, reinterpret_cast<const bf16*>(dq), B * T * 3 * C);
+}
+
+}  // namespace shardtrain::cuda

@@ -1,0 +1,30 @@
+// The fused attention of a build without cuDNN's frontend headers
+// (cmake/cudnn_frontend.cmake): unavailable, with the reason; the real one
+// is kernels/cuda/cudnn/fused_attention.cpp.
+#ifndef SHARDTRAIN_HAVE_CUDNN_FRONTEND
+
+#include "kernels/cuda/fused_attention.h"
+
+#include "kernels/cuda/context.h"
+
+namespace shardtrain::cuda {
+
+std::string fused_attention_unavailable(int64_t /*B*/, int64_t /*T*/, int64_t /*C*/, int64_t /*NH*/) {
+  return "this build has no cuDNN frontend headers (scripts/install-deps.sh installs them; then reconfigure)";
+}
+
+size_t fused_attention_saved_bytes(int64_t /*B*/, int64_t /*T*/, int64_t /*C*/, int64_t /*NH*/) { return 0; }
+
+void fused_attention_forward(float* /*out*/, void* /*saved*/, const float* /*qkv*/, int64_t /*B*/, int64_t /*T*/,
+                             int64_t /*C*/, int64_t /*NH*/) {
+  fail(fused_attention_unavailable(0, 0, 0, 0));
+}
+
+void fused_attention_backward(float* /*dqkv*/, const float* /*dout*/, const void* /*saved*/, int64_t /*B*/,
+                              int64_t /*T*/, int64_t /*C*/, int64_t /*NH*/) {
+  fail(fused_attention_unavailable(0, 0, 0, 0));
+}
+
+}  // namespace shardtrain::cuda
+
+#endif
