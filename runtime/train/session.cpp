@@ -131,8 +131,8 @@ void StepBuffers::next_input() {
   wait_input_host_free(input_slot);
 }
 
-StepBuffers::StepBuffers(const Shape& sample, int64_t classes, int64_t batch, Device device)
-    : StepBuffers(batched(batch, sample), DType::f32, {batch, classes}, batch, batch, device) {}
+StepBuffers::StepBuffers(const Shape& sample, int64_t num_classes, int64_t batch, Device device)
+    : StepBuffers(batched(batch, sample), DType::f32, {batch, num_classes}, batch, batch, device) {}
 
 StepBuffers StepBuffers::language_model(int64_t T, int64_t vocab, int64_t batch, Device device,
                                         io::SampleDType token_dtype) {

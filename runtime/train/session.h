@@ -72,7 +72,7 @@ struct StepBuffers {
   std::vector<int64_t> indices;
   int64_t tokens = 1;            // labels (logit rows) per sample: 1, or T for a language model
   std::vector<uint8_t> windows;  // language model: the raw samples [local batch, T+1] of the split's dtype
-  StepBuffers(const Shape& sample, int64_t classes, int64_t batch, Device device = Device::cpu());
+  StepBuffers(const Shape& sample, int64_t num_classes, int64_t batch, Device device = Device::cpu());
   // A language model's: T tokens per sample, vocabulary V, ids stored as token_dtype.
   static StepBuffers language_model(int64_t T, int64_t vocab, int64_t batch, Device device = Device::cpu(),
                                     io::SampleDType token_dtype = io::SampleDType::u8);
