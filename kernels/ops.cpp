@@ -99,32 +99,73 @@ void check_pool_shape(const char* op, const kernels::Pool2dShape& s) {
 
 }  // namespace
 
-void linear_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias) {
-  const bool gpu = ST_ON_GPU("linear_forward", {&out, &in, &weight, &bias});
+bool linear_keeps_bf16(Device device) {
+#ifdef SHARDTRAIN_HAVE_CUDA
+  return device.kind == DeviceKind::cuda && cuda::gemm_precision() == cuda::GemmPrecision::bf16;
+#else
+  (void)device;
+  return false;
+#endif
+}
+
+int64_t linear_kept_elements(int64_t rows, int64_t IC, int64_t OC) {
+#ifdef SHARDTRAIN_HAVE_CUDA
+  return cuda::linear_kept_bf16_elements(rows, IC, OC);
+#else
+  return rows * IC + OC * IC;
+#endif
+}
+
+namespace {
+
+// A kept-copies buffer as linear_forward and linear_backward take it.
+void check_kept(const char* fn, const Tensor& kept, bool gpu, int64_t N, int64_t IC, int64_t OC) {
+  if (!kept.defined()) return;
+  ST_CHECK(gpu, "{}: bf16 copies are kept on a GPU only", fn);
+  ST_CHECK(kept.dtype() == DType::bf16 && kept.numel() >= linear_kept_elements(N, IC, OC),
+           "{}: the kept copies need {} bf16 values, got {} {}", fn, linear_kept_elements(N, IC, OC), kept.numel(),
+           dtype_name(kept.dtype()));
+}
+
+}  // namespace
+
+void linear_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& keep) {
+  const bool gpu = ST_ON_GPU("linear_forward", {&out, &in, &weight, &bias, &keep});
   const OpScope timed(OpClass::linear, gpu);
   const int64_t OC = weight.dim(0), IC = weight.dim(1), N = in.numel() / IC;
   require_numel("linear_forward", in, N * IC, "input");
   require_numel("linear_forward", out, N * OC, "output");
   if (bias.defined()) require_numel("linear_forward", bias, OC, "bias");
+  check_kept("linear_forward", keep, gpu, N, IC, OC);
   if (gpu) {
-    ST_GPU_ONLY(cuda::linear_forward(out.f32(), in.f32(), weight.f32(), opt(bias), N, IC, OC));
+    if (keep.defined()) {
+      ST_GPU_ONLY(cuda::linear_forward_keep_bf16(out.f32(), keep.raw(), in.f32(), weight.f32(), opt(bias), N, IC, OC));
+    } else {
+      ST_GPU_ONLY(cuda::linear_forward(out.f32(), in.f32(), weight.f32(), opt(bias), N, IC, OC));
+    }
     return;
   }
   cpu::linear_forward(out.f32(), in.f32(), weight.f32(), opt(bias), N, IC, OC);
 }
 
 void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                     const Tensor& in, const Tensor& weight, bool accumulate) {
-  const bool gpu = ST_ON_GPU("linear_backward", {&din, &dweight, &dbias, &dout, &in, &weight});
+                     const Tensor& in, const Tensor& weight, bool accumulate, const Tensor& kept) {
+  const bool gpu = ST_ON_GPU("linear_backward", {&din, &dweight, &dbias, &dout, &in, &weight, &kept});
   const OpScope timed(OpClass::linear, gpu);
   const int64_t OC = weight.dim(0), IC = weight.dim(1), N = in.numel() / IC;
   require_numel("linear_backward", dout, N * OC, "output gradient");
   if (din.defined()) require_numel("linear_backward", din, N * IC, "input gradient");
   require_numel("linear_backward", dweight, OC * IC, "weight gradient");
   if (dbias.defined()) require_numel("linear_backward", dbias, OC, "bias gradient");
+  check_kept("linear_backward", kept, gpu, N, IC, OC);
   if (gpu) {
-    ST_GPU_ONLY(cuda::linear_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), N, IC,
-                                      OC, accumulate));
+    if (kept.defined()) {
+      ST_GPU_ONLY(cuda::linear_backward_kept_bf16(opt(din), dweight.f32(), opt(dbias), dout.f32(), kept.raw(), N, IC,
+                                                  OC, accumulate));
+    } else {
+      ST_GPU_ONLY(cuda::linear_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), N, IC,
+                                        OC, accumulate));
+    }
     return;
   }
   cpu::linear_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), N, IC, OC, accumulate);

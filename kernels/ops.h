@@ -17,9 +17,18 @@
 namespace shardtrain::ops {
 
 // x: [..., IC] viewed as [rows, IC]; weight [OC, IC]; bias [OC]; out [..., OC].
-void linear_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias);
+// `keep`, where linear_keeps_bf16(device): a bf16 tensor of at least
+// linear_kept_elements(rows, IC, OC) values into which the forward puts its
+// bf16 copies of x and weight; the backward, given the same tensor, reads
+// them instead of converting x and weight again, and converts dout once for
+// both its GEMMs (kernels/cuda/linear.h). The same results, fewer passes.
+void linear_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
+                    const Tensor& keep = Tensor());
 void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                     const Tensor& in, const Tensor& weight, bool accumulate);
+                     const Tensor& in, const Tensor& weight, bool accumulate, const Tensor& kept = Tensor());
+// True on a GPU whose GEMMs are bf16 (each GEMM would convert its operands).
+bool linear_keeps_bf16(Device device);
+int64_t linear_kept_elements(int64_t rows, int64_t IC, int64_t OC);
 
 void relu_forward(const Tensor& out, const Tensor& in);
 void relu_backward(const Tensor& din, const Tensor& dout, const Tensor& out);

@@ -76,9 +76,10 @@ namespace {
 // column-major, its transpose with leading dimension ld. So cuBLAS gets the
 // operands swapped (B first, then A), the same transpose flags, and the
 // dimensions N x M x K.
+// `packed`: A and B are bf16 copies already (gemm_packed), used as they are.
 void run(const char* fn, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
          int64_t lda, int64_t stride_a, const float* B, int64_t ldb, int64_t stride_b, float beta, float* C,
-         int64_t ldc, int64_t stride_c, int64_t batch) {
+         int64_t ldc, int64_t stride_c, int64_t batch, bool packed = false) {
   check_args(fn, trans_a, trans_b, M, N, K, lda, ldb, ldc, batch);
   if (M == 0 || N == 0 || batch == 0) return;
   ST_CUDA_REQUIRE(C != nullptr, std::string(fn) + ": C is null");
@@ -90,13 +91,15 @@ void run(const char* fn, bool trans_a, bool trans_b, int64_t M, int64_t N, int64
   }
   ST_CUDA_REQUIRE(A != nullptr && B != nullptr, std::string(fn) + ": A or B is null");
 
-  const GemmPrecision precision = gemm_precision();
+  const GemmPrecision precision = packed ? GemmPrecision::bf16 : gemm_precision();
   const bool bf16 = precision == GemmPrecision::bf16;
   // Stored shapes (row-major): A is [K, M] when transposed, else [M, K]; B likewise.
   const GemmOperand a =
-      gemm_operand(A, trans_a ? K : M, trans_a ? M : K, lda, stride_a, batch, bf16, ScratchSlot::gemm_a);
+      packed ? GemmOperand{A, lda, stride_a}
+             : gemm_operand(A, trans_a ? K : M, trans_a ? M : K, lda, stride_a, batch, bf16, ScratchSlot::gemm_a);
   const GemmOperand b =
-      gemm_operand(B, trans_b ? N : K, trans_b ? K : N, ldb, stride_b, batch, bf16, ScratchSlot::gemm_b);
+      packed ? GemmOperand{B, ldb, stride_b}
+             : gemm_operand(B, trans_b ? N : K, trans_b ? K : N, ldb, stride_b, batch, bf16, ScratchSlot::gemm_b);
   const cudaDataType_t ab_type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const cublasComputeType_t compute =
       precision == GemmPrecision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -128,6 +131,13 @@ void run(const char* fn, bool trans_a, bool trans_b, int64_t M, int64_t N, int64
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   run("cuda::gemm", trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+}
+
+void gemm_packed(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a,
+                 const GemmOperand& b, float beta, float* C, int64_t ldc) {
+  // run() reads the packed pointers through its f32 parameters, untouched.
+  run("cuda::gemm_packed", trans_a, trans_b, M, N, K, alpha, static_cast<const float*>(a.ptr), a.ld, 0,
+      static_cast<const float*>(b.ptr), b.ld, 0, beta, C, ldc, 0, 1, /*packed=*/true);
 }
 
 void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,

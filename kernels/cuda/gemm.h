@@ -40,4 +40,12 @@ struct GemmOperand {
 GemmOperand gemm_operand(const float* X, int64_t rows, int64_t cols, int64_t ld, int64_t stride, int64_t batch,
                          bool to_bf16, ScratchSlot slot);
 
+// gemm() on operands that are bf16 copies already (a caller that reuses one
+// copy for several GEMMs: a linear layer's input and weight, made by its
+// forward and read again by its backward), whatever gemm_precision() says:
+// bf16 products, f32 accumulation and C. a.ld and b.ld are the copies' row
+// strides (their stored widths when packed by gemm_operand).
+void gemm_packed(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a,
+                 const GemmOperand& b, float beta, float* C, int64_t ldc);
+
 }  // namespace shardtrain::cuda

@@ -111,17 +111,17 @@ Plan make_plan(const PlanKey& k, cudaDataType_t ab_type, cublasComputeType_t com
   return p;
 }
 
-}  // namespace
-
-bool gemm_lt(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-             int64_t ldb, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias) {
+// gemm_lt, and with `packed` gemm_lt_packed: A and B are bf16 copies
+// already (ld = lda, ldb), used as they are.
+bool run(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda, const void* B,
+         int64_t ldb, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias, bool packed) {
   if (M == 0 || N == 0 || K == 0) return false;  // gemm() handles the empty cases
   to_int(M, "M");
   to_int(N, "N");
   to_int(K, "K");
   ST_CUDA_REQUIRE(A != nullptr && B != nullptr && C != nullptr, "gemm_lt: A, B or C is null");
   ST_CUDA_REQUIRE(epilogue == LtEpilogue::none || bias != nullptr, "gemm_lt: an epilogue without its bias vector");
-  const GemmPrecision precision = gemm_precision();
+  const GemmPrecision precision = packed ? GemmPrecision::bf16 : gemm_precision();
   const bool bf16 = precision == GemmPrecision::bf16;
   LtState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -134,10 +134,11 @@ bool gemm_lt(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const 
     return false;
   }
 
-  // Packed bf16 copies are the scratch's own (aligned, ld = width).
+  // Copies packed here are the scratch's own (aligned, ld = width).
   int alignment = alignment_of(C);
-  if (!bf16) alignment = std::min({alignment, alignment_of(A), alignment_of(B)});
-  const int64_t lda_used = bf16 ? (trans_a ? M : K) : lda, ldb_used = bf16 ? (trans_b ? K : N) : ldb;
+  if (!bf16 || packed) alignment = std::min({alignment, alignment_of(A), alignment_of(B)});
+  const bool packs = bf16 && !packed;
+  const int64_t lda_used = packs ? (trans_a ? M : K) : lda, ldb_used = packs ? (trans_b ? K : N) : ldb;
   const PlanKey key{trans_a,       trans_b,      M,        N, K, lda_used, ldb_used, ldc, int(precision),
                     int(epilogue), beta == 0.0f, alignment};
   auto it = s.plans.find(key);
@@ -152,8 +153,12 @@ bool gemm_lt(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const 
     ++s.stats.unsupported;
     return false;
   }
-  const GemmOperand a = gemm_operand(A, trans_a ? K : M, trans_a ? M : K, lda, 0, 1, bf16, ScratchSlot::gemm_a);
-  const GemmOperand b = gemm_operand(B, trans_b ? N : K, trans_b ? K : N, ldb, 0, 1, bf16, ScratchSlot::gemm_b);
+  const auto operand = [&](const void* X, int64_t rows, int64_t cols, int64_t ld, ScratchSlot slot) {
+    return packed ? GemmOperand{X, ld, 0}
+                  : gemm_operand(static_cast<const float*>(X), rows, cols, ld, 0, 1, bf16, slot);
+  };
+  const GemmOperand a = operand(A, trans_a ? K : M, trans_a ? M : K, lda, ScratchSlot::gemm_a);
+  const GemmOperand b = operand(B, trans_b ? N : K, trans_b ? K : N, ldb, ScratchSlot::gemm_b);
   if (epilogue != LtEpilogue::none)
     ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   void* workspace = scratch(ScratchSlot::lt_workspace, kWorkspaceBytes);
@@ -161,6 +166,18 @@ bool gemm_lt(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const 
   ST_CUBLAS_CHECK(cublasLtMatmul(s.handle, plan.desc, &alpha, b.ptr, plan.first, a.ptr, plan.second, &beta, C, plan.out,
                                  C, plan.out, &plan.algo, workspace, kWorkspaceBytes, compute_stream()));
   return true;
+}
+
+}  // namespace
+
+bool gemm_lt(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+             int64_t ldb, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias) {
+  return run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue, bias, /*packed=*/false);
+}
+
+bool gemm_lt_packed(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const GemmOperand& a,
+                    const GemmOperand& b, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias) {
+  return run(trans_a, trans_b, M, N, K, a.ptr, a.ld, b.ptr, b.ld, beta, C, ldc, epilogue, bias, /*packed=*/true);
 }
 
 LtStats gemm_lt_stats() {

@@ -13,6 +13,8 @@
 // per shape, so a step's recurring GEMMs ask the heuristic once.
 #pragma once
 
+#include "kernels/cuda/gemm.h"
+
 #include <cstdint>
 
 namespace shardtrain::cuda {
@@ -25,6 +27,10 @@ enum class LtEpilogue {
 
 bool gemm_lt(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
              int64_t ldb, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias);
+
+// gemm_lt on operands that are bf16 copies already (gemm.h gemm_packed).
+bool gemm_lt_packed(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const GemmOperand& a,
+                    const GemmOperand& b, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias);
 
 // How many plans were made and how many calls found no algorithm (for the
 // GPU check: after warm-up neither grows).

@@ -21,4 +21,17 @@ void linear_forward(float* out, const float* in, const float* weight, const floa
 void linear_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in, const float* weight,
                      int64_t N, int64_t IC, int64_t OC, bool accumulate);
 
+// Where GEMMs are bf16, the forward's bf16 copies of `in` [N, IC] and
+// `weight` [OC, IC], kept in the layer's own buffer for its backward: the
+// backward's two GEMMs read them instead of converting again, and convert
+// dout once for both. Three conversions a step instead of six, with the
+// same bf16 values, so the same results. `bf16` holds
+// linear_kept_bf16_elements bf16 values: the input, then (256-byte aligned)
+// the weight.
+int64_t linear_kept_bf16_elements(int64_t N, int64_t IC, int64_t OC);
+void linear_forward_keep_bf16(float* out, void* bf16, const float* in, const float* weight, const float* bias,
+                              int64_t N, int64_t IC, int64_t OC);
+void linear_backward_kept_bf16(float* din, float* dweight, float* dbias, const float* dout, const void* bf16, int64_t N,
+                               int64_t IC, int64_t OC, bool accumulate);
+
 }  // namespace shardtrain::cuda

@@ -41,11 +41,19 @@ Shape Linear::output_shape(const Shape& in) const {
 
 void Linear::forward(const Tensor& in, const Tensor& out) {
   in_ = in;
-  ops::linear_forward(out, in, weight_, bias_);
+  kept_ = ops::linear_keeps_bf16(in.device());
+  if (kept_) {
+    const int64_t need = ops::linear_kept_elements(in.numel() / in_features_, in_features_, out_features_);
+    if (bf16_.numel() < need || bf16_.device() != in.device()) {
+      bf16_ = Tensor();  // the old buffer first: no overlap with the new one
+      bf16_ = Tensor::empty({need}, DType::bf16, in.device());
+    }
+  }
+  ops::linear_forward(out, in, weight_, bias_, kept_ ? bf16_ : Tensor());
 }
 
 void Linear::backward(const Tensor& dout, const Tensor& din, bool accumulate) {
-  ops::linear_backward(din, dweight_, dbias_, dout, in_, weight_, accumulate);
+  ops::linear_backward(din, dweight_, dbias_, dout, in_, weight_, accumulate, kept_ ? bf16_ : Tensor());
 }
 
 }  // namespace shardtrain::nn

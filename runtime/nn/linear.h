@@ -16,13 +16,20 @@ class Linear final : public Layer {
   Shape output_shape(const Shape& in) const override;
   void forward(const Tensor& in, const Tensor& out) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
-  void release_activations() override { in_ = Tensor(); }
+  void release_activations() override {
+    in_ = Tensor();
+    bf16_ = Tensor();
+  }
 
  private:
   int64_t in_features_, out_features_;
   bool has_bias_;
   Tensor weight_, bias_, dweight_, dbias_;
   Tensor in_;  // forward input, kept for backward
+  // Where GEMMs are bf16 on a GPU: the forward's bf16 copies of the input
+  // and weight, which the backward reuses (ops::linear_forward's `keep`).
+  Tensor bf16_;
+  bool kept_ = false;  // the last forward filled bf16_
 };
 
 }  // namespace shardtrain::nn

@@ -204,6 +204,47 @@ TEST(CudaLinear, ForwardAndBackwardMatchCpu) {
               static_cast<long long>(cuda::gemm_lt_stats().unsupported));
 }
 
+// The forward's kept bf16 copies (linear_forward_keep_bf16) give the bits of
+// the per-call conversions, forward and backward, overwriting and
+// accumulating, on both backends; N*IC is no multiple of 128, so the
+// weight's copy starts at the padded offset.
+TEST(CudaLinear, KeptBf16CopiesGiveThePerCallBits) {
+  ST_REQUIRE_GPU();
+  RestoreF32 restore;
+  cuda::set_gemm_precision(cuda::GemmPrecision::bf16);
+  const int64_t N = 250, IC = 384, OC = 320;
+  const Tensor in = dev(random_host({N, IC}, 3101)), w = dev(random_host({OC, IC}, 3102));
+  const Tensor bias = dev(random_host({OC}, 3103)), dout = dev(random_host({N, OC}, 3104));
+  const Tensor dw0 = random_host({OC, IC}, 3105), db0 = random_host({OC}, 3106);
+  const auto same_bits = [](const Tensor& a, const Tensor& b, const std::string& what) {
+    const Tensor ha = gpu_test::to_host(a), hb = gpu_test::to_host(b);
+    EXPECT_EQ(std::memcmp(ha.raw(), hb.raw(), ha.nbytes()), 0) << what;
+    std::printf("GPUCHECK kernel=%s dtype=bf16 relerr=%g limit=0 ok=%d\n", what.c_str(), rel_error(a, hb),
+                std::memcmp(ha.raw(), hb.raw(), ha.nbytes()) == 0 ? 1 : 0);
+  };
+  for (const auto backend : {cuda::LinearBackend::cublaslt, cuda::LinearBackend::cublas}) {
+    cuda::set_linear_backend(backend);
+    const std::string sfx = backend == cuda::LinearBackend::cublaslt ? ".lt" : "";
+    const Tensor kept = poisoned({cuda::linear_kept_bf16_elements(N, IC, OC)}, DType::bf16);
+    const Tensor out = poisoned({N, OC}), out_kept = poisoned({N, OC});
+    cuda::linear_forward(out.f32(), in.f32(), w.f32(), bias.f32(), N, IC, OC);
+    cuda::linear_forward_keep_bf16(out_kept.f32(), kept.raw(), in.f32(), w.f32(), bias.f32(), N, IC, OC);
+    same_bits(out_kept, out, "linear_forward_kept" + sfx);
+    for (const bool accumulate : {false, true}) {
+      const std::string acc = accumulate ? "_acc" : "";
+      const Tensor din = poisoned({N, IC}), din_kept = poisoned({N, IC});
+      const Tensor dw = dev(dw0), db = dev(db0), dw_kept = dev(dw0), db_kept = dev(db0);
+      cuda::linear_backward(din.f32(), dw.f32(), db.f32(), dout.f32(), in.f32(), w.f32(), N, IC, OC, accumulate);
+      cuda::linear_backward_kept_bf16(din_kept.f32(), dw_kept.f32(), db_kept.f32(), dout.f32(), kept.raw(), N, IC, OC,
+                                      accumulate);
+      same_bits(din_kept, din, "linear_backward_kept_din" + acc + sfx);
+      same_bits(dw_kept, dw, "linear_backward_kept_dweight" + acc + sfx);
+      same_bits(db_kept, db, "linear_backward_kept_dbias" + acc + sfx);
+    }
+  }
+  cuda::set_linear_backend(cuda::LinearBackend::cublaslt);
+}
+
 TEST(CudaConv2d, ForwardAndBackwardMatchCpu) {
   ST_REQUIRE_GPU();
   RestoreF32 restore;

@@ -73,6 +73,19 @@ TEST(OpsShapes, AttentionOnTheCpuIsMaterialized) {
               HasSubstr("attention_forward: saved-state buffer too small"));
 }
 
+// A linear layer keeps bf16 copies of its operands only on a GPU with bf16
+// GEMMs; handing the kernels such a buffer on the CPU is an Error.
+TEST(OpsShapes, KeptBf16LinearCopiesAreForTheGpuOnly) {
+  EXPECT_FALSE(ops::linear_keeps_bf16(Device::cpu()));
+  Tensor in = Tensor::zeros({4, 3}), w = Tensor::zeros({2, 3}), out = Tensor::zeros({4, 2});
+  Tensor kept = Tensor::zeros({ops::linear_kept_elements(4, 3, 2)}, DType::bf16);
+  EXPECT_THAT(error_of([&] { ops::linear_forward(out, in, w, Tensor(), kept); }),
+              HasSubstr("linear_forward: bf16 copies are kept on a GPU only"));
+  Tensor dw = Tensor::zeros({2, 3});
+  EXPECT_THAT(error_of([&] { ops::linear_backward(Tensor(), dw, Tensor(), out, in, w, false, kept); }),
+              HasSubstr("linear_backward: bf16 copies are kept on a GPU only"));
+}
+
 TEST(OpsShapes, FusedLayerNormAllowsInPlaceButRefusesOverlaps) {
   const int64_t N = 2, C = 4;
   Tensor buf = Tensor::zeros({3 * N * C}), b = Tensor::zeros({N, C}), ln = Tensor::zeros({N, C});
