@@ -129,46 +129,77 @@ void check_kept(const char* fn, const Tensor& kept, bool gpu, int64_t N, int64_t
 
 }  // namespace
 
-void linear_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& keep) {
-  const bool gpu = ST_ON_GPU("linear_forward", {&out, &in, &weight, &bias, &keep});
+namespace {
+
+// linear_forward, and with `pre` linear_gelu_forward.
+void linear_forward_impl(const char* fn, const Tensor& out, const Tensor& pre, const Tensor& in, const Tensor& weight,
+                         const Tensor& bias, const Tensor& keep) {
+  const bool gpu = ST_ON_GPU(fn, {&out, &pre, &in, &weight, &bias, &keep});
   const OpScope timed(OpClass::linear, gpu);
   const int64_t OC = weight.dim(0), IC = weight.dim(1), N = in.numel() / IC;
-  require_numel("linear_forward", in, N * IC, "input");
-  require_numel("linear_forward", out, N * OC, "output");
-  if (bias.defined()) require_numel("linear_forward", bias, OC, "bias");
-  check_kept("linear_forward", keep, gpu, N, IC, OC);
+  require_numel(fn, in, N * IC, "input");
+  require_numel(fn, out, N * OC, "output");
+  if (pre.defined()) require_numel(fn, pre, N * OC, "GELU input");
+  if (bias.defined()) require_numel(fn, bias, OC, "bias");
+  check_kept(fn, keep, gpu, N, IC, OC);
   if (gpu) {
-    if (keep.defined()) {
-      ST_GPU_ONLY(cuda::linear_forward_keep_bf16(out.f32(), keep.raw(), in.f32(), weight.f32(), opt(bias), N, IC, OC));
-    } else {
-      ST_GPU_ONLY(cuda::linear_forward(out.f32(), in.f32(), weight.f32(), opt(bias), N, IC, OC));
-    }
+    ST_GPU_ONLY(cuda::linear_forward(out.f32(), in.f32(), weight.f32(), opt(bias), N, IC, OC,
+                                     {keep.defined() ? keep.raw() : nullptr, pre.defined() ? pre.f32() : nullptr}));
     return;
   }
-  cpu::linear_forward(out.f32(), in.f32(), weight.f32(), opt(bias), N, IC, OC);
+  if (!pre.defined()) {
+    cpu::linear_forward(out.f32(), in.f32(), weight.f32(), opt(bias), N, IC, OC);
+    return;
+  }
+  cpu::linear_forward(pre.f32(), in.f32(), weight.f32(), opt(bias), N, IC, OC);
+  cpu::gelu_forward(out.f32(), pre.f32(), N * OC);
+}
+
+// linear_backward, and with `pre` linear_backward_through_gelu.
+void linear_backward_impl(const char* fn, const Tensor& din, const Tensor& dweight, const Tensor& dbias,
+                          const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& pre,
+                          bool accumulate, const Tensor& kept) {
+  const bool gpu = ST_ON_GPU(fn, {&din, &dweight, &dbias, &dout, &in, &weight, &pre, &kept});
+  const OpScope timed(OpClass::linear, gpu);
+  const int64_t OC = weight.dim(0), IC = weight.dim(1), N = in.numel() / IC;
+  require_numel(fn, dout, N * OC, "output gradient");
+  if (din.defined()) require_numel(fn, din, N * IC, "input gradient");
+  if (pre.defined()) require_numel(fn, pre, N * IC, "GELU input");
+  require_numel(fn, dweight, OC * IC, "weight gradient");
+  if (dbias.defined()) require_numel(fn, dbias, OC, "bias gradient");
+  check_kept(fn, kept, gpu, N, IC, OC);
+  if (gpu) {
+    ST_GPU_ONLY(cuda::linear_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), N, IC,
+                                      OC, accumulate,
+                                      {kept.defined() ? kept.raw() : nullptr, pre.defined() ? pre.f32() : nullptr}));
+    return;
+  }
+  cpu::linear_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), N, IC, OC, accumulate);
+  if (pre.defined() && din.defined()) cpu::gelu_backward(din.f32(), din.f32(), pre.f32(), N * IC);
+}
+
+}  // namespace
+
+void linear_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& keep) {
+  linear_forward_impl("linear_forward", out, Tensor(), in, weight, bias, keep);
+}
+
+void linear_gelu_forward(const Tensor& out, const Tensor& pre, const Tensor& in, const Tensor& weight,
+                         const Tensor& bias, const Tensor& keep) {
+  ST_CHECK(pre.defined(), "linear_gelu_forward: no tensor for the GELU's input");
+  linear_forward_impl("linear_gelu_forward", out, pre, in, weight, bias, keep);
 }
 
 void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                      const Tensor& in, const Tensor& weight, bool accumulate, const Tensor& kept) {
-  const bool gpu = ST_ON_GPU("linear_backward", {&din, &dweight, &dbias, &dout, &in, &weight, &kept});
-  const OpScope timed(OpClass::linear, gpu);
-  const int64_t OC = weight.dim(0), IC = weight.dim(1), N = in.numel() / IC;
-  require_numel("linear_backward", dout, N * OC, "output gradient");
-  if (din.defined()) require_numel("linear_backward", din, N * IC, "input gradient");
-  require_numel("linear_backward", dweight, OC * IC, "weight gradient");
-  if (dbias.defined()) require_numel("linear_backward", dbias, OC, "bias gradient");
-  check_kept("linear_backward", kept, gpu, N, IC, OC);
-  if (gpu) {
-    if (kept.defined()) {
-      ST_GPU_ONLY(cuda::linear_backward_kept_bf16(opt(din), dweight.f32(), opt(dbias), dout.f32(), kept.raw(), N, IC,
-                                                  OC, accumulate));
-    } else {
-      ST_GPU_ONLY(cuda::linear_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), N, IC,
-                                        OC, accumulate));
-    }
-    return;
-  }
-  cpu::linear_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), N, IC, OC, accumulate);
+  linear_backward_impl("linear_backward", din, dweight, dbias, dout, in, weight, Tensor(), accumulate, kept);
+}
+
+void linear_backward_through_gelu(const Tensor& dpre, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                                  const Tensor& in, const Tensor& weight, const Tensor& pre, bool accumulate,
+                                  const Tensor& kept) {
+  ST_CHECK(pre.defined() && dpre.defined(), "linear_backward_through_gelu: needs the GELU's input and its gradient");
+  linear_backward_impl("linear_backward_through_gelu", dpre, dweight, dbias, dout, in, weight, pre, accumulate, kept);
 }
 
 void relu_forward(const Tensor& out, const Tensor& in) {

@@ -26,6 +26,16 @@ void linear_forward(const Tensor& out, const Tensor& in, const Tensor& weight, c
                     const Tensor& keep = Tensor());
 void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                      const Tensor& in, const Tensor& weight, bool accumulate, const Tensor& kept = Tensor());
+// A linear layer and the GELU after it: pre = in W^T + bias, out = gelu(pre).
+// And the backward of a linear layer whose input was gelu(pre): dpre is the
+// gradient with respect to pre. On a GPU with bf16 GEMMs and cuBLASLt one
+// GEMM each (its GELU epilogues); elsewhere, and as the fallback, the GEMM
+// and the GELU kernel: on the CPU the bits of linear + gelu.
+void linear_gelu_forward(const Tensor& out, const Tensor& pre, const Tensor& in, const Tensor& weight,
+                         const Tensor& bias, const Tensor& keep = Tensor());
+void linear_backward_through_gelu(const Tensor& dpre, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                                  const Tensor& in, const Tensor& weight, const Tensor& pre, bool accumulate,
+                                  const Tensor& kept = Tensor());
 // True on a GPU whose GEMMs are bf16 (each GEMM would convert its operands).
 bool linear_keeps_bf16(Device device);
 int64_t linear_kept_elements(int64_t rows, int64_t IC, int64_t OC);

@@ -35,6 +35,7 @@ struct PlanKey {
   auto tie() const {
     return std::tie(trans_a, trans_b, M, N, K, lda, ldb, ldc, precision, epilogue, beta_zero, alignment);
   }
+  bool has_aux() const { return epilogue == int(LtEpilogue::gelu_aux_bias) || epilogue == int(LtEpilogue::dgelu); }
   bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
 };
 
@@ -78,8 +79,19 @@ Plan make_plan(const PlanKey& k, cudaDataType_t ab_type, cublasComputeType_t com
   cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_DEFAULT;
   if (k.epilogue == int(LtEpilogue::bias)) ep = CUBLASLT_EPILOGUE_BIAS;
   if (k.epilogue == int(LtEpilogue::bias_grad_a)) ep = CUBLASLT_EPILOGUE_BGRADB;
+  if (k.epilogue == int(LtEpilogue::gelu_aux_bias)) ep = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  if (k.epilogue == int(LtEpilogue::dgelu)) ep = CUBLASLT_EPILOGUE_DGELU;
   ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
-  if (ep != CUBLASLT_EPILOGUE_DEFAULT) {
+  if (k.has_aux()) {
+    // The aux matrix is laid out as C: column-major [N, M] with ld N.
+    const auto aux_ld = int64_t(k.N);
+    const cudaDataType_t aux_type = CUDA_R_32F;
+    ST_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+    ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type,
+                                                   sizeof(aux_type)));
+  }
+  if (ep == CUBLASLT_EPILOGUE_BIAS || ep == CUBLASLT_EPILOGUE_BGRADB || ep == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
     const cudaDataType_t bias_type = CUDA_R_32F;
     ST_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
@@ -114,13 +126,16 @@ Plan make_plan(const PlanKey& k, cudaDataType_t ab_type, cublasComputeType_t com
 // gemm_lt, and with `packed` gemm_lt_packed: A and B are bf16 copies
 // already (ld = lda, ldb), used as they are.
 bool run(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda, const void* B,
-         int64_t ldb, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias, bool packed) {
+         int64_t ldb, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias, float* aux, bool packed) {
   if (M == 0 || N == 0 || K == 0) return false;  // gemm() handles the empty cases
   to_int(M, "M");
   to_int(N, "N");
   to_int(K, "K");
   ST_CUDA_REQUIRE(A != nullptr && B != nullptr && C != nullptr, "gemm_lt: A, B or C is null");
-  ST_CUDA_REQUIRE(epilogue == LtEpilogue::none || bias != nullptr, "gemm_lt: an epilogue without its bias vector");
+  const bool gelu = epilogue == LtEpilogue::gelu_aux_bias || epilogue == LtEpilogue::dgelu;
+  const bool uses_bias = epilogue != LtEpilogue::none && epilogue != LtEpilogue::dgelu;
+  ST_CUDA_REQUIRE(!uses_bias || bias != nullptr, "gemm_lt: an epilogue without its bias vector");
+  ST_CUDA_REQUIRE(!gelu || aux != nullptr, "gemm_lt: a GELU epilogue without its aux matrix");
   const GemmPrecision precision = packed ? GemmPrecision::bf16 : gemm_precision();
   const bool bf16 = precision == GemmPrecision::bf16;
   LtState& s = state();
@@ -129,7 +144,8 @@ bool run(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void
   ++s.stats.calls;
   // cuBLASLt's epilogues read and write the bias vector 16 bytes at a time
   // (a bias at another offset of the flat parameters fails at run time).
-  if (epilogue != LtEpilogue::none && alignment_of(bias) < 16) {
+  // The GELU's aux matrix likewise, and its ld must be a multiple of 8.
+  if ((uses_bias && alignment_of(bias) < 16) || (gelu && (alignment_of(aux) < 16 || N % 8 != 0))) {
     ++s.stats.unsupported;
     return false;
   }
@@ -159,8 +175,11 @@ bool run(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void
   };
   const GemmOperand a = operand(A, trans_a ? K : M, trans_a ? M : K, lda, ScratchSlot::gemm_a);
   const GemmOperand b = operand(B, trans_b ? N : K, trans_b ? K : N, ldb, ScratchSlot::gemm_b);
-  if (epilogue != LtEpilogue::none)
+  if (uses_bias)
     ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  if (gelu)
+    ST_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
   void* workspace = scratch(ScratchSlot::lt_workspace, kWorkspaceBytes);
   const float alpha = 1.0f;
   ST_CUBLAS_CHECK(cublasLtMatmul(s.handle, plan.desc, &alpha, b.ptr, plan.first, a.ptr, plan.second, &beta, C, plan.out,
@@ -171,13 +190,14 @@ bool run(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void
 }  // namespace
 
 bool gemm_lt(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-             int64_t ldb, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias) {
-  return run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue, bias, /*packed=*/false);
+             int64_t ldb, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias, float* aux) {
+  return run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue, bias, aux, /*packed=*/false);
 }
 
 bool gemm_lt_packed(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const GemmOperand& a,
-                    const GemmOperand& b, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias) {
-  return run(trans_a, trans_b, M, N, K, a.ptr, a.ld, b.ptr, b.ld, beta, C, ldc, epilogue, bias, /*packed=*/true);
+                    const GemmOperand& b, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias,
+                    float* aux) {
+  return run(trans_a, trans_b, M, N, K, a.ptr, a.ld, b.ptr, b.ld, beta, C, ldc, epilogue, bias, aux, /*packed=*/true);
 }
 
 LtStats gemm_lt_stats() {

@@ -39,21 +39,33 @@ Shape Linear::output_shape(const Shape& in) const {
   return Shape{out_features_};
 }
 
-void Linear::forward(const Tensor& in, const Tensor& out) {
+Tensor Linear::prepare_forward(const Tensor& in) {
   in_ = in;
   kept_ = ops::linear_keeps_bf16(in.device());
-  if (kept_) {
-    const int64_t need = ops::linear_kept_elements(in.numel() / in_features_, in_features_, out_features_);
-    if (bf16_.numel() < need || bf16_.device() != in.device()) {
-      bf16_ = Tensor();  // the old buffer first: no overlap with the new one
-      bf16_ = Tensor::empty({need}, DType::bf16, in.device());
-    }
+  if (!kept_) return Tensor();
+  const int64_t need = ops::linear_kept_elements(in.numel() / in_features_, in_features_, out_features_);
+  if (bf16_.numel() < need || bf16_.device() != in.device()) {
+    bf16_ = Tensor();  // the old buffer first: no overlap with the new one
+    bf16_ = Tensor::empty({need}, DType::bf16, in.device());
   }
-  ops::linear_forward(out, in, weight_, bias_, kept_ ? bf16_ : Tensor());
+  return bf16_;
+}
+
+void Linear::forward(const Tensor& in, const Tensor& out) {
+  ops::linear_forward(out, in, weight_, bias_, prepare_forward(in));
+}
+
+void Linear::forward_gelu(const Tensor& in, const Tensor& pre, const Tensor& out) {
+  ops::linear_gelu_forward(out, pre, in, weight_, bias_, prepare_forward(in));
 }
 
 void Linear::backward(const Tensor& dout, const Tensor& din, bool accumulate) {
   ops::linear_backward(din, dweight_, dbias_, dout, in_, weight_, accumulate, kept_ ? bf16_ : Tensor());
+}
+
+void Linear::backward_through_gelu(const Tensor& dout, const Tensor& dpre, const Tensor& pre, bool accumulate) {
+  ops::linear_backward_through_gelu(dpre, dweight_, dbias_, dout, in_, weight_, pre, accumulate,
+                                    kept_ ? bf16_ : Tensor());
 }
 
 }  // namespace shardtrain::nn

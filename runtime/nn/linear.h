@@ -16,6 +16,12 @@ class Linear final : public Layer {
   Shape output_shape(const Shape& in) const override;
   void forward(const Tensor& in, const Tensor& out) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
+  // This layer and a GELU after it: pre = this layer's output, out =
+  // gelu(pre), in one GEMM where the GPU's cuBLASLt can (ops.h).
+  void forward_gelu(const Tensor& in, const Tensor& pre, const Tensor& out);
+  // backward() of a layer whose input was gelu(pre): dpre is the gradient
+  // with respect to pre (the GELU's backward folded into this one).
+  void backward_through_gelu(const Tensor& dout, const Tensor& dpre, const Tensor& pre, bool accumulate);
   void release_activations() override {
     in_ = Tensor();
     bf16_ = Tensor();
@@ -30,6 +36,10 @@ class Linear final : public Layer {
   // and weight, which the backward reuses (ops::linear_forward's `keep`).
   Tensor bf16_;
   bool kept_ = false;  // the last forward filled bf16_
+
+  // Before a forward: in_, and bf16_ sized where it is kept; the tensor
+  // for ops' `keep` (undefined where nothing is kept).
+  Tensor prepare_forward(const Tensor& in);
 };
 
 }  // namespace shardtrain::nn

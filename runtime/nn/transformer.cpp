@@ -96,6 +96,8 @@ void TransformerBlock::release_activations() {
   for (Tensor* t : {&ln1_out_, &qkv_out_, &att_, &attn_out_, &res1_, &ln2_out_, &fc_out_, &gelu_out_, &out_, &g_a_,
                     &g_b_, &g_3c_, &g_4c_, &scratch_, &in_})
     *t = Tensor();
+  // The layers' own references (their inputs, the linear layers' bf16 copies).
+  for (Layer* l : std::initializer_list<Layer*>{&ln1_, &ln2_, &qkv_, &proj_, &fc_, &fc_proj_}) l->release_activations();
   capacity_ = 0;
 }
 
@@ -121,8 +123,7 @@ Tensor TransformerBlock::forward(const Tensor& in) {
   proj_.forward(attn, res1);
   // Residual 1 and ln2 in one pass over the rows: res1 = res1 + x, then ln2.
   ln2_.forward_residual(res1, in_, res1, ln2);
-  fc_.forward(ln2, fc);
-  gelu_.forward(fc, gelu);
+  fc_.forward_gelu(ln2, fc, gelu);  // fc keeps the GELU's input, gelu its output
   fc_proj_.forward(gelu, out);
   ops::add(out, out, res1);  // residual 2
   return out;
@@ -134,8 +135,8 @@ void TransformerBlock::backward(const Tensor& dout_in, const Tensor& din, bool a
   const Tensor ga = g_a_.view(0, {B, T, C}), gb = g_b_.view(0, {B, T, C});
   const Tensor g3 = g_3c_.view(0, {B, T, 3 * C}), g4 = g_4c_.view(0, {B, T, 4 * C});
   // MLP branch: dout flows into fc_proj and, unchanged, along the residual.
-  fc_proj_.backward(dout, g4, accumulate);
-  gelu_.backward(g4, g4, accumulate);
+  // g4 = the gradient at the GELU's input, through fc_proj and the GELU.
+  fc_proj_.backward_through_gelu(dout, g4, fc_out_.view(0, {B, T, 4 * C}), accumulate);
   fc_.backward(g4, ga, accumulate);
   // gb = d res1: ln2's input gradient plus dout along the residual, one pass.
   ln2_.backward_residual(ga, dout, gb, accumulate);

@@ -8,7 +8,6 @@
 #pragma once
 
 #include "kernels/ops.h"
-#include "runtime/nn/activation.h"
 #include "runtime/nn/block.h"
 #include "runtime/nn/layernorm.h"
 #include "runtime/nn/linear.h"
@@ -34,7 +33,6 @@ class TransformerBlock final : public Block {
   int64_t T_, C_, n_head_, n_layer_;
   LayerNorm ln1_, ln2_;
   Linear qkv_, proj_, fc_, fc_proj_;
-  GELU gelu_;
   // Activations, capacity_ samples each.
   Tensor ln1_out_, qkv_out_, att_, attn_out_, res1_, ln2_out_, fc_out_, gelu_out_, out_;
   // Gradient workspaces.

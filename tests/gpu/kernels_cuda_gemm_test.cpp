@@ -6,6 +6,7 @@
 
 #ifdef SHARDTRAIN_HAVE_CUDA
 
+#include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/gemm.h"
@@ -204,7 +205,7 @@ TEST(CudaLinear, ForwardAndBackwardMatchCpu) {
               static_cast<long long>(cuda::gemm_lt_stats().unsupported));
 }
 
-// The forward's kept bf16 copies (linear_forward_keep_bf16) give the bits of
+// The forward's kept bf16 copies (LinearFusion::bf16) give the bits of
 // the per-call conversions, forward and backward, overwriting and
 // accumulating, on both backends; N*IC is no multiple of 128, so the
 // weight's copy starts at the padded offset.
@@ -228,20 +229,69 @@ TEST(CudaLinear, KeptBf16CopiesGiveThePerCallBits) {
     const Tensor kept = poisoned({cuda::linear_kept_bf16_elements(N, IC, OC)}, DType::bf16);
     const Tensor out = poisoned({N, OC}), out_kept = poisoned({N, OC});
     cuda::linear_forward(out.f32(), in.f32(), w.f32(), bias.f32(), N, IC, OC);
-    cuda::linear_forward_keep_bf16(out_kept.f32(), kept.raw(), in.f32(), w.f32(), bias.f32(), N, IC, OC);
+    cuda::linear_forward(out_kept.f32(), in.f32(), w.f32(), bias.f32(), N, IC, OC, {kept.raw(), nullptr});
     same_bits(out_kept, out, "linear_forward_kept" + sfx);
     for (const bool accumulate : {false, true}) {
       const std::string acc = accumulate ? "_acc" : "";
       const Tensor din = poisoned({N, IC}), din_kept = poisoned({N, IC});
       const Tensor dw = dev(dw0), db = dev(db0), dw_kept = dev(dw0), db_kept = dev(db0);
       cuda::linear_backward(din.f32(), dw.f32(), db.f32(), dout.f32(), in.f32(), w.f32(), N, IC, OC, accumulate);
-      cuda::linear_backward_kept_bf16(din_kept.f32(), dw_kept.f32(), db_kept.f32(), dout.f32(), kept.raw(), N, IC, OC,
-                                      accumulate);
+      cuda::linear_backward(din_kept.f32(), dw_kept.f32(), db_kept.f32(), dout.f32(), in.f32(), w.f32(), N, IC, OC,
+                            accumulate, {kept.raw(), nullptr});
       same_bits(din_kept, din, "linear_backward_kept_din" + acc + sfx);
       same_bits(dw_kept, dw, "linear_backward_kept_dweight" + acc + sfx);
       same_bits(db_kept, db, "linear_backward_kept_dbias" + acc + sfx);
     }
   }
+  cuda::set_linear_backend(cuda::LinearBackend::cublaslt);
+}
+
+// The GELU folded into the linear layers (LinearFusion::gelu_pre): at bf16
+// the forward's GELU_AUX_BIAS epilogue and the next layer's DGELU epilogue,
+// at f32 and tf32 (and on the plain cuBLAS backend) the GEMM and the GELU
+// kernel, against the CPU's linear + gelu, with and without the kept bf16
+// copies.
+TEST(CudaLinear, GeluEpiloguesMatchCpu) {
+  ST_REQUIRE_GPU();
+  RestoreF32 restore;
+  const int64_t N = 256, C = 192, H = 4 * C;  // fc: C -> H, then GELU, then fc_proj: H -> C
+  const Tensor in = random_host({N, C}, 3201), w_fc = random_host({H, C}, 3202), b_fc = random_host({H}, 3203);
+  const Tensor w_proj = random_host({C, H}, 3204), dout = random_host({N, C}, 3205);
+  Tensor pre_ref = Tensor::empty({N, H}), gelu_ref = Tensor::empty({N, H});
+  cpu::linear_forward(pre_ref.f32(), in.f32(), w_fc.f32(), b_fc.f32(), N, C, H);
+  cpu::gelu_forward(gelu_ref.f32(), pre_ref.f32(), N * H);
+  Tensor dgelu_ref = Tensor::empty({N, H}), dw_ref = Tensor::empty({C, H});
+  cpu::linear_backward(dgelu_ref.f32(), dw_ref.f32(), nullptr, dout.f32(), gelu_ref.f32(), w_proj.f32(), N, H, C,
+                       false);
+  cpu::gelu_backward(dgelu_ref.f32(), dgelu_ref.f32(), pre_ref.f32(), N * H);
+  const Tensor d_in = dev(in), d_wfc = dev(w_fc), d_bfc = dev(b_fc), d_wproj = dev(w_proj), d_dout = dev(dout);
+  for (const auto backend : {cuda::LinearBackend::cublaslt, cuda::LinearBackend::cublas})
+    for (const Precision& p : kPrecisions)
+      for (const bool keep : {false, true}) {
+        if (keep && p.value != cuda::GemmPrecision::bf16) continue;
+        cuda::set_linear_backend(backend);
+        cuda::set_gemm_precision(p.value);
+        const std::string sfx =
+            std::string(backend == cuda::LinearBackend::cublaslt ? ".lt" : "") + (keep ? ".kept" : "");
+        const Tensor kept_fc = poisoned({cuda::linear_kept_bf16_elements(N, C, H)}, DType::bf16);
+        const Tensor kept_proj = poisoned({cuda::linear_kept_bf16_elements(N, H, C)}, DType::bf16);
+        const Tensor pre = poisoned({N, H}), gelu = poisoned({N, H}), dgelu = poisoned({N, H}), dw = poisoned({C, H});
+        const Tensor proj_out = poisoned({N, C});
+        const int64_t lt_missing = cuda::gemm_lt_stats().unsupported;
+        cuda::linear_forward(gelu.f32(), d_in.f32(), d_wfc.f32(), d_bfc.f32(), N, C, H,
+                             {keep ? kept_fc.raw() : nullptr, pre.f32()});
+        cuda::linear_forward(proj_out.f32(), gelu.f32(), d_wproj.f32(), nullptr, N, H, C,
+                             {keep ? kept_proj.raw() : nullptr, nullptr});
+        cuda::linear_backward(dgelu.f32(), dw.f32(), nullptr, d_dout.f32(), gelu.f32(), d_wproj.f32(), N, H, C, false,
+                              {keep ? kept_proj.raw() : nullptr, pre.f32()});
+        report("linear_gelu_forward_pre" + sfx, p.name, rel_error(pre, pre_ref), p.limit);
+        report("linear_gelu_forward" + sfx, p.name, rel_error(gelu, gelu_ref), p.limit);
+        report("linear_backward_dgelu" + sfx, p.name, rel_error(dgelu, dgelu_ref), p.limit);
+        report("linear_backward_dgelu_dweight" + sfx, p.name, rel_error(dw, dw_ref), p.limit);
+        if (backend == cuda::LinearBackend::cublaslt)
+          std::printf("GELU epilogues at %s%s: %s\n", p.name, keep ? " (kept copies)" : "",
+                      cuda::gemm_lt_stats().unsupported == lt_missing ? "cuBLASLt" : "fell back to the GELU kernels");
+      }
   cuda::set_linear_backend(cuda::LinearBackend::cublaslt);
 }
 
