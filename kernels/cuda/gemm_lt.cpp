@@ -69,7 +69,10 @@ int alignment_of(const void* p) {
 // cuBLASLt's first operand is our B, its second our A, m = N, n = M. Its
 // BIAS epilogue adds a vector over its m (our N: a value per column of our
 // row-major C) and BGRADB sums its second operand over k (our A: M values).
-Plan make_plan(const PlanKey& k, cudaDataType_t ab_type, cublasComputeType_t compute) {
+// bias and aux: the first call's vectors. The heuristic reads their
+// alignment from the pointers (run() admits 16-byte aligned ones only, so
+// the algorithm suits every later call's).
+Plan make_plan(const PlanKey& k, cudaDataType_t ab_type, cublasComputeType_t compute, float* bias, float* aux) {
   Plan p;
   ST_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
   const cublasOperation_t op_first = k.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -83,14 +86,16 @@ Plan make_plan(const PlanKey& k, cudaDataType_t ab_type, cublasComputeType_t com
   if (k.epilogue == int(LtEpilogue::dgelu)) ep = CUBLASLT_EPILOGUE_DGELU;
   ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
   if (k.has_aux()) {
-    // The aux matrix is laid out as C: column-major [N, M] with ld N.
+    // The aux matrix is laid out as C: column-major [N, M] with ld N; its
+    // type is left at the default, C's (f32).
     const auto aux_ld = int64_t(k.N);
-    const cudaDataType_t aux_type = CUDA_R_32F;
     ST_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
-    ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type,
-                                                   sizeof(aux_type)));
+    ST_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
   }
+  if (bias != nullptr)
+    ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   if (ep == CUBLASLT_EPILOGUE_BIAS || ep == CUBLASLT_EPILOGUE_BGRADB || ep == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
     const cudaDataType_t bias_type = CUDA_R_32F;
     ST_CUBLAS_CHECK(
@@ -161,7 +166,10 @@ bool run(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void
   if (it == s.plans.end()) {
     const cublasComputeType_t compute =
         precision == GemmPrecision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    it = s.plans.emplace(key, make_plan(key, bf16 ? CUDA_R_16BF : CUDA_R_32F, compute)).first;
+    it = s.plans
+             .emplace(key, make_plan(key, bf16 ? CUDA_R_16BF : CUDA_R_32F, compute, uses_bias ? bias : nullptr,
+                                     gelu ? aux : nullptr))
+             .first;
     ++s.stats.plans;
   }
   Plan& plan = it->second;

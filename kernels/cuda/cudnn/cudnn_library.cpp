@@ -2,9 +2,11 @@
 
 #include "kernels/cuda/context.h"
 
+#include <cuda_runtime_api.h>
 #include <cudnn_frontend.h>
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 
@@ -35,8 +37,13 @@ Loaded load() {
     return out;
   }
   cudnn_frontend::cudnn_dlhandle = lib;
+  // The frontend opens a CUDA runtime of its own for a few calls, trying
+  // libcudart.so.12 first: it must be the one this program runs on.
+  const std::string cudart = "libcudart.so." + std::to_string(CUDART_VERSION / 1000);
+  setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", cudart.c_str(), /*overwrite=*/0);
   namespace detail = cudnn_frontend::detail;
   try {
+    cudaStream_t stream = compute_stream();  // binds this thread to the process's device first
     const size_t version = detail::get_backend_version();
     if (version < 90000) {
       out.error = "cuDNN " + std::to_string(version) + " found; the fused attention needs cuDNN 9 or newer";
@@ -47,7 +54,7 @@ Loaded load() {
       out.error = "cudnnCreate failed";
       return out;
     }
-    if (detail::set_stream(h, compute_stream()) != CUDNN_STATUS_SUCCESS) {
+    if (detail::set_stream(h, stream) != CUDNN_STATUS_SUCCESS) {
       out.error = "cudnnSetStream failed";
       return out;
     }

@@ -94,10 +94,13 @@ GraphPtr backward_graph(const Dims& d) {
                              .set_dim(stats_dims(d))
                              .set_stride(stats_strides(d))
                              .set_data_type(fe::DataType_t::FLOAT));
+  // Deterministic: the default Hopper kernels sum dQ with atomics, so the
+  // same step would not give the same bits twice.
   auto options = fe::graph::SDPA_backward_attributes()
                      .set_name("attention_backward")
                      .set_causal_mask(true)
-                     .set_attn_scale(scale_of(d));
+                     .set_attn_scale(scale_of(d))
+                     .set_deterministic_algorithm(true);
   auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dout, stats, options);
   const std::vector<int64_t> dims{d.B, d.NH, d.T, d.hs()}, strides{d.T * 3 * d.C, d.hs(), 3 * d.C, 1};
   dq->set_output(true).set_uid(kDQ).set_dim(dims).set_stride(strides);
