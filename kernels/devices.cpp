@@ -6,6 +6,7 @@
 #include "kernels/cuda/caching_allocator.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_query.h"
+#include "kernels/cuda/graph.h"
 #endif
 
 namespace shardtrain {
@@ -64,6 +65,23 @@ void set_gpu_attention_backend(const std::string& name) {
 #else
   ST_CHECK(name == "cudnn" || name == "materialized", "GPU attention backend \"{}\": expected cudnn or materialized",
            name);
+#endif
+}
+
+GpuGraph capture_gpu_graph(const std::function<void()>& work, std::string* why) {
+#ifdef SHARDTRAIN_HAVE_CUDA
+  return {cuda::capture_graph(work, why)};
+#else
+  (void)work;
+  *why = "this build has no CUDA backend";
+  return {};
+#endif
+}
+
+void launch_gpu_graph(const GpuGraph& graph) {
+  ST_CHECK(graph, "launch_gpu_graph: no graph was captured");
+#ifdef SHARDTRAIN_HAVE_CUDA
+  cuda::launch_graph(*std::static_pointer_cast<cuda::CapturedGraph>(graph.exec));
 #endif
 }
 

@@ -2,6 +2,8 @@
 // build without the CUDA backend, so callers need no #ifdefs.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,18 @@ void set_gpu_gemm_precision(const std::string& name);
 void set_gpu_linear_backend(const std::string& name);
 // "cudnn" | "materialized" (kernels/cuda/context.h AttentionBackend).
 void set_gpu_attention_backend(const std::string& name);
+// A CUDA graph of the compute stream's work (kernels/cuda/graph.h); empty
+// where none was captured.
+struct GpuGraph {
+  std::shared_ptr<void> exec;
+  explicit operator bool() const { return exec != nullptr; }
+};
+// Captures what `work` issues to the compute stream (nothing runs). An
+// empty graph, with the reason in *why, where work threw or CUDA refused;
+// always empty in a build without the CUDA backend.
+GpuGraph capture_gpu_graph(const std::function<void()>& work, std::string* why);
+void launch_gpu_graph(const GpuGraph& graph);
+
 // Waits for the GPU's compute stream (timing, tests), then raises an error a
 // kernel found (kernels/cuda/context.h); nothing without a GPU.
 void synchronize_gpu();

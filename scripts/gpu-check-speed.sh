@@ -5,8 +5,9 @@
 #      PyTorch's torch.mm, which is cuBLAS);
 #   2. shardtrain on gpt2_small (examples/gpt2_small.toml: 12 x 768, T 1024,
 #      vocabulary 50257, synthetic tokens) and the wide GPT (6 x 512, T 256,
-#      vocabulary 256) at runtime.gpu_gemm f32, tf32 and bf16: tokens/s and
-#      achieved model TFLOP/s; twice more at bf16 with telemetry.op_timing,
+#      vocabulary 256) at runtime.gpu_gemm f32, tf32 and bf16 (CUDA graphs
+#      on), bf16 once more with graphs off: tokens/s and achieved model
+#      TFLOP/s; twice more at bf16 with telemetry.op_timing,
 #      with cuDNN's fused attention and with the materialized one, whose
 #      per-op tables go to the log;
 #   3. the same models in PyTorch (bench/torch_reference.py --synthetic):
@@ -69,14 +70,15 @@ speed_gemm_rate() {
   check_row speed "bf16 GEMM 8192^3 (torch.mm)" bf16 - - "$(rc_word $rc) ${GEMM_TFLOPS} TFLOP/s"
 }
 
-# speed_shardtrain MODEL DATA PRECISION [op [ATTENTION]]: one run, a row;
-# "op" also times every op and copies the table into the log; ATTENTION sets
-# runtime.gpu_attention (default cudnn), so that the op tables of the fused
-# and the materialized attention stand side by side.
+# speed_shardtrain MODEL DATA PRECISION [op [ATTENTION [GRAPHS]]]: one run,
+# a row; "op" also times every op and copies the table into the log;
+# ATTENTION sets runtime.gpu_attention (default cudnn), so that the op tables
+# of the fused and the materialized attention stand side by side; GRAPHS
+# sets runtime.cuda_graphs (default true; op timing runs without graphs).
 speed_shardtrain() {
-  local m=$1 data=$2 p=$3 op=${4:-} att=${5:-cudnn}
+  local m=$1 data=$2 p=$3 op=${4:-} att=${5:-cudnn} graphs=${6:-true}
   local V T L C H B; read -r V T L C H B <<<"$(speed_model "$m")"
-  local tag=$p${op:+-op}; [ "$att" = cudnn ] || tag=$tag-$att
+  local tag=$p${op:+-op}; [ "$att" = cudnn ] || tag=$tag-$att; [ "$graphs" = true ] || tag=$tag-nographs
   local rd=$W/runs/speed-$m-$tag name=speed-$m-$tag
   run "$name" 150 shardtrain train "$REPO/examples/gpt2_small.toml" \
     --set "data.train=$data/train" --set "data.test=$data/test" --set data.test_limit=8 \
@@ -84,14 +86,15 @@ speed_shardtrain() {
     --set "model.n_head=$H" --set "train.global_batch_size=$B" --set train.accumulation_steps=1 \
     --set train.eval_batch_size=8 --set "train.max_steps=$GPU_SPEED_STEPS" --set schedule.warmup_steps=2 \
     --set parallel.strategy=none --set "runtime.device=$GPU_SPEED_DEVICE" --set "runtime.gpu_gemm=$p" \
-    --set "runtime.gpu_attention=$att" \
+    --set "runtime.gpu_attention=$att" --set "runtime.cuda_graphs=$graphs" \
     --set "telemetry.op_timing=$([ -n "$op" ] && echo true || echo false)" --set train.progress_every_s=0 \
     --run-dir "$rd" --overwrite
   local rc=$? f=$W/logs/$name.log
   local ms; ms=$(json_get "$rd/result.json" '"%.2f" % (1000*j["per_rank"][0]["step_time_median_s"])')
   local impl="shardtrain${op:+ (op timing)}"; [ "$att" = cudnn ] || impl="$impl $att attention"
+  [ "$graphs" = true ] || impl="$impl, no graphs"
   speed_figures "$m" "$impl" "$p" "$B" "$ms" "$rc"
-  grep -q 'runs materialized' "$f" && grep -m1 'runs materialized' "$f" | sed 's/^/  ! /' | tee -a "$LOG"
+  grep -m1 -E 'runs materialized|CUDA graphs off' "$f" | sed 's/^/  ! /' | tee -a "$LOG"
   [ $rc -eq 0 ] || body "$f" | grep -v '^\[train\]' | tail -6 | sed 's/^/  ! /'
   [ -n "$op" ] && sed -n '/^\[summary\] op time/,/^\[summary\] [^ ]/p' "$f" | grep -E '^\[summary\] (op time|  )' |
     sed 's/^\[summary\] /  /' | tee -a "$LOG"
@@ -141,6 +144,7 @@ gpu_speed_checks() {
     local data; data=$(speed_data "$m" "$V" "$T") || { speed_row "$m" shardtrain - "$B" - - - - "FAIL(prep tokens)"; continue; }
     local p
     for p in f32 tf32 bf16; do speed_shardtrain "$m" "$data" "$p"; done
+    speed_shardtrain "$m" "$data" bf16 "" cudnn false
     speed_shardtrain "$m" "$data" bf16 op
     speed_shardtrain "$m" "$data" bf16 op materialized
     speed_torch "$m" eager

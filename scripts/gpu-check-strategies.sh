@@ -7,7 +7,10 @@
 #      NCCL reduction changes no bit), also with debug.slow_comm_ms; DDP's
 #      bf16 gradients and FSDP's bf16 parameters and reductions within a
 #      tolerance; the same run three times and once under
-#      CUDA_LAUNCH_BLOCKING=1, bit for bit (a difference is a race).
+#      CUDA_LAUNCH_BLOCKING=1, bit for bit (a difference is a race); none
+#      with and without CUDA graphs bit for bit, at f32 and at bf16, and
+#      bf16 with cuDNN's and the materialized attention within the bf16
+#      tolerance.
 #   z. compute-sanitizer (memcheck, racecheck, synccheck) on the kernel
 #      tests and on one training step.
 # The model: examples/gpt_kjv.toml (2 Blocks, 128 wide) on synthetic tokens
@@ -70,6 +73,11 @@ gpu_strategy_checks() {
     local acc=(--set "train.accumulation_steps=$A")
     local want; want=$(strategy_run "none-a$A" "$data" "${f32[@]}" "${acc[@]}" $(strategy_flags "$cfg" none))
     say "none, accumulation $A: final test_loss $want"
+    # none replays its micro-batches as CUDA graphs (runtime.cuda_graphs):
+    # launched one kernel at a time, the same bits.
+    same_bits "none graphs off a$A = none" "$want" \
+      "$(strategy_run "none-nographs-a$A" "$data" "${f32[@]}" "${acc[@]}" $(strategy_flags "$cfg" none) \
+        --set runtime.cuda_graphs=false)"
     local spec
     for spec in "ddp-b1:ddp:--set parallel.ddp.bucket_batch=1" "ddp-ball:ddp:--set parallel.ddp.bucket_batch=1000" \
                 "zero1:zero1:" "fsdp-full:fsdp:--set parallel.fsdp.sharding=full" \
@@ -99,6 +107,16 @@ gpu_strategy_checks() {
   same_bits "repeat 3 = repeat 1" "$first" "$(strategy_run det-3 "$data" $(strategy_flags "$cfg" none))"
   same_bits "CUDA_LAUNCH_BLOCKING=1 = repeat 1" "$first" \
     "$(CUDA_LAUNCH_BLOCKING=1 strategy_run det-blocking "$data" $(strategy_flags "$cfg" none))"
+  # bf16 (cuDNN's fused attention, the GELU epilogues, the kept bf16
+  # copies): deterministic, the same with and without graphs, and close to
+  # the materialized attention.
+  local bf16=(--set runtime.gpu_gemm=bf16) b1
+  b1=$(strategy_run bf16-1 "$data" "${bf16[@]}" $(strategy_flags "$cfg" none))
+  same_bits "bf16 repeat 2 = repeat 1" "$b1" "$(strategy_run bf16-2 "$data" "${bf16[@]}" $(strategy_flags "$cfg" none))"
+  same_bits "bf16 graphs off = graphs on" "$b1" "$(strategy_run bf16-nographs "$data" "${bf16[@]}" \
+    $(strategy_flags "$cfg" none) --set runtime.cuda_graphs=false)"
+  close "bf16 materialized attention ~ cudnn" "$b1" "$(strategy_run bf16-materialized "$data" "${bf16[@]}" \
+    $(strategy_flags "$cfg" none) --set runtime.gpu_attention=materialized)"
 }
 
 # z. compute-sanitizer: a row per tool on the kernel tests (the 2^31 test

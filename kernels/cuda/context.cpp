@@ -22,6 +22,7 @@ struct Context {
   GemmPrecision precision = GemmPrecision::f32;
   LinearBackend linear = LinearBackend::cublaslt;
   AttentionBackend attention = AttentionBackend::cudnn;
+  void* blas_workspace = nullptr;
   std::array<void*, kScratchSlots> scratch{};
   std::array<size_t, kScratchSlots> scratch_bytes{};
   DeviceErrorRecord* error_device = nullptr;  // filled by kernels
@@ -212,6 +213,11 @@ void init_device(int index) {
   ST_CUDA_CHECK(cudaStreamCreateWithFlags(&g.copy, cudaStreamNonBlocking));
   ST_CUBLAS_CHECK(cublasCreate(&g.blas));
   ST_CUBLAS_CHECK(cublasSetStream(g.blas, g.compute));
+  // A workspace of cuBLAS's own it would otherwise allocate as it goes,
+  // which a stream being captured into a CUDA graph (graph.h) cannot do.
+  constexpr size_t kBlasWorkspace = size_t(32) << 20;  // cuBLAS's recommendation for Hopper
+  ST_CUDA_CHECK(cudaMalloc(&g.blas_workspace, kBlasWorkspace));
+  ST_CUBLAS_CHECK(cublasSetWorkspace(g.blas, g.blas_workspace, kBlasWorkspace));
   ST_CUDA_CHECK(cudaMalloc(&g.error_device, sizeof(DeviceErrorRecord)));
   ST_CUDA_CHECK(cudaMalloc(&g.first_bad, sizeof(unsigned long long)));
   ST_CUDA_CHECK(cudaMemsetAsync(g.error_device, 0, sizeof(DeviceErrorRecord), g.compute));

@@ -149,6 +149,10 @@ class Strategy : public nn::BlockHooks {
   // by make_optimizer) and brings them back where they are needed. Adds the
   // optimizer's own time to optimizer_s.
   virtual void update(optim::Optimizer& optimizer, float lr, double clip_grad_norm, double& optimizer_s) = 0;
+  // Whether its hooks issue no device work of their own (no collectives
+  // during the backward), so that a micro-batch's forward and backward can
+  // be captured into a CUDA graph and replayed (runtime.cuda_graphs).
+  virtual bool hooks_capturable() const { return false; }
   // Communication since the last call.
   virtual CommStats take_stats() = 0;
   // Hooks evaluation runs the model with (FSDP gathers every Block), or

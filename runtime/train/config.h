@@ -92,6 +92,7 @@ struct Config {
     GpuGemm gpu_gemm = GpuGemm::tf32;
     GpuLinear gpu_linear = GpuLinear::cublaslt;
     GpuAttention gpu_attention = GpuAttention::cudnn;
+    bool cuda_graphs = true;
     EmulateOptions emulate;  // device = "emulated"
   } runtime;
   struct Telemetry {

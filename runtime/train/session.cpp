@@ -7,6 +7,7 @@
 #include "kernels/devices.h"
 #include "kernels/ops.h"
 #include "runtime/core/device_memory.h"
+#include "runtime/core/op_timing.h"
 #include "runtime/nn/models.h"
 #include "runtime/core/clock.h"
 #include "runtime/telemetry/recorder.h"
@@ -89,6 +90,7 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
   if (config.runtime.device == DeviceKind::emulated) s.emulated.emplace(config.runtime.emulate);
   if (config.runtime.device == DeviceKind::cuda) {
     s.device = bring_up_gpu(config, local_rank);
+    s.cuda_graphs = config.runtime.cuda_graphs;
     s.model->to(s.device);
   }
   s.model->initialize(uint64_t(config.train.seed));
@@ -144,8 +146,11 @@ StepBuffers StepBuffers::language_model(int64_t T, int64_t vocab, int64_t batch,
 
 StepBuffers make_step_buffers(const Session& s, int64_t batch) {
   const io::DatasetInfo& info = s.train_info();
-  return s.language_model ? StepBuffers::language_model(s.lm_tokens, info.num_classes, batch, s.device, info.dtype)
-                          : StepBuffers(info.sample_shape, info.num_classes, batch, s.device);
+  StepBuffers b = s.language_model
+                      ? StepBuffers::language_model(s.lm_tokens, info.num_classes, batch, s.device, info.dtype)
+                      : StepBuffers(info.sample_shape, info.num_classes, batch, s.device);
+  if (s.cuda_graphs && !s.device.is_cpu()) b.graphs = std::make_shared<StepGraphs>(gpu_graph_backend(s.device));
+  return b;
 }
 
 void gather_batch(const Session& s, StepBuffers& b, int64_t n) {
@@ -193,9 +198,30 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
     std::copy_n(b.labels.data(), local * rows, b.y_host.i32());
     copy_input_async({{b.x, b.x_host}, {b.y, b.y_host}}, b.input_slot);
   }
+  // CUDA graphs: micro-batches replay where the strategy's hooks issue no
+  // device work and nothing else times the ops (op timing records events
+  // per op, which a replay would not).
+  StepGraphs* graphs =
+      gpu && b.graphs && strategy.hooks_capturable() && !op_timing_enabled() ? b.graphs.get() : nullptr;
   for (int64_t m = 0; m < micro_batches; ++m) {
     const int64_t begin = local * m / micro_batches, end = local * (m + 1) / micro_batches;
     Tensor x = b.x.view(begin * sample.numel(), batched(end - begin, sample));
+    const float scale = 1.0f / float(global_batch * rows);  // the gradient of the mean loss over the global batch
+    if (graphs != nullptr) {
+      const double t0 = now_seconds();
+      strategy.set_sync(m == micro_batches - 1);
+      telemetry::Span span("forward_backward", "compute", m);
+      const int64_t n = (end - begin) * rows;
+      graphs->run({m, micro_batches, local, global_batch, b.x.raw(), b.y.raw()}, [&] {
+        Tensor logits = model.forward(x, &strategy);
+        ops::softmax_xent_fused_rows(logits, logits, b.y.view(begin * rows, {n}), scale,
+                                     b.row_loss.view(begin * rows, {n}));
+        model.backward(logits, /*accumulate=*/m > 0, &strategy);
+      });
+      if (m == micro_batches - 1) read_back_async(b.row_loss_host, b.row_loss);
+      phases.forward_s += now_seconds() - t0;  // a replay is one launch: forward and backward together
+      continue;
+    }
     // The logits' gradient overwrites the logits (the loss kernels work in
     // place): every model ends in a Linear, whose backward reads its input
     // and weight but not its output, so no f32 copy of a micro-batch's
@@ -206,8 +232,6 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
       telemetry::Span span("forward", "compute", m);
       Tensor logits = model.forward(x, &strategy);
       dlogits = logits;
-      // The gradient of the mean loss over the global batch's labels.
-      const float scale = 1.0f / float(global_batch * rows);
       if (gpu) {
         const int64_t n = (end - begin) * rows;
         ops::softmax_xent_fused_rows(dlogits, logits, b.y.view(begin * rows, {n}), scale,

@@ -12,6 +12,7 @@
 #include "runtime/parallel/strategy.h"
 #include "runtime/train/config.h"
 #include "runtime/train/emulated_device.h"
+#include "runtime/train/step_graphs.h"
 
 #include <array>
 #include <memory>
@@ -35,6 +36,9 @@ struct Session {
   // Where the model, its optimizer state and the step's tensors live
   // (runtime.device); batches are gathered on the host and copied there.
   Device device = Device::cpu();
+  // runtime.cuda_graphs on a GPU: micro-batches replay as CUDA graphs where
+  // the strategy allows (step_graphs.h).
+  bool cuda_graphs = false;
   // runtime.device = "emulated": steps wait this accelerator's time instead of computing.
   std::optional<EmulatedDevice> emulated;
 
@@ -72,6 +76,8 @@ struct StepBuffers {
   std::vector<int64_t> indices;
   int64_t tokens = 1;            // labels (logit rows) per sample: 1, or T for a language model
   std::vector<uint8_t> windows;  // language model: the raw samples [local batch, T+1] of the split's dtype
+  // GPU with runtime.cuda_graphs: the micro-batches' graphs (null otherwise).
+  std::shared_ptr<StepGraphs> graphs;
   StepBuffers(const Shape& sample, int64_t num_classes, int64_t batch, Device device = Device::cpu());
   // A language model's: T tokens per sample, vocabulary V, ids stored as token_dtype.
   static StepBuffers language_model(int64_t T, int64_t vocab, int64_t batch, Device device = Device::cpu(),
