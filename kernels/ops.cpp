@@ -571,11 +571,9 @@ void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, 
   const auto [B, T, C] = attention_dims("attention_forward", qkv, att, n_head, kernel, gpu);
   require_numel("attention_forward", out, B * T * C, "output");
   if (gpu) {
-    if (kernel == AttentionKernel::fused) {
-      ST_GPU_ONLY(cuda::fused_attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head));
-    } else {
-      ST_GPU_ONLY(cuda::attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head));
-    }
+    ST_GPU_ONLY(kernel == AttentionKernel::fused
+                    ? cuda::fused_attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head)
+                    : cuda::attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head));
     return;
   }
   cpu::attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head);
@@ -590,11 +588,9 @@ void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor&
   require_numel("attention_backward", dout, B * T * C, "output gradient");
   ST_CHECK(scratch.numel() >= T * T, "attention_backward: scratch holds fewer than T*T floats");
   if (gpu) {
-    if (kernel == AttentionKernel::fused) {
-      ST_GPU_ONLY(cuda::fused_attention_backward(dqkv.f32(), dout.f32(), att.f32(), B, T, C, n_head));
-    } else {
-      ST_GPU_ONLY(cuda::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), att.f32(), B, T, C, n_head));
-    }
+    ST_GPU_ONLY(kernel == AttentionKernel::fused
+                    ? cuda::fused_attention_backward(dqkv.f32(), dout.f32(), att.f32(), B, T, C, n_head)
+                    : cuda::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), att.f32(), B, T, C, n_head));
     return;
   }
   cpu::attention_backward(dqkv.f32(), scratch.f32(), dout.f32(), qkv.f32(), att.f32(), B, T, C, n_head);
