@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <system_error>
 
 namespace shardtrain::train {
 namespace {
@@ -19,7 +22,11 @@ void restart_with_a_better_blas_core(char** argv) {
   if (core.empty()) return;
   setenv(kRestartedFrom, cpu::blas_core().c_str(), 1);
   setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
-  execv("/proc/self/exe", argv);
+  // By the binary's own path: exec'd as /proc/self/exe, the process would be
+  // named "exe" (what ps, pgrep and a scheduler's process tracking show).
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  execv(!ec && access(self.c_str(), X_OK) == 0 ? self.c_str() : "/proc/self/exe", argv);
   // exec failed: go on with the slow kernels; blas_core_note() warns.
   unsetenv("OPENBLAS_CORETYPE");
   unsetenv(kRestartedFrom);
