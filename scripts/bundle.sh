@@ -65,6 +65,11 @@ for x in ${BUNDLE_EXTRA:-}; do
   copy_elf "$f" "$stage/tests/$(basename "$f")"; elfs+=("$stage/tests/$(basename "$f")"); ntests=$((ntests + 1))
 done
 ls "$stage"/tests/gpu_* >/dev/null 2>&1 || log "warning: no gpu_* test programs in $build/bin or $build/tests (build them first)"
+# A build without cuDNN's frontend headers has only the materialized
+# attention: the GPU check's fused-attention rows would fail on it.
+if grep -q "this build has no cuDNN frontend headers" "$build/bin/shardtrain"; then
+  log "warning: $build was built without cuDNN's frontend headers (no fused attention): run scripts/install-deps.sh, then reconfigure and rebuild"
+fi
 
 # Open MPI's launcher: /usr/bin/mpirun -> alternatives -> orterun.
 orterun=$(readlink -f "$(command -v mpirun)")
