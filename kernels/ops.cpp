@@ -97,6 +97,55 @@ void check_pool_shape(const char* op, const kernels::Pool2dShape& s) {
            "{}: window {} (stride {}) does not fit a {}x{} input", op, s.K, s.stride, s.H, s.W);
 }
 
+// An f32 stand-in for a tensor an f32 kernel reads or writes. Mixed
+// precision (ops.h) keeps activations in bf16; where a kernel has no bf16
+// form (the CPU's, the GPU's materialized attention) it runs on f32 copies:
+// inputs widened (exact), outputs rounded once into the tensor by store().
+// An f32 tensor stands for itself. A GPU's copies live in the staging
+// scratch slots (`slot` 0-2), so a captured step allocates nothing.
+class F32Stand {
+ public:
+  F32Stand(const char* op, const Tensor& t, bool read, [[maybe_unused]] int slot) : t_(t) {
+    if (!t.defined() || t.dtype() == DType::f32) {
+      p_ = opt(t);
+      return;
+    }
+    ST_CHECK(t.dtype() == DType::bf16, "{}: a tensor of {} where f32 or bf16 values go", op, dtype_name(t.dtype()));
+    staged_ = true;
+    if (t.device().is_cpu()) {
+      copy_ = Tensor::empty({t.numel()}, DType::f32, Device::cpu());
+      p_ = copy_.f32();
+      if (read) cpu::bf16_to_f32(p_, t.bf16_data(), t.numel());
+      return;
+    }
+    ST_GPU_ONLY(p_ = static_cast<float*>(cuda::scratch(cuda::ScratchSlot(int(cuda::ScratchSlot::staging_0) + slot),
+                                                       size_t(t.numel()) * sizeof(float))));
+    if (read) ST_GPU_ONLY(cuda::bf16_to_f32(p_, t.bf16_data(), t.numel()));
+  }
+  float* get() const { return p_; }
+  void store() const {
+    if (!staged_) return;
+    if (t_.device().is_cpu()) {
+      cpu::f32_to_bf16(t_.bf16_data(), p_, t_.numel());
+      return;
+    }
+    ST_GPU_ONLY(cuda::f32_to_bf16(t_.bf16_data(), p_, t_.numel()));
+  }
+
+ private:
+  Tensor t_, copy_;
+  float* p_ = nullptr;
+  bool staged_ = false;
+};
+
+// A tensor that may hold mixed precision's bf16 activations: f32 or bf16.
+bool is_bf16(const char* op, const Tensor& t, const char* what) {
+  if (!t.defined()) return false;
+  ST_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16, "{}: {} holds {}, not f32 or bf16", op, what,
+           dtype_name(t.dtype()));
+  return t.dtype() == DType::bf16;
+}
+
 }  // namespace
 
 bool linear_keeps_bf16(Device device) {
@@ -108,23 +157,27 @@ bool linear_keeps_bf16(Device device) {
 #endif
 }
 
-int64_t linear_kept_elements(int64_t rows, int64_t IC, int64_t OC) {
+int64_t linear_kept_elements(int64_t rows, int64_t IC, int64_t OC, DType in) {
 #ifdef SHARDTRAIN_HAVE_CUDA
-  return cuda::linear_kept_bf16_elements(rows, IC, OC);
+  return cuda::linear_kept_bf16_elements(rows, IC, OC, in == DType::bf16);
 #else
-  return rows * IC + OC * IC;
+  return (in == DType::bf16 ? 0 : rows * IC) + OC * IC;
 #endif
 }
 
 namespace {
 
-// A kept-copies buffer as linear_forward and linear_backward take it.
-void check_kept(const char* fn, const Tensor& kept, bool gpu, int64_t N, int64_t IC, int64_t OC) {
+// A kept-copies buffer as linear_forward and linear_backward take it; on a
+// GPU, bf16 activations need one (their GEMMs are the bf16 ones).
+void check_kept(const char* fn, const Tensor& kept, bool gpu, int64_t N, int64_t IC, int64_t OC, DType in,
+                bool any_bf16) {
+  ST_CHECK(!gpu || !any_bf16 || kept.defined(),
+           "{}: bf16 activations on a GPU need bf16 GEMMs (runtime.precision = \"bf16\" sets them)", fn);
   if (!kept.defined()) return;
   ST_CHECK(gpu, "{}: bf16 copies are kept on a GPU only", fn);
-  ST_CHECK(kept.dtype() == DType::bf16 && kept.numel() >= linear_kept_elements(N, IC, OC),
-           "{}: the kept copies need {} bf16 values, got {} {}", fn, linear_kept_elements(N, IC, OC), kept.numel(),
-           dtype_name(kept.dtype()));
+  const int64_t need = linear_kept_elements(N, IC, OC, in);
+  ST_CHECK(kept.dtype() == DType::bf16 && kept.numel() >= need, "{}: the kept copies need {} bf16 values, got {} {}",
+           fn, need, kept.numel(), dtype_name(kept.dtype()));
 }
 
 }  // namespace
@@ -141,18 +194,25 @@ void linear_forward_impl(const char* fn, const Tensor& out, const Tensor& pre, c
   require_numel(fn, out, N * OC, "output");
   if (pre.defined()) require_numel(fn, pre, N * OC, "GELU input");
   if (bias.defined()) require_numel(fn, bias, OC, "bias");
-  check_kept(fn, keep, gpu, N, IC, OC);
+  const bool in16 = is_bf16(fn, in, "the input"), out16 = is_bf16(fn, out, "the output");
+  ST_CHECK(!pre.defined() || pre.dtype() == out.dtype(), "{}: the GELU's input and output differ in type ({} and {})",
+           fn, dtype_name(pre.dtype()), dtype_name(out.dtype()));
+  check_kept(fn, keep, gpu, N, IC, OC, in.dtype(), in16 || out16);
   if (gpu) {
-    ST_GPU_ONLY(cuda::linear_forward(out.f32(), in.f32(), weight.f32(), opt(bias), N, IC, OC,
-                                     {keep.defined() ? keep.raw() : nullptr, pre.defined() ? pre.f32() : nullptr}));
+    ST_GPU_ONLY(cuda::linear_forward(
+        out.raw(), in.raw(), weight.f32(), opt(bias), N, IC, OC,
+        {keep.defined() ? keep.raw() : nullptr, pre.defined() ? pre.raw() : nullptr, in16, out16, false, false}));
     return;
   }
+  const F32Stand x(fn, in, true, 0), y(fn, out, false, 1), p(fn, pre, false, 2);
   if (!pre.defined()) {
-    cpu::linear_forward(out.f32(), in.f32(), weight.f32(), opt(bias), N, IC, OC);
-    return;
+    cpu::linear_forward(y.get(), x.get(), weight.f32(), opt(bias), N, IC, OC);
+  } else {
+    cpu::linear_forward(p.get(), x.get(), weight.f32(), opt(bias), N, IC, OC);
+    cpu::gelu_forward(y.get(), p.get(), N * OC);
   }
-  cpu::linear_forward(pre.f32(), in.f32(), weight.f32(), opt(bias), N, IC, OC);
-  cpu::gelu_forward(out.f32(), pre.f32(), N * OC);
+  y.store();
+  p.store();
 }
 
 // linear_backward, and with `pre` linear_backward_through_gelu.
@@ -167,15 +227,23 @@ void linear_backward_impl(const char* fn, const Tensor& din, const Tensor& dweig
   if (pre.defined()) require_numel(fn, pre, N * IC, "GELU input");
   require_numel(fn, dweight, OC * IC, "weight gradient");
   if (dbias.defined()) require_numel(fn, dbias, OC, "bias gradient");
-  check_kept(fn, kept, gpu, N, IC, OC);
+  const bool in16 = is_bf16(fn, in, "the input"), dout16 = is_bf16(fn, dout, "the output gradient");
+  const bool din16 = is_bf16(fn, din, "the input gradient");
+  ST_CHECK(!pre.defined() || pre.dtype() == din.dtype(),
+           "{}: the GELU's input and its gradient differ in type ({} and {})", fn, dtype_name(pre.dtype()),
+           dtype_name(din.dtype()));
+  check_kept(fn, kept, gpu, N, IC, OC, in.dtype(), in16 || dout16 || din16);
   if (gpu) {
-    ST_GPU_ONLY(cuda::linear_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), N, IC,
-                                      OC, accumulate,
-                                      {kept.defined() ? kept.raw() : nullptr, pre.defined() ? pre.f32() : nullptr}));
+    ST_GPU_ONLY(cuda::linear_backward(
+        din.defined() ? din.raw() : nullptr, dweight.f32(), opt(dbias), dout.raw(), in.raw(), weight.f32(), N, IC, OC,
+        accumulate,
+        {kept.defined() ? kept.raw() : nullptr, pre.defined() ? pre.raw() : nullptr, in16, false, dout16, din16}));
     return;
   }
-  cpu::linear_backward(opt(din), dweight.f32(), opt(dbias), dout.f32(), in.f32(), weight.f32(), N, IC, OC, accumulate);
-  if (pre.defined() && din.defined()) cpu::gelu_backward(din.f32(), din.f32(), pre.f32(), N * IC);
+  const F32Stand x(fn, in, true, 0), g(fn, dout, true, 1), p(fn, pre, true, 2), dx(fn, din, false, 0);
+  cpu::linear_backward(dx.get(), dweight.f32(), opt(dbias), g.get(), x.get(), weight.f32(), N, IC, OC, accumulate);
+  if (pre.defined() && din.defined()) cpu::gelu_backward(dx.get(), dx.get(), p.get(), N * IC);
+  dx.store();
 }
 
 }  // namespace
@@ -402,12 +470,15 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
   require_numel("layernorm_forward", out, N * C, "output");
   require_numel("layernorm_forward", bias, C, "bias");
   ST_CHECK(mean.numel() >= N && rstd.numel() >= N, "layernorm_forward: mean/rstd hold fewer than {} rows", N);
+  [[maybe_unused]] const bool out16 = is_bf16("layernorm_forward", out, "the output");
   if (gpu) {
-    ST_GPU_ONLY(
-        cuda::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), in.f32(), weight.f32(), bias.f32(), N, C, eps));
+    ST_GPU_ONLY(cuda::layernorm_forward(out.raw(), out16, mean.f32(), rstd.f32(), in.f32(), weight.f32(), bias.f32(), N,
+                                        C, eps));
     return;
   }
-  cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), in.f32(), weight.f32(), bias.f32(), N, C, eps);
+  const F32Stand y("layernorm_forward", out, false, 0);
+  cpu::layernorm_forward(y.get(), mean.f32(), rstd.f32(), in.f32(), weight.f32(), bias.f32(), N, C, eps);
+  y.store();
 }
 
 void layernorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
@@ -450,13 +521,16 @@ void residual_layernorm_forward(const Tensor& sum_out, const Tensor& ln_out, con
   require_no_overlap(op, ln_out, "the output", sum_out, "the sum", false);
   require_no_overlap(op, ln_out, "the output", a, "the first operand", false);
   require_no_overlap(op, ln_out, "the output", b, "the second operand", false);
+  [[maybe_unused]] const bool out16 = is_bf16(op, ln_out, "the output");
   if (gpu) {
-    ST_GPU_ONLY(cuda::residual_layernorm_forward(sum_out.f32(), ln_out.f32(), mean.f32(), rstd.f32(), a.f32(), b.f32(),
-                                                 weight.f32(), bias.f32(), N, C, eps));
+    ST_GPU_ONLY(cuda::residual_layernorm_forward(sum_out.f32(), ln_out.raw(), out16, mean.f32(), rstd.f32(), a.f32(),
+                                                 b.f32(), weight.f32(), bias.f32(), N, C, eps));
     return;
   }
-  cpu::residual_layernorm_forward(sum_out.f32(), ln_out.f32(), mean.f32(), rstd.f32(), a.f32(), b.f32(), weight.f32(),
+  const F32Stand y(op, ln_out, false, 0);
+  cpu::residual_layernorm_forward(sum_out.f32(), y.get(), mean.f32(), rstd.f32(), a.f32(), b.f32(), weight.f32(),
                                   bias.f32(), N, C, eps);
+  y.store();
 }
 
 void layernorm_backward_add(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
@@ -566,34 +640,48 @@ std::array<int64_t, 3> attention_dims(const char* fn, const Tensor& qkv, const T
 
 void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int64_t n_head,
                        AttentionKernel kernel) {
-  const bool gpu = ST_ON_GPU("attention_forward", {&out, &att, &qkv});
+  const char* fn = "attention_forward";
+  const bool gpu = ST_ON_GPU(fn, {&out, &att, &qkv});
   const OpScope timed(OpClass::attention, gpu);
-  const auto [B, T, C] = attention_dims("attention_forward", qkv, att, n_head, kernel, gpu);
-  require_numel("attention_forward", out, B * T * C, "output");
-  if (gpu) {
-    ST_GPU_ONLY(kernel == AttentionKernel::fused
-                    ? cuda::fused_attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head)
-                    : cuda::attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head));
+  const auto [B, T, C] = attention_dims(fn, qkv, att, n_head, kernel, gpu);
+  require_numel(fn, out, B * T * C, "output");
+  const bool qkv16 = is_bf16(fn, qkv, "qkv"), out16 = is_bf16(fn, out, "the output");
+  if (gpu && kernel == AttentionKernel::fused) {
+    ST_CHECK(qkv16 == out16, "{}: the fused kernel takes qkv and its output in one type", fn);
+    ST_GPU_ONLY(cuda::fused_attention_forward(out.raw(), att.raw(), qkv.raw(), B, T, C, n_head, qkv16));
     return;
   }
-  cpu::attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, n_head);
+  const F32Stand x(fn, qkv, true, 0), y(fn, out, false, 1);
+  if (gpu) {
+    ST_GPU_ONLY(cuda::attention_forward(y.get(), att.f32(), x.get(), B, T, C, n_head));
+  } else {
+    cpu::attention_forward(y.get(), att.f32(), x.get(), B, T, C, n_head);
+  }
+  y.store();
 }
 
 void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout, const Tensor& qkv,
                         const Tensor& att, int64_t n_head, AttentionKernel kernel) {
-  const bool gpu = ST_ON_GPU("attention_backward", {&dqkv, &scratch, &dout, &qkv, &att});
+  const char* fn = "attention_backward";
+  const bool gpu = ST_ON_GPU(fn, {&dqkv, &scratch, &dout, &qkv, &att});
   const OpScope timed(OpClass::attention, gpu);
-  const auto [B, T, C] = attention_dims("attention_backward", qkv, att, n_head, kernel, gpu);
-  require_numel("attention_backward", dqkv, B * T * 3 * C, "qkv gradient");
-  require_numel("attention_backward", dout, B * T * C, "output gradient");
+  const auto [B, T, C] = attention_dims(fn, qkv, att, n_head, kernel, gpu);
+  require_numel(fn, dqkv, B * T * 3 * C, "qkv gradient");
+  require_numel(fn, dout, B * T * C, "output gradient");
   ST_CHECK(scratch.numel() >= T * T, "attention_backward: scratch holds fewer than T*T floats");
-  if (gpu) {
-    ST_GPU_ONLY(kernel == AttentionKernel::fused
-                    ? cuda::fused_attention_backward(dqkv.f32(), dout.f32(), att.f32(), B, T, C, n_head)
-                    : cuda::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), att.f32(), B, T, C, n_head));
+  [[maybe_unused]] const bool dqkv16 = is_bf16(fn, dqkv, "the qkv gradient");
+  is_bf16(fn, qkv, "qkv");
+  if (gpu && kernel == AttentionKernel::fused) {
+    ST_GPU_ONLY(cuda::fused_attention_backward(dqkv.raw(), dout.f32(), att.raw(), B, T, C, n_head, dqkv16));
     return;
   }
-  cpu::attention_backward(dqkv.f32(), scratch.f32(), dout.f32(), qkv.f32(), att.f32(), B, T, C, n_head);
+  const F32Stand x(fn, qkv, true, 0), dx(fn, dqkv, false, 1);
+  if (gpu) {
+    ST_GPU_ONLY(cuda::attention_backward(dx.get(), dout.f32(), x.get(), att.f32(), B, T, C, n_head));
+  } else {
+    cpu::attention_backward(dx.get(), scratch.f32(), dout.f32(), x.get(), att.f32(), B, T, C, n_head);
+  }
+  dx.store();
 }
 
 void add(const Tensor& out, const Tensor& a, const Tensor& b) {

@@ -7,6 +7,14 @@
 // Conventions (as in kernels/cpu): an input-gradient tensor that is not
 // defined() is skipped; parameter gradients are overwritten, or added to when
 // `accumulate` (gradient accumulation).
+//
+// Mixed precision (runtime.precision = "bf16"): a transformer block's
+// activations may be bf16 where an op below says so; parameters, their
+// gradients, normalization statistics, the residual stream and every
+// reduction stay f32. A bf16 output is the f32 result rounded once (to
+// nearest even); a bf16 input is read exactly. On a GPU the kernels take
+// bf16 directly (cuBLASLt's output types, cuDNN's attention, the LayerNorm
+// kernels); elsewhere the op widens to f32, runs the f32 kernel and rounds.
 #pragma once
 
 #include "kernels/kernel_params.h"
@@ -17,6 +25,8 @@
 namespace shardtrain::ops {
 
 // x: [..., IC] viewed as [rows, IC]; weight [OC, IC]; bias [OC]; out [..., OC].
+// x, out, pre and their gradients may be bf16 (pre of out's type forward,
+// of dpre's backward); on a GPU bf16 ones need `keep` / `kept`.
 // `keep`, where linear_keeps_bf16(device): a bf16 tensor of at least
 // linear_kept_elements(rows, IC, OC) values into which the forward puts its
 // bf16 copies of x and weight; the backward, given the same tensor, reads
@@ -38,7 +48,8 @@ void linear_backward_through_gelu(const Tensor& dpre, const Tensor& dweight, con
                                   const Tensor& kept = Tensor());
 // True on a GPU whose GEMMs are bf16 (each GEMM would convert its operands).
 bool linear_keeps_bf16(Device device);
-int64_t linear_kept_elements(int64_t rows, int64_t IC, int64_t OC);
+// A bf16 input is itself the kept copy: only the weight's is made.
+int64_t linear_kept_elements(int64_t rows, int64_t IC, int64_t OC, DType in = DType::f32);
 
 void relu_forward(const Tensor& out, const Tensor& in);
 void relu_backward(const Tensor& din, const Tensor& dout, const Tensor& out);
@@ -84,7 +95,8 @@ void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, cons
                   const kernels::AdamWParams& hp, int64_t step);
 
 // LayerNorm over the last dimension: in/out [..., C] viewed as [rows, C];
-// weight, bias [C]; mean, rstd [rows] saved for backward. din (required) is
+// weight, bias [C]; mean, rstd [rows] saved for backward. The forward's
+// output (ln_out below) may be bf16. din (required) is
 // overwritten; dweight/dbias overwritten or added to when accumulate.
 void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& in,
                        const Tensor& weight, const Tensor& bias, float eps);
@@ -124,7 +136,8 @@ void token_position_embedding_backward(const Tensor& dwte, const Tensor& dwpe, c
 // are bf16 with runtime.gpu_attention = cudnn, where cuDNN supports the
 // shape (a warning, once per shape, says why not where it does not); the
 // materialized kernels everywhere else. The backward must be given the
-// kernel its forward ran.
+// kernel its forward ran. qkv, out and dqkv may be bf16 (the fused
+// kernel's forward takes qkv and out in one type); dout is f32.
 enum class AttentionKernel { materialized, fused };
 AttentionKernel attention_kernel(Device device, int64_t B, int64_t T, int64_t C, int64_t n_head);
 // f32 elements `att` must hold for `kernel`.

@@ -89,6 +89,10 @@ AttentionBackend parse_attention_backend(const std::string& name);  // "cudnn" |
 void set_attention_backend(AttentionBackend b);
 AttentionBackend attention_backend();
 
+// bytes from one device buffer to another, in the compute stream's order
+// (no wait; capturable in a CUDA graph).
+void copy_on_compute(void* dst, const void* src, size_t bytes);
+
 // Blocks until the compute stream has drained (used where the host must read
 // a result: a loss, a norm), then raises a kernel-found error (below). Never
 // a device-wide synchronization.
@@ -146,10 +150,13 @@ enum class ScratchSlot {
   conv_partials,
   embedding_sort,
   lt_workspace,
-  attention_grads,     // the fused attention backward's bf16 dO and dQKV
-  attention_workspace  // cuDNN's workspace for the fused attention
+  attention_grads,      // the fused attention backward's bf16 dO and dQKV
+  attention_workspace,  // cuDNN's workspace for the fused attention
+  staging_0,            // f32 stand-ins for bf16 activations where a kernel
+  staging_1,            //   has no bf16 form (the fallbacks of mixed
+  staging_2             //   precision; kernels/ops.h)
 };
-inline constexpr size_t kScratchSlots = 10;
+inline constexpr size_t kScratchSlots = 13;
 void* scratch(ScratchSlot slot, size_t bytes);
 size_t scratch_bytes();  // all slots together: the kernels' workspaces
 

@@ -1,5 +1,6 @@
 #include "kernels/cuda/elementwise.h"
 
+#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/context.h"
 
@@ -64,14 +65,6 @@ __global__ void accumulate_kernel(float* y, const float* x, int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) y[i] += x[i];
 }
 
-// As shardtrain::to_bf16: NaN stays a (quiet) NaN, otherwise round to nearest even.
-__device__ uint16_t f32_to_bf16_bits(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-
 __global__ void f32_to_bf16_kernel(uint16_t* out, const float* in, int64_t n) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = f32_to_bf16_bits(in[i]);
@@ -79,8 +72,7 @@ __global__ void f32_to_bf16_kernel(uint16_t* out, const float* in, int64_t n) {
 
 __global__ void bf16_to_f32_kernel(float* out, const uint16_t* in, int64_t n) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    out[i] = __uint_as_float(uint32_t(in[i]) << 16);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = bf16_bits_to_f32(in[i]);
 }
 
 __global__ void u8_normalize_kernel(float* out, const uint8_t* in, int64_t n, float a, float b) {

@@ -4,9 +4,9 @@
 // the kernel, and only its log-sum-exp per row (B x NH x T floats) is kept
 // for the backward, which recomputes the probabilities.
 //
-// The tensors stay f32 (qkv [B, T, 3C] in, out [B, T, C]): the forward
-// rounds qkv to bf16 and widens O back to f32, the backward rounds dO and
-// widens dQKV. Q, K and V are strided views of the one qkv buffer (head h at
+// The tensors are f32 (qkv [B, T, 3C] in, out [B, T, C]), or bf16 where
+// the caller says: the forward rounds f32 qkv to bf16 and widens O back to
+// f32, the backward rounds dO and widens dQKV. Q, K and V are strided views of the one qkv buffer (head h at
 // channel h*hs of each third), as cuDNN's tensor strides allow, so nothing
 // is transposed.
 //
@@ -30,11 +30,14 @@ std::string fused_attention_unavailable(int64_t B, int64_t T, int64_t C, int64_t
 size_t fused_attention_saved_bytes(int64_t B, int64_t T, int64_t C, int64_t NH);
 
 // out [B, T, C] is overwritten; `saved` holds fused_attention_saved_bytes.
-void fused_attention_forward(float* out, void* saved, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH);
+// With bf16_io, qkv and out hold bf16 values (mixed precision's
+// activations): copied as they are, no rounding or widening.
+void fused_attention_forward(void* out, void* saved, const void* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+                             bool bf16_io = false);
 
-// dqkv [B, T, 3C] is overwritten from dout [B, T, C] and what the forward
-// saved.
-void fused_attention_backward(float* dqkv, const float* dout, const void* saved, int64_t B, int64_t T, int64_t C,
-                              int64_t NH);
+// dqkv [B, T, 3C] is overwritten from dout [B, T, C] (f32) and what the
+// forward saved; with dqkv_bf16 cuDNN writes bf16 dqkv in place.
+void fused_attention_backward(void* dqkv, const float* dout, const void* saved, int64_t B, int64_t T, int64_t C,
+                              int64_t NH, bool dqkv_bf16 = false);
 
 }  // namespace shardtrain::cuda

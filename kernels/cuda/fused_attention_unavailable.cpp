@@ -15,13 +15,13 @@ std::string fused_attention_unavailable(int64_t /*B*/, int64_t /*T*/, int64_t /*
 
 size_t fused_attention_saved_bytes(int64_t /*B*/, int64_t /*T*/, int64_t /*C*/, int64_t /*NH*/) { return 0; }
 
-void fused_attention_forward(float* /*out*/, void* /*saved*/, const float* /*qkv*/, int64_t /*B*/, int64_t /*T*/,
-                             int64_t /*C*/, int64_t /*NH*/) {
+void fused_attention_forward(void* /*out*/, void* /*saved*/, const void* /*qkv*/, int64_t /*B*/, int64_t /*T*/,
+                             int64_t /*C*/, int64_t /*NH*/, bool /*bf16_io*/) {
   fail(fused_attention_unavailable(0, 0, 0, 0));
 }
 
-void fused_attention_backward(float* /*dqkv*/, const float* /*dout*/, const void* /*saved*/, int64_t /*B*/,
-                              int64_t /*T*/, int64_t /*C*/, int64_t /*NH*/) {
+void fused_attention_backward(void* /*dqkv*/, const float* /*dout*/, const void* /*saved*/, int64_t /*B*/,
+                              int64_t /*T*/, int64_t /*C*/, int64_t /*NH*/, bool /*dqkv_bf16*/) {
   fail(fused_attention_unavailable(0, 0, 0, 0));
 }
 

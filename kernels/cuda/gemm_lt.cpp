@@ -30,10 +30,10 @@ struct PlanKey {
   bool trans_a, trans_b;
   int64_t M, N, K, lda, ldb, ldc;
   int precision, epilogue;
-  bool beta_zero;
+  bool beta_zero, c_bf16;
   int alignment;  // the smallest of the operands' alignments, up to 16
   auto tie() const {
-    return std::tie(trans_a, trans_b, M, N, K, lda, ldb, ldc, precision, epilogue, beta_zero, alignment);
+    return std::tie(trans_a, trans_b, M, N, K, lda, ldb, ldc, precision, epilogue, beta_zero, c_bf16, alignment);
   }
   bool has_aux() const { return epilogue == int(LtEpilogue::gelu_aux_bias) || epilogue == int(LtEpilogue::dgelu); }
   bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
@@ -72,7 +72,7 @@ int alignment_of(const void* p) {
 // bias and aux: the first call's vectors. The heuristic reads their
 // alignment from the pointers (run() admits 16-byte aligned ones only, so
 // the algorithm suits every later call's).
-Plan make_plan(const PlanKey& k, cudaDataType_t ab_type, cublasComputeType_t compute, float* bias, float* aux) {
+Plan make_plan(const PlanKey& k, cudaDataType_t ab_type, cublasComputeType_t compute, float* bias, void* aux) {
   Plan p;
   ST_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
   const cublasOperation_t op_first = k.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -87,7 +87,7 @@ Plan make_plan(const PlanKey& k, cudaDataType_t ab_type, cublasComputeType_t com
   ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
   if (k.has_aux()) {
     // The aux matrix is laid out as C: column-major [N, M] with ld N; its
-    // type is left at the default, C's (f32).
+    // type is left at the default, C's (cuBLASLt's GELU aux has C's type).
     const auto aux_ld = int64_t(k.N);
     ST_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
@@ -106,7 +106,8 @@ Plan make_plan(const PlanKey& k, cudaDataType_t ab_type, cublasComputeType_t com
   const int64_t a_rows = k.trans_a ? k.K : k.M, a_cols = k.trans_a ? k.M : k.K;
   ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.first, ab_type, uint64_t(b_cols), uint64_t(b_rows), k.ldb));
   ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.second, ab_type, uint64_t(a_cols), uint64_t(a_rows), k.lda));
-  ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.out, CUDA_R_32F, uint64_t(k.N), uint64_t(k.M), k.ldc));
+  ST_CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&p.out, k.c_bf16 ? CUDA_R_16BF : CUDA_R_32F, uint64_t(k.N), uint64_t(k.M), k.ldc));
 
   cublasLtMatmulPreference_t pref = nullptr;
   ST_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -129,9 +130,10 @@ Plan make_plan(const PlanKey& k, cudaDataType_t ab_type, cublasComputeType_t com
 }
 
 // gemm_lt, and with `packed` gemm_lt_packed: A and B are bf16 copies
-// already (ld = lda, ldb), used as they are.
+// already (ld = lda, ldb), used as they are; C (and aux) bf16 where c_bf16.
 bool run(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda, const void* B,
-         int64_t ldb, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias, float* aux, bool packed) {
+         int64_t ldb, float beta, void* C, int64_t ldc, LtEpilogue epilogue, float* bias, void* aux, bool packed,
+         bool c_bf16) {
   if (M == 0 || N == 0 || K == 0) return false;  // gemm() handles the empty cases
   to_int(M, "M");
   to_int(N, "N");
@@ -143,6 +145,7 @@ bool run(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void
   ST_CUDA_REQUIRE(!gelu || aux != nullptr, "gemm_lt: a GELU epilogue without its aux matrix");
   const GemmPrecision precision = packed ? GemmPrecision::bf16 : gemm_precision();
   const bool bf16 = precision == GemmPrecision::bf16;
+  ST_CUDA_REQUIRE(!c_bf16 || (packed && beta == 0.0f), "gemm_lt: a bf16 C needs packed operands and beta 0");
   LtState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.handle == nullptr) ST_CUBLAS_CHECK(cublasLtCreate(&s.handle));
@@ -160,8 +163,8 @@ bool run(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void
   if (!bf16 || packed) alignment = std::min({alignment, alignment_of(A), alignment_of(B)});
   const bool packs = bf16 && !packed;
   const int64_t lda_used = packs ? (trans_a ? M : K) : lda, ldb_used = packs ? (trans_b ? K : N) : ldb;
-  const PlanKey key{trans_a,       trans_b,      M,        N, K, lda_used, ldb_used, ldc, int(precision),
-                    int(epilogue), beta == 0.0f, alignment};
+  const PlanKey key{trans_a,       trans_b,      M,      N,        K, lda_used, ldb_used, ldc, int(precision),
+                    int(epilogue), beta == 0.0f, c_bf16, alignment};
   auto it = s.plans.find(key);
   if (it == s.plans.end()) {
     const cublasComputeType_t compute =
@@ -199,13 +202,15 @@ bool run(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void
 
 bool gemm_lt(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
              int64_t ldb, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias, float* aux) {
-  return run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue, bias, aux, /*packed=*/false);
+  return run(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, epilogue, bias, aux, /*packed=*/false,
+             /*c_bf16=*/false);
 }
 
 bool gemm_lt_packed(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const GemmOperand& a,
-                    const GemmOperand& b, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias,
-                    float* aux) {
-  return run(trans_a, trans_b, M, N, K, a.ptr, a.ld, b.ptr, b.ld, beta, C, ldc, epilogue, bias, aux, /*packed=*/true);
+                    const GemmOperand& b, float beta, void* C, int64_t ldc, LtEpilogue epilogue, float* bias, void* aux,
+                    bool c_bf16) {
+  return run(trans_a, trans_b, M, N, K, a.ptr, a.ld, b.ptr, b.ld, beta, C, ldc, epilogue, bias, aux, /*packed=*/true,
+             c_bf16);
 }
 
 LtStats gemm_lt_stats() {

@@ -5,7 +5,8 @@
 // the next one's input gradient leaves the GEMM. The row-major contract of gemm.h:
 //   C[M,N] = op(A)[M,K] * op(B)[K,N] + beta * C, then the epilogue
 // at the precision of gemm_precision() (bf16: A and B packed as in gemm.h),
-// f32 C, on the compute stream, with a 32 MiB workspace.
+// f32 C (or, with packed operands, bf16 C), on the compute stream, with a
+// 32 MiB workspace.
 //
 // Returns false, having issued nothing, where cuBLASLt offers no algorithm
 // for the case (an epilogue it does not support with these types or
@@ -21,7 +22,7 @@
 namespace shardtrain::cuda {
 
 // The GELU is the tanh approximation, GPT-2's and kernels/cpu/activation's.
-// `aux` is an [M, N] f32 matrix with row stride N.
+// `aux` is an [M, N] matrix of C's type with row stride N.
 enum class LtEpilogue {
   none,
   bias,           // C[m, n] += bias[n] (bias: N floats)
@@ -34,9 +35,11 @@ bool gemm_lt(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const 
              int64_t ldb, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias, float* aux = nullptr);
 
 // gemm_lt on operands that are bf16 copies already (gemm.h gemm_packed).
+// With c_bf16, C and aux hold bf16 values (beta must be 0): mixed
+// precision's bf16 activations straight from the GEMM's epilogue.
 bool gemm_lt_packed(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const GemmOperand& a,
-                    const GemmOperand& b, float beta, float* C, int64_t ldc, LtEpilogue epilogue, float* bias,
-                    float* aux = nullptr);
+                    const GemmOperand& b, float beta, void* C, int64_t ldc, LtEpilogue epilogue, float* bias,
+                    void* aux = nullptr, bool c_bf16 = false);
 
 // How many plans were made and how many calls found no algorithm (for the
 // GPU check: after warm-up neither grows).

@@ -1,5 +1,6 @@
 #include "kernels/cuda/layernorm.h"
 
+#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/context.h"
 
@@ -18,16 +19,17 @@ constexpr int64_t kMaxRowBlocks = 65535;
 // kResidual the row is first made: sum_out's row = a + b (add_kernel's one
 // rounding), summed in the same pass, and the later passes read it back. Each
 // thread reads back only the elements it wrote itself (the same i stride),
-// so no barrier is needed beyond block_sum's.
-template <bool kResidual>
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* in, float* sum_out,
+// so no barrier is needed beyond block_sum's. Out: float, or uint16_t for a
+// bf16 output (mixed precision: the normalized rows feed a bf16 GEMM).
+template <bool kResidual, typename Out>
+__global__ void layernorm_forward_kernel(Out* out, float* mean, float* rstd, const float* in, float* sum_out,
                                          const float* a, const float* b, const float* weight, const float* bias,
                                          int64_t N, int64_t C, float eps) {
   __shared__ float sh[kThreads];
   const float inv_c = 1.0f / float(C);
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
     const float* x = kResidual ? sum_out + row * C : in + row * C;
-    float* o = out + row * C;
+    Out* o = out + row * C;
     float acc = 0.0f;
     if constexpr (kResidual) {
       // sum may be a or b itself: each element is read before it is written.
@@ -53,7 +55,7 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
     const float s = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(var, eps)));
     // ((x - m) * s) * w + b, each operation rounded as on the CPU.
     for (int64_t i = threadIdx.x; i < C; i += kThreads)
-      o[i] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(x[i], m), s), weight[i]), bias[i]);
+      store_f32(o, i, __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(x[i], m), s), weight[i]), bias[i]));
     if (threadIdx.x == 0) {
       mean[row] = m;
       rstd[row] = s;
@@ -161,14 +163,30 @@ void launch_dparams(float* dweight, float* dbias, const float* dout, const float
   ST_CUDA_CHECK_LAUNCH("layernorm_dparams_sum_kernel");
 }
 
+template <bool kResidual>
+void launch_forward(void* out, bool out_bf16, float* mean, float* rstd, const float* in, float* sum_out, const float* a,
+                    const float* b, const float* weight, const float* bias, int64_t N, int64_t C, float eps) {
+  if (N <= 0 || C <= 0) return;
+  if (out_bf16) {
+    layernorm_forward_kernel<kResidual><<<row_blocks(N), kThreads, 0, compute_stream()>>>(
+        static_cast<uint16_t*>(out), mean, rstd, in, sum_out, a, b, weight, bias, N, C, eps);
+  } else {
+    layernorm_forward_kernel<kResidual><<<row_blocks(N), kThreads, 0, compute_stream()>>>(
+        static_cast<float*>(out), mean, rstd, in, sum_out, a, b, weight, bias, N, C, eps);
+  }
+  ST_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
+}
+
 }  // namespace
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* in, const float* weight, const float* bias,
                        int64_t N, int64_t C, float eps) {
-  if (N <= 0 || C <= 0) return;
-  layernorm_forward_kernel<false><<<row_blocks(N), kThreads, 0, compute_stream()>>>(
-      out, mean, rstd, in, nullptr, nullptr, nullptr, weight, bias, N, C, eps);
-  ST_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
+  layernorm_forward(out, false, mean, rstd, in, weight, bias, N, C, eps);
+}
+
+void layernorm_forward(void* out, bool out_bf16, float* mean, float* rstd, const float* in, const float* weight,
+                       const float* bias, int64_t N, int64_t C, float eps) {
+  launch_forward<false>(out, out_bf16, mean, rstd, in, nullptr, nullptr, nullptr, weight, bias, N, C, eps);
 }
 
 void layernorm_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
@@ -185,10 +203,13 @@ void layernorm_backward(float* din, float* dweight, float* dbias, const float* d
 
 void residual_layernorm_forward(float* sum_out, float* out, float* mean, float* rstd, const float* a, const float* b,
                                 const float* weight, const float* bias, int64_t N, int64_t C, float eps) {
-  if (N <= 0 || C <= 0) return;
-  layernorm_forward_kernel<true><<<row_blocks(N), kThreads, 0, compute_stream()>>>(out, mean, rstd, nullptr, sum_out, a,
-                                                                                   b, weight, bias, N, C, eps);
-  ST_CUDA_CHECK_LAUNCH("residual_layernorm_forward_kernel");
+  residual_layernorm_forward(sum_out, out, false, mean, rstd, a, b, weight, bias, N, C, eps);
+}
+
+void residual_layernorm_forward(float* sum_out, void* out, bool out_bf16, float* mean, float* rstd, const float* a,
+                                const float* b, const float* weight, const float* bias, int64_t N, int64_t C,
+                                float eps) {
+  launch_forward<true>(out, out_bf16, mean, rstd, nullptr, sum_out, a, b, weight, bias, N, C, eps);
 }
 
 void layernorm_backward_add(float* din, float* dweight, float* dbias, const float* dout, const float* in,

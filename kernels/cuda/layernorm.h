@@ -15,6 +15,10 @@ namespace shardtrain::cuda {
 // Saves mean[N] and rstd[N] = 1/sqrt(var + eps) for backward.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* in, const float* weight, const float* bias,
                        int64_t N, int64_t C, float eps);
+// The same with out bf16 where out_bf16 (each f32 result rounded: mixed
+// precision's normalized activations, which feed a bf16 GEMM).
+void layernorm_forward(void* out, bool out_bf16, float* mean, float* rstd, const float* in, const float* weight,
+                       const float* bias, int64_t N, int64_t C, float eps);
 
 // din is overwritten; dweight/dbias are overwritten, or added to when accumulate.
 void layernorm_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
@@ -26,6 +30,10 @@ void layernorm_backward(float* din, float* dweight, float* dbias, const float* d
 // may be a or b itself, but must not otherwise overlap them.
 void residual_layernorm_forward(float* sum_out, float* out, float* mean, float* rstd, const float* a, const float* b,
                                 const float* weight, const float* bias, int64_t N, int64_t C, float eps);
+// out f32 or bf16 as in layernorm_forward; the sum is f32 (the residual stream).
+void residual_layernorm_forward(float* sum_out, void* out, bool out_bf16, float* mean, float* rstd, const float* a,
+                                const float* b, const float* weight, const float* bias, int64_t N, int64_t C,
+                                float eps);
 
 // layernorm_backward with din = its input gradient + dresidual, added as din's
 // elements are written (din may be dresidual itself).

@@ -35,13 +35,14 @@ struct Operands {
 };
 
 // gemm_lt or gemm_lt_packed, as `packed` says; false where the backend is
-// plain cuBLAS or cuBLASLt has no algorithm.
+// plain cuBLAS or cuBLASLt has no algorithm. A bf16 C needs packed operands.
 bool lt(bool packed, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
-        const void* B, int64_t ldb, float* C, int64_t ldc, LtEpilogue ep, float* bias, float* aux) {
+        const void* B, int64_t ldb, void* C, int64_t ldc, LtEpilogue ep, float* bias, void* aux, bool c_bf16 = false) {
   if (linear_backend() != LinearBackend::cublaslt) return false;
-  if (packed) return gemm_lt_packed(trans_a, trans_b, M, N, K, {A, lda, 0}, {B, ldb, 0}, 0.0f, C, ldc, ep, bias, aux);
+  if (packed)
+    return gemm_lt_packed(trans_a, trans_b, M, N, K, {A, lda, 0}, {B, ldb, 0}, 0.0f, C, ldc, ep, bias, aux, c_bf16);
   return gemm_lt(trans_a, trans_b, M, N, K, static_cast<const float*>(A), lda, static_cast<const float*>(B), ldb, 0.0f,
-                 C, ldc, ep, bias, aux);
+                 static_cast<float*>(C), ldc, ep, bias, static_cast<float*>(aux));
 }
 
 // gemm or gemm_packed likewise.
@@ -60,8 +61,12 @@ void plain(bool packed, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
 // GEMM's error but not an f32 one's: they serve bf16 GEMMs only.
 bool gelu_epilogue(const Operands& x) { return x.packed || gemm_precision() == GemmPrecision::bf16; }
 
+// An f32 stand-in for n values of a bf16 activation, where the fallbacks
+// compute in f32 and round once at the end.
+float* staging(ScratchSlot slot, int64_t n) { return static_cast<float*>(scratch(slot, size_t(n) * sizeof(float))); }
+
 // out = x W^T + bias; with `pre`: pre = x W^T + bias and out = gelu(pre).
-void forward(float* out, const Operands& x, const float* bias, float* pre, int64_t N, int64_t IC, int64_t OC) {
+void forward_f32(float* out, const Operands& x, const float* bias, float* pre, int64_t N, int64_t IC, int64_t OC) {
   // W is [OC, IC], so in[N,IC] * W^T is the "NT" GEMM; cuBLASLt adds the
   // bias, and applies the GELU, in its epilogue as the GEMM writes each tile
   // (its GELU epilogue comes with a bias only).
@@ -82,21 +87,51 @@ void forward(float* out, const Operands& x, const float* bias, float* pre, int64
   if (pre != nullptr) gelu_forward(out, pre, N * OC);
 }
 
-// dout: f32, or (packed) its bf16 copy; dout_f32 is the f32 one either way
-// (the separate column sums read it). With `pre` (this layer's input was
-// gelu(pre)), din is the gradient with respect to pre.
-void backward(float* din, float* dweight, float* dbias, const void* dout, const float* dout_f32, const Operands& x,
-              const float* pre, int64_t N, int64_t IC, int64_t OC, bool accumulate) {
-  if (din != nullptr) {
-    // din[N,IC] = dout[N,OC] * W[OC,IC] (beta 0 overwrites); through the
-    // GELU, times gelu'(pre) in the same GEMM's epilogue.
-    auto* aux = const_cast<float*>(pre);
-    if (pre == nullptr || !gelu_epilogue(x) ||
-        !lt(x.packed, false, false, N, IC, OC, dout, OC, x.weight, IC, din, IC, LtEpilogue::dgelu, nullptr, aux)) {
-      plain(x.packed, false, false, N, IC, OC, dout, OC, x.weight, IC, 0.0f, din, IC);
-      if (pre != nullptr) gelu_backward(din, din, pre, N * IC);
+// forward_f32 with out (and pre) bf16: straight from the GEMM's epilogue,
+// or where cuBLASLt declines, computed in f32 and rounded.
+void forward_bf16(void* out, const Operands& x, const float* bias, void* pre, int64_t N, int64_t IC, int64_t OC) {
+  auto* b = const_cast<float*>(bias);
+  const LtEpilogue ep =
+      pre != nullptr ? LtEpilogue::gelu_aux_bias : (b != nullptr ? LtEpilogue::bias : LtEpilogue::none);
+  if ((pre == nullptr || b != nullptr) &&
+      lt(x.packed, false, true, N, OC, IC, x.in, IC, x.weight, IC, out, OC, ep, b, pre, /*c_bf16=*/true))
+    return;
+  float* out32 = staging(ScratchSlot::staging_0, N * OC);
+  float* pre32 = pre != nullptr ? staging(ScratchSlot::staging_1, N * OC) : nullptr;
+  forward_f32(out32, x, bias, pre32, N, IC, OC);
+  f32_to_bf16(static_cast<bf16*>(out), out32, N * OC);
+  if (pre != nullptr) f32_to_bf16(static_cast<bf16*>(pre), pre32, N * OC);
+}
+
+// din[N,IC] = dout[N,OC] * W[OC,IC] (beta 0 overwrites); through the GELU
+// (pre: this layer's input was gelu(pre)), times gelu'(pre) in the same
+// GEMM's epilogue. din and pre are bf16 where din_bf16.
+void input_gradient(void* din, const void* dout, const Operands& x, const void* pre, int64_t N, int64_t IC, int64_t OC,
+                    bool din_bf16) {
+  auto* aux = const_cast<void*>(pre);
+  const LtEpilogue ep = pre != nullptr ? LtEpilogue::dgelu : LtEpilogue::none;
+  if ((pre == nullptr || gelu_epilogue(x)) && (din_bf16 || pre != nullptr) &&
+      lt(x.packed, false, false, N, IC, OC, dout, OC, x.weight, IC, din, IC, ep, nullptr, aux, din_bf16))
+    return;
+  float* din32 = din_bf16 ? staging(ScratchSlot::staging_0, N * IC) : static_cast<float*>(din);
+  plain(x.packed, false, false, N, IC, OC, dout, OC, x.weight, IC, 0.0f, din32, IC);
+  if (pre != nullptr) {
+    const float* pre32 = static_cast<const float*>(pre);
+    if (din_bf16) {
+      float* widened = staging(ScratchSlot::staging_1, N * IC);
+      bf16_to_f32(widened, static_cast<const bf16*>(pre), N * IC);
+      pre32 = widened;
     }
+    gelu_backward(din32, din32, pre32, N * IC);
   }
+  if (din_bf16) f32_to_bf16(static_cast<bf16*>(din), din32, N * IC);
+}
+
+// dout: f32, or (packed) bf16; dout_f32 is its f32 values where the caller
+// has them (null: widened here, if the separate column sums need them).
+void backward(void* din, float* dweight, float* dbias, const void* dout, const float* dout_f32, const Operands& x,
+              const void* pre, int64_t N, int64_t IC, int64_t OC, bool accumulate, bool din_bf16) {
+  if (din != nullptr) input_gradient(din, dout, x, pre, N, IC, OC, din_bf16);
   // dW[OC,IC] = dout^T * in with dbias = dout's column sums in the same
   // GEMM's epilogue. The epilogue overwrites, so accumulation (and the
   // cases cuBLASLt has no algorithm for) take the separate column sums.
@@ -106,51 +141,81 @@ void backward(float* din, float* dweight, float* dbias, const void* dout, const 
   // dW[OC,IC] (+)= dout^T * in; with N == 0 the GEMM's empty sum zeroes dW
   // (or leaves it when accumulating).
   plain(x.packed, true, false, OC, IC, N, dout, OC, x.in, IC, accumulate ? 1.0f : 0.0f, dweight, IC);
-  if (dbias != nullptr) column_sums(dbias, dout_f32, N, OC, accumulate);
+  if (dbias == nullptr) return;
+  if (dout_f32 == nullptr) {
+    float* widened = staging(ScratchSlot::staging_2, N * OC);
+    bf16_to_f32(widened, static_cast<const bf16*>(dout), N * OC);
+    dout_f32 = widened;
+  }
+  column_sums(dbias, dout_f32, N, OC, accumulate);
 }
 
-// The bf16 values inside a kept buffer: the input, then the weight.
+// The bf16 values inside a kept buffer: the input's copy (none where the
+// input is bf16 itself), then the weight's.
 struct Kept {
   bf16* in;
   bf16* weight;
 };
 // The weight starts 256 bytes aligned, as cuBLASLt's fastest kernels want.
-int64_t weight_offset(int64_t N, int64_t IC) { return (N * IC + 127) / 128 * 128; }
-Kept kept_parts(const void* buffer, int64_t N, int64_t IC) {
+int64_t weight_offset(int64_t N, int64_t IC, bool in_bf16) { return in_bf16 ? 0 : (N * IC + 127) / 128 * 128; }
+Kept kept_parts(const void* buffer, int64_t N, int64_t IC, bool in_bf16) {
   auto* base = static_cast<uint16_t*>(const_cast<void*>(buffer));  // bf16 bits
-  return {reinterpret_cast<bf16*>(base), reinterpret_cast<bf16*>(base + weight_offset(N, IC))};
+  return {reinterpret_cast<bf16*>(base), reinterpret_cast<bf16*>(base + weight_offset(N, IC, in_bf16))};
 }
+
+bool any_bf16(const LinearFusion& f) { return f.in_bf16 || f.out_bf16 || f.dout_bf16 || f.din_bf16; }
 
 }  // namespace
 
-int64_t linear_kept_bf16_elements(int64_t N, int64_t IC, int64_t OC) { return weight_offset(N, IC) + OC * IC; }
-
-void linear_forward(float* out, const float* in, const float* weight, const float* bias, int64_t N, int64_t IC,
-                    int64_t OC, const LinearFusion& fusion) {
-  check_sizes("cuda::linear_forward", N, IC, OC);
-  if (N == 0 || OC == 0) return;
-  if (fusion.bf16 == nullptr) {
-    forward(out, {in, weight, false}, bias, fusion.gelu_pre, N, IC, OC);
-    return;
-  }
-  const Kept k = kept_parts(fusion.bf16, N, IC);
-  f32_to_bf16(k.in, in, N * IC);
-  f32_to_bf16(k.weight, weight, OC * IC);
-  forward(out, {k.in, k.weight, true}, bias, fusion.gelu_pre, N, IC, OC);
+int64_t linear_kept_bf16_elements(int64_t N, int64_t IC, int64_t OC, bool in_bf16) {
+  return weight_offset(N, IC, in_bf16) + OC * IC;
 }
 
-void linear_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in, const float* weight,
-                     int64_t N, int64_t IC, int64_t OC, bool accumulate, const LinearFusion& fusion) {
-  check_sizes("cuda::linear_backward", N, IC, OC);
+void linear_forward(void* out, const void* in, const float* weight, const float* bias, int64_t N, int64_t IC,
+                    int64_t OC, const LinearFusion& fusion) {
+  check_sizes("cuda::linear_forward", N, IC, OC);
+  ST_CUDA_REQUIRE(fusion.bf16 != nullptr || !any_bf16(fusion),
+                  "cuda::linear_forward: bf16 activations need the kept bf16 buffer");
+  if (N == 0 || OC == 0) return;
   if (fusion.bf16 == nullptr) {
-    backward(din, dweight, dbias, dout, dout, {in, weight, false}, fusion.gelu_pre, N, IC, OC, accumulate);
+    forward_f32(static_cast<float*>(out), {in, weight, false}, bias, static_cast<float*>(fusion.gelu_pre), N, IC, OC);
     return;
   }
-  const Kept k = kept_parts(fusion.bf16, N, IC);
-  // dout once, for both GEMMs; gemm_a is free (the packed GEMMs pack nothing).
-  auto* dout16 = static_cast<bf16*>(scratch(ScratchSlot::gemm_a, size_t(N * OC) * 2));
-  f32_to_bf16(dout16, dout, N * OC);
-  backward(din, dweight, dbias, dout16, dout, {k.in, k.weight, true}, fusion.gelu_pre, N, IC, OC, accumulate);
+  const Kept k = kept_parts(fusion.bf16, N, IC, fusion.in_bf16);
+  const void* in16 = fusion.in_bf16 ? in : k.in;
+  if (!fusion.in_bf16) f32_to_bf16(k.in, static_cast<const float*>(in), N * IC);
+  f32_to_bf16(k.weight, weight, OC * IC);
+  const Operands x{in16, k.weight, true};
+  if (fusion.out_bf16) {
+    forward_bf16(out, x, bias, fusion.gelu_pre, N, IC, OC);
+  } else {
+    forward_f32(static_cast<float*>(out), x, bias, static_cast<float*>(fusion.gelu_pre), N, IC, OC);
+  }
+}
+
+void linear_backward(void* din, float* dweight, float* dbias, const void* dout, const void* in, const float* weight,
+                     int64_t N, int64_t IC, int64_t OC, bool accumulate, const LinearFusion& fusion) {
+  check_sizes("cuda::linear_backward", N, IC, OC);
+  ST_CUDA_REQUIRE(fusion.bf16 != nullptr || !any_bf16(fusion),
+                  "cuda::linear_backward: bf16 activations need the kept bf16 buffer");
+  if (fusion.bf16 == nullptr) {
+    const auto* dout32 = static_cast<const float*>(dout);
+    backward(din, dweight, dbias, dout, dout32, {in, weight, false}, fusion.gelu_pre, N, IC, OC, accumulate, false);
+    return;
+  }
+  const Kept k = kept_parts(fusion.bf16, N, IC, fusion.in_bf16);
+  const void* in16 = fusion.in_bf16 ? in : k.in;
+  const void* dout16 = dout;
+  const float* dout32 = nullptr;
+  if (!fusion.dout_bf16) {
+    // dout once, for both GEMMs; gemm_a is free (the packed GEMMs pack nothing).
+    auto* converted = static_cast<bf16*>(scratch(ScratchSlot::gemm_a, size_t(N * OC) * 2));
+    dout32 = static_cast<const float*>(dout);
+    f32_to_bf16(converted, dout32, N * OC);
+    dout16 = converted;
+  }
+  backward(din, dweight, dbias, dout16, dout32, {in16, k.weight, true}, fusion.gelu_pre, N, IC, OC, accumulate,
+           fusion.din_bf16);
 }
 
 }  // namespace shardtrain::cuda

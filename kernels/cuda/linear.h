@@ -8,14 +8,16 @@
 
 namespace shardtrain::cuda {
 
-// What a linear layer may fuse around its GEMMs; both are optional.
+// What a linear layer may fuse around its GEMMs, and the types of its
+// activations; all optional.
 //   bf16      Where GEMMs are bf16: the forward's bf16 copies of `in`
-//             [N, IC] and `weight` [OC, IC], kept in the layer's own buffer
-//             (linear_kept_bf16_elements values: the input, then, 256-byte
-//             aligned, the weight) for its backward, whose two GEMMs read
-//             them instead of converting again, and which converts dout
-//             once for both. Three conversions a step instead of six, with
-//             the same bf16 values, so the same results.
+//             [N, IC] (unless in_bf16) and `weight` [OC, IC], kept in the
+//             layer's own buffer (linear_kept_bf16_elements values: the
+//             input's copy, then, 256-byte aligned, the weight's) for its
+//             backward, whose two GEMMs read them instead of converting
+//             again, and which converts dout once for both. Three
+//             conversions a step instead of six, with the same bf16 values,
+//             so the same results.
 //   gelu_pre  The GELU after this layer (forward) or before it (backward).
 //             Forward: gelu_pre [N, OC] receives in*W^T + bias and out its
 //             GELU. Backward, for a layer whose input was gelu(gelu_pre)
@@ -23,14 +25,21 @@ namespace shardtrain::cuda {
 //             gelu_pre. Where GEMMs are bf16, one GEMM each with
 //             cuBLASLt's GELU epilogues (the forward's with a bias only);
 //             else the GEMM and the GELU kernel (kernels/cuda/activation.h).
+//   *_bf16    Mixed precision's bf16 activations (kernels/ops.h), which need
+//             the kept buffer: `in` (the forward's input, which the backward
+//             then reads as it is: no copy), the forward's out and
+//             gelu_pre, the backward's dout, and its din and gelu_pre (one
+//             flag for both: cuBLASLt's GELU aux matrix has the output's
+//             type). A bf16 result is the f32 one rounded once.
 struct LinearFusion {
   void* bf16 = nullptr;
-  float* gelu_pre = nullptr;
+  void* gelu_pre = nullptr;
+  bool in_bf16 = false, out_bf16 = false, dout_bf16 = false, din_bf16 = false;
 };
-int64_t linear_kept_bf16_elements(int64_t N, int64_t IC, int64_t OC);
+int64_t linear_kept_bf16_elements(int64_t N, int64_t IC, int64_t OC, bool in_bf16 = false);
 
-// bias may be null.
-void linear_forward(float* out, const float* in, const float* weight, const float* bias, int64_t N, int64_t IC,
+// bias may be null. out and in are f32 unless fusion says bf16.
+void linear_forward(void* out, const void* in, const float* weight, const float* bias, int64_t N, int64_t IC,
                     int64_t OC, const LinearFusion& fusion = {});
 
 // din (may be null) is overwritten. dweight and dbias (dbias may be null) are
@@ -40,7 +49,7 @@ void linear_forward(float* out, const float* in, const float* weight, const floa
 // a bias fill before the GEMM and a deterministic two-stage column sum
 // (column_sum.h). With fusion.bf16 the forward's kept copies stand in for
 // `in` and `weight`.
-void linear_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in, const float* weight,
+void linear_backward(void* din, float* dweight, float* dbias, const void* dout, const void* in, const float* weight,
                      int64_t N, int64_t IC, int64_t OC, bool accumulate, const LinearFusion& fusion = {});
 
 }  // namespace shardtrain::cuda

@@ -189,21 +189,30 @@ size_t fused_attention_saved_bytes(int64_t B, int64_t T, int64_t C, int64_t NH) 
   return Dims{B, T, C, NH}.saved_bytes();
 }
 
-void fused_attention_forward(float* out, void* saved, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
+void fused_attention_forward(void* out, void* saved, const void* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+                             bool bf16_io) {
   const Dims d{B, T, C, NH};
   const Graphs& g = built(d, "fused_attention_forward");
   auto* base = static_cast<unsigned char*>(saved);
   auto* qkv16 = reinterpret_cast<bf16*>(base + d.qkv_offset());
   auto* out16 = reinterpret_cast<bf16*>(base + d.out_offset());
-  f32_to_bf16(qkv16, qkv, B * T * 3 * C);
+  if (bf16_io) {
+    copy_on_compute(qkv16, qkv, size_t(B * T * 3 * C) * 2);
+  } else {
+    f32_to_bf16(qkv16, static_cast<const float*>(qkv), B * T * 3 * C);
+  }
   auto* q = reinterpret_cast<uint16_t*>(qkv16);
   std::unordered_map<int64_t, void*> pack{{kQ, q}, {kK, q + C}, {kV, q + 2 * C}, {kO, out16}, {kStats, base}};
   execute(*g.forward, g.forward_workspace, pack, "fused_attention_forward");
-  bf16_to_f32(out, out16, B * T * C);
+  if (bf16_io) {
+    copy_on_compute(out, out16, size_t(B * T * C) * 2);
+  } else {
+    bf16_to_f32(static_cast<float*>(out), out16, B * T * C);
+  }
 }
 
-void fused_attention_backward(float* dqkv, const float* dout, const void* saved, int64_t B, int64_t T, int64_t C,
-                              int64_t NH) {
+void fused_attention_backward(void* dqkv, const float* dout, const void* saved, int64_t B, int64_t T, int64_t C,
+                              int64_t NH, bool dqkv_bf16) {
   const Dims d{B, T, C, NH};
   const Graphs& g = built(d, "fused_attention_backward");
   // cuDNN takes const-less pointers; it only reads the inputs.
@@ -211,15 +220,16 @@ void fused_attention_backward(float* dqkv, const float* dout, const void* saved,
   auto* q = reinterpret_cast<uint16_t*>(base + d.qkv_offset());
   auto* out16 = base + d.out_offset();
   const size_t dout_bytes = aligned(size_t(B * T * C) * 2);
-  auto* grads =
-      static_cast<unsigned char*>(scratch(ScratchSlot::attention_grads, dout_bytes + size_t(B * T * 3 * C) * 2));
+  // dO in bf16, and dQKV's bf16 values unless the caller's buffer takes them.
+  const size_t grads_bytes = dout_bytes + (dqkv_bf16 ? 0 : size_t(B * T * 3 * C) * 2);
+  auto* grads = static_cast<unsigned char*>(scratch(ScratchSlot::attention_grads, grads_bytes));
   auto* dout16 = reinterpret_cast<bf16*>(grads);
-  auto* dq = reinterpret_cast<uint16_t*>(grads + dout_bytes);
+  auto* dq = dqkv_bf16 ? static_cast<uint16_t*>(dqkv) : reinterpret_cast<uint16_t*>(grads + dout_bytes);
   f32_to_bf16(dout16, dout, B * T * C);
   std::unordered_map<int64_t, void*> pack{{kQ, q},       {kK, q + C}, {kV, q + 2 * C}, {kO, out16},      {kStats, base},
                                           {kDO, dout16}, {kDQ, dq},   {kDK, dq + C},   {kDV, dq + 2 * C}};
   execute(*g.backward, g.backward_workspace, pack, "fused_attention_backward");
-  bf16_to_f32(dqkv, reinterpret_cast<const bf16*>(dq), B * T * 3 * C);
+  if (!dqkv_bf16) bf16_to_f32(static_cast<float*>(dqkv), reinterpret_cast<const bf16*>(dq), B * T * 3 * C);
 }
 
 }  // namespace shardtrain::cuda

@@ -1,0 +1,160 @@
+// Mixed precision's ops (kernels/ops.h): where an activation is bf16, an op
+// reads it exactly and rounds what it writes once. So each op on bf16
+// tensors must give the bits of the f32 op on the widened inputs, rounded:
+// that is the contract the GPU kernels are held to as well
+// (tests/gpu/kernels_cuda_mixed_precision_test.cpp). Wrong types are Errors
+// naming the op.
+#include "kernels/ops.h"
+#include "runtime/core/error.h"
+#include "tests/unit/kernels_test_util.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+namespace shardtrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+Tensor f32_tensor(const std::vector<float>& v) {
+  Tensor t = Tensor::empty({int64_t(v.size())});
+  std::memcpy(t.f32(), v.data(), v.size() * sizeof(float));
+  return t;
+}
+
+Tensor random_f32(int64_t n, uint64_t key, float scale = 1.0f) {
+  return f32_tensor(testing::uniform_vector(size_t(n), key, -scale, scale));
+}
+
+Tensor to_bf16(const Tensor& t) {
+  Tensor out = Tensor::empty({t.numel()}, DType::bf16);
+  ops::convert(out, t);
+  return out;
+}
+
+Tensor to_f32(const Tensor& t) {
+  Tensor out = Tensor::empty({t.numel()});
+  ops::convert(out, t);
+  return out;
+}
+
+// bf16 values as the f32 numbers they are (exact).
+Tensor widened(const Tensor& t) { return to_f32(to_bf16(t)); }
+
+// The f32 result rounded to bf16 and the bf16 result, bit for bit.
+void expect_rounded_equal(const Tensor& bf16_result, const Tensor& f32_result, const char* what) {
+  const Tensor expected = to_bf16(f32_result);
+  ASSERT_EQ(bf16_result.dtype(), DType::bf16) << what;
+  EXPECT_EQ(std::memcmp(bf16_result.raw(), expected.raw(), expected.nbytes()), 0) << what;
+}
+
+void expect_equal(const Tensor& a, const Tensor& b, const char* what) {
+  ASSERT_EQ(a.nbytes(), b.nbytes()) << what;
+  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << what;
+}
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+constexpr int64_t N = 6, IC = 16, OC = 24;
+
+TEST(MixedPrecisionOps, LinearReadsAndWritesBf16AsTheRoundedF32Op) {
+  const Tensor x = widened(random_f32(N * IC, 1)), w = random_f32(OC * IC, 2, 0.3f), b = random_f32(OC, 3);
+  const Tensor x16 = to_bf16(x);
+  Tensor ref = Tensor::empty({N * OC}), out16 = Tensor::empty({N * OC}, DType::bf16), out32 = Tensor::empty({N * OC});
+  ops::linear_forward(ref, x.reshape({N, IC}), w.reshape({OC, IC}), b);
+  ops::linear_forward(out16, x16.reshape({N, IC}), w.reshape({OC, IC}), b);
+  expect_rounded_equal(out16, ref, "bf16 in, bf16 out");
+  ops::linear_forward(out32, x16.reshape({N, IC}), w.reshape({OC, IC}), b);
+  expect_equal(out32, ref, "bf16 in, f32 out");
+
+  // With the GELU: pre and out both bf16, each the f32 value rounded once.
+  Tensor pre_ref = Tensor::empty({N * OC}), gelu_ref = Tensor::empty({N * OC});
+  Tensor pre16 = Tensor::empty({N * OC}, DType::bf16), gelu16 = Tensor::empty({N * OC}, DType::bf16);
+  ops::linear_gelu_forward(gelu_ref, pre_ref, x.reshape({N, IC}), w.reshape({OC, IC}), b);
+  ops::linear_gelu_forward(gelu16, pre16, x16.reshape({N, IC}), w.reshape({OC, IC}), b);
+  expect_rounded_equal(pre16, pre_ref, "GELU input");
+  expect_rounded_equal(gelu16, gelu_ref, "GELU output");
+}
+
+TEST(MixedPrecisionOps, LinearBackwardTakesBf16InputsAndGradients) {
+  const Tensor x = widened(random_f32(N * IC, 4)), w = random_f32(OC * IC, 5, 0.3f);
+  const Tensor dout = widened(random_f32(N * OC, 6)), pre = widened(random_f32(N * IC, 7));
+  Tensor din_ref = Tensor::empty({N * IC}), dw_ref = Tensor::empty({OC * IC}), db_ref = Tensor::empty({OC});
+  Tensor din16 = Tensor::empty({N * IC}, DType::bf16), dw = Tensor::empty({OC * IC}), db = Tensor::empty({OC});
+  const Tensor wm = w.reshape({OC, IC});
+  ops::linear_backward(din_ref, dw_ref, db_ref, dout, x, wm, false);
+  ops::linear_backward(din16, dw, db, to_bf16(dout), to_bf16(x), wm, false);
+  expect_rounded_equal(din16, din_ref, "input gradient");
+  expect_equal(dw, dw_ref, "weight gradient (f32)");
+  expect_equal(db, db_ref, "bias gradient (f32)");
+
+  // Through a GELU whose input was bf16: dpre bf16 like pre.
+  ops::linear_backward_through_gelu(din_ref, dw_ref, db_ref, dout, x, wm, pre, false);
+  ops::linear_backward_through_gelu(din16, dw, db, dout, to_bf16(x), wm, to_bf16(pre), false);
+  expect_rounded_equal(din16, din_ref, "GELU input gradient");
+  expect_equal(dw, dw_ref, "weight gradient through the GELU");
+}
+
+TEST(MixedPrecisionOps, LayerNormWritesBf16FromAnF32Residual) {
+  constexpr int64_t C = 32;
+  const Tensor x = random_f32(N * C, 8, 2.0f), r = random_f32(N * C, 9, 2.0f);
+  const Tensor w = random_f32(C, 10), b = random_f32(C, 11);
+  Tensor mean = Tensor::empty({N}), rstd = Tensor::empty({N});
+  Tensor ref = Tensor::empty({N * C}), out16 = Tensor::empty({N * C}, DType::bf16);
+  ops::layernorm_forward(ref, mean, rstd, x, w, b, 1e-5f);
+  ops::layernorm_forward(out16, mean, rstd, x, w, b, 1e-5f);
+  expect_rounded_equal(out16, ref, "layernorm");
+
+  Tensor sum_ref = Tensor::empty({N * C}), sum = Tensor::empty({N * C});
+  ops::residual_layernorm_forward(sum_ref, ref, mean, rstd, x, r, w, b, 1e-5f);
+  ops::residual_layernorm_forward(sum, out16, mean, rstd, x, r, w, b, 1e-5f);
+  expect_equal(sum, sum_ref, "the residual sum stays f32");
+  expect_rounded_equal(out16, ref, "residual layernorm");
+}
+
+TEST(MixedPrecisionOps, AttentionReadsBf16QkvAndWritesBf16) {
+  constexpr int64_t B = 2, T = 5, C = 8, NH = 2;
+  const Tensor qkv = widened(random_f32(B * T * 3 * C, 12)), dout = random_f32(B * T * C, 13);
+  Tensor att = Tensor::empty({B * NH * T * T}), scratch = Tensor::empty({T * T});
+  Tensor ref = Tensor::empty({B * T * C}), out16 = Tensor::empty({B * T * C}, DType::bf16);
+  const Tensor q = qkv.reshape({B, T, 3 * C}), q16 = to_bf16(qkv).reshape({B, T, 3 * C});
+  ops::attention_forward(ref, att, q, NH);
+  ops::attention_forward(out16, att, q16, NH);
+  expect_rounded_equal(out16, ref, "attention output");
+  Tensor dref = Tensor::empty({B * T * 3 * C}), d16 = Tensor::empty({B * T * 3 * C}, DType::bf16);
+  ops::attention_backward(dref, scratch, dout, q, att, NH);
+  ops::attention_backward(d16, scratch, dout, q16, att, NH);
+  expect_rounded_equal(d16, dref, "qkv gradient");
+}
+
+TEST(MixedPrecisionOps, WrongTypesAreErrorsNamingTheOp) {
+  const Tensor w = random_f32(OC * IC, 2).reshape({OC, IC});
+  Tensor ids = Tensor::zeros({N * IC}, DType::i32), out = Tensor::empty({N * OC});
+  EXPECT_THAT(error_of([&] {
+                ops::linear_forward(out, ids.reshape({N, IC}), w, Tensor());
+              }),
+              HasSubstr("linear_forward: the input holds i32, not f32 or bf16"));
+  Tensor pre = Tensor::empty({N * OC}), out16 = Tensor::empty({N * OC}, DType::bf16);
+  const Tensor x = random_f32(N * IC, 1).reshape({N, IC});
+  EXPECT_THAT(error_of([&] { ops::linear_gelu_forward(out16, pre, x, w, Tensor()); }),
+              HasSubstr("linear_gelu_forward: the GELU's input and output differ in type (f32 and bf16)"));
+  // The LayerNorm's input is the f32 residual stream.
+  Tensor ln_w = random_f32(IC, 3), ln_b = random_f32(IC, 4), mean = Tensor::empty({N}), rstd = Tensor::empty({N});
+  EXPECT_THAT(
+      error_of([&] { ops::layernorm_forward(Tensor::empty({N * IC}), mean, rstd, to_bf16(x), ln_w, ln_b, 1e-5f); }),
+      HasSubstr("not f32"));
+}
+
+}  // namespace
+}  // namespace shardtrain
