@@ -6,10 +6,11 @@
 #   2. shardtrain on gpt2_small (examples/gpt2_small.toml: 12 x 768, T 1024,
 #      vocabulary 50257, synthetic tokens) and the wide GPT (6 x 512, T 256,
 #      vocabulary 256) at runtime.gpu_gemm f32, tf32 and bf16 (CUDA graphs
-#      on), bf16 once more with graphs off: tokens/s and achieved model
-#      TFLOP/s; twice more at bf16 with telemetry.op_timing,
-#      with cuDNN's fused attention and with the materialized one, whose
-#      per-op tables go to the log;
+#      on), bf16 once more with graphs off, and mixed precision
+#      (runtime.precision = bf16: bf16 activations too): tokens/s and
+#      achieved model TFLOP/s; three more with telemetry.op_timing: bf16
+#      with cuDNN's fused attention and with the materialized one, and
+#      mixed, whose per-op tables go to the log;
 #   3. the same models in PyTorch (bench/torch_reference.py --synthetic):
 #      eager and torch.compile, bf16 autocast, fused AdamW, SDPA.
 # Model FLOPs per token: 6 x (the linear layers' weights, head included) +
@@ -75,8 +76,10 @@ speed_gemm_rate() {
 # ATTENTION sets runtime.gpu_attention (default cudnn), so that the op tables
 # of the fused and the materialized attention stand side by side; GRAPHS
 # sets runtime.cuda_graphs (default true; op timing runs without graphs).
+# PRECISION is a runtime.gpu_gemm, or "mixed" for runtime.precision = bf16.
 speed_shardtrain() {
   local m=$1 data=$2 p=$3 op=${4:-} att=${5:-cudnn} graphs=${6:-true}
+  local gemm=$p precision=f32; [ "$p" = mixed ] && gemm=bf16 precision=bf16
   local V T L C H B; read -r V T L C H B <<<"$(speed_model "$m")"
   local tag=$p${op:+-op}; [ "$att" = cudnn ] || tag=$tag-$att; [ "$graphs" = true ] || tag=$tag-nographs
   local rd=$W/runs/speed-$m-$tag name=speed-$m-$tag
@@ -85,8 +88,8 @@ speed_shardtrain() {
     --set "model.vocab_size=$V" --set "model.block_size=$T" --set "model.n_layer=$L" --set "model.n_embd=$C" \
     --set "model.n_head=$H" --set "train.global_batch_size=$B" --set train.accumulation_steps=1 \
     --set train.eval_batch_size=8 --set "train.max_steps=$GPU_SPEED_STEPS" --set schedule.warmup_steps=2 \
-    --set parallel.strategy=none --set "runtime.device=$GPU_SPEED_DEVICE" --set "runtime.gpu_gemm=$p" \
-    --set "runtime.gpu_attention=$att" --set "runtime.cuda_graphs=$graphs" \
+    --set parallel.strategy=none --set "runtime.device=$GPU_SPEED_DEVICE" --set "runtime.gpu_gemm=$gemm" \
+    --set "runtime.precision=$precision" --set "runtime.gpu_attention=$att" --set "runtime.cuda_graphs=$graphs" \
     --set "telemetry.op_timing=$([ -n "$op" ] && echo true || echo false)" --set train.progress_every_s=0 \
     --run-dir "$rd" --overwrite
   local rc=$? f=$W/logs/$name.log
@@ -143,10 +146,11 @@ gpu_speed_checks() {
     local V T L C H B; read -r V T L C H B <<<"$(speed_model "$m")"
     local data; data=$(speed_data "$m" "$V" "$T") || { speed_row "$m" shardtrain - "$B" - - - - "FAIL(prep tokens)"; continue; }
     local p
-    for p in f32 tf32 bf16; do speed_shardtrain "$m" "$data" "$p"; done
+    for p in f32 tf32 bf16 mixed; do speed_shardtrain "$m" "$data" "$p"; done
     speed_shardtrain "$m" "$data" bf16 "" cudnn false
     speed_shardtrain "$m" "$data" bf16 op
     speed_shardtrain "$m" "$data" bf16 op materialized
+    speed_shardtrain "$m" "$data" mixed op
     speed_torch "$m" eager
     speed_torch "$m" compile
   done

@@ -35,6 +35,12 @@ class Block {
   // beside the new ones at the peak.
   virtual void release_activations() = 0;
 
+  // The type of the activations the Block keeps between its layers: f32,
+  // or bf16 under mixed precision (kernels/ops.h), for Blocks that have a
+  // bf16 form (TransformerBlock); the others stay f32. Takes effect at the
+  // next forward.
+  virtual void set_activation_dtype(DType /*dtype*/) {}
+
   // Human-readable structure, e.g. "linear(784->1024) relu".
   virtual std::string describe() const = 0;
 

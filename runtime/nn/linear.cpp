@@ -43,7 +43,7 @@ Tensor Linear::prepare_forward(const Tensor& in) {
   in_ = in;
   kept_ = ops::linear_keeps_bf16(in.device());
   if (!kept_) return Tensor();
-  const int64_t need = ops::linear_kept_elements(in.numel() / in_features_, in_features_, out_features_);
+  const int64_t need = ops::linear_kept_elements(in.numel() / in_features_, in_features_, out_features_, in.dtype());
   if (bf16_.numel() < need || bf16_.device() != in.device()) {
     bf16_ = Tensor();  // the old buffer first: no overlap with the new one
     bf16_ = Tensor::empty({need}, DType::bf16, in.device());

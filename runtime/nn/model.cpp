@@ -29,6 +29,10 @@ void Model::to(Device device) {
   for (int i = 0; i < num_blocks(); ++i) blocks_[size_t(i)]->bind(flat_.param_views(i), flat_.grad_views(i));
 }
 
+void Model::set_activation_dtype(DType dtype) {
+  for (auto& b : blocks_) b->set_activation_dtype(dtype);
+}
+
 int64_t Model::activation_bytes(int64_t batch, bool training) const {
   int64_t bytes = 0;
   for (const auto& b : blocks_) bytes += b->activation_bytes(batch);

@@ -48,6 +48,9 @@ class Model {
   // Block must be bound with bind_block before it computes.
   void release_flat_buffers();
 
+  // Every Block's Block::set_activation_dtype.
+  void set_activation_dtype(DType dtype);
+
   // Bytes of every Block's activation_bytes(batch), plus with `training` the
   // two gradient buffers passed between Blocks in backward.
   int64_t activation_bytes(int64_t batch, bool training) const;

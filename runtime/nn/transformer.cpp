@@ -61,34 +61,36 @@ Shape TransformerBlock::output_shape(const Shape& in) const {
 }
 
 int64_t TransformerBlock::activation_bytes(int64_t batch) const {
-  // ensure_capacity's buffers: 25 C floats per token, the attention
-  // probabilities and one T x T scratch; then the two LayerNorms' statistics.
-  // The probabilities are the materialized kernel's, an upper bound: the
-  // fused kernel's saved state is smaller, and which one runs is known only
-  // on the device, at the forward.
+  // ensure_capacity's buffers: per token 4 C f32 values (the residual stream
+  // and its gradients) and 21 C of the activation type, the attention
+  // probabilities and one T x T scratch; then the two LayerNorms'
+  // statistics. The probabilities are the materialized kernel's, an upper
+  // bound: the fused kernel's saved state is smaller, and which one runs is
+  // known only on the device, at the forward.
   const int64_t N = batch * T_;
-  const int64_t floats = 25 * N * C_ + batch * n_head_ * T_ * T_ + T_ * T_;
-  return 4 * floats + ln1_.workspace_bytes(Shape{T_, C_}, batch) + ln2_.workspace_bytes(Shape{T_, C_}, batch);
+  const int64_t f32_values = 4 * N * C_ + batch * n_head_ * T_ * T_ + T_ * T_;
+  return 4 * f32_values + int64_t(dtype_size(act_)) * 21 * N * C_ + ln1_.workspace_bytes(Shape{T_, C_}, batch) +
+         ln2_.workspace_bytes(Shape{T_, C_}, batch);
 }
 
 void TransformerBlock::ensure_capacity(int64_t batch, Device device) {
-  if (batch <= capacity_ && device == device_) return;
+  if (batch <= capacity_ && device == device_ && ln1_out_.dtype() == act_) return;
   release_activations();  // the old buffers first: no overlap with the new ones
   capacity_ = batch;
   device_ = device;
   const int64_t N = batch * T_;
-  ln1_out_ = Tensor::empty({N * C_}, DType::f32, device);
-  qkv_out_ = Tensor::empty({N * 3 * C_}, DType::f32, device);
-  attn_out_ = Tensor::empty({N * C_}, DType::f32, device);
+  ln1_out_ = Tensor::empty({N * C_}, act_, device);
+  qkv_out_ = Tensor::empty({N * 3 * C_}, act_, device);
+  attn_out_ = Tensor::empty({N * C_}, act_, device);
   res1_ = Tensor::empty({N * C_}, DType::f32, device);
-  ln2_out_ = Tensor::empty({N * C_}, DType::f32, device);
-  fc_out_ = Tensor::empty({N * 4 * C_}, DType::f32, device);
-  gelu_out_ = Tensor::empty({N * 4 * C_}, DType::f32, device);
+  ln2_out_ = Tensor::empty({N * C_}, act_, device);
+  fc_out_ = Tensor::empty({N * 4 * C_}, act_, device);
+  gelu_out_ = Tensor::empty({N * 4 * C_}, act_, device);
   out_ = Tensor::empty({N * C_}, DType::f32, device);
   g_a_ = Tensor::empty({N * C_}, DType::f32, device);
   g_b_ = Tensor::empty({N * C_}, DType::f32, device);
-  g_3c_ = Tensor::empty({N * 3 * C_}, DType::f32, device);
-  g_4c_ = Tensor::empty({N * 4 * C_}, DType::f32, device);
+  g_3c_ = Tensor::empty({N * 3 * C_}, act_, device);
+  g_4c_ = Tensor::empty({N * 4 * C_}, act_, device);
   scratch_ = Tensor::empty({T_ * T_}, DType::f32, device);
 }
 
@@ -145,12 +147,12 @@ void TransformerBlock::backward(const Tensor& dout_in, const Tensor& din, bool a
   ops::attention_backward(g3, scratch_, ga, qkv_out_.view(0, {B, T, 3 * C}), att_, n_head_, attention_);
   qkv_.backward(g3, ga, accumulate);
   // din = ln1's input gradient plus gb along residual 1, in one pass. Without
-  // din (the caller needs none) ln1's input gradient goes to a free workspace:
+  // din (the caller needs none) ln1's input gradient goes to gb, free then:
   // its parameter gradients are still wanted.
   if (din.defined()) {
     ln1_.backward_residual(ga, gb, din.reshape({B, T, C}), accumulate);
   } else {
-    ln1_.backward(ga, g_4c_.view(0, {B, T, C}), accumulate);
+    ln1_.backward(ga, gb, accumulate);
   }
 }
 

@@ -5,6 +5,12 @@
 // are one Block, so one contiguous range of the flat buffer. Linear weights
 // are N(0, 0.02^2), the two residual projections N(0, (0.02/sqrt(2 n_layer))^2)
 // as in GPT-2; biases 0; LayerNorm gains 1.
+//
+// Under mixed precision (set_activation_dtype(bf16)) the activations that
+// feed a GEMM or the attention are bf16 (ln1, qkv, the attention output,
+// ln2, the GELU's input and output) and so are the gradients of qkv and of
+// the GELU's input; the residual stream x and the gradients along it stay
+// f32, as in PyTorch's autocast.
 #pragma once
 
 #include "kernels/ops.h"
@@ -25,6 +31,7 @@ class TransformerBlock final : public Block {
   Tensor forward(const Tensor& in) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
   void release_activations() override;
+  void set_activation_dtype(DType dtype) override { act_ = dtype; }
   std::string describe() const override;
 
  private:
@@ -38,6 +45,7 @@ class TransformerBlock final : public Block {
   // Gradient workspaces.
   Tensor g_a_, g_b_, g_3c_, g_4c_, scratch_;
   int64_t capacity_ = 0, batch_ = 0;
+  DType act_ = DType::f32;  // of the activations above but in_, res1_, out_ (f32 always)
   // The attention kernel the last forward ran (its backward runs the same);
   // att_ holds what that kernel saves, sized when the forward picks it.
   ops::AttentionKernel attention_ = ops::AttentionKernel::materialized;

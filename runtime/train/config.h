@@ -45,6 +45,11 @@ inline std::span<const EnumName<GpuAttention>> enum_names(GpuAttention) {
       {{GpuAttention::cudnn, "cudnn"}, {GpuAttention::materialized, "materialized"}}};
   return n;
 }
+enum class Precision { f32, bf16 };
+inline std::span<const EnumName<Precision>> enum_names(Precision) {
+  static constexpr std::array<EnumName<Precision>, 2> n = {{{Precision::f32, "f32"}, {Precision::bf16, "bf16"}}};
+  return n;
+}
 enum class GpuGemm { f32, tf32, bf16 };
 inline std::span<const EnumName<GpuGemm>> enum_names(GpuGemm) {
   static constexpr std::array<EnumName<GpuGemm>, 3> n = {
@@ -89,7 +94,10 @@ struct Config {
   struct Runtime {
     int64_t blas_threads = 1;
     DeviceKind device = DeviceKind::cpu;
-    GpuGemm gpu_gemm = GpuGemm::tf32;
+    Precision precision = Precision::f32;  // bf16: mixed precision (bf16 activations and GEMMs)
+    GpuGemm gpu_gemm = GpuGemm::tf32;      // at precision f32
+    // The GPU's GEMM precision this run uses: bf16 under mixed precision.
+    GpuGemm gpu_gemm_used() const { return precision == Precision::bf16 ? GpuGemm::bf16 : gpu_gemm; }
     GpuLinear gpu_linear = GpuLinear::cublaslt;
     GpuAttention gpu_attention = GpuAttention::cudnn;
     bool cuda_graphs = true;

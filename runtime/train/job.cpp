@@ -32,7 +32,11 @@ Job::Job(const Config& cfg, RunContext& context, const comm::MpiEnv& m, std::uni
   nodes = check_nodes(config, mpi, run);
   if (!s.device.is_cpu())
     run.log(device_line(s.device, cuda_devices()[size_t(s.device.index)].name,
-                        std::string(name_of(config.runtime.gpu_gemm))));
+                        std::string(name_of(config.runtime.gpu_gemm_used()))));
+  if (config.runtime.precision == Precision::bf16)
+    run.log(
+        "[init] precision: mixed (runtime.precision = bf16): bf16 GEMMs and transformer activations; f32 "
+        "parameters, gradients, optimizer state and reductions");
   if (s.emulated)
     run.log(
         fmt::format("[init] device: emulated accelerator (nothing trained or evaluated), {}", s.emulated->source()));

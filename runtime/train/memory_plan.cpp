@@ -202,6 +202,7 @@ int plan_command(const std::string& config_path, const std::vector<std::string>&
   const PlanData data = read_plan_data(config, given);
   const std::unique_ptr<nn::Model> model =
       nn::build_model(config.model, data.sample, data.classes, /*layout_only=*/true);
+  model->set_activation_dtype(config.runtime.precision == Precision::bf16 ? DType::bf16 : DType::f32);
   const std::vector<MemoryPlan> plans = plan_strategies(config, *model, data, ranks);
   if (json) {
     nlohmann::json all = nlohmann::json::array();

@@ -39,7 +39,7 @@ Device bring_up_gpu(const Config& config, int local_rank) {
   ST_CHECK(!gpus.empty(), "runtime.device = \"cuda\", but no GPU is usable here: {}", why);
   const int index = local_rank % int(gpus.size());
   use_cuda_device(index);
-  set_gpu_gemm_precision(std::string(name_of(config.runtime.gpu_gemm)));
+  set_gpu_gemm_precision(std::string(name_of(config.runtime.gpu_gemm_used())));
   set_gpu_linear_backend(std::string(name_of(config.runtime.gpu_linear)));
   set_gpu_attention_backend(std::string(name_of(config.runtime.gpu_attention)));
   return Device::cuda(index);
@@ -47,6 +47,8 @@ Device bring_up_gpu(const Config& config, int local_rank) {
 
 Session make_session(const Config& config, io::ShardLocator locator, int local_rank) {
   cpu::set_blas_threads(int(config.runtime.blas_threads));
+  const bool mixed = config.runtime.precision == Precision::bf16;
+  cpu::set_gemm_precision(mixed ? cpu::GemmPrecision::bf16 : cpu::GemmPrecision::f32);
   Session s;
   // The test split first: once the streaming loader exists, its thread owns HDF5.
   s.test_data = with_context("data.test", [&] {
@@ -87,6 +89,7 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
   } else {
     s.model = nn::build_model(config.model, tr.sample_shape, tr.num_classes);
   }
+  s.model->set_activation_dtype(mixed ? DType::bf16 : DType::f32);
   if (config.runtime.device == DeviceKind::emulated) s.emulated.emplace(config.runtime.emulate);
   if (config.runtime.device == DeviceKind::cuda) {
     s.device = bring_up_gpu(config, local_rank);

@@ -18,6 +18,7 @@ struct Case {
   Shape sample;  // the model's input sample
   int64_t classes;
   bool tokens;  // the input holds token ids (i32)
+  DType activations = DType::f32;
 };
 
 std::vector<Case> cases() {
@@ -35,7 +36,8 @@ std::vector<Case> cases() {
   gpt.n_embd = 16;
   return {{"mlp", mlp, Shape{1, 28, 28}, 10, false},
           {"cnn", cnn, Shape{1, 28, 28}, 10, false},
-          {"gpt", gpt, Shape{12}, 32, true}};
+          {"gpt", gpt, Shape{12}, 32, true},
+          {"gpt, bf16 activations", gpt, Shape{12}, 32, true, DType::bf16}};
 }
 
 Tensor input(const Case& c, int64_t batch) {
@@ -53,6 +55,7 @@ TEST(ModelMemory, ActivationBytesAreWhatTheModelsAllocate) {
   for (const Case& c : cases()) {
     auto model = build_model(c.spec, c.sample, c.classes);
     model->initialize(1);
+    model->set_activation_dtype(c.activations);
     const int64_t train_batch = 6, eval_batch = 9;
     // Training: forward and backward at the training batch.
     Tensor x = input(c, train_batch), xe = input(c, eval_batch);

@@ -161,6 +161,41 @@ TEST(TransformerBlock, AccumulateAddsParameterGradientsAndOverwritesInputGradien
   for (int64_t i = 0; i < s.flat.numel(); ++i) ASSERT_EQ(s.flat.grads().f32()[i], once[size_t(i)]) << i;
 }
 
+// Mixed precision: the same block with bf16 activations (kernels/ops.h)
+// stays within bf16's rounding of the f32 block, output and gradients; and
+// without an input gradient (the block first in a model) its parameter
+// gradients are those it gives with one.
+TEST(TransformerBlock, Bf16ActivationsStayCloseToF32) {
+  const int64_t B = 2, T = 6, C = 16;
+  StandaloneBlock s(T, C, 4);
+  Tensor x = Tensor::empty({B, T, C}), R = Tensor::empty({B, T, C});
+  fill_uniform(x, 20, -1.0f, 1.0f);
+  fill_uniform(R, 21, -1.0f, 1.0f);
+  auto run = [&](DType act, bool with_din) {
+    s.block.set_activation_dtype(act);
+    const Tensor out = s.block.forward(x);
+    std::vector<float> values(out.f32(), out.f32() + out.numel());
+    Tensor dx = with_din ? Tensor::empty({B, T, C}) : Tensor();
+    s.block.backward(R, dx, false);
+    if (with_din) values.insert(values.end(), dx.f32(), dx.f32() + dx.numel());
+    values.insert(values.end(), s.flat.grads().f32(), s.flat.grads().f32() + s.flat.numel());
+    return values;
+  };
+  const std::vector<float> ref = run(DType::f32, true), mixed = run(DType::bf16, true);
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    err += double(mixed[i] - ref[i]) * double(mixed[i] - ref[i]);
+    norm += double(ref[i]) * double(ref[i]);
+  }
+  // bf16 keeps 8 significant bits (relative rounding 2^-9 = 2e-3); a few
+  // roundings in a row stay well under 2e-2.
+  EXPECT_LT(std::sqrt(err / norm), 2e-2);
+  EXPECT_GT(std::sqrt(err / norm), 0.0) << "bf16 activations changed nothing: were they f32?";
+  const std::vector<float> no_din = run(DType::bf16, false);
+  const size_t params = size_t(s.flat.numel());
+  EXPECT_TRUE(std::equal(no_din.end() - long(params), no_din.end(), mixed.end() - long(params)));
+}
+
 // The block's forward and backward against the same layers run unfused (a
 // separate add beside each residual LayerNorm, as before the fused kernels),
 // on the same parameters: output, input gradient and every parameter

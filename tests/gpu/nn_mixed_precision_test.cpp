@@ -1,0 +1,98 @@
+// Mixed precision on the GPU (runtime.precision = "bf16"): a small GPT whose
+// transformer blocks keep bf16 activations, on the GPU against the same
+// model on the CPU (bf16 GEMMs and activations on both), for each linear
+// backend (cuBLASLt's bf16 outputs and epilogues, plain cuBLAS's staged
+// fallbacks) and each attention kernel (cuDNN's with bf16 in and out, the
+// materialized one on staged copies): logits and every parameter gradient
+// within bf16's tolerance, and the same step twice gives the same bits.
+// Skips without a CUDA device. Lines for scripts/gpu-check.sh:
+//   GPUCHECK kernel=mixed_<what>_<linear>_<attention> dtype=bf16 relerr=<e> limit=<l> ok=<0|1>
+#include "kernels/devices.h"
+#include "kernels/gemm_precision.h"
+#include "kernels/ops.h"
+#include "runtime/nn/models.h"
+#include "tests/gpu/gpu_test_util.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace shardtrain {
+namespace {
+
+using gpu_test::gpu;
+using gpu_test::rel_error;
+using gpu_test::report;
+using gpu_test::to_host;
+
+constexpr int64_t B = 4, T = 64, V = 128;
+
+nn::ModelSpec small_gpt() {
+  nn::ModelSpec spec;
+  spec.kind = nn::ModelKind::gpt;
+  spec.n_layer = 2;
+  spec.n_head = 2;  // head size 32: cuDNN's fused attention takes it
+  spec.n_embd = 64;
+  return spec;
+}
+
+Tensor tokens() {
+  Tensor x = Tensor::empty({B, T}, DType::i32);
+  for (int64_t i = 0; i < x.numel(); ++i) x.i32()[i] = int32_t((i * 37 + 11) % V);
+  return x;
+}
+
+// One forward and backward: the logits, then the flat gradients (host f32).
+struct StepResult {
+  Tensor logits, grads;
+};
+
+StepResult step(nn::Model& model, const Tensor& x) {
+  const Tensor logits = model.forward(x);
+  Tensor dlogits = Tensor::empty(logits.shape(), DType::f32, logits.device());
+  std::vector<int32_t> labels(size_t(B * T));
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t((i * 13 + 5) % V);
+  ops::softmax_xent_fused(dlogits, logits, labels.data(), 1.0f / float(B * T));
+  const StepResult r{to_host(logits), Tensor()};
+  model.backward(dlogits);
+  return {r.logits, to_host(model.flat().grads())};
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+TEST(MixedPrecision, Bf16GptOnTheGpuMatchesTheCpu) {
+  ST_REQUIRE_GPU();
+  Bf16Gemms bf16;  // bf16 GEMMs on both devices, as runtime.precision = "bf16" sets them
+  bf16.enter();
+  const Tensor x = tokens();
+  auto cpu_model = nn::build_model(small_gpt(), Shape{T}, V);
+  cpu_model->initialize(3);
+  cpu_model->set_activation_dtype(DType::bf16);
+  const StepResult want = step(*cpu_model, x);
+  const Tensor x_gpu = to_device(x, gpu());
+  for (const char* linear : {"cublaslt", "cublas"}) {
+    for (const char* attention : {"cudnn", "materialized"}) {
+      set_gpu_linear_backend(linear);
+      set_gpu_attention_backend(attention);
+      auto model = nn::build_model(small_gpt(), Shape{T}, V);
+      model->initialize(3);
+      model->to(gpu());
+      model->set_activation_dtype(DType::bf16);
+      const StepResult got = step(*model, x_gpu);
+      const std::string sfx = std::string("_") + linear + "_" + attention;
+      report("mixed_logits" + sfx, "bf16", rel_error(got.logits, want.logits), gpu_test::kLimitBf16);
+      report("mixed_grads" + sfx, "bf16", rel_error(got.grads, want.grads), 2 * gpu_test::kLimitBf16);
+      const StepResult again = step(*model, x_gpu);
+      const bool repeat = same_bits(again.logits, got.logits) && same_bits(again.grads, got.grads);
+      report("mixed_repeat" + sfx, "bf16", repeat ? 0.0 : 1.0, 0.5);
+    }
+  }
+  set_gpu_linear_backend("cublaslt");
+  set_gpu_attention_backend("cudnn");
+  bf16.leave();
+}
+
+}  // namespace
+}  // namespace shardtrain
