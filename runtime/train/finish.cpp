@@ -98,6 +98,10 @@ int finish(Job& job, const LoopState& state, RunTelemetry& telemetry, const Memo
                               job.s.train_stream->stats());
     result["storage"] = to_json(*storage);
   }
+  if (const auto& graphs = job.buffers.graphs)
+    result["cuda_graphs"] = {{"made", graphs->captures()},
+                             {"replayed_micro_batches", graphs->launches()},
+                             {"off_reason", graphs->off_reason()}};
   if (job.s.emulated)
     result["emulated_device"] = {{"sample_s", job.s.emulated->sample_seconds()}, {"source", job.s.emulated->source()}};
   const std::string summary = telemetry.finish(result);
@@ -113,6 +117,14 @@ int finish(Job& job, const LoopState& state, RunTelemetry& telemetry, const Memo
   run.write_file("result.json", result.dump(2) + "\n");
   run.log(summary_lines(summary));
   if (job.s.train_stream) run.log(loader_line(job.s.train_stream->stats()));
+  if (const auto& graphs = job.buffers.graphs) {
+    std::string why_not;
+    if (!job.strategy->hooks_capturable())
+      why_not = fmt::format("parallel.strategy = \"{}\" communicates during the backward", config.parallel.strategy);
+    if (config.telemetry.op_timing) why_not = "telemetry.op_timing times each kernel";
+    run.log(why_not.empty() ? graphs_line(graphs->captures(), graphs->launches(), graphs->off_reason())
+                            : fmt::format("[summary] CUDA graphs: not used ({})", why_not));
+  }
   if (storage) run.log(storage_line(*storage));
   if (job.mpi.rank() == 0 && job.staging.stager()) run.log(job.staging.summary());
   if (job.comm) {

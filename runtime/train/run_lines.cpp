@@ -140,6 +140,12 @@ std::string loader_line(const io::LoaderStats& ls) {
                             double(ls.staged_bytes) / 1e6));
 }
 
+std::string graphs_line(int64_t captures, int64_t launches, const std::string& off_reason) {
+  std::string line = fmt::format("[summary] CUDA graphs: {} made, {} micro-batches replayed", captures, launches);
+  if (!off_reason.empty()) line += fmt::format("; off since: {}", off_reason);
+  return line;
+}
+
 std::string summary_lines(const std::string& text) {
   std::string tagged;
   for (size_t at = 0; at < text.size();) {

@@ -47,6 +47,9 @@ struct MemoryFigures {
 // One line, two on a GPU (what the driver holds besides the tensors).
 std::string memory_lines(const MemoryFigures& m, bool gpu);
 std::string loader_line(const io::LoaderStats& ls);
+// runtime.cuda_graphs' outcome: graphs made and micro-batches replayed,
+// and why graphs went off if they did; or why they did not apply.
+std::string graphs_line(int64_t captures, int64_t launches, const std::string& off_reason);
 
 // Every line of a multi-line text tagged "[summary] ".
 std::string summary_lines(const std::string& text);

@@ -33,6 +33,7 @@ std::unique_ptr<GraphBackend> gpu_graph_backend(Device device) { return std::mak
 
 void StepGraphs::disable(const std::string& why) {
   enabled_ = false;
+  off_reason_ = why;
   graphs_.clear();
   std::fprintf(stderr, "shardtrain: warning: CUDA graphs off for this run (runtime.cuda_graphs): %s\n", why.c_str());
 }

@@ -57,8 +57,11 @@ class StepGraphs {
   bool run(const MicroBatchKey& key, const std::function<void()>& body);
 
   bool enabled() const { return enabled_; }
+  // For the run's summary: graphs made, micro-batches replayed, and why
+  // graphs were turned off ("" while on).
   int64_t captures() const { return captures_; }
   int64_t launches() const { return launches_; }
+  const std::string& off_reason() const { return off_reason_; }
 
  private:
   void disable(const std::string& why);
@@ -69,6 +72,7 @@ class StepGraphs {
   std::map<MicroBatchKey, std::shared_ptr<void>> graphs_;
   std::pair<int64_t, int64_t> memory_{-1, -1};  // the state the graphs and warm-ups belong to
   int64_t captures_ = 0, launches_ = 0, resets_ = 0;
+  std::string off_reason_;
 };
 
 }  // namespace shardtrain::train

@@ -27,4 +27,11 @@ TEST(RunLines, ReadyLineShowsTheBatchSplitAsTheSamplerMakesIt) {
   EXPECT_THAT(ready(7, 1), HasSubstr("global batch 7 (7 per rank,"));
 }
 
+TEST(RunLines, GraphsLineSaysWhatReplayedAndWhyGraphsWentOff) {
+  EXPECT_EQ(graphs_line(2, 38, ""), "[summary] CUDA graphs: 2 made, 38 micro-batches replayed");
+  EXPECT_EQ(graphs_line(0, 0, "capturing a micro-batch failed: operation not permitted"),
+            "[summary] CUDA graphs: 0 made, 0 micro-batches replayed; off since: capturing a micro-batch failed: "
+            "operation not permitted");
+}
+
 }  // namespace
