@@ -383,34 +383,56 @@ void maxpool2d_backward(const Tensor& din, const Tensor& dout, const Tensor& arg
   cpu::maxpool2d_backward(din.f32(), dout.f32(), argmax.i32(), s);
 }
 
+namespace {
+
+// The logits' type for the loss kernels: f32, or bf16 (mixed precision's
+// head), with dlogits (often the logits themselves) of the same type.
+bool logits_bf16(const char* op, const Tensor& logits, const Tensor& dlogits) {
+  const bool bf16 = is_bf16(op, logits, "the logits");
+  ST_CHECK(!dlogits.defined() || dlogits.dtype() == logits.dtype(), "{}: logits of {} and their gradient of {}", op,
+           dtype_name(logits.dtype()), dtype_name(dlogits.dtype()));
+  return bf16;
+}
+
+}  // namespace
+
 double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const int32_t* labels, float scale) {
-  const bool gpu = ST_ON_GPU("softmax_xent", {&dlogits, &logits});
+  const char* op = "softmax_xent";
+  const bool gpu = ST_ON_GPU(op, {&dlogits, &logits});
   const OpScope timed(OpClass::loss, gpu);
-  require_numel("softmax_xent", dlogits, logits.numel(), "logit gradient");
+  require_numel(op, dlogits, logits.numel(), "logit gradient");
+  const int64_t N = logits.shape().rows(), C = logits.shape().cols();
+  [[maybe_unused]] const bool bf16 = logits_bf16(op, logits, dlogits);
   if (gpu) {
-    ST_GPU_ONLY(return cuda::softmax_xent_fused(dlogits.f32(), logits.f32(), labels, logits.shape().rows(),
-                                                logits.shape().cols(), scale));
+    ST_GPU_ONLY(return cuda::softmax_xent_fused(dlogits.raw(), logits.raw(), labels, N, C, scale, bf16));
   }
-  return cpu::softmax_xent_fused(dlogits.f32(), logits.f32(), labels, logits.shape().rows(), logits.shape().cols(),
-                                 scale);
+  const F32Stand x(op, logits, true, 0), d(op, dlogits, false, 1);
+  const double loss = cpu::softmax_xent_fused(d.get(), x.get(), labels, N, C, scale);
+  d.store();
+  return loss;
 }
 
 void softmax_xent_fused_rows(const Tensor& dlogits, const Tensor& logits, const Tensor& labels, float scale,
                              const Tensor& row_loss) {
-  const bool gpu = ST_ON_GPU("softmax_xent_rows", {&dlogits, &logits, &labels, &row_loss});
+  const char* op = "softmax_xent_rows";
+  const bool gpu = ST_ON_GPU(op, {&dlogits, &logits, &labels, &row_loss});
   const OpScope timed(OpClass::loss, gpu);
   const int64_t N = logits.shape().rows(), C = logits.shape().cols();
-  require_numel("softmax_xent_rows", dlogits, logits.numel(), "logit gradient");
-  require_numel("softmax_xent_rows", labels, N, "labels");
-  require_numel("softmax_xent_rows", row_loss, N, "row losses");
+  require_numel(op, dlogits, logits.numel(), "logit gradient");
+  require_numel(op, labels, N, "labels");
+  require_numel(op, row_loss, N, "row losses");
   ST_CHECK(labels.dtype() == DType::i32 && row_loss.dtype() == DType::f32,
            "softmax_xent_rows: labels must be i32 and row losses f32 (got {} and {})", dtype_name(labels.dtype()),
            dtype_name(row_loss.dtype()));
+  [[maybe_unused]] const bool bf16 = logits_bf16(op, logits, dlogits);
   if (gpu) {
-    ST_GPU_ONLY(cuda::softmax_xent_fused_rows(dlogits.f32(), logits.f32(), labels.i32(), N, C, scale, row_loss.f32()));
+    ST_GPU_ONLY(
+        cuda::softmax_xent_fused_rows(dlogits.raw(), logits.raw(), labels.i32(), N, C, scale, row_loss.f32(), bf16));
     return;
   }
-  cpu::softmax_xent_fused_rows(dlogits.f32(), logits.f32(), labels.i32(), N, C, scale, row_loss.f32());
+  const F32Stand x(op, logits, true, 0), d(op, dlogits, false, 1);
+  cpu::softmax_xent_fused_rows(d.get(), x.get(), labels.i32(), N, C, scale, row_loss.f32());
+  d.store();
 }
 
 void check_labels(const int32_t* labels, int64_t n, int64_t classes) { cpu::check_labels(labels, n, classes); }
@@ -419,19 +441,25 @@ void check_token_ids(const int32_t* ids, int64_t n, int64_t vocab) { cpu::check_
 double softmax_xent_forward(const Tensor& logits, const int32_t* labels) {
   const bool gpu = ST_ON_GPU("softmax_xent", {&logits});
   const OpScope timed(OpClass::loss, gpu);
+  const int64_t N = logits.shape().rows(), C = logits.shape().cols();
+  [[maybe_unused]] const bool bf16 = logits_bf16("softmax_xent", logits, Tensor());
   if (gpu) {
-    ST_GPU_ONLY(return cuda::softmax_xent_forward(logits.f32(), labels, logits.shape().rows(), logits.shape().cols()));
+    ST_GPU_ONLY(return cuda::softmax_xent_forward(logits.raw(), labels, N, C, bf16));
   }
-  return cpu::softmax_xent_forward(logits.f32(), labels, logits.shape().rows(), logits.shape().cols(), nullptr);
+  const F32Stand x("softmax_xent", logits, true, 0);
+  return cpu::softmax_xent_forward(x.get(), labels, N, C, nullptr);
 }
 
 int64_t count_correct(const Tensor& logits, const int32_t* labels) {
   const bool gpu = ST_ON_GPU("count_correct", {&logits});
   const OpScope timed(OpClass::loss, gpu);
+  const int64_t N = logits.shape().rows(), C = logits.shape().cols();
+  [[maybe_unused]] const bool bf16 = logits_bf16("count_correct", logits, Tensor());
   if (gpu) {
-    ST_GPU_ONLY(return cuda::count_correct(logits.f32(), labels, logits.shape().rows(), logits.shape().cols()));
+    ST_GPU_ONLY(return cuda::count_correct(logits.raw(), labels, N, C, bf16));
   }
-  return cpu::count_correct(logits.f32(), labels, logits.shape().rows(), logits.shape().cols());
+  const F32Stand x("count_correct", logits, true, 0);
+  return cpu::count_correct(x.get(), labels, N, C);
 }
 
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const kernels::SgdParams& hp,

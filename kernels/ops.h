@@ -68,7 +68,9 @@ void conv2d_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbi
 void maxpool2d_forward(const Tensor& out, const Tensor& argmax, const Tensor& in, const kernels::Pool2dShape& s);
 void maxpool2d_backward(const Tensor& din, const Tensor& dout, const Tensor& argmax, const kernels::Pool2dShape& s);
 
-// logits [N, C]; labels on the host, N of them. Returns the summed loss;
+// logits [N, C], f32 or bf16 (mixed precision's head; dlogits then bf16
+// too, each value its f32 one rounded once); labels on the host, N of them.
+// Returns the summed loss;
 // dlogits = scale * (softmax - onehot).
 double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const int32_t* labels, float scale);
 // The same loss with everything on the logits' device and nothing returned:

@@ -10,7 +10,8 @@
 #      CUDA_LAUNCH_BLOCKING=1, bit for bit (a difference is a race); none
 #      with and without CUDA graphs bit for bit, at f32 and at bf16, and
 #      bf16 with cuDNN's and the materialized attention within the bf16
-#      tolerance.
+#      tolerance; mixed precision with and without graphs bit for bit, and
+#      within the bf16 tolerance of bf16 GEMMs on f32 activations.
 #   z. compute-sanitizer (memcheck, racecheck, synccheck) on the kernel
 #      tests and on one training step.
 # The model: examples/gpt_kjv.toml (2 Blocks, 128 wide) on synthetic tokens
@@ -117,6 +118,14 @@ gpu_strategy_checks() {
     $(strategy_flags "$cfg" none) --set runtime.cuda_graphs=false)"
   close "bf16 materialized attention ~ cudnn" "$b1" "$(strategy_run bf16-materialized "$data" "${bf16[@]}" \
     $(strategy_flags "$cfg" none) --set runtime.gpu_attention=materialized)"
+  # Mixed precision (bf16 activations and logits, the staging slots where
+  # a kernel has no bf16 form): the same with and without graphs, and
+  # close to bf16 GEMMs on f32 activations.
+  local mixed=(--set runtime.precision=bf16) m1
+  m1=$(strategy_run mixed-1 "$data" "${mixed[@]}" $(strategy_flags "$cfg" none))
+  same_bits "mixed graphs off = graphs on" "$m1" "$(strategy_run mixed-nographs "$data" "${mixed[@]}" \
+    $(strategy_flags "$cfg" none) --set runtime.cuda_graphs=false)"
+  close "mixed ~ bf16" "$b1" "$m1"
 }
 
 # z. compute-sanitizer: a row per tool on the kernel tests (the 2^31 test

@@ -1,5 +1,6 @@
 #include "kernels/cuda/cross_entropy.h"
 
+#include "kernels/cuda/bf16_bits.cuh"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/exp_nonpos.cuh"
@@ -18,25 +19,28 @@ constexpr int kThreads = 256;  // per block; one block per row
 // Rows per grid: blocks loop over rows r, r + gridDim.x, ... beyond this.
 constexpr int64_t kMaxRowBlocks = 65535;
 
-// The row's maximum; max is exact, so the order does not matter.
-__device__ float row_max(const float* x, int64_t C, float* sh) {
-  float m = x[0];
-  for (int64_t i = threadIdx.x; i < C; i += kThreads) m = fmaxf(m, x[i]);
+// The row's maximum; max is exact, so the order does not matter. X: float,
+// or uint16_t for bf16 logits (mixed precision), read as their f32 values.
+template <typename X>
+__device__ float row_max(const X* x, int64_t C, float* sh) {
+  float m = load_f32(x, 0);
+  for (int64_t i = threadIdx.x; i < C; i += kThreads) m = fmaxf(m, load_f32(x, i));
   return block_max<kThreads>(m, sh);
 }
 
 // -log softmax(x)[y] = log(sum) + (max - x_y), in double, as the CPU's row_loss.
 __device__ double row_loss(float max, float sum, float x_y) { return log(double(sum)) + (double(max) - double(x_y)); }
 
-__global__ void xent_forward_kernel(double* loss, const float* logits, const int32_t* labels, int64_t N, int64_t C) {
+template <typename X>
+__global__ void xent_forward_kernel(double* loss, const X* logits, const int32_t* labels, int64_t N, int64_t C) {
   __shared__ float sh[kThreads];
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
-    const float* x = logits + row * C;
+    const X* x = logits + row * C;
     const float m = row_max(x, C, sh);
     float s = 0.0f;
-    for (int64_t i = threadIdx.x; i < C; i += kThreads) s += exp_nonpos(x[i] - m);
+    for (int64_t i = threadIdx.x; i < C; i += kThreads) s += exp_nonpos(load_f32(x, i) - m);
     s = block_sum<kThreads>(s, sh);
-    if (threadIdx.x == 0) loss[row] = row_loss(m, s, x[labels[row]]);
+    if (threadIdx.x == 0) loss[row] = row_loss(m, s, load_f32(x, labels[row]));
   }
 }
 
@@ -80,18 +84,52 @@ __global__ void xent_fused_kernel(Loss* loss, float* dlogits, const float* logit
   }
 }
 
+// xent_fused_kernel on bf16 logits, the gradient written over them in bf16:
+// each gradient value is its f32 value rounded once, so the exponentials
+// are summed in one pass and computed again in the pass that writes (a
+// bf16 store of e, scaled later, would round twice). In place works as
+// above: each thread writes only elements it has read, and x_y is read
+// before the first barrier.
+template <class Loss>
+__global__ void xent_fused_bf16_kernel(Loss* loss, uint16_t* dlogits, const uint16_t* logits, const int32_t* labels,
+                                       int64_t N, int64_t C, float scale) {
+  __shared__ float sh[kThreads];
+  for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
+    const uint16_t* x = logits + row * C;
+    uint16_t* d = dlogits + row * C;
+    const int32_t y = labels[row];
+    if (y < 0 || y >= C) {
+      if (threadIdx.x == 0) loss[row] = Loss(NAN);
+      continue;
+    }
+    const float x_y = load_f32(x, y);
+    const float m = row_max(x, C, sh);
+    float s = 0.0f;
+    for (int64_t i = threadIdx.x; i < C; i += kThreads) s += exp_nonpos(load_f32(x, i) - m);
+    s = block_sum<kThreads>(s, sh);
+    const float k = scale / s;
+    for (int64_t i = threadIdx.x; i < C; i += kThreads) {
+      float v = exp_nonpos(load_f32(x, i) - m) * k;
+      if (i == y) v -= scale;
+      store_f32(d, i, v);
+    }
+    if (threadIdx.x == 0) loss[row] = Loss(row_loss(m, s, x_y));
+    __syncthreads();  // the next row's reads come after this row's writes
+  }
+}
+
 // First arg-max of each row (strict '>' within a thread's ascending indices,
 // the smaller index on equal values across threads), compared with the label.
-__global__ void count_correct_kernel(int32_t* correct, const float* logits, const int32_t* labels, int64_t N,
-                                     int64_t C) {
+template <typename X>
+__global__ void count_correct_kernel(int32_t* correct, const X* logits, const int32_t* labels, int64_t N, int64_t C) {
   __shared__ float sh_v[kThreads];
   __shared__ int64_t sh_i[kThreads];
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
-    const float* x = logits + row * C;
+    const X* x = logits + row * C;
     float best_v = -INFINITY;
     int64_t best_i = C;  // no element yet: loses to any real one
     for (int64_t i = threadIdx.x; i < C; i += kThreads) {
-      const float v = x[i];
+      const float v = load_f32(x, i);
       if (best_i == C || v > best_v) {
         best_v = v;
         best_i = i;
@@ -154,37 +192,60 @@ double sum_in_order(const std::vector<double>& row_losses) {
 
 }  // namespace
 
-double softmax_xent_forward(const float* logits, const int32_t* host_labels, int64_t N, int64_t C) {
+double softmax_xent_forward(const void* logits, const int32_t* host_labels, int64_t N, int64_t C, bool bf16) {
   if (N <= 0) return 0.0;
   const int32_t* labels = upload_labels(host_labels, N, C);
   auto* row_losses = static_cast<double*>(scratch(ScratchSlot::reduce, size_t(N) * sizeof(double)));
-  xent_forward_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(row_losses, logits, labels, N, C);
+  if (bf16) {
+    xent_forward_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(
+        row_losses, static_cast<const uint16_t*>(logits), labels, N, C);
+  } else {
+    xent_forward_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(row_losses, static_cast<const float*>(logits),
+                                                                          labels, N, C);
+  }
   ST_CUDA_CHECK_LAUNCH("xent_forward_kernel");
   return sum_in_order(download(row_losses, N));
 }
 
-double softmax_xent_fused(float* dlogits, const float* logits, const int32_t* host_labels, int64_t N, int64_t C,
-                          float scale) {
+template <class Loss>
+void launch_fused(Loss* loss, void* dlogits, const void* logits, const int32_t* labels, int64_t N, int64_t C,
+                  float scale, bool bf16) {
+  if (bf16) {
+    xent_fused_bf16_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(
+        loss, static_cast<uint16_t*>(dlogits), static_cast<const uint16_t*>(logits), labels, N, C, scale);
+  } else {
+    xent_fused_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(
+        loss, static_cast<float*>(dlogits), static_cast<const float*>(logits), labels, N, C, scale);
+  }
+  ST_CUDA_CHECK_LAUNCH("xent_fused_kernel");
+}
+
+double softmax_xent_fused(void* dlogits, const void* logits, const int32_t* host_labels, int64_t N, int64_t C,
+                          float scale, bool bf16) {
   if (N <= 0) return 0.0;
   const int32_t* labels = upload_labels(host_labels, N, C);
   auto* row_losses = static_cast<double*>(scratch(ScratchSlot::reduce, size_t(N) * sizeof(double)));
-  xent_fused_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(row_losses, dlogits, logits, labels, N, C, scale);
-  ST_CUDA_CHECK_LAUNCH("xent_fused_kernel");
+  launch_fused(row_losses, dlogits, logits, labels, N, C, scale, bf16);
   return sum_in_order(download(row_losses, N));
 }
 
-void softmax_xent_fused_rows(float* dlogits, const float* logits, const int32_t* labels, int64_t N, int64_t C,
-                             float scale, float* row_loss) {
+void softmax_xent_fused_rows(void* dlogits, const void* logits, const int32_t* labels, int64_t N, int64_t C,
+                             float scale, float* row_loss, bool bf16) {
   if (N <= 0) return;
-  xent_fused_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(row_loss, dlogits, logits, labels, N, C, scale);
-  ST_CUDA_CHECK_LAUNCH("xent_fused_kernel");
+  launch_fused(row_loss, dlogits, logits, labels, N, C, scale, bf16);
 }
 
-int64_t count_correct(const float* logits, const int32_t* host_labels, int64_t N, int64_t C) {
+int64_t count_correct(const void* logits, const int32_t* host_labels, int64_t N, int64_t C, bool bf16) {
   if (N <= 0) return 0;
   const int32_t* labels = upload_labels(host_labels, N, C);
   auto* correct = static_cast<int32_t*>(scratch(ScratchSlot::reduce, size_t(N) * sizeof(int32_t)));
-  count_correct_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(correct, logits, labels, N, C);
+  if (bf16) {
+    count_correct_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(
+        correct, static_cast<const uint16_t*>(logits), labels, N, C);
+  } else {
+    count_correct_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(correct, static_cast<const float*>(logits),
+                                                                           labels, N, C);
+  }
   ST_CUDA_CHECK_LAUNCH("count_correct_kernel");
   int64_t total = 0;
   for (int32_t c : download(correct, N)) total += c;

@@ -48,13 +48,21 @@ int64_t SequentialBlock::activation_bytes(int64_t batch) const {
     widest = std::max(widest, shapes_[i].numel());
     workspace += layers_[i]->workspace_bytes(shapes_[i], batch);
   }
-  return 4 * (floats + 2 * batch * widest) + workspace;
+  return int64_t(dtype_size(act_)) * floats + int64_t(sizeof(float)) * 2 * batch * widest + workspace;
+}
+
+void SequentialBlock::set_activation_dtype(DType dtype) {
+  // A LayerNorm reads the f32 residual stream: it may only come first.
+  bool all = true;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    all = all && layers_[i]->takes_bf16() && (i == 0 || layers_[i]->kind() != "layernorm");
+  act_ = all ? dtype : DType::f32;
 }
 
 // Activation and gradient buffers grow to the largest batch seen (training or
 // evaluation) and are then reused: no allocation in the steady state.
 void SequentialBlock::ensure_capacity(int64_t batch, Device device) {
-  if (batch <= capacity_ && device == device_) return;
+  if (batch <= capacity_ && device == device_ && (outputs_.empty() || outputs_[0].dtype() == act_)) return;
   // The old buffers go first: assigned over, each would live until its
   // replacement exists, and the peak would hold both.
   release_activations();
@@ -62,7 +70,7 @@ void SequentialBlock::ensure_capacity(int64_t batch, Device device) {
   device_ = device;
   int64_t widest = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    outputs_.push_back(Tensor::empty(batched(batch, shapes_[i + 1]), DType::f32, device));
+    outputs_.push_back(Tensor::empty(batched(batch, shapes_[i + 1]), act_, device));
     widest = std::max(widest, shapes_[i].numel());
   }
   grad_a_ = Tensor::empty({batch * widest}, DType::f32, device);

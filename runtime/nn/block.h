@@ -69,6 +69,10 @@ class SequentialBlock final : public Block {
   void release_activations() override;
   std::string describe() const override;
   int64_t activation_bytes(int64_t batch) const override;
+  // bf16 outputs only where every layer takes_bf16() (a GPT's head: its
+  // LayerNorm and the classifier, whose logits are then bf16); the
+  // gradients between the layers stay f32.
+  void set_activation_dtype(DType dtype) override;
 
  private:
   void ensure_capacity(int64_t batch, Device device);
@@ -79,7 +83,8 @@ class SequentialBlock final : public Block {
   std::vector<Tensor> outputs_;       // each layer's output, capacity_ samples
   Tensor grad_a_, grad_b_;            // ping-pong gradient buffers between layers
   int64_t capacity_ = 0, batch_ = 0;
-  Device device_;  // where the buffers live: the device of the input
+  Device device_;           // where the buffers live: the device of the input
+  DType act_ = DType::f32;  // of outputs_
 };
 
 }  // namespace shardtrain::nn

@@ -32,6 +32,10 @@ class Layer {
   virtual void forward(const Tensor& in, const Tensor& out) = 0;
   // din undefined: the input gradient is not needed (first layer of a model).
   virtual void backward(const Tensor& dout, const Tensor& din, bool accumulate) = 0;
+  // True where forward and backward take bf16 activations (kernels/ops.h)
+  // as well as f32: a SequentialBlock of such layers only keeps its
+  // outputs in bf16 under mixed precision.
+  virtual bool takes_bf16() const { return false; }
   // Drops what forward kept for backward and buffers grown with the batch
   // (Model::forward calls it before a larger batch than any before, so that
   // the old buffers are gone before the new ones are allocated).

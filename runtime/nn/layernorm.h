@@ -10,6 +10,7 @@ class LayerNorm final : public Layer {
  public:
   explicit LayerNorm(int64_t channels, float eps = 1e-5f);
 
+  bool takes_bf16() const override { return true; }  // bf16 output; the input stays f32
   std::string kind() const override { return "layernorm"; }
   std::vector<ParamSpec> param_specs() const override;
   void bind(std::span<const Tensor> params, std::span<const Tensor> grads) override;

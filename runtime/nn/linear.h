@@ -11,6 +11,7 @@ class Linear final : public Layer {
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
 
   std::string kind() const override { return "linear"; }
+  bool takes_bf16() const override { return true; }
   std::vector<ParamSpec> param_specs() const override;
   void bind(std::span<const Tensor> params, std::span<const Tensor> grads) override;
   Shape output_shape(const Shape& in) const override;

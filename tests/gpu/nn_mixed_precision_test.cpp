@@ -5,6 +5,7 @@
 // fallbacks) and each attention kernel (cuDNN's with bf16 in and out, the
 // materialized one on staged copies): logits and every parameter gradient
 // within bf16's tolerance, and the same step twice gives the same bits.
+// The logits are bf16 too, with the loss's gradient written over them.
 // Skips without a CUDA device. Lines for scripts/gpu-check.sh:
 //   GPUCHECK kernel=mixed_<what>_<linear>_<attention> dtype=bf16 relerr=<e> limit=<l> ok=<0|1>
 #include "kernels/devices.h"
@@ -47,15 +48,26 @@ struct StepResult {
   Tensor logits, grads;
 };
 
+// A host f32 copy (bf16 values widened, exactly).
+Tensor host_f32(const Tensor& t) {
+  const Tensor h = to_host(t);
+  if (h.dtype() == DType::f32) return h;
+  Tensor f = Tensor::empty(h.shape());
+  ops::convert(f, h);
+  return f;
+}
+
+// The logits are bf16 (the head's LayerNorm and classifier keep bf16
+// outputs), and the loss writes their gradient over them.
 StepResult step(nn::Model& model, const Tensor& x) {
   const Tensor logits = model.forward(x);
-  Tensor dlogits = Tensor::empty(logits.shape(), DType::f32, logits.device());
+  EXPECT_EQ(logits.dtype(), DType::bf16);
+  const Tensor logits_before = host_f32(logits);
   std::vector<int32_t> labels(size_t(B * T));
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t((i * 13 + 5) % V);
-  ops::softmax_xent_fused(dlogits, logits, labels.data(), 1.0f / float(B * T));
-  const StepResult r{to_host(logits), Tensor()};
-  model.backward(dlogits);
-  return {r.logits, to_host(model.flat().grads())};
+  ops::softmax_xent_fused(logits, logits, labels.data(), 1.0f / float(B * T));
+  model.backward(logits);
+  return {logits_before, host_f32(model.flat().grads())};
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {

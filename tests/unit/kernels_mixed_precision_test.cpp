@@ -138,6 +138,28 @@ TEST(MixedPrecisionOps, AttentionReadsBf16QkvAndWritesBf16) {
   expect_rounded_equal(d16, dref, "qkv gradient");
 }
 
+TEST(MixedPrecisionOps, LossOnBf16LogitsWritesTheRoundedGradientOverThem) {
+  constexpr int64_t C = 50;
+  const Tensor logits = widened(random_f32(N * C, 14, 4.0f)).reshape({N, C});
+  Tensor labels = Tensor::empty({N}, DType::i32);
+  std::vector<int32_t> host(N);
+  for (int64_t i = 0; i < N; ++i) labels.i32()[i] = host[size_t(i)] = int32_t((i * 7) % C);
+  Tensor ref = widened(logits).reshape({N, C}), loss_ref = Tensor::empty({N}), loss = Tensor::empty({N});
+  ops::softmax_xent_fused_rows(ref, ref, labels, 0.25f, loss_ref);
+  Tensor in_place = to_bf16(logits).reshape({N, C});
+  EXPECT_EQ(ops::count_correct(in_place, host.data()), ops::count_correct(logits, host.data()));
+  EXPECT_EQ(ops::softmax_xent_forward(in_place, host.data()), ops::softmax_xent_forward(logits, host.data()));
+  ops::softmax_xent_fused_rows(in_place, in_place, labels, 0.25f, loss);
+  expect_rounded_equal(in_place, ref, "logit gradient, in place");
+  expect_equal(loss, loss_ref, "row losses (f32)");
+  Tensor again = to_bf16(logits).reshape({N, C});
+  EXPECT_EQ(ops::softmax_xent_fused(again, again, host.data(), 0.25f),
+            ops::softmax_xent_fused(widened(logits).reshape({N, C}), logits, host.data(), 0.25f));
+  expect_rounded_equal(again, ref, "logit gradient, host labels");
+  EXPECT_THAT(error_of([&] { ops::softmax_xent_fused_rows(ref, in_place, labels, 1.0f, loss); }),
+              HasSubstr("softmax_xent_rows: logits of bf16 and their gradient of f32"));
+}
+
 TEST(MixedPrecisionOps, WrongTypesAreErrorsNamingTheOp) {
   const Tensor w = random_f32(OC * IC, 2).reshape({OC, IC});
   Tensor ids = Tensor::zeros({N * IC}, DType::i32), out = Tensor::empty({N * OC});
