@@ -35,8 +35,8 @@ Job::Job(const Config& cfg, RunContext& context, const comm::MpiEnv& m, std::uni
                         std::string(name_of(config.runtime.gpu_gemm_used()))));
   if (config.runtime.precision == Precision::bf16)
     run.log(
-        "[init] precision: mixed (runtime.precision = bf16): bf16 GEMMs and transformer activations; f32 "
-        "parameters, gradients, optimizer state and reductions");
+        "[init] precision: mixed (runtime.precision = bf16): bf16 GEMMs, transformer activations and logits; "
+        "f32 parameters, gradients, optimizer state and reductions");
   if (s.emulated)
     run.log(
         fmt::format("[init] device: emulated accelerator (nothing trained or evaluated), {}", s.emulated->source()));
