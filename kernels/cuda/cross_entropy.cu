@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace shardtrain::cuda {
@@ -52,66 +53,43 @@ __global__ void xent_forward_kernel(double* loss, const X* logits, const int32_t
 // device-label form, read back once per step). The device-label form may
 // meet an unchecked label: that row's loss is NaN and nothing is read out
 // of bounds (the branch is uniform across the block).
-template <class Loss>
-__global__ void xent_fused_kernel(Loss* loss, float* dlogits, const float* logits, const int32_t* labels, int64_t N,
-                                  int64_t C, float scale) {
+// X = uint16_t: bf16 logits, the gradient written over them in bf16. Each
+// gradient value is then its f32 value rounded once: the exponentials are
+// summed in one pass and computed again in the pass that writes (a bf16
+// store of e, scaled later, would round twice), d[y]'s label term included.
+template <class Loss, typename X>
+__global__ void xent_fused_kernel(Loss* loss, X* dlogits, const X* logits, const int32_t* labels, int64_t N, int64_t C,
+                                  float scale) {
+  constexpr bool kF32 = std::is_same_v<X, float>;
   __shared__ float sh[kThreads];
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
-    const float* x = logits + row * C;
-    float* d = dlogits + row * C;
+    const X* x = logits + row * C;
+    X* d = dlogits + row * C;
     const int32_t y = labels[row];
     if (y < 0 || y >= C) {
       if (threadIdx.x == 0) loss[row] = Loss(NAN);
       continue;
     }
-    const float x_y = x[y];  // read by every thread before any write below
+    const float x_y = load_f32(x, y);  // read by every thread before any write below
     const float m = row_max(x, C, sh);
     float s = 0.0f;
     for (int64_t i = threadIdx.x; i < C; i += kThreads) {
-      const float e = exp_nonpos(x[i] - m);
-      d[i] = e;
+      const float e = exp_nonpos(load_f32(x, i) - m);
+      if constexpr (kF32) d[i] = e;
       s += e;
     }
     s = block_sum<kThreads>(s, sh);
     const float k = scale / s;
-    for (int64_t i = threadIdx.x; i < C; i += kThreads) d[i] *= k;
-    __syncthreads();  // d[y] has been scaled (by whichever thread owns it)
-    if (threadIdx.x == 0) {
-      d[y] -= scale;
-      loss[row] = Loss(row_loss(m, s, x_y));
-    }
-    __syncthreads();  // the next row's reads come after this row's d[y]
-  }
-}
-
-// xent_fused_kernel on bf16 logits, the gradient written over them in bf16:
-// each gradient value is its f32 value rounded once, so the exponentials
-// are summed in one pass and computed again in the pass that writes (a
-// bf16 store of e, scaled later, would round twice). In place works as
-// above: each thread writes only elements it has read, and x_y is read
-// before the first barrier.
-template <class Loss>
-__global__ void xent_fused_bf16_kernel(Loss* loss, uint16_t* dlogits, const uint16_t* logits, const int32_t* labels,
-                                       int64_t N, int64_t C, float scale) {
-  __shared__ float sh[kThreads];
-  for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
-    const uint16_t* x = logits + row * C;
-    uint16_t* d = dlogits + row * C;
-    const int32_t y = labels[row];
-    if (y < 0 || y >= C) {
-      if (threadIdx.x == 0) loss[row] = Loss(NAN);
-      continue;
-    }
-    const float x_y = load_f32(x, y);
-    const float m = row_max(x, C, sh);
-    float s = 0.0f;
-    for (int64_t i = threadIdx.x; i < C; i += kThreads) s += exp_nonpos(load_f32(x, i) - m);
-    s = block_sum<kThreads>(s, sh);
-    const float k = scale / s;
-    for (int64_t i = threadIdx.x; i < C; i += kThreads) {
-      float v = exp_nonpos(load_f32(x, i) - m) * k;
-      if (i == y) v -= scale;
-      store_f32(d, i, v);
+    if constexpr (kF32) {
+      for (int64_t i = threadIdx.x; i < C; i += kThreads) d[i] *= k;
+      __syncthreads();  // d[y] has been scaled (by whichever thread owns it)
+      if (threadIdx.x == 0) d[y] -= scale;
+    } else {
+      for (int64_t i = threadIdx.x; i < C; i += kThreads) {
+        float v = exp_nonpos(load_f32(x, i) - m) * k;
+        if (i == y) v -= scale;
+        store_f32(d, i, v);
+      }
     }
     if (threadIdx.x == 0) loss[row] = Loss(row_loss(m, s, x_y));
     __syncthreads();  // the next row's reads come after this row's writes
@@ -211,7 +189,7 @@ template <class Loss>
 void launch_fused(Loss* loss, void* dlogits, const void* logits, const int32_t* labels, int64_t N, int64_t C,
                   float scale, bool bf16) {
   if (bf16) {
-    xent_fused_bf16_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(
+    xent_fused_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(
         loss, static_cast<uint16_t*>(dlogits), static_cast<const uint16_t*>(logits), labels, N, C, scale);
   } else {
     xent_fused_kernel<<<row_blocks(N), kThreads, 0, compute_stream()>>>(

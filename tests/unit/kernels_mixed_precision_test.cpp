@@ -17,6 +17,7 @@
 namespace shardtrain {
 namespace {
 
+using testing::error_of;
 using ::testing::HasSubstr;
 
 Tensor f32_tensor(const std::vector<float>& v) {
@@ -54,16 +55,6 @@ void expect_rounded_equal(const Tensor& bf16_result, const Tensor& f32_result, c
 void expect_equal(const Tensor& a, const Tensor& b, const char* what) {
   ASSERT_EQ(a.nbytes(), b.nbytes()) << what;
   EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << what;
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 constexpr int64_t N = 6, IC = 16, OC = 24;

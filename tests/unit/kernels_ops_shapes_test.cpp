@@ -4,6 +4,7 @@
 // Errors naming the op.
 #include "kernels/ops.h"
 #include "runtime/core/error.h"
+#include "tests/unit/kernels_test_util.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,17 +12,8 @@
 namespace shardtrain {
 namespace {
 
+using testing::error_of;
 using ::testing::HasSubstr;
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(OpsShapes, AWindowLargerThanItsInputIsRefused) {
   // k5, stride 2, no padding on 4x4: (4 - 5) / 2 + 1 truncates to 1.

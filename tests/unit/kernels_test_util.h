@@ -3,6 +3,7 @@
 // central-difference gradient check.
 #pragma once
 
+#include "runtime/core/error.h"
 #include "runtime/core/rng.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,17 @@
 #include <vector>
 
 namespace shardtrain::testing {
+
+// The message of the Error f() throws ("" when it throws none).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 inline std::vector<float> uniform_vector(size_t n, uint64_t key, float lo = -1.0f, float hi = 1.0f) {
   Rng rng(key);
