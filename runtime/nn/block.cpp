@@ -51,6 +51,16 @@ int64_t SequentialBlock::activation_bytes(int64_t batch) const {
   return int64_t(dtype_size(act_)) * floats + int64_t(sizeof(float)) * 2 * batch * widest + workspace;
 }
 
+int64_t SequentialBlock::widened_bytes(int64_t batch, bool /*training*/) const {
+  if (act_ != DType::bf16) return 0;
+  // A layer widens its output and, after the first, its bf16 input; its
+  // backward the same sizes (the output's gradient, the input).
+  int64_t floats = 0;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    floats = std::max(floats, batch * ((i > 0 ? shapes_[i].numel() : 0) + shapes_[i + 1].numel()));
+  return int64_t(sizeof(float)) * floats;
+}
+
 void SequentialBlock::set_activation_dtype(DType dtype) {
   // A LayerNorm reads the f32 residual stream: it may only come first.
   bool all = true;

@@ -48,6 +48,10 @@ class Block {
   // backward, gradient buffers between its layers, its layers' workspaces.
   // Buffers grow to the largest batch seen (training or evaluation).
   virtual int64_t activation_bytes(int64_t batch) const = 0;
+  // On the CPU, with bf16 activations: the f32 copies the op that makes the
+  // most holds while it runs (kernels/ops.h widens around the f32 kernels),
+  // in a forward, or with `training` a forward and backward. 0 otherwise.
+  virtual int64_t widened_bytes(int64_t /*batch*/, bool /*training*/) const { return 0; }
 
  protected:
   explicit Block(std::string name) : name_(std::move(name)) {}
@@ -69,6 +73,7 @@ class SequentialBlock final : public Block {
   void release_activations() override;
   std::string describe() const override;
   int64_t activation_bytes(int64_t batch) const override;
+  int64_t widened_bytes(int64_t batch, bool training) const override;
   // bf16 outputs only where every layer takes_bf16() (a GPT's head: its
   // LayerNorm and the classifier, whose logits are then bf16); the
   // gradients between the layers stay f32.

@@ -44,6 +44,12 @@ int64_t Model::activation_bytes(int64_t batch, bool training) const {
   return bytes;
 }
 
+int64_t Model::widened_bytes(int64_t batch, bool training) const {
+  int64_t most = 0;
+  for (const auto& b : blocks_) most = std::max(most, b->widened_bytes(batch, training));
+  return most;
+}
+
 void Model::bind_block(int b, const Tensor& params, const Tensor& grads) {
   blocks_[size_t(b)]->bind(flat_.block_views(params, b), flat_.block_views(grads, b));
 }

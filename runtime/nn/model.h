@@ -35,6 +35,7 @@ class Model {
   const FlatParameters& flat() const { return flat_; }
   int num_blocks() const { return int(blocks_.size()); }
   Block& block(int i) { return *blocks_[size_t(i)]; }
+  const Block& block(int i) const { return *blocks_[size_t(i)]; }
   const Shape& input_sample() const { return shapes_.front(); }
   const Shape& output_sample() const { return shapes_.back(); }
 
@@ -54,6 +55,8 @@ class Model {
   // Bytes of every Block's activation_bytes(batch), plus with `training` the
   // two gradient buffers passed between Blocks in backward.
   int64_t activation_bytes(int64_t batch, bool training) const;
+  // The largest Block::widened_bytes: transient, one op at a time.
+  int64_t widened_bytes(int64_t batch, bool training) const;
 
   // One line per block with its layers and parameter count.
   std::string summary() const;

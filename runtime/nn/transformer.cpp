@@ -73,6 +73,14 @@ int64_t TransformerBlock::activation_bytes(int64_t batch) const {
          ln2_.workspace_bytes(Shape{T_, C_}, batch);
 }
 
+int64_t TransformerBlock::widened_bytes(int64_t batch, bool training) const {
+  if (act_ != DType::bf16) return 0;
+  // In C-wide floats per token, the most one op widens: fc's forward (its
+  // input, the GELU's input and output: 1 + 4 + 4) and fc_proj's backward
+  // through the GELU (its input, the GELU's input and its gradient: 4 + 4 + 4).
+  return int64_t(sizeof(float)) * batch * T_ * C_ * (training ? 12 : 9);
+}
+
 void TransformerBlock::ensure_capacity(int64_t batch, Device device) {
   if (batch <= capacity_ && device == device_ && ln1_out_.dtype() == act_) return;
   release_activations();  // the old buffers first: no overlap with the new ones

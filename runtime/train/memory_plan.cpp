@@ -59,6 +59,16 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
   const int64_t capacity = std::max(micro, eval);
   add("activations", model.activation_bytes(capacity, false) + model.activation_bytes(micro, true) -
                          model.activation_bytes(micro, false));
+  // Mixed precision on the CPU: each op widens its bf16 tensors to f32
+  // around the f32 kernel, one op at a time; the loss does so with the
+  // logits and their gradient (two copies training, one evaluating).
+  if (config.runtime.device == DeviceKind::cpu && config.runtime.precision == Precision::bf16) {
+    const int64_t logits = kF32 * model.output_sample().numel();  // per sample
+    const bool bf16_logits = model.block(model.num_blocks() - 1).widened_bytes(1, false) > 0;
+    add("f32 copies of bf16 values (CPU)",
+        std::max({model.widened_bytes(micro, true), model.widened_bytes(eval, false),
+                  bf16_logits ? 2 * micro * logits : 0, bf16_logits ? eval * logits : 0}));
+  }
   // The step's input (the whole local batch) and the evaluation's input
   // batch. The logits' gradient overwrites the logits (train::forward_backward).
   add("step input", local * data.sample.numel() * kF32);

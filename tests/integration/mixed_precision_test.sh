@@ -27,5 +27,12 @@ bf16=$(json_get bf16/result.json 'j["final"]["test_loss"]')
 "$PY" -c "import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) <= 0.005 * b else 1)" "$bf16" "$f32" \
   || fail "final test_loss: bf16 $bf16, f32 $f32"
 pass "$(cat curves.txt); final test_loss bf16 $bf16, f32 $f32"
+# The plan counts the f32 copies the CPU's ops make of bf16 values: the
+# measured peak stays within it (equal once an evaluation batch at full
+# size follows the one that grew the buffers; Genesis's test split has one).
+ratio=$(grep -o 'measured/predicted [0-9.]*' bf16.txt | grep -o '[0-9.]*$')
+"$PY" -c "import sys; sys.exit(0 if 0.85 <= float(sys.argv[1]) <= 1.0 else 1)" "$ratio" \
+  || fail "bf16 peak memory against the plan: $ratio ($(grep 'summary\] memory' bf16.txt))"
+pass "bf16 peak memory / plan: $ratio"
 
 expect_error 'runtime.precision' "$SHARDTRAIN" train "$cfg" "${common[@]}" --set runtime.precision=fp16
