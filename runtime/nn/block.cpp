@@ -61,6 +61,13 @@ int64_t SequentialBlock::widened_bytes(int64_t batch, bool /*training*/) const {
   return int64_t(sizeof(float)) * floats;
 }
 
+int64_t SequentialBlock::kept_bf16_bytes(int64_t batch) const {
+  int64_t bytes = 0;  // the block's input is f32, the later layers' inputs its outputs' type
+  for (size_t i = 0; i < layers_.size(); ++i)
+    bytes += layers_[i]->kept_bf16_bytes(shapes_[i], batch, i > 0 ? act_ : DType::f32);
+  return bytes;
+}
+
 void SequentialBlock::set_activation_dtype(DType dtype) {
   // A LayerNorm reads the f32 residual stream: it may only come first.
   bool all = true;

@@ -52,6 +52,9 @@ class Block {
   // most holds while it runs (kernels/ops.h widens around the f32 kernels),
   // in a forward, or with `training` a forward and backward. 0 otherwise.
   virtual int64_t widened_bytes(int64_t /*batch*/, bool /*training*/) const { return 0; }
+  // On a GPU whose GEMMs are bf16: its layers' Layer::kept_bf16_bytes for
+  // `batch` samples (the copies grow with the batch as the activations do).
+  virtual int64_t kept_bf16_bytes(int64_t /*batch*/) const = 0;
 
  protected:
   explicit Block(std::string name) : name_(std::move(name)) {}
@@ -74,6 +77,7 @@ class SequentialBlock final : public Block {
   std::string describe() const override;
   int64_t activation_bytes(int64_t batch) const override;
   int64_t widened_bytes(int64_t batch, bool training) const override;
+  int64_t kept_bf16_bytes(int64_t batch) const override;
   // bf16 outputs only where every layer takes_bf16() (a GPT's head: its
   // LayerNorm and the classifier, whose logits are then bf16); the
   // gradients between the layers stay f32.

@@ -39,6 +39,11 @@ Shape Linear::output_shape(const Shape& in) const {
   return Shape{out_features_};
 }
 
+int64_t Linear::kept_bf16_bytes(const Shape& in, int64_t batch, DType in_dtype) const {
+  const int64_t rows = batch * in.numel() / in_features_;
+  return int64_t(dtype_size(DType::bf16)) * ops::linear_kept_elements(rows, in_features_, out_features_, in_dtype);
+}
+
 Tensor Linear::prepare_forward(const Tensor& in) {
   in_ = in;
   kept_ = ops::linear_keeps_bf16(in.device());

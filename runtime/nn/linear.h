@@ -15,6 +15,7 @@ class Linear final : public Layer {
   std::vector<ParamSpec> param_specs() const override;
   void bind(std::span<const Tensor> params, std::span<const Tensor> grads) override;
   Shape output_shape(const Shape& in) const override;
+  int64_t kept_bf16_bytes(const Shape& in, int64_t batch, DType in_dtype) const override;
   void forward(const Tensor& in, const Tensor& out) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
   // This layer and a GELU after it: pre = this layer's output, out =

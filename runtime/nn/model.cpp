@@ -44,6 +44,12 @@ int64_t Model::activation_bytes(int64_t batch, bool training) const {
   return bytes;
 }
 
+int64_t Model::kept_bf16_bytes(int64_t batch) const {
+  int64_t bytes = 0;
+  for (const auto& b : blocks_) bytes += b->kept_bf16_bytes(batch);
+  return bytes;
+}
+
 int64_t Model::widened_bytes(int64_t batch, bool training) const {
   int64_t most = 0;
   for (const auto& b : blocks_) most = std::max(most, b->widened_bytes(batch, training));

@@ -55,6 +55,8 @@ class Model {
   // Bytes of every Block's activation_bytes(batch), plus with `training` the
   // two gradient buffers passed between Blocks in backward.
   int64_t activation_bytes(int64_t batch, bool training) const;
+  // Every Block's Block::kept_bf16_bytes.
+  int64_t kept_bf16_bytes(int64_t batch) const;
   // The largest Block::widened_bytes: transient, one op at a time.
   int64_t widened_bytes(int64_t batch, bool training) const;
 

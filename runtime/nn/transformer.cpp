@@ -81,6 +81,12 @@ int64_t TransformerBlock::widened_bytes(int64_t batch, bool training) const {
   return int64_t(sizeof(float)) * batch * T_ * C_ * (training ? 12 : 9);
 }
 
+int64_t TransformerBlock::kept_bf16_bytes(int64_t batch) const {
+  const Shape c{T_, C_}, c4{T_, 4 * C_};  // the linear layers' inputs: ln1, attention, ln2, GELU
+  return qkv_.kept_bf16_bytes(c, batch, act_) + proj_.kept_bf16_bytes(c, batch, act_) +
+         fc_.kept_bf16_bytes(c, batch, act_) + fc_proj_.kept_bf16_bytes(c4, batch, act_);
+}
+
 void TransformerBlock::ensure_capacity(int64_t batch, Device device) {
   if (batch <= capacity_ && device == device_ && ln1_out_.dtype() == act_) return;
   release_activations();  // the old buffers first: no overlap with the new ones

@@ -29,6 +29,7 @@ class TransformerBlock final : public Block {
   Shape output_shape(const Shape& in) const override;
   int64_t activation_bytes(int64_t batch) const override;
   int64_t widened_bytes(int64_t batch, bool training) const override;
+  int64_t kept_bf16_bytes(int64_t batch) const override;
   Tensor forward(const Tensor& in) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
   void release_activations() override;

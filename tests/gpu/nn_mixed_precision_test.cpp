@@ -11,6 +11,7 @@
 #include "kernels/devices.h"
 #include "kernels/gemm_precision.h"
 #include "kernels/ops.h"
+#include "runtime/core/allocator.h"
 #include "runtime/nn/models.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -102,6 +103,40 @@ TEST(MixedPrecision, Bf16GptOnTheGpuMatchesTheCpu) {
     }
   }
   set_gpu_linear_backend("cublaslt");
+  set_gpu_attention_backend("cudnn");
+  bf16.leave();
+}
+
+// What `shardtrain plan` counts for a GPU with bf16 GEMMs, against what the
+// allocator counts when the model runs: the activations (f32 or bf16) and
+// the linear layers' kept bf16 copies. With the materialized attention,
+// whose probabilities are the plan's bound (the fused kernel saves less).
+TEST(MixedPrecision, ActivationsAndKeptCopiesAreWhatThePlanCounts) {
+  ST_REQUIRE_GPU();
+  Bf16Gemms bf16;
+  bf16.enter();
+  set_gpu_attention_backend("materialized");
+  const Tensor x_gpu = to_device(tokens(), gpu());
+  for (const DType act : {DType::f32, DType::bf16}) {
+    // A first model grows the kernels' workspaces, so that the second's
+    // figures hold its own buffers only.
+    for (int pass = 0; pass < 2; ++pass) {
+      auto model = nn::build_model(small_gpt(), Shape{T}, V);
+      model->initialize(3);
+      model->to(gpu());
+      model->set_activation_dtype(act);
+      const Tensor dlogits = Tensor::zeros(batched(B, model->output_sample()), DType::f32, gpu());
+      const int64_t before = memory_stats(gpu()).current_bytes;
+      model->forward(x_gpu);
+      model->backward(dlogits);
+      const int64_t got = memory_stats(gpu()).current_bytes - before;
+      const int64_t want = model->activation_bytes(B, true) + model->kept_bf16_bytes(B);
+      if (pass == 0) continue;
+      EXPECT_EQ(got, want) << dtype_name(act) << " activations";
+      report(std::string("plan_memory_") + std::string(dtype_name(act)) + "_activations", "bf16",
+             gpu_test::rel_error_scalar(double(got), double(want)), 1e-9);
+    }
+  }
   set_gpu_attention_backend("cudnn");
   bf16.leave();
 }

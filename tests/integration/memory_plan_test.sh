@@ -64,6 +64,21 @@ print(f"ok:   cuda plan: {got} bytes more than the CPU's (second input slot, lab
 sys.exit(0 if got == want else 1)
 PY
 
+# bf16 GEMMs on a GPU: each linear layer keeps the bf16 copies of its input
+# and weight for its backward, grown to the largest batch (here 64 samples
+# both training, 128 over 2 ranks, and evaluating, train.eval_batch_size).
+"$SHARDTRAIN" plan "$SOURCE_DIR/examples/fmnist_mlp.toml" --ranks 2 --json "${wide[@]}" --set runtime.device=cuda \
+  --set runtime.gpu_gemm=bf16 >gpu-bf16-plan.json || fail "plan (cuda, bf16 GEMMs)"
+"$PY" - <<'PY' || fail "the bf16 copies in the GPU plan"
+import json, sys
+plan = json.load(open("gpu-bf16-plan.json"))[0]["components"]
+cap = 64
+want = sum(2 * (cap * i + o * i) for i, o in [(784, 1024), (1024, 1024), (1024, 10)])
+got = plan.get("bf16 copies for the backward")
+print(f"ok:   bf16 copies for the backward: {got} bytes (want {want})")
+sys.exit(0 if got == want else 1)
+PY
+
 # FULL_SHARD's persistent bytes against DDP's at 4 ranks (the plan's
 # components, exact for what is allocated: see the ratios above).
 "$PY" - <<'PY' || fail "FULL_SHARD persistent bytes above 0.3x DDP"
