@@ -64,10 +64,14 @@ if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null 2>&1; then
   # where cmake/cudnn_frontend.cmake looks for its include/ folder.
   repo=$(cd "$(dirname "$0")/.." && pwd)
   venv=$repo/.venv/cudnn-frontend
-  frontend=nvidia-cudnn-frontend==1.32.0
-  if ! compgen -G "$venv/lib/python3*/site-packages/include/cudnn_frontend.h" >/dev/null; then
-    echo "install-deps: installing $frontend into $venv"
-    /usr/bin/python3 -m venv "$venv"
+  frontend_version=1.32.0
+  frontend=nvidia-cudnn-frontend==$frontend_version
+  # Installed where missing, and replaced where another version is there
+  # (the headers the build was written against).
+  have=$("$venv/bin/python" -m pip show nvidia-cudnn-frontend 2>/dev/null | sed -n 's/^Version: //p')
+  if [ "$have" != "$frontend_version" ]; then
+    echo "install-deps: installing $frontend into $venv${have:+ (replacing $have)}"
+    [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
     "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$frontend"
   fi
 else
