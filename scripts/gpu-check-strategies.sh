@@ -8,7 +8,8 @@
 #      bf16 gradients and FSDP's bf16 parameters and reductions within a
 #      tolerance; the same run three times and once under
 #      CUDA_LAUNCH_BLOCKING=1, bit for bit (a difference is a race); none
-#      with and without CUDA graphs bit for bit, at f32 and at bf16, and
+#      with and without CUDA graphs bit for bit (at accumulation 2 DDP's
+#      and ZeRO-1's first micro-batch replays too, against none's bits), at f32 and at bf16, and
 #      bf16 with cuDNN's and the materialized attention within the bf16
 #      tolerance; mixed precision with and without graphs bit for bit, and
 #      within the bf16 tolerance of bf16 GEMMs on f32 activations.

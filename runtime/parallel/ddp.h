@@ -74,6 +74,10 @@ class Ddp final : public Strategy {
   // (no_sync, for gradient accumulation); the next synced backward reduces
   // the sum.
   void set_sync(bool sync) override { sync_ = sync; }
+  // Without sync the hooks only count a bucket's blocks (host work): a
+  // replayed micro-batch skips them, and the next backward's first hook
+  // starts the count again.
+  bool hooks_capturable(bool sync) const override { return !sync; }
 
   void before_backward(int block) override;
   void after_backward(int block) override;

@@ -27,7 +27,7 @@ class NoneStrategy final : public Strategy {
   std::unique_ptr<optim::Optimizer> make_optimizer(const optim::OptimizerConfig& config,
                                                    const std::vector<optim::ParamRange>& full) override;
   void set_sync(bool) override {}
-  bool hooks_capturable() const override { return true; }
+  bool hooks_capturable(bool /*sync*/) const override { return true; }
   void update(optim::Optimizer& optimizer, float lr, double clip_grad_norm, double& optimizer_s) override;
   CommStats take_stats() override { return {}; }
   CheckpointView checkpoint_view() override;

@@ -149,10 +149,11 @@ class Strategy : public nn::BlockHooks {
   // by make_optimizer) and brings them back where they are needed. Adds the
   // optimizer's own time to optimizer_s.
   virtual void update(optim::Optimizer& optimizer, float lr, double clip_grad_norm, double& optimizer_s) = 0;
-  // Whether its hooks issue no device work of their own (no collectives
-  // during the backward), so that a micro-batch's forward and backward can
-  // be captured into a CUDA graph and replayed (runtime.cuda_graphs).
-  virtual bool hooks_capturable() const { return false; }
+  // Whether its hooks issue no device work of their own in a micro-batch
+  // whose backward has this set_sync() (no collectives, no gathers), so that
+  // its forward and backward can be captured into a CUDA graph and replayed
+  // (runtime.cuda_graphs): DDP's no_sync micro-batches only count gradients.
+  virtual bool hooks_capturable(bool /*sync*/) const { return false; }
   // Communication since the last call.
   virtual CommStats take_stats() = 0;
   // Hooks evaluation runs the model with (FSDP gathers every Block), or

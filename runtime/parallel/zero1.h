@@ -48,6 +48,7 @@ class Zero1 final : public Strategy {
   std::unique_ptr<optim::Optimizer> make_optimizer(const optim::OptimizerConfig& config,
                                                    const std::vector<optim::ParamRange>& full) override;
   void set_sync(bool sync) override { ddp_.set_sync(sync); }
+  bool hooks_capturable(bool sync) const override { return ddp_.hooks_capturable(sync); }
   void before_backward(int block) override { ddp_.before_backward(block); }
   void after_backward(int block) override { ddp_.after_backward(block); }
   void update(optim::Optimizer& optimizer, float lr, double clip_grad_norm, double& optimizer_s) override;

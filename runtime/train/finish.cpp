@@ -119,7 +119,8 @@ int finish(Job& job, const LoopState& state, RunTelemetry& telemetry, const Memo
   if (job.s.train_stream) run.log(loader_line(job.s.train_stream->stats()));
   if (const auto& graphs = job.buffers.graphs) {
     std::string why_not;
-    if (!job.strategy->hooks_capturable())
+    const bool no_sync_ones = config.train.accumulation_steps > 1 && job.strategy->hooks_capturable(false);
+    if (!job.strategy->hooks_capturable(true) && !no_sync_ones)
       why_not = fmt::format("parallel.strategy = \"{}\" communicates during the backward", config.parallel.strategy);
     if (config.telemetry.op_timing) why_not = "telemetry.op_timing times each kernel";
     run.log(why_not.empty() ? graphs_line(graphs->captures(), graphs->launches(), graphs->off_reason())

@@ -202,14 +202,15 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
     copy_input_async({{b.x, b.x_host}, {b.y, b.y_host}}, b.input_slot);
   }
   // CUDA graphs: micro-batches replay where the strategy's hooks issue no
-  // device work and nothing else times the ops (op timing records events
-  // per op, which a replay would not).
-  StepGraphs* graphs =
-      gpu && b.graphs && strategy.hooks_capturable() && !op_timing_enabled() ? b.graphs.get() : nullptr;
+  // device work (DDP's no_sync ones) and nothing else times the ops (op
+  // timing records events per op, which a replay would not).
+  StepGraphs* const step_graphs = gpu && b.graphs && !op_timing_enabled() ? b.graphs.get() : nullptr;
   for (int64_t m = 0; m < micro_batches; ++m) {
     const int64_t begin = local * m / micro_batches, end = local * (m + 1) / micro_batches;
     Tensor x = b.x.view(begin * sample.numel(), batched(end - begin, sample));
     const float scale = 1.0f / float(global_batch * rows);  // the gradient of the mean loss over the global batch
+    StepGraphs* const graphs =
+        step_graphs != nullptr && strategy.hooks_capturable(m == micro_batches - 1) ? step_graphs : nullptr;
     if (graphs != nullptr) {
       const double t0 = now_seconds();
       strategy.set_sync(m == micro_batches - 1);

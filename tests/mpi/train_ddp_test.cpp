@@ -98,6 +98,42 @@ TEST(Ddp, NoSyncAccumulationMatchesOneStep) {
   expect_identical_across_ranks(accumulated.model->flat().params());
 }
 
+// What lets a no_sync micro-batch replay as a CUDA graph
+// (hooks_capturable(false)): its backward's hooks launch no collective, and
+// skipping them (a replay runs none) leaves the next backward's buckets as
+// they would have been.
+TEST(Ddp, NoSyncBackwardLaunchesNothingSoItMayReplay) {
+  Trainee t(cnn_spec(), 9), ref(cnn_spec(), 9);
+  parallel::Ddp d(*t.model, world(), {}), dr(*ref.model, world(), {});
+  EXPECT_TRUE(d.hooks_capturable(false));
+  EXPECT_FALSE(d.hooks_capturable(true));
+  const Slice s = my_slice();
+  train::StepBuffers b(kSample, kClasses, s.end - s.begin);
+  load_batch(0, s, b);
+  const Tensor x = b.x;
+  Tensor dlogits = Tensor::zeros({s.end - s.begin, kClasses});
+  d.set_sync(false);
+  t.model->forward(x, &d);
+  t.model->backward(dlogits, false, &d);
+  EXPECT_EQ(d.take_stats().collectives, 0);
+  // A replayed no_sync micro-batch: the same backward without the hooks.
+  t.model->forward(x);
+  t.model->backward(dlogits, true);
+  d.set_sync(true);
+  t.model->forward(x, &d);
+  t.model->backward(dlogits, true, &d);
+  d.wait_gradients();
+  EXPECT_EQ(d.take_stats().collectives, int64_t(d.buckets().size()));
+  // The same three backwards, every one with its hooks.
+  for (int i = 0; i < 3; ++i) {
+    dr.set_sync(i == 2);
+    ref.model->forward(x, &dr);
+    ref.model->backward(dlogits, i > 0, &dr);
+  }
+  dr.wait_gradients();
+  EXPECT_EQ(max_abs_diff(t.model->flat().grads(), ref.model->flat().grads()), 0.0);
+}
+
 TEST(Ddp, Bf16GradientsStayCloseToF32) {
   parallel::DdpOptions bf;
   bf.grad_dtype = DType::bf16;
