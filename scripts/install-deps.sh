@@ -68,7 +68,10 @@ if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null 2>&1; then
   frontend=nvidia-cudnn-frontend==$frontend_version
   # Installed where missing, and replaced where another version is there
   # (the headers the build was written against).
-  have=$("$venv/bin/python" -m pip show nvidia-cudnn-frontend 2>/dev/null | sed -n 's/^Version: //p')
+  have=""
+  if [ -x "$venv/bin/python" ]; then
+    have=$("$venv/bin/python" -m pip show nvidia-cudnn-frontend 2>/dev/null | sed -n 's/^Version: //p') || have=""
+  fi
   if [ "$have" != "$frontend_version" ]; then
     echo "install-deps: installing $frontend into $venv${have:+ (replacing $have)}"
     [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
