@@ -1,9 +1,9 @@
 // Mixed precision's ops (kernels/ops.h): where an activation is bf16, an op
 // reads it exactly and rounds what it writes once. So each op on bf16
-// tensors must give the bits of the f32 op on the widened inputs, rounded:
-// that is the contract the GPU kernels are held to as well
-// (tests/gpu/kernels_cuda_mixed_precision_test.cpp). Wrong types are Errors
-// naming the op.
+// tensors must give the bits of the f32 op on the widened inputs, rounded
+// (the GPU's bf16 kernels are compared with these in
+// tests/gpu/nn_mixed_precision_test.cpp). Wrong types are Errors naming
+// the op.
 #include "kernels/ops.h"
 #include "runtime/core/error.h"
 #include "tests/unit/kernels_test_util.h"
