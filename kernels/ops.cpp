@@ -13,6 +13,7 @@
 #include "runtime/core/error.h"
 #include "runtime/core/op_timing.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -462,31 +463,57 @@ int64_t count_correct(const Tensor& logits, const int32_t* labels) {
   return cpu::count_correct(x.get(), labels, N, C);
 }
 
+namespace {
+
+// The step's scalars of an update: `floats` f32 values on its device.
+void require_step(const char* op, const Tensor& step, int floats) {
+  ST_CHECK(step.defined() && step.dtype() == DType::f32 && step.numel() >= floats,
+           "{}: the step's scalars must be {} f32 values on the parameters' device", op, floats);
+}
+
+}  // namespace
+
+void store_floats(const Tensor& x, std::span<const float> values) {
+  const bool gpu = ST_ON_GPU("store_floats", {&x});
+  const OpScope timed(OpClass::copy, gpu);
+  ST_CHECK(x.dtype() == DType::f32 && x.numel() >= int64_t(values.size()),
+           "store_floats: {} values into a tensor of {} {} elements", values.size(), x.numel(), dtype_name(x.dtype()));
+  if (gpu) {
+    ST_GPU_ONLY(cuda::store_floats(x.f32(), values.data(), int(values.size())));
+    return;
+  }
+  std::copy(values.begin(), values.end(), x.f32());
+}
+
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const kernels::SgdParams& hp,
-                bool first_step) {
-  const bool gpu = ST_ON_GPU("sgd_update", {&param, &grad, &momentum_buf});
+                const Tensor& step) {
+  const bool gpu = ST_ON_GPU("sgd_update", {&param, &grad, &momentum_buf, &step});
   const OpScope timed(OpClass::optimizer, gpu);
   require_numel("sgd_update", grad, param.numel(), "gradient");
   if (momentum_buf.defined()) require_numel("sgd_update", momentum_buf, param.numel(), "momentum");
+  require_step("sgd_update", step, kernels::SgdStep::kFloats);
   if (gpu) {
-    ST_GPU_ONLY(cuda::sgd_update(param.f32(), grad.f32(), opt(momentum_buf), param.numel(), hp, first_step));
+    ST_GPU_ONLY(cuda::sgd_update(param.f32(), grad.f32(), opt(momentum_buf), param.numel(), hp, step.f32()));
     return;
   }
-  cpu::sgd_update(param.f32(), grad.f32(), opt(momentum_buf), param.numel(), hp, first_step);
+  const float* s = step.f32();
+  cpu::sgd_update(param.f32(), grad.f32(), opt(momentum_buf), param.numel(), hp, kernels::SgdStep{s[0], s[1]});
 }
 
 void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                  const kernels::AdamWParams& hp, int64_t step) {
-  const bool gpu = ST_ON_GPU("adamw_update", {&param, &grad, &m, &v});
+                  const kernels::AdamWParams& hp, const Tensor& step) {
+  const bool gpu = ST_ON_GPU("adamw_update", {&param, &grad, &m, &v, &step});
   const OpScope timed(OpClass::optimizer, gpu);
   require_numel("adamw_update", grad, param.numel(), "gradient");
   require_numel("adamw_update", m, param.numel(), "first moment");
   require_numel("adamw_update", v, param.numel(), "second moment");
+  require_step("adamw_update", step, kernels::AdamWStep::kFloats);
   if (gpu) {
-    ST_GPU_ONLY(cuda::adamw_update(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), hp, step));
+    ST_GPU_ONLY(cuda::adamw_update(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), hp, step.f32()));
     return;
   }
-  cpu::adamw_update(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), hp, step);
+  const float* s = step.f32();
+  cpu::adamw_update(param.f32(), grad.f32(), m.f32(), v.f32(), param.numel(), hp, kernels::AdamWStep{s[0], s[1], s[2]});
 }
 
 void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& in,

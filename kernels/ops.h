@@ -21,6 +21,7 @@
 #include "runtime/core/tensor.h"
 
 #include <cstdint>
+#include <span>
 
 namespace shardtrain::ops {
 
@@ -90,11 +91,17 @@ void check_token_ids(const int32_t* ids, int64_t n, int64_t vocab);
 double softmax_xent_forward(const Tensor& logits, const int32_t* labels);
 int64_t count_correct(const Tensor& logits, const int32_t* labels);
 
-// Optimizer updates over equal-length flat ranges.
+// Optimizer updates over equal-length flat ranges. `step` holds the step's
+// scalars on the parameters' device (the floats() of a kernels::SgdStep or
+// AdamWStep, written by store_floats): hp.lr and AdamW's hp.weight_decay
+// are read from there, not from hp.
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const kernels::SgdParams& hp,
-                bool first_step);
+                const Tensor& step);
 void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                  const kernels::AdamWParams& hp, int64_t step);
+                  const kernels::AdamWParams& hp, const Tensor& step);
+// Host values into the front of f32 tensor x, in stream order on a GPU (as
+// a kernel's arguments, at most 8): the caller's copy is free on return.
+void store_floats(const Tensor& x, std::span<const float> values);
 
 // LayerNorm over the last dimension: in/out [..., C] viewed as [rows, C];
 // weight, bias [C]; mean, rstd [rows] saved for backward. The forward's

@@ -4,7 +4,6 @@
 #include "runtime/core/error.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace shardtrain::cpu {
 namespace {
@@ -29,9 +28,14 @@ void sgd_momentum(float* __restrict p, const float* __restrict g, float* __restr
 
 }  // namespace
 
+void sgd_update(float* param, const float* grad, float* momentum_buf, int64_t n, const SgdParams& hp, bool first_step) {
+  sgd_update(param, grad, momentum_buf, n, hp, kernels::SgdStep::of(hp, first_step));
+}
+
 void sgd_update(float* __restrict param, const float* __restrict grad, float* momentum_buf, int64_t n,
-                const SgdParams& hp, bool first_step) {
-  const float lr = hp.lr, wd = hp.weight_decay, mu = hp.momentum;
+                const SgdParams& hp, const kernels::SgdStep& step) {
+  const float lr = step.lr, wd = hp.weight_decay, mu = hp.momentum;
+  const bool first_step = step.first != 0.0f;
   if (mu == 0.0f) {
     for (int64_t i = 0; i < n; ++i) param[i] = param[i] - lr * (grad[i] + wd * param[i]);
     return;
@@ -43,15 +47,15 @@ void sgd_update(float* __restrict param, const float* __restrict grad, float* mo
   loop(param, grad, momentum_buf, n, lr, wd, mu, keep);
 }
 
-void adamw_update(float* __restrict param, const float* __restrict grad, float* __restrict m, float* __restrict v,
-                  int64_t n, const AdamWParams& hp, int64_t step) {
+void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWParams& hp, int64_t step) {
   ST_CHECK(step >= 1, "adamw_update: step {} (steps count from 1)", step);
-  // Per-call scalars in double, rounded once to f32, as torch computes them
-  // in Python before they scale f32 tensors.
+  adamw_update(param, grad, m, v, n, hp, kernels::AdamWStep::of(hp, step));
+}
+
+void adamw_update(float* __restrict param, const float* __restrict grad, float* __restrict m, float* __restrict v,
+                  int64_t n, const AdamWParams& hp, const kernels::AdamWStep& step) {
+  const float decay = step.decay, step_size = step.step_size, bc2_sqrt = step.bc2_sqrt;
   const double b1 = hp.beta1, b2 = hp.beta2;
-  const float decay = float(1.0 - double(hp.lr) * double(hp.weight_decay));
-  const float step_size = float(double(hp.lr) / (1.0 - std::pow(b1, double(step))));
-  const float bc2_sqrt = float(std::sqrt(1.0 - std::pow(b2, double(step))));
   const float w1 = float(1.0 - b1), w2 = float(1.0 - b2), beta2 = hp.beta2, eps = hp.eps;
   // Blocks of 256 stay in L1 between the three short loops: memory is read
   // and written once, and the square roots go through the SIMD helper.

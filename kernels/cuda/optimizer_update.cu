@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <charconv>
-#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -23,8 +22,9 @@ std::string shortest(float x) {
 
 constexpr int kThreads = 256;
 
-// p = p - lr * (g + wd * p)
-__global__ void sgd_plain_kernel(float* p, const float* g, int64_t n, float lr, float wd) {
+// p = p - lr * (g + wd * p); step: SgdStep {lr, first}.
+__global__ void sgd_plain_kernel(float* p, const float* g, int64_t n, const float* step, float wd) {
+  const float lr = step[0];
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const float pi = p[i];
@@ -36,8 +36,10 @@ __global__ void sgd_plain_kernel(float* p, const float* g, int64_t n, float lr, 
 // As sgd_momentum in kernels/cpu/optimizer_update.cpp:
 //   d = g + wd*p; b = first ? d : buf*momentum + keep*d; buf = b;
 //   step = nesterov ? d + momentum*b : b; p = p - lr*step.
-__global__ void sgd_momentum_kernel(float* p, const float* g, float* buf, int64_t n, float lr, float wd, float momentum,
-                                    float keep, bool first, bool nesterov) {
+__global__ void sgd_momentum_kernel(float* p, const float* g, float* buf, int64_t n, const float* step, float wd,
+                                    float momentum, float keep, bool nesterov) {
+  const float lr = step[0];
+  const bool first = step[1] != 0.0f;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const float pi = p[i];
@@ -51,9 +53,11 @@ __global__ void sgd_momentum_kernel(float* p, const float* g, float* buf, int64_
 
 // As adamw_update in kernels/cpu/optimizer_update.cpp:
 //   m = m + w1*(g - m); v = v*beta2 + (w2*g)*g;
-//   p = p*decay - (step_size*m) / (sqrt(v)/bc2_sqrt + eps).
-__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, float decay, float step_size,
-                             float bc2_sqrt, float w1, float w2, float beta2, float eps) {
+//   p = p*decay - (step_size*m) / (sqrt(v)/bc2_sqrt + eps);
+// step: AdamWStep {decay, step_size, bc2_sqrt}.
+__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, const float* step, float w1,
+                             float w2, float beta2, float eps) {
+  const float decay = step[0], step_size = step[1], bc2_sqrt = step[2];
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const float gi = g[i];
@@ -66,37 +70,51 @@ __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64
   }
 }
 
+struct StoredFloats {
+  float v[kMaxStoredFloats];
+};
+
+__global__ void store_floats_kernel(float* dst, StoredFloats values, int n) {
+  if (int(threadIdx.x) < n) dst[threadIdx.x] = values.v[threadIdx.x];
+}
+
 }  // namespace
 
+void store_floats(float* dst, const float* values, int n) {
+  ST_CUDA_REQUIRE(n >= 0 && n <= kMaxStoredFloats,
+                  "store_floats: " + std::to_string(n) + " values (at most " + std::to_string(kMaxStoredFloats) + ")");
+  if (n == 0) return;
+  StoredFloats v{};
+  for (int i = 0; i < n; ++i) v.v[i] = values[i];
+  store_floats_kernel<<<1, kMaxStoredFloats, 0, compute_stream()>>>(dst, v, n);
+  ST_CUDA_CHECK_LAUNCH("store_floats_kernel");
+}
+
 void sgd_update(float* param, const float* grad, float* momentum_buf, int64_t n, const cpu::SgdParams& hp,
-                bool first_step) {
-  const float lr = hp.lr, wd = hp.weight_decay, mu = hp.momentum;
+                const float* step) {
+  const float wd = hp.weight_decay, mu = hp.momentum;
   if (mu == 0.0f) {
     if (n <= 0) return;
-    sgd_plain_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(param, grad, n, lr, wd);
+    sgd_plain_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(param, grad, n, step, wd);
     ST_CUDA_CHECK_LAUNCH("sgd_plain_kernel");
     return;
   }
   ST_CUDA_REQUIRE(momentum_buf != nullptr, "sgd_update: momentum " + shortest(mu) + " needs a momentum buffer");
   if (n <= 0) return;
   const float keep = float(1.0 - double(hp.dampening));
-  sgd_momentum_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(param, grad, momentum_buf, n, lr, wd,
-                                                                                mu, keep, first_step, hp.nesterov);
+  sgd_momentum_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(param, grad, momentum_buf, n, step, wd,
+                                                                                mu, keep, hp.nesterov);
   ST_CUDA_CHECK_LAUNCH("sgd_momentum_kernel");
 }
 
 void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, const cpu::AdamWParams& hp,
-                  int64_t step) {
-  ST_CUDA_REQUIRE(step >= 1, "adamw_update: step " + std::to_string(step) + " (steps count from 1)");
+                  const float* step) {
   if (n <= 0) return;
-  // Per-call scalars in double, rounded once to f32, exactly as the CPU.
+  // The constants in double, rounded once to f32, exactly as the CPU.
   const double b1 = hp.beta1, b2 = hp.beta2;
-  const float decay = float(1.0 - double(hp.lr) * double(hp.weight_decay));
-  const float step_size = float(double(hp.lr) / (1.0 - std::pow(b1, double(step))));
-  const float bc2_sqrt = float(std::sqrt(1.0 - std::pow(b2, double(step))));
   const float w1 = float(1.0 - b1), w2 = float(1.0 - b2), beta2 = hp.beta2, eps = hp.eps;
-  adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(param, grad, m, v, n, decay, step_size,
-                                                                         bc2_sqrt, w1, w2, beta2, eps);
+  adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, compute_stream()>>>(param, grad, m, v, n, step, w1, w2, beta2,
+                                                                         eps);
   ST_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 

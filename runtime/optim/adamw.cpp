@@ -5,7 +5,7 @@
 namespace shardtrain::optim {
 
 AdamW::AdamW(const OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges, Device device)
-    : Optimizer(std::move(ranges)),
+    : Optimizer(std::move(ranges), int64_t{2} * kernels::AdamWStep::kFloats, device),
       m_(Tensor::zeros({numel}, DType::f32, device)),
       v_(Tensor::zeros({numel}, DType::f32, device)) {
   hp_.beta1 = config.beta1;
@@ -17,14 +17,23 @@ AdamW::AdamW(const OptimizerConfig& config, int64_t numel, std::vector<ParamRang
   ST_CHECK(hp_.eps > 0, "optim.eps must be positive, got {}", hp_.eps);
 }
 
-void AdamW::update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset, int64_t numel, bool decay) {
+std::vector<float> AdamW::step_scalars(float lr) const {
   kernels::AdamWParams hp = hp_;
   hp.lr = lr;
-  if (!decay) hp.weight_decay = 0.0f;
-  const Shape s{numel};
   // AdamW's bias correction counts steps from 1: this is step steps_ + 1.
-  ops::adamw_update(params.view(offset, s), grads.view(offset, s), m_.view(offset, s), v_.view(offset, s), hp,
-                    steps_ + 1);
+  const auto with = kernels::AdamWStep::of(hp, steps_ + 1).floats();
+  hp.weight_decay = 0.0f;
+  const auto without = kernels::AdamWStep::of(hp, steps_ + 1).floats();
+  std::vector<float> out(with.begin(), with.end());
+  out.insert(out.end(), without.begin(), without.end());
+  return out;
+}
+
+void AdamW::update_run(const Tensor& params, const Tensor& grads, int64_t offset, int64_t numel, bool decay) {
+  const Shape s{numel};
+  constexpr int64_t n = kernels::AdamWStep::kFloats;
+  ops::adamw_update(params.view(offset, s), grads.view(offset, s), m_.view(offset, s), v_.view(offset, s), hp_,
+                    scalars_.view(decay ? 0 : n, {n}));
 }
 
 std::vector<std::pair<std::string, Tensor>> AdamW::state() const { return {{"exp_avg", m_}, {"exp_avg_sq", v_}}; }

@@ -13,8 +13,9 @@ class AdamW final : public Optimizer {
   std::vector<std::pair<std::string, Tensor>> state() const override;
 
  private:
-  void update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset, int64_t numel,
-                  bool decay) override;
+  // Two AdamWStep: with weight decay, then without.
+  std::vector<float> step_scalars(float lr) const override;
+  void update_run(const Tensor& params, const Tensor& grads, int64_t offset, int64_t numel, bool decay) override;
 
   kernels::AdamWParams hp_;
   Tensor m_, v_;

@@ -1,3 +1,4 @@
+#include "kernels/ops.h"
 #include "runtime/optim/adamw.h"
 #include "runtime/optim/sgd.h"
 
@@ -6,10 +7,20 @@
 
 namespace shardtrain::optim {
 
+void Optimizer::prepare(float lr) {
+  if (prepared_step_ == steps_ && prepared_lr_ == lr) return;
+  const std::vector<float> scalars = step_scalars(lr);
+  ST_ASSERT(int64_t(scalars.size()) == scalars_.numel());
+  ops::store_floats(scalars_, scalars);
+  prepared_step_ = steps_;
+  prepared_lr_ = lr;
+}
+
 void Optimizer::update(const Tensor& params, const Tensor& grads, float lr, int64_t begin, int64_t end) {
+  prepare(lr);
   for (const ParamRange& r : ranges_) {
     const int64_t lo = std::max(begin, r.offset), hi = std::min(end, r.offset + r.numel);
-    if (lo < hi) update_run(params, grads, lr, lo, hi - lo, r.decay);
+    if (lo < hi) update_run(params, grads, lo, hi - lo, r.decay);
   }
 }
 

@@ -62,6 +62,15 @@ class Optimizer {
   void update(const Tensor& params, const Tensor& grads, float lr, int64_t begin, int64_t end);
   void finish_step() { ++steps_; }
 
+  // Writes the step's scalars at learning rate lr (the rate, the step
+  // count's bias corrections: kernels::SgdStep, AdamWStep) to the
+  // optimizer's device, in stream order, where its update kernels read
+  // them. The first update() of a step does it; a trainer that captures
+  // the update into a CUDA graph calls it ahead of the capture and of each
+  // replay, so the write stays outside the graph and every replay reads the
+  // step's own values. Again only when the step or lr changed.
+  void prepare(float lr);
+
   // Named state buffers (momentum, moments), for checkpoints.
   virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
   int64_t steps_taken() const { return steps_; }
@@ -70,14 +79,23 @@ class Optimizer {
   void set_steps_taken(int64_t steps) { steps_ = steps; }
 
  protected:
-  explicit Optimizer(std::vector<ParamRange> ranges) : ranges_(std::move(ranges)) {}
+  // step_floats: the size of the step's scalars, on `device`.
+  Optimizer(std::vector<ParamRange> ranges, int64_t step_floats, Device device)
+      : ranges_(std::move(ranges)), scalars_(Tensor::zeros({step_floats}, DType::f32, device)) {}
+  // The step's scalars at lr for the step after the steps_ finished, as
+  // update_run reads them from scalars_.
+  virtual std::vector<float> step_scalars(float lr) const = 0;
   // The fused update of one contiguous run [offset, offset + numel) that
-  // shares a weight-decay setting; steps_ counts the steps finished before.
-  virtual void update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset, int64_t numel,
-                          bool decay) = 0;
+  // shares a weight-decay setting, with the scalars prepare() wrote.
+  virtual void update_run(const Tensor& params, const Tensor& grads, int64_t offset, int64_t numel, bool decay) = 0;
 
   std::vector<ParamRange> ranges_;
   int64_t steps_ = 0;
+  Tensor scalars_;
+
+ private:
+  int64_t prepared_step_ = -1;  // the steps_ and lr scalars_ holds
+  float prepared_lr_ = 0.0f;
 };
 
 // f32 state values the optimizer keeps per parameter: AdamW 2 (moments), SGD

@@ -13,10 +13,11 @@ class Sgd final : public Optimizer {
   std::vector<std::pair<std::string, Tensor>> state() const override;
 
  private:
-  void update_run(const Tensor& params, const Tensor& grads, float lr, int64_t offset, int64_t numel,
-                  bool decay) override;
+  std::vector<float> step_scalars(float lr) const override;
+  void update_run(const Tensor& params, const Tensor& grads, int64_t offset, int64_t numel, bool decay) override;
 
   kernels::SgdParams hp_;
+  kernels::SgdParams hp_without_decay_;
   Tensor momentum_;  // undefined when momentum == 0
 };
 

@@ -37,6 +37,10 @@ void NoneStrategy::update(optim::Optimizer& optimizer, float lr, double clip_gra
   replicated_update(model_.flat(), optimizer, lr, clip_grad_norm, optimizer_s);
 }
 
+void NoneStrategy::device_update(optim::Optimizer& optimizer, float lr, double clip_grad_norm) {
+  replicated_device_update(model_.flat(), optimizer, lr, clip_grad_norm);
+}
+
 CheckpointView NoneStrategy::checkpoint_view() { return replicated_view(model_.flat(), 0, 1); }
 
 StrategyMemory replicated_memory(const nn::FlatParameters& flat, int state_floats_per_param) {
@@ -49,11 +53,17 @@ StrategyMemory replicated_memory(const nn::FlatParameters& flat, int state_float
   return m;
 }
 
+void replicated_device_update(const nn::FlatParameters& flat, optim::Optimizer& optimizer, float lr,
+                              double clip_grad_norm) {
+  if (clip_grad_norm > 0) optim::clip_grad_norm(flat.grads(), clip_grad_norm);
+  optimizer.update(flat.params(), flat.grads(), lr, 0, flat.params().numel());
+}
+
 void replicated_update(const nn::FlatParameters& flat, optim::Optimizer& optimizer, float lr, double clip_grad_norm,
                        double& optimizer_s) {
   timed_optimizer(optimizer_s, -1, [&] {
-    if (clip_grad_norm > 0) optim::clip_grad_norm(flat.grads(), clip_grad_norm);
-    optimizer.step(flat.params(), flat.grads(), lr);
+    replicated_device_update(flat, optimizer, lr, clip_grad_norm);
+    optimizer.finish_step();
   });
 }
 

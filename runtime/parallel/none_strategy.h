@@ -29,6 +29,8 @@ class NoneStrategy final : public Strategy {
   void set_sync(bool) override {}
   bool hooks_capturable(bool /*sync*/) const override { return true; }
   void update(optim::Optimizer& optimizer, float lr, double clip_grad_norm, double& optimizer_s) override;
+  bool update_capturable() const override { return true; }
+  void device_update(optim::Optimizer& optimizer, float lr, double clip_grad_norm) override;
   CommStats take_stats() override { return {}; }
   CheckpointView checkpoint_view() override;
 
@@ -39,7 +41,10 @@ class NoneStrategy final : public Strategy {
 // What a rank keeping the whole model holds (none, ddp): parameters,
 // gradients and optimizer state of every element of the flat buffer.
 StrategyMemory replicated_memory(const nn::FlatParameters& flat, int state_floats_per_param);
-// The update of a rank holding every gradient: clip (when asked) and step.
+// The update of a rank holding every gradient: clip (when asked) and step;
+// replicated_device_update is its device work alone (the step not counted).
+void replicated_device_update(const nn::FlatParameters& flat, optim::Optimizer& optimizer, float lr,
+                              double clip_grad_norm);
 void replicated_update(const nn::FlatParameters& flat, optim::Optimizer& optimizer, float lr, double clip_grad_norm,
                        double& optimizer_s);
 // A replicated model's checkpoint: each rank writes its slice, reads everything.

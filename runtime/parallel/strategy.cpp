@@ -1,5 +1,7 @@
 #include "runtime/parallel/strategy.h"
 
+#include "runtime/core/error.h"
+
 namespace shardtrain::parallel {
 
 void StrategySpec::check(const Topology&) const {}
@@ -9,6 +11,10 @@ std::vector<ParallelOptions> StrategySpec::plan_variants(const ParallelOptions& 
   ParallelOptions o = base;
   o.strategy = name();
   return {o};
+}
+
+void Strategy::device_update(optim::Optimizer&, float, double) {
+  ST_ASSERT(false && "device_update() of a strategy whose update is not capturable");
 }
 
 }  // namespace shardtrain::parallel

@@ -154,6 +154,14 @@ class Strategy : public nn::BlockHooks {
   // its forward and backward can be captured into a CUDA graph and replayed
   // (runtime.cuda_graphs): DDP's no_sync micro-batches only count gradients.
   virtual bool hooks_capturable(bool /*sync*/) const { return false; }
+  // Whether update() is device work alone on this rank's own buffers (no
+  // collectives, no host waits: "none"), so that it can join the last
+  // micro-batch's CUDA graph. The trainer then calls optimizer.prepare(lr)
+  // before the graph, device_update() inside it and
+  // optimizer.finish_step() after: update() split so that a replay, which
+  // runs no host code, loses nothing.
+  virtual bool update_capturable() const { return false; }
+  virtual void device_update(optim::Optimizer& optimizer, float lr, double clip_grad_norm);
   // Communication since the last call.
   virtual CommStats take_stats() = 0;
   // Hooks evaluation runs the model with (FSDP gathers every Block), or

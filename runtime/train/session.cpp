@@ -15,6 +15,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <numeric>
 
 namespace shardtrain::train {
@@ -174,8 +175,11 @@ namespace {
 // On the CPU the loss is summed into phases as each forward ends; on a GPU
 // each row's loss stays in b.row_loss, copied back (not waited for) after
 // the last forward: read_step_loss collects it at the step's end.
-void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, int64_t micro_batches,
-                      parallel::Strategy& strategy, StepPhases& phases) {
+// `graph_update`, where not null, is the update's device work: it joins
+// the last micro-batch when that one goes through the CUDA graphs, and then
+// true is returned (the update is done, its step not yet counted).
+bool forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, int64_t micro_batches,
+                      parallel::Strategy& strategy, const std::function<void()>& graph_update, StepPhases& phases) {
   const int64_t local = b.x.dim(0);
   ST_CHECK(micro_batches >= 1 && micro_batches <= local,
            "{} micro-batches of a {}-sample batch: each needs at least one sample (train.accumulation_steps)",
@@ -205,6 +209,7 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
   // device work (DDP's no_sync ones) and nothing else times the ops (op
   // timing records events per op, which a replay would not).
   StepGraphs* const step_graphs = gpu && b.graphs && !op_timing_enabled() ? b.graphs.get() : nullptr;
+  bool updated = false;
   for (int64_t m = 0; m < micro_batches; ++m) {
     const int64_t begin = local * m / micro_batches, end = local * (m + 1) / micro_batches;
     Tensor x = b.x.view(begin * sample.numel(), batched(end - begin, sample));
@@ -216,12 +221,15 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
       strategy.set_sync(m == micro_batches - 1);
       telemetry::Span span("forward_backward", "compute", m);
       const int64_t n = (end - begin) * rows;
-      graphs->run({m, micro_batches, local, global_batch, b.x.raw(), b.y.raw()}, [&] {
+      const bool with_update = m == micro_batches - 1 && graph_update;
+      graphs->run({m, micro_batches, local, global_batch, b.x.raw(), b.y.raw(), with_update}, [&] {
         Tensor logits = model.forward(x, &strategy);
         ops::softmax_xent_fused_rows(logits, logits, b.y.view(begin * rows, {n}), scale,
                                      b.row_loss.view(begin * rows, {n}));
         model.backward(logits, /*accumulate=*/m > 0, &strategy);
+        if (with_update) graph_update();
       });
+      updated = with_update;
       if (m == micro_batches - 1) read_back_async(b.row_loss_host, b.row_loss);
       phases.forward_s += now_seconds() - t0;  // a replay is one launch: forward and backward together
       continue;
@@ -254,6 +262,7 @@ void forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
     }
     phases.backward_s += now_seconds() - t1;
   }
+  return updated;
 }
 
 // GPU: waits for the losses read back after the last forward (everything
@@ -284,8 +293,18 @@ Tensor to_device_into(const Tensor& dev, const Tensor& xs) {
 StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers& b, float lr, double clip_grad_norm,
                       int64_t global_batch, int64_t micro_batches, parallel::Strategy& strategy) {
   StepPhases phases;
-  forward_backward(model, b, global_batch, micro_batches, strategy, phases);
-  strategy.update(optimizer, lr, clip_grad_norm, phases.optimizer_s);
+  // A strategy whose update is device work alone updates inside the last
+  // micro-batch's graph: the step's scalars are written before it (outside
+  // the graph, so each replay reads this step's), the step counted after.
+  std::function<void()> graph_update;
+  if (strategy.update_capturable()) {
+    optimizer.prepare(lr);
+    graph_update = [&] { strategy.device_update(optimizer, lr, clip_grad_norm); };
+  }
+  if (forward_backward(model, b, global_batch, micro_batches, strategy, graph_update, phases))
+    optimizer.finish_step();
+  else
+    strategy.update(optimizer, lr, clip_grad_norm, phases.optimizer_s);
   read_step_loss(b, micro_batches, phases);
   return phases;
 }

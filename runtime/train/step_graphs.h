@@ -1,6 +1,8 @@
 // CUDA graphs of a training step's micro-batches (runtime.cuda_graphs): a
 // micro-batch's forward, fused loss and backward, hundreds of kernel
-// launches, captured once and then replayed with one launch.
+// launches, and with the last micro-batch the optimizer's update where the
+// strategy allows it (parallel::Strategy::update_capturable), captured once
+// and then replayed with one launch.
 //
 // A graph bakes in every device address its kernels use, so one is made
 // only when nothing moves: the first run of a key is eager (the warm-up that
@@ -44,7 +46,8 @@ struct MicroBatchKey {
   int64_t index, count, local_batch, global_batch;
   const void* x;
   const void* y;
-  auto tie() const { return std::tie(index, count, local_batch, global_batch, x, y); }
+  bool update;  // the optimizer's update follows the backward in the graph
+  auto tie() const { return std::tie(index, count, local_batch, global_batch, x, y, update); }
   bool operator<(const MicroBatchKey& o) const { return tie() < o.tie(); }
 };
 

@@ -17,6 +17,7 @@
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/optimizer_update.h"
 #include "kernels/cpu/pool.h"
+#include "kernels/devices.h"
 #include "runtime/core/device_memory.h"
 #include "runtime/core/error.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -364,12 +365,23 @@ TEST(CudaActivation, GeluForwardBackwardMatchCpu) {
 
 // ---- optimizer_update -------------------------------------------------------
 
+// A step's scalars (kernels::SgdStep, AdamWStep) on the device, written as
+// the optimizers write them: by cuda::store_floats in stream order.
+template <typename Step>
+Tensor device_step(const Step& step) {
+  const Tensor t = poisoned({Step::kFloats});
+  const auto f = step.floats();
+  cuda::store_floats(t.f32(), f.data(), Step::kFloats);
+  return t;
+}
+
 void check_sgd(const cpu::SgdParams& hp, bool first_step, uint64_t seed) {
   const int64_t n = 1000003;
   const Tensor p = random_host({n}, seed), g = random_host({n}, seed + 1), buf = random_host({n}, seed + 2);
   const Tensor dp = dev(p), dg = dev(g), dbuf = dev(buf);
   const bool with_buf = hp.momentum != 0.0f;
-  cuda::sgd_update(dp.f32(), dg.f32(), with_buf ? dbuf.f32() : nullptr, n, hp, first_step);
+  const Tensor step = device_step(kernels::SgdStep::of(hp, first_step));
+  cuda::sgd_update(dp.f32(), dg.f32(), with_buf ? dbuf.f32() : nullptr, n, hp, step.f32());
   const Tensor wp = clone_host(p), wbuf = clone_host(buf);
   cpu::sgd_update(wp.f32(), g.f32(), with_buf ? wbuf.f32() : nullptr, n, hp, first_step);
   report("sgd_update", "f32", rel_error(dp, wp), kLimitF32);
@@ -398,7 +410,8 @@ TEST(CudaOptimizer, SgdWithoutBufferIsAnErrorAsOnCpu) {
     cpu_message = e.what();
   }
   try {
-    cuda::sgd_update(p.f32(), g.f32(), nullptr, 16, hp, false);
+    const Tensor step = device_step(kernels::SgdStep::of(hp, false));
+    cuda::sgd_update(p.f32(), g.f32(), nullptr, 16, hp, step.f32());
   } catch (const Error& e) {
     gpu_message = e.what();
   }
@@ -415,13 +428,46 @@ TEST(CudaOptimizer, AdamWMatchesCpu) {
     const Tensor p = random_host({n}, seed), g = random_host({n}, seed + 1, -0.1f, 0.1f),
                  m = random_host({n}, seed + 2, -0.01f, 0.01f), v = random_host({n}, seed + 3, 0.0f, 1e-3f);
     const Tensor dp = dev(p), dg = dev(g), dm = dev(m), dv = dev(v);
-    cuda::adamw_update(dp.f32(), dg.f32(), dm.f32(), dv.f32(), n, hp, step);
+    const Tensor scalars = device_step(kernels::AdamWStep::of(hp, step));
+    cuda::adamw_update(dp.f32(), dg.f32(), dm.f32(), dv.f32(), n, hp, scalars.f32());
     const Tensor wp = clone_host(p), wm = clone_host(m), wv = clone_host(v);
     cpu::adamw_update(wp.f32(), g.f32(), wm.f32(), wv.f32(), n, hp, step);
     report("adamw_update", "f32", rel_error(dp, wp), kLimitF32);
     report("adamw_update.m", "f32", rel_error(dm, wm), kLimitF32);
     report("adamw_update.v", "f32", rel_error(dv, wv), kLimitF32);
   }
+}
+
+// The update captured once into a CUDA graph, then replayed after each
+// step's scalars were stored outside it (as the trainer does with
+// runtime.cuda_graphs): four steps at changing learning rates give the
+// bits of four eager CPU steps. Scalars baked into the graph would repeat
+// the captured step's rate and bias corrections.
+TEST(CudaOptimizer, CapturedAdamWReplaysWithEachStepsScalars) {
+  ST_REQUIRE_GPU();
+  const int64_t n = 4099;
+  cpu::AdamWParams hp{.lr = 0.0f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+  const Tensor p = random_host({n}, 431), g = random_host({n}, 432, -0.1f, 0.1f);
+  const Tensor dp = dev(p), dg = dev(g), dm = dev(Tensor::zeros({n})), dv = dev(Tensor::zeros({n}));
+  const Tensor scalars = device_step(kernels::AdamWStep{});
+  std::string why;
+  const GpuGraph graph = capture_gpu_graph(
+      [&] { cuda::adamw_update(dp.f32(), dg.f32(), dm.f32(), dv.f32(), n, hp, scalars.f32()); }, &why);
+  ASSERT_TRUE(graph) << why;
+  const Tensor wp = clone_host(p), wm = Tensor::zeros({n}), wv = Tensor::zeros({n});
+  const float rates[] = {1e-3f, 3e-3f, 2e-3f, 5e-4f};
+  for (int64_t step = 1; step <= 4; ++step) {
+    hp.lr = rates[step - 1];
+    const auto f = kernels::AdamWStep::of(hp, step).floats();
+    cuda::store_floats(scalars.f32(), f.data(), int(f.size()));
+    launch_gpu_graph(graph);
+    cpu::adamw_update(wp.f32(), g.f32(), wm.f32(), wv.f32(), n, hp, step);
+  }
+  synchronize_gpu();
+  const Tensor got = to_host(dp);
+  EXPECT_EQ(std::memcmp(got.raw(), wp.raw(), size_t(n) * sizeof(float)), 0) << "rel. " << rel_error(dp, wp);
+  const Tensor got_v = to_host(dv);
+  EXPECT_EQ(std::memcmp(got_v.raw(), wv.raw(), size_t(n) * sizeof(float)), 0);
 }
 
 // ---- cross_entropy ----------------------------------------------------------

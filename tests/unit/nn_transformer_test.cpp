@@ -323,8 +323,10 @@ TEST(Gpt, LossDecreasesOverSgdStepsOnAFixedBatch) {
   hp.lr = 0.5f;
   const double first = gpt_loss(*m, x, y, true);
   double last = first;
+  Tensor scalars = Tensor::empty({kernels::SgdStep::kFloats});
   for (int step = 0; step < 20; ++step) {
-    ops::sgd_update(m->flat().params(), m->flat().grads(), Tensor(), hp, step == 0);
+    ops::store_floats(scalars, kernels::SgdStep::of(hp, step == 0).floats());
+    ops::sgd_update(m->flat().params(), m->flat().grads(), Tensor(), hp, scalars);
     last = gpt_loss(*m, x, y, true);
   }
   // Near-uniform predictions at init (the head is fan-in uniform, so not exactly).

@@ -5,9 +5,10 @@
 
 #include <gtest/gtest.h>
 
-#include <limits>
-
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
 
 using namespace shardtrain;
 using namespace shardtrain::optim;
@@ -62,6 +63,37 @@ TEST(Optimizer, AdamWFirstStepMovesByLr) {
   EXPECT_NEAR(p.f32()[0], 1.0f - 0.01f, 1e-6);
   EXPECT_NEAR(p.f32()[1], -1.0f + 0.01f, 1e-6);
   EXPECT_EQ(opt->state().size(), 2u);
+}
+
+// The step's scalars (rate, bias corrections) written ahead of the update,
+// as the trainer does before a CUDA graph that holds the update, or by the
+// update itself, or first at a stale rate that the update replaces: the
+// same bits over steps at changing rates.
+TEST(Optimizer, ScalarsPreparedAheadGiveTheSameSteps) {
+  for (const OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::sgd}) {
+    OptimizerConfig c;
+    c.kind = kind;
+    c.weight_decay = 0.1f;
+    const std::vector<ParamRange> ranges = {{0, 2, true}, {2, 2, false}};
+    auto plain = make_optimizer(c, 4, ranges), ahead = make_optimizer(c, 4, ranges),
+         stale = make_optimizer(c, 4, ranges);
+    Tensor p1 = filled({1.0f, -2.0f, 0.5f, 3.0f}), p2 = filled({1.0f, -2.0f, 0.5f, 3.0f}),
+           p3 = filled({1.0f, -2.0f, 0.5f, 3.0f});
+    const Tensor g = filled({0.3f, -0.2f, 0.1f, 0.7f});
+    for (const float lr : {0.01f, 0.03f, 0.02f}) {
+      plain->step(p1, g, lr);
+      ahead->prepare(lr);
+      ahead->update(p2, g, lr, 0, 4);
+      ahead->finish_step();
+      stale->prepare(lr * 2.0f);
+      stale->update(p3, g, lr, 0, 2);  // in two pieces, as DDP's buckets
+      stale->update(p3, g, lr, 2, 4);
+      stale->finish_step();
+    }
+    EXPECT_EQ(std::memcmp(p1.raw(), p2.raw(), p1.nbytes()), 0) << name_of(kind);
+    EXPECT_EQ(std::memcmp(p1.raw(), p3.raw(), p1.nbytes()), 0) << name_of(kind);
+    EXPECT_NE(p1.f32()[0], 1.0f);
+  }
 }
 
 TEST(Optimizer, BadSettingsAreErrors) {

@@ -48,7 +48,7 @@ struct Fixture {
     return b;
   }
   bool run(int64_t m, const void* x = nullptr) {
-    return graphs.run({m, 2, 8, 8, x, nullptr}, [&] { ++eager; });
+    return graphs.run({m, 2, 8, 8, x, nullptr, false}, [&] { ++eager; });
   }
 };
 
@@ -87,7 +87,7 @@ TEST(StepGraphs, AWarmUpThatAllocatesDropsOtherKeysGraphs) {
   Fixture f;
   f.run(0);
   f.run(0);  // key 0 captured
-  f.graphs.run({1, 2, 8, 8, nullptr, nullptr}, [&] {
+  f.graphs.run({1, 2, 8, 8, nullptr, nullptr, false}, [&] {
     ++f.eager;
     f.memory.second += 1024;  // key 1's warm-up grows a workspace
   });
