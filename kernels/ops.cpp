@@ -668,13 +668,14 @@ AttentionKernel attention_kernel(Device device, int64_t B, int64_t T, int64_t C,
   return AttentionKernel::materialized;
 }
 
-int64_t attention_saved_floats(AttentionKernel kernel, int64_t B, int64_t T, int64_t C, int64_t n_head) {
+int64_t attention_saved_floats(AttentionKernel kernel, int64_t B, int64_t T, int64_t C, int64_t n_head, DType io) {
 #ifdef SHARDTRAIN_HAVE_CUDA
   if (kernel == AttentionKernel::fused)
-    return int64_t((cuda::fused_attention_saved_bytes(B, T, C, n_head) + sizeof(float) - 1) / sizeof(float));
+    return int64_t((cuda::fused_attention_saved_bytes(B, T, C, n_head, io == DType::bf16) + sizeof(float) - 1) /
+                   sizeof(float));
 #else
   ST_CHECK(kernel == AttentionKernel::materialized, "fused attention needs the CUDA backend");
-  (void)C;
+  (void)C, (void)io;
 #endif
   return B * n_head * T * T;
 }
@@ -687,7 +688,8 @@ std::array<int64_t, 3> attention_dims(const char* fn, const Tensor& qkv, const T
   ST_CHECK(qkv.shape().ndim() == 3 && qkv.dim(2) % 3 == 0, "{}: qkv must be [B, T, 3C], got {}", fn, qkv.shape().str());
   ST_CHECK(kernel == AttentionKernel::materialized || gpu, "{}: the fused kernel runs on a GPU only", fn);
   const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
-  ST_CHECK(att.numel() >= attention_saved_floats(kernel, B, T, C, n_head), "{}: saved-state buffer too small", fn);
+  ST_CHECK(att.numel() >= attention_saved_floats(kernel, B, T, C, n_head, qkv.dtype()),
+           "{}: saved-state buffer too small", fn);
   return {B, T, C};
 }
 
@@ -716,18 +718,22 @@ void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, 
 }
 
 void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout, const Tensor& qkv,
-                        const Tensor& att, int64_t n_head, AttentionKernel kernel) {
+                        const Tensor& out, const Tensor& att, int64_t n_head, AttentionKernel kernel) {
   const char* fn = "attention_backward";
-  const bool gpu = ST_ON_GPU(fn, {&dqkv, &scratch, &dout, &qkv, &att});
+  const bool gpu = ST_ON_GPU(fn, {&dqkv, &scratch, &dout, &qkv, &out, &att});
   const OpScope timed(OpClass::attention, gpu);
   const auto [B, T, C] = attention_dims(fn, qkv, att, n_head, kernel, gpu);
   require_numel(fn, dqkv, B * T * 3 * C, "qkv gradient");
   require_numel(fn, dout, B * T * C, "output gradient");
+  require_numel(fn, out, B * T * C, "the forward's output");
   ST_CHECK(scratch.numel() >= T * T, "attention_backward: scratch holds fewer than T*T floats");
   [[maybe_unused]] const bool dqkv16 = is_bf16(fn, dqkv, "the qkv gradient");
-  is_bf16(fn, qkv, "qkv");
+  [[maybe_unused]] const bool qkv16 = is_bf16(fn, qkv, "qkv");
   if (gpu && kernel == AttentionKernel::fused) {
-    ST_GPU_ONLY(cuda::fused_attention_backward(dqkv.raw(), dout.f32(), att.raw(), B, T, C, n_head, dqkv16));
+    ST_CHECK(is_bf16(fn, out, "the forward's output") == qkv16,
+             "{}: the fused kernel takes qkv and its output in one type", fn);
+    ST_GPU_ONLY(cuda::fused_attention_backward(dqkv.raw(), dout.f32(), att.raw(), qkv.raw(), out.raw(), B, T, C, n_head,
+                                               qkv16, dqkv16));
     return;
   }
   const F32Stand x(fn, qkv, true, 0), dx(fn, dqkv, false, 1);

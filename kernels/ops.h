@@ -140,7 +140,9 @@ void token_position_embedding_backward(const Tensor& dwte, const Tensor& dwpe, c
 // floats. dqkv is overwritten. Two kernels compute it:
 //   materialized  the B x n_head x T x T probabilities in `att` (f32)
 //   fused         cuDNN's flash attention (kernels/cuda/fused_attention.h):
-//                 bf16 Q, K, V and O and the softmax's log-sum-exp rows
+//                 the softmax's log-sum-exp rows, and bf16 copies of Q, K,
+//                 V and O where qkv and out are f32 (bf16 ones are read in
+//                 place: the backward is given the forward's qkv and out)
 // attention_kernel() says which runs on `device`: fused on a GPU whose GEMMs
 // are bf16 with runtime.gpu_attention = cudnn, where cuDNN supports the
 // shape (a warning, once per shape, says why not where it does not); the
@@ -149,12 +151,15 @@ void token_position_embedding_backward(const Tensor& dwte, const Tensor& dwpe, c
 // kernel's forward takes qkv and out in one type); dout is f32.
 enum class AttentionKernel { materialized, fused };
 AttentionKernel attention_kernel(Device device, int64_t B, int64_t T, int64_t C, int64_t n_head);
-// f32 elements `att` must hold for `kernel`.
-int64_t attention_saved_floats(AttentionKernel kernel, int64_t B, int64_t T, int64_t C, int64_t n_head);
+// f32 elements `att` must hold for `kernel`, with qkv and out of dtype io.
+int64_t attention_saved_floats(AttentionKernel kernel, int64_t B, int64_t T, int64_t C, int64_t n_head,
+                               DType io = DType::f32);
 void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int64_t n_head,
                        AttentionKernel kernel = AttentionKernel::materialized);
+// qkv and out: the forward's, unchanged since.
 void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout, const Tensor& qkv,
-                        const Tensor& att, int64_t n_head, AttentionKernel kernel = AttentionKernel::materialized);
+                        const Tensor& out, const Tensor& att, int64_t n_head,
+                        AttentionKernel kernel = AttentionKernel::materialized);
 
 // out = a + b, elementwise (out may alias a or b): residual connections.
 void add(const Tensor& out, const Tensor& a, const Tensor& b);

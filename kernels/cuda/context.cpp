@@ -276,11 +276,6 @@ AttentionBackend parse_attention_backend(const std::string& name) {
 void set_attention_backend(AttentionBackend b) { g.attention = b; }
 AttentionBackend attention_backend() { return g.attention; }
 
-void copy_on_compute(void* dst, const void* src, size_t bytes) {
-  if (bytes == 0) return;
-  ST_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g.compute));
-}
-
 void sync_compute() {
   bind_thread();
   publish_device_error();

@@ -89,10 +89,6 @@ AttentionBackend parse_attention_backend(const std::string& name);  // "cudnn" |
 void set_attention_backend(AttentionBackend b);
 AttentionBackend attention_backend();
 
-// bytes from one device buffer to another, in the compute stream's order
-// (no wait; capturable in a CUDA graph).
-void copy_on_compute(void* dst, const void* src, size_t bytes);
-
 // Blocks until the compute stream has drained (used where the host must read
 // a result: a loss, a norm), then raises a kernel-found error (below). Never
 // a device-wide synchronization.

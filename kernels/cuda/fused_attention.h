@@ -5,10 +5,12 @@
 // for the backward, which recomputes the probabilities.
 //
 // The tensors are f32 (qkv [B, T, 3C] in, out [B, T, C]), or bf16 where
-// the caller says: the forward rounds f32 qkv to bf16 and widens O back to
-// f32, the backward rounds dO and widens dQKV. Q, K and V are strided views of the one qkv buffer (head h at
-// channel h*hs of each third), as cuDNN's tensor strides allow, so nothing
-// is transposed.
+// the caller says. f32 ones are rounded into bf16 copies the forward keeps
+// for the backward (the backward rounds dO and widens dQKV the same way);
+// bf16 ones (mixed precision's activations) are read and written where they
+// are, and the backward is given them again. Q, K and V are strided views
+// of the one qkv buffer (head h at channel h*hs of each third), as cuDNN's
+// tensor strides allow, so nothing is transposed.
 //
 // cuDNN is loaded at run time (dlopen of libcudnn.so.9); a build without the
 // frontend headers, a machine without cuDNN, or a shape cuDNN does not
@@ -25,19 +27,22 @@ namespace shardtrain::cuda {
 // cached), otherwise why not.
 std::string fused_attention_unavailable(int64_t B, int64_t T, int64_t C, int64_t NH);
 
-// Bytes the forward keeps in `saved` for the backward: the log-sum-exp rows
-// and the bf16 qkv and O.
-size_t fused_attention_saved_bytes(int64_t B, int64_t T, int64_t C, int64_t NH);
+// Bytes the forward keeps in `saved` for the backward: the log-sum-exp
+// rows, and with f32 qkv and out their bf16 copies.
+size_t fused_attention_saved_bytes(int64_t B, int64_t T, int64_t C, int64_t NH, bool bf16_io = false);
 
 // out [B, T, C] is overwritten; `saved` holds fused_attention_saved_bytes.
-// With bf16_io, qkv and out hold bf16 values (mixed precision's
-// activations): copied as they are, no rounding or widening.
+// With bf16_io, qkv and out hold bf16 values: cuDNN reads Q, K and V from
+// qkv and writes O into out, no copies; the backward reads both again.
 void fused_attention_forward(void* out, void* saved, const void* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
                              bool bf16_io = false);
 
 // dqkv [B, T, 3C] is overwritten from dout [B, T, C] (f32) and what the
-// forward saved; with dqkv_bf16 cuDNN writes bf16 dqkv in place.
-void fused_attention_backward(void* dqkv, const float* dout, const void* saved, int64_t B, int64_t T, int64_t C,
-                              int64_t NH, bool dqkv_bf16 = false);
+// forward saved. With bf16_io, qkv and out are the forward's bf16 tensors,
+// unchanged since; otherwise they are not read (the copies in `saved` are).
+// With dqkv_bf16 cuDNN writes bf16 dqkv in place.
+void fused_attention_backward(void* dqkv, const float* dout, const void* saved, const void* qkv, const void* out,
+                              int64_t B, int64_t T, int64_t C, int64_t NH, bool bf16_io = false,
+                              bool dqkv_bf16 = false);
 
 }  // namespace shardtrain::cuda

@@ -130,7 +130,7 @@ Tensor TransformerBlock::forward(const Tensor& in) {
   ln1_.forward(in_, ln1);
   qkv_.forward(ln1, qkv);
   attention_ = ops::attention_kernel(in.device(), B, T, C, n_head_);
-  const int64_t saved = ops::attention_saved_floats(attention_, capacity_, T, C, n_head_);
+  const int64_t saved = ops::attention_saved_floats(attention_, capacity_, T, C, n_head_, act_);
   if (att_.numel() < saved) {
     att_ = Tensor();  // the old buffer first: no overlap with the new one
     att_ = Tensor::empty({saved}, DType::f32, device_);
@@ -158,7 +158,8 @@ void TransformerBlock::backward(const Tensor& dout_in, const Tensor& din, bool a
   ln2_.backward_residual(ga, dout, gb, accumulate);
   // Attention branch.
   proj_.backward(gb, ga, accumulate);
-  ops::attention_backward(g3, scratch_, ga, qkv_out_.view(0, {B, T, 3 * C}), att_, n_head_, attention_);
+  ops::attention_backward(g3, scratch_, ga, qkv_out_.view(0, {B, T, 3 * C}), attn_out_.view(0, {B, T, C}), att_,
+                          n_head_, attention_);
   qkv_.backward(g3, ga, accumulate);
   // din = ln1's input gradient plus gb along residual 1, in one pass. Without
   // din (the caller needs none) ln1's input gradient goes to gb, free then:

@@ -12,6 +12,7 @@
 #include "kernels/cuda/fused_attention.h"
 #include "kernels/ops.h"
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -67,7 +68,7 @@ TEST(CudaFusedAttention, ForwardAndBackwardMatchCpu) {
     const Tensor out = poisoned({B, T, C}), dqkv = poisoned({B, T, 3 * C});
     cuda::fused_attention_forward(out.f32(), saved.f32(), d_qkv.f32(), B, T, C, NH);
     report("fused_attention_forward" + d.suffix, "bf16", rel_error(out, out_ref), kForwardLimit);
-    cuda::fused_attention_backward(dqkv.f32(), d_dout.f32(), saved.f32(), B, T, C, NH);
+    cuda::fused_attention_backward(dqkv.f32(), d_dout.f32(), saved.f32(), nullptr, nullptr, B, T, C, NH);
     report("fused_attention_backward" + d.suffix, "bf16", rel_error(dqkv, dqkv_ref), kBackwardLimit);
     // What it saves instead of the B x NH x T x T probabilities.
     EXPECT_LT(saved_bytes, B * NH * T * T * 4 + 1024);
@@ -87,10 +88,49 @@ TEST(CudaFusedAttention, RepeatsBitForBit) {
   for (int run = 0; run < 2; ++run) {
     const Tensor out = poisoned({B, T, C}), dqkv = poisoned({B, T, 3 * C});
     cuda::fused_attention_forward(out.f32(), saved.f32(), qkv.f32(), B, T, C, NH);
-    cuda::fused_attention_backward(dqkv.f32(), dout.f32(), saved.f32(), B, T, C, NH);
+    cuda::fused_attention_backward(dqkv.f32(), dout.f32(), saved.f32(), nullptr, nullptr, B, T, C, NH);
     grads.push_back(gpu_test::to_host(dqkv));
   }
   EXPECT_EQ(std::memcmp(grads[0].raw(), grads[1].raw(), grads[0].nbytes()), 0);
+}
+
+// Mixed precision's bf16 qkv and O, read and written in place, against f32
+// ones that go through the kernel's own bf16 copies: with qkv's values
+// already bf16, both run the same cuDNN graphs on the same bits, so O and
+// dQKV agree bit for bit; only the log-sum-exp rows are saved.
+TEST(CudaFusedAttention, Bf16TensorsInPlaceGiveTheBitsOfTheCopies) {
+  ST_REQUIRE_GPU();
+  const Dims d = kShapes.back();
+  const int64_t B = d.B, T = d.T, C = d.C, NH = d.NH;
+  ASSERT_EQ(cuda::fused_attention_unavailable(B, T, C, NH), "");
+  const Tensor qkv16 = Tensor::empty({B, T, 3 * C}, DType::bf16, gpu()), qkv = poisoned({B, T, 3 * C});
+  ops::convert(qkv16, to_device(random_host({B, T, 3 * C}, 7201), gpu()));
+  ops::convert(qkv, qkv16);  // f32 values a bf16 holds exactly
+  const Tensor dout = to_device(random_host({B, T, C}, 7202), gpu());
+
+  const size_t copies_bytes = cuda::fused_attention_saved_bytes(B, T, C, NH);
+  const size_t in_place_bytes = cuda::fused_attention_saved_bytes(B, T, C, NH, /*bf16_io=*/true);
+  EXPECT_EQ(in_place_bytes, size_t(B * NH * T) * sizeof(float));
+  EXPECT_GT(copies_bytes, in_place_bytes + size_t(B * T * 4 * C) * 2);
+
+  const Tensor saved = poisoned({int64_t(copies_bytes + 3) / 4});
+  const Tensor out = poisoned({B, T, C}), dqkv = poisoned({B, T, 3 * C});
+  cuda::fused_attention_forward(out.f32(), saved.f32(), qkv.f32(), B, T, C, NH);
+  cuda::fused_attention_backward(dqkv.f32(), dout.f32(), saved.f32(), nullptr, nullptr, B, T, C, NH);
+
+  const Tensor saved16 = poisoned({int64_t(in_place_bytes + 3) / 4});
+  const Tensor out16 = poisoned({B, T, C}, DType::bf16), dqkv16 = poisoned({B, T, 3 * C}, DType::bf16);
+  cuda::fused_attention_forward(out16.raw(), saved16.raw(), qkv16.raw(), B, T, C, NH, /*bf16_io=*/true);
+  cuda::fused_attention_backward(dqkv16.raw(), dout.f32(), saved16.raw(), qkv16.raw(), out16.raw(), B, T, C, NH,
+                                 /*bf16_io=*/true, /*dqkv_bf16=*/true);
+
+  const Tensor out_wide = poisoned({B, T, C}), dqkv_wide = poisoned({B, T, 3 * C});
+  ops::convert(out_wide, out16);
+  ops::convert(dqkv_wide, dqkv16);
+  const Tensor a = gpu_test::to_host(out), b = gpu_test::to_host(out_wide);
+  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << "O, rel. " << rel_error(out_wide, a);
+  const Tensor da = gpu_test::to_host(dqkv), db = gpu_test::to_host(dqkv_wide);
+  EXPECT_EQ(std::memcmp(da.raw(), db.raw(), da.nbytes()), 0) << "dQKV, rel. " << rel_error(dqkv_wide, da);
 }
 
 TEST(CudaFusedAttention, RunsOnlyWhereGemmsAreBf16AndCudnnIsChosen) {

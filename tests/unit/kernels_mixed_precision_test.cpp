@@ -124,8 +124,8 @@ TEST(MixedPrecisionOps, AttentionReadsBf16QkvAndWritesBf16) {
   ops::attention_forward(out16, att, q16, NH);
   expect_rounded_equal(out16, ref, "attention output");
   Tensor dref = Tensor::empty({B * T * 3 * C}), d16 = Tensor::empty({B * T * 3 * C}, DType::bf16);
-  ops::attention_backward(dref, scratch, dout, q, att, NH);
-  ops::attention_backward(d16, scratch, dout, q16, att, NH);
+  ops::attention_backward(dref, scratch, dout, q, ref, att, NH);
+  ops::attention_backward(d16, scratch, dout, q16, out16, att, NH);
   expect_rounded_equal(d16, dref, "qkv gradient");
 }
 

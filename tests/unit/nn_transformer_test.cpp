@@ -236,7 +236,7 @@ TEST(TransformerBlock, FusedResidualLayerNormsGiveTheUnfusedBits) {
     ln2.backward(ga, gb, accumulate);
     ops::add(gb, gb, R);
     proj.backward(gb, ga, accumulate);
-    ops::attention_backward(g3, scratch, ga, qkvo, att, H);
+    ops::attention_backward(g3, scratch, ga, qkvo, attn, att, H);
     qkv.backward(g3, ga, accumulate);
     ln1.backward(ga, want_dx, accumulate);
     ops::add(want_dx, want_dx, gb);

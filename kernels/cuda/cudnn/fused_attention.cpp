@@ -30,11 +30,12 @@ size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 struct Dims {
   int64_t B, T, C, NH;
   int64_t hs() const { return C / NH; }
-  // Byte offsets inside `saved`: log-sum-exp rows, then bf16 qkv, then bf16 O.
+  // Byte offsets inside `saved`: log-sum-exp rows, then (f32 io only) the
+  // bf16 copies of qkv and O.
   size_t stats_bytes() const { return size_t(B * NH * T) * sizeof(float); }
   size_t qkv_offset() const { return aligned(stats_bytes()); }
   size_t out_offset() const { return qkv_offset() + aligned(size_t(B * T * 3 * C) * 2); }
-  size_t saved_bytes() const { return out_offset() + size_t(B * T * C) * 2; }
+  size_t saved_bytes(bool bf16_io) const { return bf16_io ? stats_bytes() : out_offset() + size_t(B * T * C) * 2; }
   auto key() const { return std::make_tuple(B, T, C, NH); }
 };
 
@@ -185,8 +186,8 @@ std::string fused_attention_unavailable(int64_t B, int64_t T, int64_t C, int64_t
   return graphs(Dims{B, T, C, NH}).unavailable;
 }
 
-size_t fused_attention_saved_bytes(int64_t B, int64_t T, int64_t C, int64_t NH) {
-  return Dims{B, T, C, NH}.saved_bytes();
+size_t fused_attention_saved_bytes(int64_t B, int64_t T, int64_t C, int64_t NH, bool bf16_io) {
+  return Dims{B, T, C, NH}.saved_bytes(bf16_io);
 }
 
 void fused_attention_forward(void* out, void* saved, const void* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
@@ -194,31 +195,28 @@ void fused_attention_forward(void* out, void* saved, const void* qkv, int64_t B,
   const Dims d{B, T, C, NH};
   const Graphs& g = built(d, "fused_attention_forward");
   auto* base = static_cast<unsigned char*>(saved);
-  auto* qkv16 = reinterpret_cast<bf16*>(base + d.qkv_offset());
-  auto* out16 = reinterpret_cast<bf16*>(base + d.out_offset());
-  if (bf16_io) {
-    copy_on_compute(qkv16, qkv, size_t(B * T * 3 * C) * 2);
-  } else {
-    f32_to_bf16(qkv16, static_cast<const float*>(qkv), B * T * 3 * C);
+  // bf16 qkv and O where they are; f32 ones through bf16 copies in `saved`.
+  void* qkv16 = const_cast<void*>(qkv);  // cuDNN takes const-less pointers; it only reads Q, K and V
+  void* out16 = out;
+  if (!bf16_io) {
+    qkv16 = base + d.qkv_offset();
+    out16 = base + d.out_offset();
+    f32_to_bf16(static_cast<bf16*>(qkv16), static_cast<const float*>(qkv), B * T * 3 * C);
   }
-  auto* q = reinterpret_cast<uint16_t*>(qkv16);
+  auto* q = static_cast<uint16_t*>(qkv16);
   std::unordered_map<int64_t, void*> pack{{kQ, q}, {kK, q + C}, {kV, q + 2 * C}, {kO, out16}, {kStats, base}};
   execute(*g.forward, g.forward_workspace, pack, "fused_attention_forward");
-  if (bf16_io) {
-    copy_on_compute(out, out16, size_t(B * T * C) * 2);
-  } else {
-    bf16_to_f32(static_cast<float*>(out), out16, B * T * C);
-  }
+  if (!bf16_io) bf16_to_f32(static_cast<float*>(out), static_cast<const bf16*>(out16), B * T * C);
 }
 
-void fused_attention_backward(void* dqkv, const float* dout, const void* saved, int64_t B, int64_t T, int64_t C,
-                              int64_t NH, bool dqkv_bf16) {
+void fused_attention_backward(void* dqkv, const float* dout, const void* saved, const void* qkv, const void* out,
+                              int64_t B, int64_t T, int64_t C, int64_t NH, bool bf16_io, bool dqkv_bf16) {
   const Dims d{B, T, C, NH};
   const Graphs& g = built(d, "fused_attention_backward");
   // cuDNN takes const-less pointers; it only reads the inputs.
   auto* base = const_cast<unsigned char*>(static_cast<const unsigned char*>(saved));
-  auto* q = reinterpret_cast<uint16_t*>(base + d.qkv_offset());
-  auto* out16 = base + d.out_offset();
+  auto* q = static_cast<uint16_t*>(bf16_io ? const_cast<void*>(qkv) : base + d.qkv_offset());
+  void* out16 = bf16_io ? const_cast<void*>(out) : base + d.out_offset();
   const size_t dout_bytes = aligned(size_t(B * T * C) * 2);
   // dO in bf16, and dQKV's bf16 values unless the caller's buffer takes them.
   const size_t grads_bytes = dout_bytes + (dqkv_bf16 ? 0 : size_t(B * T * 3 * C) * 2);
