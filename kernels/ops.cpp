@@ -162,7 +162,7 @@ int64_t linear_kept_elements(int64_t rows, int64_t IC, int64_t OC, DType in) {
 #ifdef SHARDTRAIN_HAVE_CUDA
   return cuda::linear_kept_bf16_elements(rows, IC, OC, in == DType::bf16);
 #else
-  return (in == DType::bf16 ? 0 : rows * IC) + OC * IC;
+  return OC * IC + (in == DType::bf16 ? 0 : rows * IC);
 #endif
 }
 
@@ -187,7 +187,7 @@ namespace {
 
 // linear_forward, and with `pre` linear_gelu_forward.
 void linear_forward_impl(const char* fn, const Tensor& out, const Tensor& pre, const Tensor& in, const Tensor& weight,
-                         const Tensor& bias, const Tensor& keep) {
+                         const Tensor& bias, const Tensor& keep, bool keep_has_weight) {
   const bool gpu = ST_ON_GPU(fn, {&out, &pre, &in, &weight, &bias, &keep});
   const OpScope timed(OpClass::linear, gpu);
   const int64_t OC = weight.dim(0), IC = weight.dim(1), N = in.numel() / IC;
@@ -199,10 +199,11 @@ void linear_forward_impl(const char* fn, const Tensor& out, const Tensor& pre, c
   ST_CHECK(!pre.defined() || pre.dtype() == out.dtype(), "{}: the GELU's input and output differ in type ({} and {})",
            fn, dtype_name(pre.dtype()), dtype_name(out.dtype()));
   check_kept(fn, keep, gpu, N, IC, OC, in.dtype(), in16 || out16);
+  ST_CHECK(!keep_has_weight || keep.defined(), "{}: no kept buffer to hold the weight's copy", fn);
   if (gpu) {
-    ST_GPU_ONLY(cuda::linear_forward(
-        out.raw(), in.raw(), weight.f32(), opt(bias), N, IC, OC,
-        {keep.defined() ? keep.raw() : nullptr, pre.defined() ? pre.raw() : nullptr, in16, out16, false, false}));
+    ST_GPU_ONLY(cuda::linear_forward(out.raw(), in.raw(), weight.f32(), opt(bias), N, IC, OC,
+                                     {keep.defined() ? keep.raw() : nullptr, pre.defined() ? pre.raw() : nullptr, in16,
+                                      out16, false, false, keep_has_weight}));
     return;
   }
   const F32Stand x(fn, in, true, 0), y(fn, out, false, 1), p(fn, pre, false, 2);
@@ -249,14 +250,15 @@ void linear_backward_impl(const char* fn, const Tensor& din, const Tensor& dweig
 
 }  // namespace
 
-void linear_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& keep) {
-  linear_forward_impl("linear_forward", out, Tensor(), in, weight, bias, keep);
+void linear_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& keep,
+                    bool keep_has_weight) {
+  linear_forward_impl("linear_forward", out, Tensor(), in, weight, bias, keep, keep_has_weight);
 }
 
 void linear_gelu_forward(const Tensor& out, const Tensor& pre, const Tensor& in, const Tensor& weight,
-                         const Tensor& bias, const Tensor& keep) {
+                         const Tensor& bias, const Tensor& keep, bool keep_has_weight) {
   ST_CHECK(pre.defined(), "linear_gelu_forward: no tensor for the GELU's input");
-  linear_forward_impl("linear_gelu_forward", out, pre, in, weight, bias, keep);
+  linear_forward_impl("linear_gelu_forward", out, pre, in, weight, bias, keep, keep_has_weight);
 }
 
 void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,

@@ -33,8 +33,11 @@ namespace shardtrain::ops {
 // bf16 copies of x and weight; the backward, given the same tensor, reads
 // them instead of converting x and weight again, and converts dout once for
 // both its GEMMs (kernels/cuda/linear.h). The same results, fewer passes.
+// keep_has_weight: `keep` already holds this weight's copy, made by an
+// earlier forward of the same layer, and the weight has not changed since
+// (the micro-batches after a step's first): only x is converted.
 void linear_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
-                    const Tensor& keep = Tensor());
+                    const Tensor& keep = Tensor(), bool keep_has_weight = false);
 void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                      const Tensor& in, const Tensor& weight, bool accumulate, const Tensor& kept = Tensor());
 // A linear layer and the GELU after it: pre = in W^T + bias, out = gelu(pre).
@@ -43,7 +46,7 @@ void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbi
 // GEMM each (its GELU epilogues); elsewhere, and as the fallback, the GEMM
 // and the GELU kernel: on the CPU the bits of linear + gelu.
 void linear_gelu_forward(const Tensor& out, const Tensor& pre, const Tensor& in, const Tensor& weight,
-                         const Tensor& bias, const Tensor& keep = Tensor());
+                         const Tensor& bias, const Tensor& keep = Tensor(), bool keep_has_weight = false);
 void linear_backward_through_gelu(const Tensor& dpre, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                                   const Tensor& in, const Tensor& weight, const Tensor& pre, bool accumulate,
                                   const Tensor& kept = Tensor());

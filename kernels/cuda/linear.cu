@@ -150,17 +150,18 @@ void backward(void* din, float* dweight, float* dbias, const void* dout, const f
   column_sums(dbias, dout_f32, N, OC, accumulate);
 }
 
-// The bf16 values inside a kept buffer: the input's copy (none where the
-// input is bf16 itself), then the weight's.
+// The bf16 values inside a kept buffer: the weight's copy first, at a place
+// that does not depend on N (so a later micro-batch can reuse it), then
+// the input's (none where the input is bf16 itself).
 struct Kept {
   bf16* in;
   bf16* weight;
 };
-// The weight starts 256 bytes aligned, as cuBLASLt's fastest kernels want.
-int64_t weight_offset(int64_t N, int64_t IC, bool in_bf16) { return in_bf16 ? 0 : (N * IC + 127) / 128 * 128; }
-Kept kept_parts(const void* buffer, int64_t N, int64_t IC, bool in_bf16) {
+// The input starts 256 bytes aligned, as cuBLASLt's fastest kernels want.
+int64_t input_offset(int64_t IC, int64_t OC) { return (OC * IC + 127) / 128 * 128; }
+Kept kept_parts(const void* buffer, int64_t IC, int64_t OC) {
   auto* base = static_cast<uint16_t*>(const_cast<void*>(buffer));  // bf16 bits
-  return {reinterpret_cast<bf16*>(base), reinterpret_cast<bf16*>(base + weight_offset(N, IC, in_bf16))};
+  return {reinterpret_cast<bf16*>(base + input_offset(IC, OC)), reinterpret_cast<bf16*>(base)};
 }
 
 bool any_bf16(const LinearFusion& f) { return f.in_bf16 || f.out_bf16 || f.dout_bf16 || f.din_bf16; }
@@ -168,7 +169,7 @@ bool any_bf16(const LinearFusion& f) { return f.in_bf16 || f.out_bf16 || f.dout_
 }  // namespace
 
 int64_t linear_kept_bf16_elements(int64_t N, int64_t IC, int64_t OC, bool in_bf16) {
-  return weight_offset(N, IC, in_bf16) + OC * IC;
+  return in_bf16 ? OC * IC : input_offset(IC, OC) + N * IC;
 }
 
 void linear_forward(void* out, const void* in, const float* weight, const float* bias, int64_t N, int64_t IC,
@@ -181,10 +182,10 @@ void linear_forward(void* out, const void* in, const float* weight, const float*
     forward_f32(static_cast<float*>(out), {in, weight, false}, bias, static_cast<float*>(fusion.gelu_pre), N, IC, OC);
     return;
   }
-  const Kept k = kept_parts(fusion.bf16, N, IC, fusion.in_bf16);
+  const Kept k = kept_parts(fusion.bf16, IC, OC);
   const void* in16 = fusion.in_bf16 ? in : k.in;
   if (!fusion.in_bf16) f32_to_bf16(k.in, static_cast<const float*>(in), N * IC);
-  f32_to_bf16(k.weight, weight, OC * IC);
+  if (!fusion.weight_kept) f32_to_bf16(k.weight, weight, OC * IC);
   const Operands x{in16, k.weight, true};
   if (fusion.out_bf16) {
     forward_bf16(out, x, bias, fusion.gelu_pre, N, IC, OC);
@@ -203,7 +204,7 @@ void linear_backward(void* din, float* dweight, float* dbias, const void* dout, 
     backward(din, dweight, dbias, dout, dout32, {in, weight, false}, fusion.gelu_pre, N, IC, OC, accumulate, false);
     return;
   }
-  const Kept k = kept_parts(fusion.bf16, N, IC, fusion.in_bf16);
+  const Kept k = kept_parts(fusion.bf16, IC, OC);
   const void* in16 = fusion.in_bf16 ? in : k.in;
   const void* dout16 = dout;
   const float* dout32 = nullptr;

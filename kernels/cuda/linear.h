@@ -10,14 +10,18 @@ namespace shardtrain::cuda {
 
 // What a linear layer may fuse around its GEMMs, and the types of its
 // activations; all optional.
-//   bf16      Where GEMMs are bf16: the forward's bf16 copies of `in`
-//             [N, IC] (unless in_bf16) and `weight` [OC, IC], kept in the
+//   bf16      Where GEMMs are bf16: the forward's bf16 copies of `weight`
+//             [OC, IC] and `in` [N, IC] (unless in_bf16), kept in the
 //             layer's own buffer (linear_kept_bf16_elements values: the
-//             input's copy, then, 256-byte aligned, the weight's) for its
+//             weight's copy, then, 256-byte aligned, the input's) for its
 //             backward, whose two GEMMs read them instead of converting
 //             again, and which converts dout once for both. Three
 //             conversions a step instead of six, with the same bf16 values,
 //             so the same results.
+//   weight_kept  The buffer already holds this weight's copy (an earlier
+//             forward made it and the weight has not changed: the
+//             micro-batches after a step's first): the forward converts
+//             only the input. The weight's place does not depend on N.
 //   gelu_pre  The GELU after this layer (forward) or before it (backward).
 //             Forward: gelu_pre [N, OC] receives in*W^T + bias and out its
 //             GELU. Backward, for a layer whose input was gelu(gelu_pre)
@@ -35,6 +39,7 @@ struct LinearFusion {
   void* bf16 = nullptr;
   void* gelu_pre = nullptr;
   bool in_bf16 = false, out_bf16 = false, dout_bf16 = false, din_bf16 = false;
+  bool weight_kept = false;
 };
 int64_t linear_kept_bf16_elements(int64_t N, int64_t IC, int64_t OC, bool in_bf16 = false);
 

@@ -1,6 +1,7 @@
 #include "runtime/nn/linear.h"
 
 #include "kernels/ops.h"
+#include "runtime/nn/same_weights.h"
 
 namespace shardtrain::nn {
 
@@ -44,24 +45,36 @@ int64_t Linear::kept_bf16_bytes(const Shape& in, int64_t batch, DType in_dtype) 
   return int64_t(dtype_size(DType::bf16)) * ops::linear_kept_elements(rows, in_features_, out_features_, in_dtype);
 }
 
-Tensor Linear::prepare_forward(const Tensor& in) {
+template <typename Op>
+void Linear::run_forward(const Tensor& in, Op&& op) {
   in_ = in;
   kept_ = ops::linear_keeps_bf16(in.device());
-  if (!kept_) return Tensor();
+  if (!kept_) {
+    weight_copied_ = nullptr;
+    op(Tensor(), false);
+    return;
+  }
   const int64_t need = ops::linear_kept_elements(in.numel() / in_features_, in_features_, out_features_, in.dtype());
   if (bf16_.numel() < need || bf16_.device() != in.device()) {
     bf16_ = Tensor();  // the old buffer first: no overlap with the new one
     bf16_ = Tensor::empty({need}, DType::bf16, in.device());
+    weight_copied_ = nullptr;
   }
-  return bf16_;
+  const bool reuse = weight_copied_ == weight_.raw() && SameWeights::active();
+  weight_copied_ = nullptr;  // until the forward has made it
+  op(bf16_, reuse);
+  weight_copied_ = weight_.raw();
 }
 
 void Linear::forward(const Tensor& in, const Tensor& out) {
-  ops::linear_forward(out, in, weight_, bias_, prepare_forward(in));
+  run_forward(
+      in, [&](const Tensor& keep, bool has_weight) { ops::linear_forward(out, in, weight_, bias_, keep, has_weight); });
 }
 
 void Linear::forward_gelu(const Tensor& in, const Tensor& pre, const Tensor& out) {
-  ops::linear_gelu_forward(out, pre, in, weight_, bias_, prepare_forward(in));
+  run_forward(in, [&](const Tensor& keep, bool has_weight) {
+    ops::linear_gelu_forward(out, pre, in, weight_, bias_, keep, has_weight);
+  });
 }
 
 void Linear::backward(const Tensor& dout, const Tensor& din, bool accumulate) {

@@ -27,6 +27,7 @@ class Linear final : public Layer {
   void release_activations() override {
     in_ = Tensor();
     bf16_ = Tensor();
+    weight_copied_ = nullptr;
   }
 
  private:
@@ -38,10 +39,14 @@ class Linear final : public Layer {
   // and weight, which the backward reuses (ops::linear_forward's `keep`).
   Tensor bf16_;
   bool kept_ = false;  // the last forward filled bf16_
+  // The weight whose bf16 copy bf16_ holds (null: none).
+  const void* weight_copied_ = nullptr;
 
-  // Before a forward: in_, and bf16_ sized where it is kept; the tensor
-  // for ops' `keep` (undefined where nothing is kept).
-  Tensor prepare_forward(const Tensor& in);
+  // A forward through `op`(keep, keep_has_weight): in_, and bf16_ sized
+  // where it is kept (`keep` undefined where nothing is), its weight copy
+  // reused where nn::SameWeights says the weight has not changed.
+  template <typename Op>
+  void run_forward(const Tensor& in, Op&& op);
 };
 
 }  // namespace shardtrain::nn

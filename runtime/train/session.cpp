@@ -9,6 +9,7 @@
 #include "runtime/core/device_memory.h"
 #include "runtime/core/op_timing.h"
 #include "runtime/nn/models.h"
+#include "runtime/nn/same_weights.h"
 #include "runtime/core/clock.h"
 #include "runtime/telemetry/recorder.h"
 
@@ -212,6 +213,9 @@ bool forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
   bool updated = false;
   for (int64_t m = 0; m < micro_batches; ++m) {
     const int64_t begin = local * m / micro_batches, end = local * (m + 1) / micro_batches;
+    // The update follows the last micro-batch: the ones after the first see
+    // the first's parameters, so their bf16 weight copies are reused.
+    const nn::SameWeights same_weights(m > 0);
     Tensor x = b.x.view(begin * sample.numel(), batched(end - begin, sample));
     const float scale = 1.0f / float(global_batch * rows);  // the gradient of the mean loss over the global batch
     StepGraphs* const graphs =

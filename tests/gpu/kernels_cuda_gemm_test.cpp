@@ -207,13 +207,15 @@ TEST(CudaLinear, ForwardAndBackwardMatchCpu) {
 
 // The forward's kept bf16 copies (LinearFusion::bf16) give the bits of
 // the per-call conversions, forward and backward, overwriting and
-// accumulating, on both backends; N*IC is no multiple of 128, so the
-// weight's copy starts at the padded offset.
+// accumulating, on both backends; OC*IC is no multiple of 128, so the
+// input's copy starts at the padded offset. A later micro-batch of another
+// size that reuses the weight's copy (weight_kept) gives its own per-call
+// bits too.
 TEST(CudaLinear, KeptBf16CopiesGiveThePerCallBits) {
   ST_REQUIRE_GPU();
   RestoreF32 restore;
   cuda::set_gemm_precision(cuda::GemmPrecision::bf16);
-  const int64_t N = 250, IC = 384, OC = 320;
+  const int64_t N = 250, IC = 392, OC = 324, N2 = 131;
   const Tensor in = dev(random_host({N, IC}, 3101)), w = dev(random_host({OC, IC}, 3102));
   const Tensor bias = dev(random_host({OC}, 3103)), dout = dev(random_host({N, OC}, 3104));
   const Tensor dw0 = random_host({OC, IC}, 3105), db0 = random_host({OC}, 3106);
@@ -242,6 +244,23 @@ TEST(CudaLinear, KeptBf16CopiesGiveThePerCallBits) {
       same_bits(dw_kept, dw, "linear_backward_kept_dweight" + acc + sfx);
       same_bits(db_kept, db, "linear_backward_kept_dbias" + acc + sfx);
     }
+    // The next micro-batch: N2 rows of another input, the weight's copy as
+    // the first forward left it.
+    const Tensor in2 = dev(random_host({N2, IC}, 3107));
+    const Tensor out2 = poisoned({N2, OC}), out2_kept = poisoned({N2, OC});
+    cuda::linear_forward(out2.f32(), in2.f32(), w.f32(), bias.f32(), N2, IC, OC);
+    cuda::LinearFusion reuse{kept.raw(), nullptr};
+    reuse.weight_kept = true;
+    cuda::linear_forward(out2_kept.f32(), in2.f32(), w.f32(), bias.f32(), N2, IC, OC, reuse);
+    same_bits(out2_kept, out2, "linear_forward_weight_kept" + sfx);
+    const Tensor din2 = poisoned({N2, IC}), din2_kept = poisoned({N2, IC});
+    const Tensor dw2 = dev(dw0), db2 = dev(db0), dw2_kept = dev(dw0), db2_kept = dev(db0);
+    const Tensor dout2 = dout.view(0, {N2, OC});
+    cuda::linear_backward(din2.f32(), dw2.f32(), db2.f32(), dout2.f32(), in2.f32(), w.f32(), N2, IC, OC, true);
+    cuda::linear_backward(din2_kept.f32(), dw2_kept.f32(), db2_kept.f32(), dout2.f32(), in2.f32(), w.f32(), N2, IC, OC,
+                          true, {kept.raw(), nullptr});
+    same_bits(din2_kept, din2, "linear_backward_weight_kept_din" + sfx);
+    same_bits(dw2_kept, dw2, "linear_backward_weight_kept_dweight" + sfx);
   }
   cuda::set_linear_backend(cuda::LinearBackend::cublaslt);
 }

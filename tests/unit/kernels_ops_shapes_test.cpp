@@ -76,6 +76,8 @@ TEST(OpsShapes, KeptBf16LinearCopiesAreForTheGpuOnly) {
   Tensor dw = Tensor::zeros({2, 3});
   EXPECT_THAT(error_of([&] { ops::linear_backward(Tensor(), dw, Tensor(), out, in, w, false, kept); }),
               HasSubstr("linear_backward: bf16 copies are kept on a GPU only"));
+  EXPECT_THAT(error_of([&] { ops::linear_forward(out, in, w, Tensor(), Tensor(), /*keep_has_weight=*/true); }),
+              HasSubstr("linear_forward: no kept buffer to hold the weight's copy"));
 }
 
 TEST(OpsShapes, FusedLayerNormAllowsInPlaceButRefusesOverlaps) {

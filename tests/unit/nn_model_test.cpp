@@ -1,11 +1,13 @@
 #include "kernels/ops.h"
 #include "runtime/core/rng.h"
 #include "runtime/nn/models.h"
+#include "runtime/nn/same_weights.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 using namespace shardtrain;
 using namespace shardtrain::nn;
@@ -194,6 +196,35 @@ TEST(Model, AccumulateAddsGradients) {
   ops::softmax_xent_fused(dlogits, logits, y.data(), 1.0f / 3);
   m->backward(dlogits, /*accumulate=*/true);
   for (int64_t i = 0; i < m->flat().numel(); ++i) ASSERT_FLOAT_EQ(m->flat().grads().f32()[i], 2 * once[size_t(i)]) << i;
+}
+
+// The trainer's scope for the micro-batches after a step's first: it nests
+// and restores, and where no bf16 copies are kept (the CPU) a forward under
+// it is the same forward.
+TEST(SameWeights, NestsRestoresAndChangesNothingOnTheCpu) {
+  EXPECT_FALSE(nn::SameWeights::active());
+  {
+    const nn::SameWeights outer;
+    EXPECT_TRUE(nn::SameWeights::active());
+    {
+      const nn::SameWeights inner(false);
+      EXPECT_FALSE(nn::SameWeights::active());
+    }
+    EXPECT_TRUE(nn::SameWeights::active());
+  }
+  EXPECT_FALSE(nn::SameWeights::active());
+
+  ModelSpec spec;
+  spec.hidden = {8};
+  auto m = build_model(spec, Shape{5}, 3);
+  m->initialize(3);
+  const Tensor x = random_input(4, Shape{5}, 6);
+  const Tensor out = m->forward(x);
+  const std::vector<float> first(out.f32(), out.f32() + out.numel());
+  const nn::SameWeights same;
+  const Tensor again = m->forward(x);
+  ASSERT_EQ(again.numel(), out.numel());
+  EXPECT_EQ(std::memcmp(first.data(), again.f32(), first.size() * sizeof(float)), 0);
 }
 
 TEST(Model, LargerEvalBatchAfterTrainingBatchWorks) {
