@@ -63,7 +63,8 @@ void Linear::run_forward(const Tensor& in, Op&& op) {
   const bool reuse = weight_copied_ == weight_.raw() && SameWeights::active();
   weight_copied_ = nullptr;  // until the forward has made it
   op(bf16_, reuse);
-  weight_copied_ = weight_.raw();
+  // An empty batch returns before any conversion: no copy was made.
+  weight_copied_ = in.numel() > 0 ? weight_.raw() : nullptr;
 }
 
 void Linear::forward(const Tensor& in, const Tensor& out) {

@@ -111,7 +111,7 @@ TEST(CudaFusedAttention, Bf16TensorsInPlaceGiveTheBitsOfTheCopies) {
   const size_t copies_bytes = cuda::fused_attention_saved_bytes(B, T, C, NH);
   const size_t in_place_bytes = cuda::fused_attention_saved_bytes(B, T, C, NH, /*bf16_io=*/true);
   EXPECT_EQ(in_place_bytes, size_t(B * NH * T) * sizeof(float));
-  EXPECT_GT(copies_bytes, in_place_bytes + size_t(B * T * 4 * C) * 2);
+  EXPECT_GE(copies_bytes, in_place_bytes + size_t(B * T * 4 * C) * 2);  // equal where nothing is padded
 
   const Tensor saved = poisoned({int64_t(copies_bytes + 3) / 4});
   const Tensor out = poisoned({B, T, C}), dqkv = poisoned({B, T, 3 * C});
