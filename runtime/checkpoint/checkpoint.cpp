@@ -4,13 +4,13 @@
 #include "io/hdf5_handle.h"
 #include "io/durable_file.h"
 #include "io/mpio.h"
+#include "runtime/checkpoint/disk_space.h"
 #include "runtime/checkpoint/header_io.h"
 #include "runtime/checkpoint/integrity.h"
 #include "runtime/comm/agree_or_throw.h"
 #include "runtime/core/device_memory.h"
 #include "runtime/core/error.h"
 
-#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -129,15 +129,62 @@ void write_table(hid_t file, const std::string& name, hid_t type, const std::vec
   ds.close("cannot close " + name);
 }
 
-// "; the disk holding DIR has 12.0 MiB free": what a failed write needs
-// beside HDF5's message, which says only "file write failed" ("" when
-// statvfs fails).
-std::string free_space_note(const std::string& dir) {
-  struct statvfs st {};
-  if (statvfs(dir.c_str(), &st) != 0) return "";
-  const double free_bytes = double(st.f_bavail) * double(st.f_frsize);
-  return fmt::format("; the disk holding {} has {:.1f} MiB free{}", dir, free_bytes / (1 << 20),
-                     free_bytes < (1 << 20) ? ": it is full (No space left on device, ENOSPC)" : "");
+// About the file's size, reserved before the writes (disk_space.h): the
+// datasets, the two tables, the header's strings, and 64 KiB for HDF5's own
+// structures (superblock, object headers, the root group's heap).
+int64_t expected_bytes(const Header& h, size_t tensors, int world, size_t pieces) {
+  const int64_t data = int64_t(tensors) * h.identity.flat_numel * int64_t(sizeof(float));
+  const int64_t tables = int64_t(pieces) * 3 * 8 + int64_t(world) * int64_t(tensors) * 4;
+  const int64_t strings = int64_t(h.origin.config_toml.size() + h.identity.model_signature.size());
+  return kSealBytes + data + tables + strings + (64 << 10);
+}
+
+// The collective writes of an open file, each step agreed on: a rank whose
+// write fails (a full disk fails only the ranks whose bytes did not fit)
+// makes every rank stop at the same step, so that none goes on into a
+// collective call the others never reach.
+void write_contents(hid_t file, const Comm& c, const std::string& tmp, const Header& written, const Buffers& b,
+                    const std::function<void()>& after_params) {
+  const auto tensors = tensors_of(b);
+  agreed(c, [&] { write_header(file, written); });
+  std::vector<uint32_t> my_crcs;
+  h5::PropList dxpl = io::mpio::transfer(io::Transfer::collective);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
+    const Tensor host = on_host(t);
+    agreed(c, [&] {
+      h5::Dataset ds = create_f32(file, name, written.identity.flat_numel);
+      Selections s = select(ds.get(), b.write, host.numel());
+      h5::check_status(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, s.memory.get(), s.file.get(), dxpl.get(), host.f32()),
+                       fmt::format("{}: cannot write {}", tmp, name));
+      ds.close(fmt::format("{}: cannot close {}", tmp, name));
+    });
+    my_crcs.push_back(crc_of(host.f32(), b.write));
+    if (i == 0 && after_params) after_params();
+  }
+  // Who wrote what, and the checksums of what each rank wrote.
+  const int64_t my_pieces = int64_t(b.write.size());
+  std::vector<int64_t> counts(size_t(c.size));
+  MPI_Allgather(&my_pieces, 1, MPI_INT64_T, counts.data(), 1, MPI_INT64_T, c.comm);
+  std::vector<int64_t> mine, all;
+  for (const Piece& p : b.write) mine.insert(mine.end(), {int64_t(c.rank), p.flat_begin, p.flat_end});
+  std::vector<int> recv_counts(size_t(c.size)), displs(size_t(c.size));
+  for (int r = 0, at = 0; r < c.size; ++r) {
+    recv_counts[size_t(r)] = int(counts[size_t(r)] * 3);
+    displs[size_t(r)] = at;
+    at += recv_counts[size_t(r)];
+  }
+  all.resize(size_t(displs.back()) + size_t(recv_counts.back()));
+  MPI_Allgatherv(mine.data(), int(mine.size()), MPI_INT64_T, all.data(), recv_counts.data(), displs.data(), MPI_INT64_T,
+                 c.comm);
+  std::vector<uint32_t> crcs(size_t(c.size) * tensors.size());
+  MPI_Allgather(my_crcs.data(), int(my_crcs.size()), MPI_UINT32_T, crcs.data(), int(my_crcs.size()), MPI_UINT32_T,
+                c.comm);
+  agreed(c, [&] {
+    write_table(file, "/layout/pieces", H5T_STD_I64LE, all, 3, c.rank == 0);
+    io::h5::write_int_attribute(file, "metadata_crc32", int64_t(metadata_crc32(written, all)));
+    write_table(file, "/checksums/crc32", H5T_STD_U32LE, crcs, int64_t(tensors.size()), c.rank == 0);
+  });
 }
 
 }  // namespace
@@ -166,7 +213,6 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
       }
     }
   });
-  h5::File file;
   // Every rank makes and checks the directory: where it is node-local (or a
   // relative path from another working directory) the others would wait
   // in the collective create for a rank that cannot write there.
@@ -177,6 +223,7 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
              "{}: rank {} cannot write the checkpoint directory: {}", dir.empty() ? "." : dir, c.rank,
              std::strerror(errno));
   });
+  h5::File file;
   agreed(c, [&] {
     h5::silence_errors();
     h5::PropList fapl = io::mpio::file_access(mpi_comm);
@@ -185,50 +232,21 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
     file = h5::File(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()));
     if (!file.valid()) h5::throw_error(tmp + ": cannot create the checkpoint file");
   });
-  std::vector<uint32_t> my_crcs;
   try {
-    write_header(file.get(), written);
-    h5::PropList dxpl = io::mpio::transfer(io::Transfer::collective);
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const auto& [name, t] = tensors[i];
-      const Tensor host = on_host(t);
-      h5::Dataset ds = create_f32(file.get(), name, header.identity.flat_numel);
-      Selections s = select(ds.get(), b.write, host.numel());
-      h5::check_status(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, s.memory.get(), s.file.get(), dxpl.get(), host.f32()),
-                       fmt::format("{}: cannot write {}", tmp, name));
-      ds.close(fmt::format("{}: cannot close {}", tmp, name));
-      my_crcs.push_back(crc_of(host.f32(), b.write));
-      if (i == 0 && after_params) after_params();
-    }
-    // Who wrote what, and the checksums of what each rank wrote.
-    const int64_t my_pieces = int64_t(b.write.size());
-    std::vector<int64_t> counts(size_t(c.size));
-    MPI_Allgather(&my_pieces, 1, MPI_INT64_T, counts.data(), 1, MPI_INT64_T, mpi_comm);
-    std::vector<int64_t> mine, all;
-    for (const Piece& p : b.write) mine.insert(mine.end(), {int64_t(c.rank), p.flat_begin, p.flat_end});
-    std::vector<int> recv_counts(size_t(c.size)), displs(size_t(c.size));
-    for (int r = 0, at = 0; r < c.size; ++r) {
-      recv_counts[size_t(r)] = int(counts[size_t(r)] * 3);
-      displs[size_t(r)] = at;
-      at += recv_counts[size_t(r)];
-    }
-    all.resize(size_t(displs.back()) + size_t(recv_counts.back()));
-    MPI_Allgatherv(mine.data(), int(mine.size()), MPI_INT64_T, all.data(), recv_counts.data(), displs.data(),
-                   MPI_INT64_T, mpi_comm);
-    write_table(file.get(), "/layout/pieces", H5T_STD_I64LE, all, 3, c.rank == 0);
-    io::h5::write_int_attribute(file.get(), "metadata_crc32", int64_t(metadata_crc32(written, all)));
-    std::vector<uint32_t> crcs(size_t(c.size) * tensors.size());
-    MPI_Allgather(my_crcs.data(), int(my_crcs.size()), MPI_UINT32_T, crcs.data(), int(my_crcs.size()), MPI_UINT32_T,
-                  mpi_comm);
-    write_table(file.get(), "/checksums/crc32", H5T_STD_U32LE, crcs, int64_t(tensors.size()), c.rank == 0);
-    file.close(tmp + ": cannot close the checkpoint file");
+    agreed(c, [&] {
+      int64_t pieces = int64_t(b.write.size());
+      MPI_Allreduce(MPI_IN_PLACE, &pieces, 1, MPI_INT64_T, MPI_SUM, mpi_comm);
+      if (c.rank == 0) reserve_space(tmp, expected_bytes(written, tensors.size(), c.size, size_t(pieces)));
+    });
+    write_contents(file.get(), c, tmp, written, b, after_params);
+    agreed(c, [&] { file.close(tmp + ": cannot close the checkpoint file"); });
   } catch (const std::exception& e) {
+    // Every rank is here, after the same step (each one agreed). HDF5
+    // cannot close a file on a full disk (closing flushes), and a file it
+    // could not close crashes it at MPI_Finalize: the file's space is freed
+    // first, so that the close succeeds, then the file and what MPI-IO kept
+    // beside it are removed.
     const std::string space = free_space_note(std::filesystem::path(tmp).parent_path().string());
-    // A parallel HDF5 failure is collective in practice (every rank sees
-    // it); end the job rather than risk a hang if it was not. On a full
-    // disk HDF5 cannot close the file (closing flushes), and a file it could
-    // not close crashes it when MPI_Finalize shuts it down: the file's space
-    // is freed first, so that the close succeeds, and the file removed.
     if (c.rank == 0 && ::truncate(tmp.c_str(), 0) != 0) {  // best effort: the error below is the one to report
     }
     MPI_Barrier(mpi_comm);
@@ -236,11 +254,20 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
       file.close(tmp + ": cannot close the failed checkpoint file");
     } catch (const std::exception&) {  // ignored: as above
     }
-    if (c.rank == 0) std::remove(tmp.c_str());
-    throw Error(fmt::format("{}: writing the checkpoint failed: {}{}", tmp, e.what(), space));
+    MPI_Barrier(mpi_comm);
+    if (c.rank == 0) remove_with_siblings(tmp);
+    MPI_Barrier(mpi_comm);
+    std::string cause = e.what();
+    if (cause.starts_with(tmp + ": ")) cause.erase(0, tmp.size() + 2);
+    const auto* agreed_error = dynamic_cast<const comm::AgreedError*>(&e);
+    throw comm::AgreedError(fmt::format("{}: writing the checkpoint failed: {}{}", tmp, cause, space),
+                            agreed_error != nullptr && agreed_error->whole_world());
   }
   // Every rank checksums a share of the closed file; rank 0 seals and
   // publishes it (fsync, rename, fsync the directory).
+  agreed(c, [&] {
+    if (c.rank == 0) release_unused_space(tmp);
+  });
   const Seal seal = with_context(tmp, [&] { return compute_seal(tmp, mpi_comm); });
   agreed(c, [&] {
     if (c.rank != 0) return;

@@ -15,7 +15,7 @@ namespace {
 // A function-local static: a regex's constructor may throw, which a
 // namespace-scope one would do before main could catch it.
 const std::regex& checkpoint_name() {
-  static const std::regex name(R"(step-(\d{8,})\.h5(\.tmp)?)");
+  static const std::regex name(R"(step-(\d{8,})\.h5(\.tmp.*)?)");
   return name;
 }
 

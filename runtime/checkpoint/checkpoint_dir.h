@@ -21,7 +21,8 @@ std::vector<Listed> list_checkpoints(const std::string& dir);
 // The newest complete checkpoint, if any.
 std::optional<Listed> latest_checkpoint(const std::string& dir);
 // Removes all but the newest `keep` complete checkpoints and any leftover
-// *.tmp file older than the newest complete one; returns the removed paths.
+// *.tmp file (with what MPI-IO left beside it, *.tmp.*) older than the
+// newest complete one; returns the removed paths.
 std::vector<std::string> keep_latest(const std::string& dir, int64_t keep);
 // Renames the complete checkpoints newer than `step` to
 // <name>.superseded-<tag>, which nothing lists or loads; returns the new

@@ -17,8 +17,11 @@ void agree_or_throw(MPI_Comm comm, const std::string& my_error) {
   MPI_Bcast(&len, 1, MPI_INT, first, comm);
   std::string message = first == rank ? my_error : std::string(size_t(len), '\0');
   MPI_Bcast(message.data(), len, MPI_CHAR, first, comm);
-  if (first == rank) throw Error(message);
-  throw Error(fmt::format("{} (on rank {})", message, first));
+  int same = MPI_UNEQUAL;
+  MPI_Comm_compare(comm, MPI_COMM_WORLD, &same);
+  const bool world = same == MPI_IDENT || same == MPI_CONGRUENT;
+  if (first == rank) throw AgreedError(message, world);
+  throw AgreedError(fmt::format("{} (on rank {})", message, first), world);
 }
 
 }  // namespace shardtrain::comm

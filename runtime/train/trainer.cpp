@@ -1,6 +1,7 @@
 #include "runtime/train/trainer.h"
 
 #include "io/memory_limit.h"
+#include "runtime/comm/agree_or_throw.h"
 #include "runtime/core/clock.h"
 #include "runtime/telemetry/flight_recorder.h"
 #include "runtime/train/fatal_error.h"
@@ -80,6 +81,10 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
       ctx.run.write_file("result.json", failed_result(e.what(), state.step, strategy) + "\n");
     } catch (const std::exception&) {  // ignored: the error that ends the job is e, reported below
     }
+    // An error every rank raised together (a checkpoint on a full disk): the
+    // others wait for rank 0's result.json, which an abort would cut short.
+    if (const auto* agreed = dynamic_cast<const comm::AgreedError*>(&e); agreed != nullptr && agreed->whole_world())
+      MPI_Barrier(MPI_COMM_WORLD);
     if (mpi.world_size() > 1) report_fatal_error(e, mpi.rank(), mpi.world_size());
     throw;
   }

@@ -41,16 +41,20 @@ TEST_F(CheckpointDirTest, NewestCompleteCheckpointWinsAndTemporaryFilesNeverDo) 
 
 TEST_F(CheckpointDirTest, KeepLatestPrunesOldCheckpointsAndStaleTemporaries) {
   for (int s : {10, 20, 30, 40}) touch(fmt::format("step-{:08d}.h5", s));
-  touch("step-00000025.h5.tmp");  // older than the newest: a crashed write, superseded
-  touch("step-00000050.h5.tmp");  // newer: possibly being written now, kept
+  touch("step-00000025.h5.tmp");         // older than the newest: a crashed write, superseded
+  touch("step-00000025.h5.tmp.data.1");  // what MPI-IO kept beside it for rank 1
+  touch("step-00000050.h5.tmp");         // newer: possibly being written now, kept
+  touch("step-00000050.h5.tmp.metadata.0");
   const auto removed = keep_latest(dir_, 2);
-  EXPECT_EQ(removed.size(), 3u);
+  EXPECT_EQ(removed.size(), 4u);
   EXPECT_FALSE(fs::exists(checkpoint_path(dir_, 10)));
   EXPECT_FALSE(fs::exists(checkpoint_path(dir_, 20)));
   EXPECT_FALSE(fs::exists(dir_ + "/step-00000025.h5.tmp"));
+  EXPECT_FALSE(fs::exists(dir_ + "/step-00000025.h5.tmp.data.1"));
   EXPECT_TRUE(fs::exists(checkpoint_path(dir_, 30)));
   EXPECT_TRUE(fs::exists(checkpoint_path(dir_, 40)));
   EXPECT_TRUE(fs::exists(dir_ + "/step-00000050.h5.tmp"));
+  EXPECT_TRUE(fs::exists(dir_ + "/step-00000050.h5.tmp.metadata.0"));
 }
 
 // A run resumed from step 20 of a directory that holds 30 and 40 (or one

@@ -9,13 +9,18 @@
 namespace shardtrain::comm {
 
 MpiEnv::MpiEnv(int* argc, char*** argv) {
-  // Open MPI's MPI-IO (OMPIO) picks a shared-file-pointer component at every
-  // collective open; its default, "lockedfile", has one rank create a lock
-  // file beside the data file and the others open it. A file on a node-local
-  // disk (io.stage.cache_dir: the same path, another disk on every node) has
-  // no such file beside it on the other nodes, and the open hangs. HDF5 never
-  // uses shared file pointers: "individual" keeps everything per process.
-  // The user's own setting wins.
+  // Open MPI's MPI-IO (OMPIO) opens a shared-file-pointer component at
+  // every collective open, though HDF5 never uses shared file pointers. The
+  // defaults cost more than nothing: "lockedfile" (ranks on several nodes)
+  // has rank 0 create and write a lock file beside the data file, then
+  // waits for every rank in a barrier; on a node-local disk the others have
+  // no such file and the open hangs, and on a full disk rank 0's write
+  // fails before the barrier and the open hangs too. "individual" selects
+  // nothing for a read-only open, so the loader's opens make no file and
+  // no collective, and for a writable one (a checkpoint) makes two empty
+  // files per rank beside it, removed when the file closes (and by the
+  // checkpoint's failure path when it does not). So it is set for every
+  // job; the user's own setting wins. docs/reliability.md has the runs.
   ::setenv("OMPI_MCA_sharedfp", "individual", /*overwrite=*/0);
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
