@@ -4,7 +4,9 @@
 # damage 6 times at positions drawn from SEED), each trained on with both
 # loaders on 1 and 2 ranks; prints a line per run and the table of outcomes.
 # Then 10 kills of a random rank at a random step of a 2-rank DDP job
-# (tests/fault/ddp_faults_test.sh with KILL_RUNS=10), and 10 kills of a
+# (tests/fault/ddp_faults_test.sh with KILL_RUNS=10, each resumed), the
+# disk-full cases with 10 runs of a 2-rank checkpoint on a full disk
+# (tests/fault/disk_full_test.sh with DISK_FULL_RUNS=10), and 10 kills of a
 # random rank while it writes a checkpoint, each resumed from the one
 # before (tests/fault/checkpoint_resume_test.sh with CKPT_KILL_RUNS=10), with
 # their counts. Then 10 links of an emulated node set down mid-run and a
@@ -18,5 +20,6 @@ cd "$(dirname "$0")/.."
 export PROBE_DIR=${BIN_DIR:-$PWD/build/bin} SOURCE_DIR=$PWD
 CASES=${1:-66} SEED=${2:-1} RANKS="1 2" bash tests/fault/corrupt_corpus_test.sh
 KILL_RUNS=10 SEED=${2:-1} bash tests/fault/ddp_faults_test.sh
+DISK_FULL_RUNS=10 bash tests/fault/disk_full_test.sh || [ $? -eq 77 ]
 CKPT_KILL_RUNS=10 SEED=${2:-1} bash tests/fault/checkpoint_resume_test.sh
 LINK_RUNS=10 bash tests/fault/link_fault_test.sh || [ $? -eq 77 ]

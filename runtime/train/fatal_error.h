@@ -10,7 +10,10 @@
 
 namespace shardtrain::train {
 
-// Prints and dumps; aborts the job when world > 1 (does not return then).
-void report_fatal_error(const std::exception& e, int rank, int world);
+// The one line: "shardtrain: error (rank R): <what>" on stderr.
+void say_fatal_error(const std::exception& e, int rank, int world);
+// Says it (unless `say` is false: another rank has said it) and dumps;
+// aborts the job when world > 1 (does not return then).
+void report_fatal_error(const std::exception& e, int rank, int world, bool say = true);
 
 }  // namespace shardtrain::train

@@ -81,10 +81,15 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
       ctx.run.write_file("result.json", failed_result(e.what(), state.step, strategy) + "\n");
     } catch (const std::exception&) {  // ignored: the error that ends the job is e, reported below
     }
-    // An error every rank raised together (a checkpoint on a full disk): the
-    // others wait for rank 0's result.json, which an abort would cut short.
-    if (const auto* agreed = dynamic_cast<const comm::AgreedError*>(&e); agreed != nullptr && agreed->whole_world())
+    // An error every rank raised together (a checkpoint on a full disk) is
+    // said once, by rank 0, and the others wait for it and for result.json,
+    // which an abort from another rank would cut short.
+    if (const auto* agreed = dynamic_cast<const comm::AgreedError*>(&e);
+        agreed != nullptr && agreed->whole_world() && mpi.world_size() > 1) {
+      if (mpi.rank() == 0) say_fatal_error(e, 0, mpi.world_size());
       MPI_Barrier(MPI_COMM_WORLD);
+      report_fatal_error(e, mpi.rank(), mpi.world_size(), /*say=*/false);
+    }
     if (mpi.world_size() > 1) report_fatal_error(e, mpi.rank(), mpi.world_size());
     throw;
   }

@@ -7,8 +7,14 @@
 #  - full during training: one warning per telemetry file naming the file
 #    and ENOSPC, training goes on, and metrics.jsonl (3 evaluations) and
 #    result.json ("completed", the final evaluation) are complete, exit 0;
+#    on 1 rank at five points, on 2 DDP ranks at one;
 #  - full at a checkpoint: the job ends with the cause, and result.json says
-#    "failed" with the error.
+#    "failed" with the error. On 1 rank, the first checkpoint cannot fit; on
+#    2 ranks (DISK_FULL_RUNS times, default 1), on a 2 MiB tmpfs, the
+#    step-50 checkpoint fits and the step-100 one does not: every rank ends
+#    within comm.timeout_s, the last line of shardrun's output names the
+#    file and says the disk is full, metrics.jsonl keeps both evaluations,
+#    no temporary file is left, and the step-50 checkpoint resumes.
 # Needs to mount a tmpfs (root with CAP_SYS_ADMIN): skipped (77) otherwise.
 source "$(dirname "$0")/lib.sh" disk-full
 PY=/usr/bin/python3
@@ -18,9 +24,10 @@ if ! mount -t tmpfs -o size=16m tmpfs fs 2>/dev/null; then
   echo "skipped: cannot mount a tmpfs here (needs root with CAP_SYS_ADMIN)"
   exit 77
 fi
-trap 'umount "$work/fs" 2>/dev/null; rm -rf "$work"' EXIT
-common=(--set data.train=data/train --set data.test=data/test --set data.train_limit=6400 --set train.epochs=3
-        --set target.value=0 --set parallel.strategy=none --set '~parallel.ddp' --set telemetry.trace=true)
+trap 'umount "$work/fs" "$work/small" 2>/dev/null; rm -rf "$work"' EXIT
+run3=(--set data.train=data/train --set data.test=data/test --set data.train_limit=6400 --set train.epochs=3
+      --set target.value=0 --set telemetry.trace=true)
+common=("${run3[@]}" --set parallel.strategy=none --set '~parallel.ddp')
 failures=0
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 json() { "$PY" -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1" 2>/dev/null; }
@@ -81,5 +88,58 @@ if [ "$rc" -eq 1 ] && [ "$status" = failed ] && grep -q 'No space left on device
 else
   fail "checkpoint on a full disk: exit $rc, status '$status'"; tail -3 ckpt.err
 fi
+
+# --- 2 ranks -------------------------------------------------------------------
+two=("${mpirun[@]}" -np 2 "$st" train "$cfg" "${run3[@]}")
+"${two[@]}" --run-dir ref2 >ref2.txt 2>&1 || { tail ref2.txt; exit 1; }
+ref2_loss=$(json ref2/result.json 'repr(j["final"]["test_loss"])')
+written_kib=$(du -sk ref2 | cut -f1)
+fill $((written_kib * 2 / 3 + 1024))
+rc=0
+"${two[@]}" --run-dir fs/r >full2.txt 2>full2.err || rc=$?
+status=$(json fs/r/result.json 'j["status"]')
+loss=$(json fs/r/result.json 'repr(j["final"]["test_loss"])')
+evals=$(grep -c test_loss fs/r/metrics.jsonl 2>/dev/null)
+warned=$(grep -c 'warning: .*No space left on device (ENOSPC)' full2.txt full2.err | awk -F: '{ n += $2 } END { print n }')
+if [ "$rc" -eq 0 ] && [ "$status" = completed ] && [ "$loss" = "$ref2_loss" ] && [ "$evals" = 3 ] && [ "$warned" -ge 1 ]; then
+  echo "ok   2 ranks, full during training: completed, 3 evaluations, test_loss as the 2-rank reference; $warned warning(s)"
+else
+  fail "2 ranks, full during training: exit $rc, status '$status', test_loss $loss (reference $ref2_loss), $evals evaluations, $warned warnings"
+  tail -3 full2.err
+fi
+
+# The checkpoint of step 100 on a 2 MiB disk: the MLP with hidden=[64], an
+# epoch of 50 steps (an evaluation before each checkpoint).
+mkdir -p small
+ckpt=(--set data.train=data/train --set data.test=data/test --set model.hidden=[64] --set data.train_limit=6400
+      --set checkpoint.every_steps=50 --set train.max_steps=1500 --set target.value=0 --set comm.timeout_s=20)
+for run in $(seq 1 "${DISK_FULL_RUNS:-1}"); do
+  umount small 2>/dev/null
+  mount -t tmpfs -o size=2m tmpfs small || { fail "mount the 2 MiB tmpfs"; break; }
+  start=$(date +%s.%N)
+  rc=0
+  timeout 120 "$SOURCE_DIR/launch/shardrun" -n 2 -- "$st" train "$cfg" "${ckpt[@]}" --run-dir small/r >ckpt2.txt 2>&1 || rc=$?
+  took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  last=$(grep -v '^$' ckpt2.txt | tail -1)
+  leftover=$(find small/r/checkpoints -name '*.tmp*' 2>/dev/null | head -3 | tr '\n' ' ')
+  status=$(json small/r/result.json 'j["status"]')
+  evals=$(grep -c test_loss small/r/metrics.jsonl 2>/dev/null)
+  resumed=""
+  if [ -f small/r/checkpoints/step-00000050.h5 ]; then
+    rm -rf resumed && cp -r small/r resumed
+    "$st" train "$cfg" "${ckpt[@]}" --set train.max_steps=60 --run-dir resumed --resume auto >resume.txt 2>&1 &&
+      grep -q '^\[resume\] .*step-00000050.h5: step 50' resume.txt && resumed=yes
+  fi
+  if [ "$rc" -eq 1 ] && awk -v t="$took" 'BEGIN { exit !(t < 20) }' &&
+     grep -q '^shardtrain: error (rank 0): small/r/checkpoints/step-00000100.h5.tmp: writing the checkpoint failed: .*it is full (No space left on device, ENOSPC)$' <<<"$last" &&
+     [ -z "$leftover" ] && [ "$status" = failed ] && [ "$evals" = 2 ] && [ "$resumed" = yes ]; then
+    echo "ok   2 ranks, checkpoint #$run on a full disk: exit 1 after $took s, result.json failed, 2 evaluations kept," \
+         "no temporary file, step 50 resumes; the last line: $last"
+  else
+    fail "2 ranks, checkpoint #$run on a full disk: exit $rc after $took s, status '$status', $evals evaluations," \
+         "left: '${leftover}', step 50 resumed: '${resumed:-no}'; the last line: $last"
+    tail -5 ckpt2.txt
+  fi
+done
 
 [ "$failures" -eq 0 ] && echo "PASS disk-full" || { echo "FAIL disk-full: $failures failure(s)"; exit 1; }
