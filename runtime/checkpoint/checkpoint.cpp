@@ -263,15 +263,14 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
     throw comm::AgreedError(fmt::format("{}: writing the checkpoint failed: {}{}", tmp, cause, space),
                             agreed_error != nullptr && agreed_error->whole_world());
   }
-  // Every rank checksums a share of the closed file; rank 0 seals and
-  // publishes it (fsync, rename, fsync the directory).
-  agreed(c, [&] {
-    if (c.rank == 0) release_unused_space(tmp);
-  });
+  // Every rank checksums a share of the closed file; rank 0 seals it, gives
+  // back the reserve HDF5 did not use and publishes it (fsync, rename, fsync
+  // the directory).
   const Seal seal = with_context(tmp, [&] { return compute_seal(tmp, mpi_comm); });
   agreed(c, [&] {
     if (c.rank != 0) return;
     write_seal(tmp, seal);
+    release_unused_space(tmp);
     io::publish(tmp, path);
   });
 }
