@@ -2,6 +2,7 @@
 
 #include "io/cache.h"
 #include "runtime/comm/agree_or_throw.h"
+#include "runtime/comm/transport/mpi_transport.h"
 #include "runtime/core/error.h"
 
 #include <fmt/format.h>
@@ -171,7 +172,7 @@ void PeerCache::start_move(const PeerPlan& plan, const std::vector<uint8_t>& sen
 }
 
 void PeerCache::finish_move(PeerTransfer& t) {
-  if (t.active()) MPI_Wait(&t.request, MPI_STATUS_IGNORE);
+  if (t.active()) comm::wait_backing_off(t.request);  // on the I/O thread: a blocking wait would spin
 }
 
 std::string PeerCache::describe() const {

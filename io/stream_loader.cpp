@@ -13,6 +13,7 @@
 #include "io/shard_reader.h"
 #include "io/shard_set.h"
 #include "runtime/comm/agree_or_throw.h"
+#include "runtime/comm/transport/mpi_transport.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
 
@@ -460,9 +461,12 @@ void StreamLoader::io_main(Impl& m, SamplerPosition from, int64_t count) {
     // With staging, every batch: a rank that stops mid-epoch must not leave
     // another alone in the reopening's collectives at the next epoch; with
     // the peer cache, every batch's exchange is collective.
-    if (collective || m.locator.cached || m.peers)
-      MPI_Allreduce(local.data(), agreed.data(), int(n), MPI_INT64_T, MPI_MAX, m.comm);
-    else
+    // The wait backs off: a blocking all-reduce would spin.
+    if (collective || m.locator.cached || m.peers) {
+      MPI_Request request = MPI_REQUEST_NULL;
+      MPI_Iallreduce(local.data(), agreed.data(), int(n), MPI_INT64_T, MPI_MAX, m.comm, &request);
+      comm::wait_backing_off(request);
+    } else
       agreed = local;
     if (agreed[0] != kGo) {
       if (!failed && !stopping) {

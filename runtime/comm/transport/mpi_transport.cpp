@@ -42,6 +42,16 @@ BackoffPolicy BackoffPolicy::for_node(MPI_Comm world) {
   return policy;
 }
 
+int wait_backing_off(MPI_Request& request, const BackoffPolicy& policy) {
+  Backoff backoff(policy);
+  for (;;) {
+    int done = 0;
+    const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || done) return rc;
+    backoff.idle();
+  }
+}
+
 std::string mpi_error_string(int code) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;

@@ -66,6 +66,13 @@ class Backoff {
   double sleep_s_ = policy_.sleep_min_s;
 };
 
+// MPI_Wait that gives the core back: polls MPI_Test with a Backoff. A
+// blocking MPI wait spins at full speed; on a node whose ranks and threads
+// outnumber its cores, the spinning thread takes the core from the very
+// ranks it waits for (and from the kernel's own work). Returns MPI_Test's
+// error code, or MPI_SUCCESS once complete.
+int wait_backing_off(MPI_Request& request, const BackoffPolicy& policy = {});
+
 // "MPI_ERR_TRUNCATE: message truncated" for an MPI error code.
 std::string mpi_error_string(int code);
 // Throws an Error naming `what` when rc is not MPI_SUCCESS.
