@@ -305,7 +305,13 @@ Header load(const std::string& path, MPI_Comm mpi_comm, const Identity& expected
   // The file's bytes against its seal, before HDF5 parses them.
   std::optional<Seal> seal;
   agreed(c, [&] { seal = with_context(path, [&] { return read_seal(path); }); });
-  if (seal) with_context(path, [&] { verify_seal(path, *seal, mpi_comm); });
+  if (seal) {
+    try {  // every rank computes the same seal, so every rank throws alike
+      with_context(path, [&] { verify_seal(path, *seal, mpi_comm); });
+    } catch (const Error& e) {
+      throw DamagedCheckpoint(e.what());
+    }
+  }
   agreed(c, [&] {
     h5::PropList fapl = io::mpio::file_access(mpi_comm);
     file = h5::open_file(path, fapl.get());  // its errors name the file

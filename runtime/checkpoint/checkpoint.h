@@ -16,8 +16,9 @@
 // file behind and every earlier checkpoint intact.
 #pragma once
 
-#include "runtime/parallel/pieces.h"
+#include "runtime/core/error.h"
 #include "runtime/core/tensor.h"
+#include "runtime/parallel/pieces.h"
 
 #include <mpi.h>
 
@@ -85,6 +86,14 @@ struct Buffers {
 // runs on every rank once the parameters are written and before the rest.
 void save(const std::string& path, MPI_Comm comm, const Header& header, const Buffers& buffers,
           const std::function<void()>& after_params = {});
+
+// What load() throws, on every rank alike, when the file's bytes fail their
+// seal (truncated, appended to, changed since it was written): the file is
+// damaged, not merely another model's, so an older checkpoint may still do.
+class DamagedCheckpoint : public Error {
+ public:
+  using Error::Error;
+};
 
 // Collective over `comm`: checks the file against `expected`, verifies the
 // checksums, fills `buffers` (its `read` pieces; the rest of each buffer,

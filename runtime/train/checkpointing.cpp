@@ -117,11 +117,12 @@ std::vector<std::string> Checkpointing::set_aside_newer_than(int64_t step) {
   return moved;
 }
 
-std::optional<std::string> Checkpointing::resolve(const std::string& resume) const {
-  if (resume != "auto") return resume;
-  const auto latest = checkpoint::latest_checkpoint(dir_);
-  if (!latest) return std::nullopt;
-  return latest->path;
+std::vector<std::string> Checkpointing::candidates(const std::string& resume) const {
+  if (resume != "auto") return {resume};
+  std::vector<std::string> newest_first;
+  const auto listed = checkpoint::list_checkpoints(dir_);
+  for (auto it = listed.rbegin(); it != listed.rend(); ++it) newest_first.push_back(it->path);
+  return newest_first;
 }
 
 checkpoint::Header Checkpointing::load(const std::string& path) {

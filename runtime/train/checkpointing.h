@@ -8,8 +8,8 @@
 #include "runtime/train/config.h"
 #include "runtime/train/session.h"
 
-#include <optional>
 #include <string>
+#include <vector>
 
 namespace shardtrain::train {
 
@@ -35,9 +35,9 @@ class Checkpointing {
   // new paths on rank 0.
   std::vector<std::string> set_aside_newer_than(int64_t step);
 
-  // What `--resume` names: "auto" (the newest complete checkpoint in dir(),
-  // nullopt when there is none) or a file.
-  std::optional<std::string> resolve(const std::string& resume) const;
+  // What `--resume` names, in the order to try: "auto", the complete
+  // checkpoints in dir(), newest first (none: empty); else that one file.
+  std::vector<std::string> candidates(const std::string& resume) const;
   // Collective: loads `path` into what this rank holds (the model or its
   // shard, the optimizer state) at any world size and strategy, and returns
   // its header.

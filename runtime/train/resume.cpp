@@ -1,7 +1,14 @@
 // resume(): where a run starts (train_loop.h).
 #include "runtime/core/clock.h"
+#include "runtime/core/error.h"
 #include "runtime/train/run_lines.h"
 #include "runtime/train/train_loop.h"
+
+#include <fmt/ranges.h>
+
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace shardtrain::train {
 
@@ -10,13 +17,36 @@ LoopState resume(Job& job, const std::string& resume) {
   Checkpointing& checkpoints = *job.checkpoints;
   RunDir& run = job.ctx.run;
   if (!resume.empty()) {
-    // Rank 0 picks the file, so that every rank loads the same one.
-    const std::string path = job.mpi.broadcast_string(checkpoints.resolve(resume).value_or(""), 0);
-    if (path.empty()) {
+    // Rank 0 lists the files, so that every rank loads the same one. With
+    // "auto", a damaged checkpoint (its seal fails) is skipped for the one
+    // before it; the skipped file, newer than where the run starts, is then
+    // set aside below.
+    const std::vector<std::string> candidates =
+        job.mpi.rank() == 0 ? checkpoints.candidates(resume) : std::vector<std::string>{};
+    std::vector<std::string> damaged;
+    std::optional<checkpoint::Header> loaded;
+    std::string path;
+    double t0 = 0;
+    for (size_t k = 0; !loaded; ++k) {
+      path = job.mpi.broadcast_string(k < candidates.size() ? candidates[k] : "", 0);
+      if (path.empty()) break;
+      t0 = now_seconds();
+      try {
+        loaded = checkpoints.load(path);
+      } catch (const checkpoint::DamagedCheckpoint& e) {
+        if (resume != "auto") throw;
+        run.log(fmt::format("[resume] skipped: {}; trying the checkpoint before it", e.what()));
+        damaged.push_back(path);
+      }
+    }
+    ST_CHECK(loaded || damaged.empty(),
+             "--resume auto: every checkpoint in {} is damaged ({}): nothing to resume from (train without "
+             "--resume to start again from step 0)",
+             checkpoints.dir(), fmt::join(damaged, ", "));
+    if (!loaded) {
       run.log(fmt::format("[resume] no complete checkpoint in {}: starting from step 0", checkpoints.dir()));
     } else {
-      const double t0 = now_seconds();
-      const checkpoint::Header h = checkpoints.load(path);
+      const checkpoint::Header& h = *loaded;
       state.step = h.progress.step;
       state.epoch = h.progress.epoch;
       state.next_batch = h.progress.batch;

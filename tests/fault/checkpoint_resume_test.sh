@@ -14,7 +14,9 @@
 #    the one before loadable, and --resume auto continues from it
 #    (CKPT_KILL_RUNS times, a random rank and step drawn from SEED);
 #  - another model's checkpoint, a truncated and a corrupted one are refused
-#    on every rank with the file named, at once.
+#    on every rank with the file named, at once; under --resume auto a
+#    damaged newest checkpoint is skipped for the one before it (the run ends
+#    bit-identical), and a directory of damaged ones is refused.
 # Environment: PROBE_DIR (build/bin, holds shardtrain), SOURCE_DIR; CKPT_KILL_RUNS,
 # SEED.
 set -uo pipefail
@@ -170,6 +172,26 @@ check_refused "truncated" trunc.h5 "cannot open as an HDF5 file|truncated"
 check_refused "corrupted" corrupt.h5 "its bytes fail their checksum"
 check_refused "missing" nothere.h5 "no such file"
 check_refused "a directory" A/checkpoints "is a directory"
+
+# --- a damaged newest checkpoint under --resume auto ----------------------------------
+# A copy of A's run directory without its step-40 checkpoint, one byte of the
+# step-30 file flipped: --resume auto says so, goes on from step 20, sets the
+# damaged file aside and ends bit-identical to A. Every file damaged: refused.
+flip() { printf '\x5a' | dd of="$1" bs=1 seek=$(($(stat -c %s "$1") / 2)) conv=notrunc status=none; }
+cp -r A DA && rm DA/checkpoints/step-00000040.h5 && flip DA/checkpoints/step-00000030.h5
+if train 4 fsdp DA --resume auto && grep -q 'resume\] skipped: DA/checkpoints/step-00000030.h5: its bytes fail their checksum' DA.txt &&
+   grep -q 'resume\] DA/checkpoints/step-00000020.h5: step 20' DA.txt && ls DA/checkpoints | grep -q 'step-00000030.h5.superseded' &&
+   d=$(compare A/checkpoints/step-00000040.h5 DA/checkpoints/step-00000040.h5 0); then
+  echo "ok   damaged step-30 skipped by --resume auto, resumed from step 20: step-40 bit-identical ($(grep -m1 -o 'skipped:.*' DA.txt | cut -c1-120))"
+else
+  fail "damaged newest checkpoint: difference ${d:-none}"; tail -5 DA.txt
+fi
+cp -r A EA && for f in EA/checkpoints/step-*.h5; do flip "$f"; done
+if ! train 2 fsdp EA --resume auto && grep -q 'every checkpoint in EA/checkpoints is damaged' EA.txt; then
+  echo "ok   every checkpoint damaged: refused ($(grep -m1 -o 'every checkpoint.*' EA.txt | cut -c1-100))"
+else
+  fail "every checkpoint damaged: not refused"; tail -5 EA.txt
+fi
 
 # --- runs that reuse a directory ----------------------------------------------------
 # A fresh run (--overwrite) where an earlier run left checkpoints 10..40:
