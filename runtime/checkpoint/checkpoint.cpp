@@ -216,12 +216,15 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
   // Every rank makes and checks the directory: where it is node-local (or a
   // relative path from another working directory) the others would wait
   // in the collective create for a rank that cannot write there.
+  const std::string dir = std::filesystem::path(path).parent_path().string();
   agreed(c, [&] {
     io::make_parent_directory(path);
-    const std::string dir = std::filesystem::path(path).parent_path().string();
     ST_CHECK(::access(dir.empty() ? "." : dir.c_str(), W_OK) == 0,
              "{}: rank {} cannot write the checkpoint directory: {}", dir.empty() ? "." : dir, c.rank,
              std::strerror(errno));
+  });
+  agreed(c, [&] {
+    if (c.rank == 0) keep_close_reserve(dir.empty() ? "." : dir);
   });
   h5::File file;
   agreed(c, [&] {
@@ -242,12 +245,16 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
     agreed(c, [&] { file.close(tmp + ": cannot close the checkpoint file"); });
   } catch (const std::exception& e) {
     // Every rank is here, after the same step (each one agreed). HDF5
-    // cannot close a file on a full disk (closing flushes), and a file it
-    // could not close crashes it at MPI_Finalize: the file's space is freed
-    // first, so that the close succeeds, then the file and what MPI-IO kept
-    // beside it are removed.
+    // cannot close a file on a full disk (closing flushes; the flush fails
+    // on some ranks only, and they leave the others in another collective),
+    // and a file it could not close crashes it at MPI_Finalize: the file's
+    // space and the close reserve are freed first, so that the close
+    // succeeds, then the file and what MPI-IO kept beside it are removed.
     const std::string space = free_space_note(std::filesystem::path(tmp).parent_path().string());
-    if (c.rank == 0 && ::truncate(tmp.c_str(), 0) != 0) {  // best effort: the error below is the one to report
+    if (c.rank == 0) {
+      if (::truncate(tmp.c_str(), 0) != 0) {  // best effort: the error below is the one to report
+      }
+      release_close_reserve(dir.empty() ? "." : dir);
     }
     MPI_Barrier(mpi_comm);
     try {

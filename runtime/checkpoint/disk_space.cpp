@@ -39,6 +39,29 @@ void reserve_space(const std::string& path, int64_t bytes) {
   throw Error(fmt::format("cannot reserve its {:.1f} MiB: {}", double(bytes) / (1 << 20), std::strerror(err)));
 }
 
+std::string close_reserve_path(const std::string& dir) {
+  return (std::filesystem::path(dir) / ".reserved-for-close").string();
+}
+
+void keep_close_reserve(const std::string& dir) {
+  const std::string path = close_reserve_path(dir);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && int64_t(st.st_blocks) * 512 >= kCloseReserveBytes) return;
+  const Fd f{::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644)};
+  ST_CHECK(f.fd >= 0, "{}: cannot create it: {}", path, std::strerror(errno));
+  int err = ::fallocate(f.fd, 0, 0, off_t(kCloseReserveBytes)) == 0 ? 0 : errno;
+  if (err == EOPNOTSUPP || err == ENOSYS) {  // no fallocate here: zeros take the blocks
+    const std::vector<char> zeros(size_t(kCloseReserveBytes), 0);
+    err = ::pwrite(f.fd, zeros.data(), zeros.size(), 0) == ssize_t(zeros.size()) && ::fsync(f.fd) == 0 ? 0 : errno;
+  }
+  if (err == 0) return;
+  ::unlink(path.c_str());
+  throw Error(fmt::format("{}: cannot reserve {} KiB to close a failed checkpoint: {}", path,
+                          kCloseReserveBytes >> 10, std::strerror(err)));
+}
+
+void release_close_reserve(const std::string& dir) { ::unlink(close_reserve_path(dir).c_str()); }
+
 void release_unused_space(const std::string& path) {
   struct stat st {};
   // Truncating to its own length frees the blocks reserved past the end; a

@@ -20,6 +20,19 @@ namespace shardtrain::checkpoint {
 // out, and the ranks still agree on each write's outcome).
 void reserve_space(const std::string& path, int64_t bytes);
 
+// Closing an HDF5 file flushes its metadata, and a flush that fails on a
+// full disk fails on some ranks only, which then leave the others inside
+// another collective: a failed checkpoint's close must find room. Rank 0
+// keeps this much allocated in <dir>/.reserved-for-close (made before the
+// first checkpoint file, so a disk already full is an error before HDF5
+// opens anything) and frees it before closing a checkpoint that failed.
+inline constexpr int64_t kCloseReserveBytes = int64_t(256) << 10;
+std::string close_reserve_path(const std::string& dir);
+// Makes the reserve if it is not there. Throws an Error with the cause.
+void keep_close_reserve(const std::string& dir);
+// Removes it (the next keep_close_reserve makes it again).
+void release_close_reserve(const std::string& dir);
+
 // Frees the reserved blocks beyond the end of the closed file `path`.
 void release_unused_space(const std::string& path);
 

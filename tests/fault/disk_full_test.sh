@@ -14,7 +14,9 @@
 #    step-50 checkpoint fits and the step-100 one does not: every rank ends
 #    within comm.timeout_s, the last line of shardrun's output names the
 #    file and says the disk is full, metrics.jsonl keeps both evaluations,
-#    no temporary file is left, and the step-50 checkpoint resumes.
+#    no temporary file is left, and the step-50 checkpoint resumes; and on 2
+#    ranks (4 here), the disk filled by another writer after the step-50 checkpoint:
+#    the step-100 one ends the job the same way, no hang in the close.
 # Needs to mount a tmpfs (root with CAP_SYS_ADMIN): skipped (77) otherwise.
 source "$(dirname "$0")/lib.sh" disk-full
 PY=/usr/bin/python3
@@ -141,5 +143,38 @@ for run in $(seq 1 "${DISK_FULL_RUNS:-1}"); do
     tail -5 ckpt2.txt
   fi
 done
+
+# The disk filled by another writer once the step-50 checkpoint is there:
+# telemetry stops (warnings), the next checkpoint fails at once on every
+# rank, closes and removes its file (the close reserve gives the close
+# room), and the job ends with the cause; the newest checkpoint resumes.
+umount small 2>/dev/null
+mount -t tmpfs -o size=4m tmpfs small || fail "mount the 4 MiB tmpfs"
+start=$(date +%s.%N)
+timeout 120 "$SOURCE_DIR/launch/shardrun" -n 4 -- "$st" train "$cfg" "${ckpt[@]}" --run-dir small/r >filled.txt 2>&1 &
+job=$!
+for _ in $(seq 600); do [ -f small/r/checkpoints/step-00000050.h5 ] && break; sleep 0.05; done
+fallocate -l "$(($(df -k --output=avail small | tail -1) * 1024))" small/filler 2>/dev/null ||
+  fallocate -l "$((($(df -k --output=avail small | tail -1) - 64) * 1024))" small/filler
+rc=0
+wait "$job" || rc=$?
+took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+last=$(grep -v '^$' filled.txt | tail -1)
+leftover=$(find small/r/checkpoints -name '*.tmp*' 2>/dev/null | head -3 | tr '\n' ' ')
+rm -f small/filler
+resumed=""
+newest=$(ls small/r/checkpoints | grep -E '^step-[0-9]+\.h5$' | tail -1)
+"$st" train "$cfg" "${ckpt[@]}" --set train.max_steps=1 --run-dir small/r --resume auto >resume2.txt 2>&1 &&
+  grep -q "^\[resume\] .*$newest: step" resume2.txt && resumed=$newest
+if [ "$rc" -eq 1 ] && awk -v t="$took" 'BEGIN { exit !(t < 40) }' &&
+   grep -Eq '^shardtrain: error \(rank 0\): small/r/checkpoints/step-[0-9]+\.h5\.tmp: writing the checkpoint failed: .*it is full \(No space left on device, ENOSPC\)$' <<<"$last" &&
+   [ -z "$leftover" ] && [ -n "$resumed" ]; then
+  echo "ok   4 ranks, the disk filled by another writer before a checkpoint: exit 1 after $took s, no temporary" \
+       "file, $resumed resumes; the last line: $last"
+else
+  fail "4 ranks, the disk filled before a checkpoint: exit $rc after $took s, left: '${leftover}'," \
+       "resumed: '${resumed:-no}'; the last line: $last"
+  tail -5 filled.txt
+fi
 
 [ "$failures" -eq 0 ] && echo "PASS disk-full" || { echo "FAIL disk-full: $failures failure(s)"; exit 1; }
