@@ -49,15 +49,42 @@ shardtrain: watchdog: allreduce #3 on communicator 'world' (rank 0 of 4) not com
 shardtrain: error (rank 2): another cause
 shardtrain: watchdog: allreduce #3 on communicator 'world' (rank 0 of 4) not complete after 5.0 s"
 
-check "a rank killed by a signal: the banner is the only news, it stays" \
+check "a rank killed by a signal: the banner stays, the line naming it comes last" \
 "shardtrain: error (rank 0): peer lost
 $rule
-mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).
+mpirun noticed that process rank 1 with PID 7 on node vm exited on signal 9 (Killed).
 $rule" \
 "$rule
-mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).
+mpirun noticed that process rank 1 with PID 7 on node vm exited on signal 9 (Killed).
 $rule
-shardtrain: error (rank 0): peer lost"
+shardtrain: error (rank 0): peer lost
+shardtrain: rank 1 (pid 7 on vm) ended by signal 9 (Killed): killed from outside (kill -9, the out-of-memory killer, the scheduler); the job was aborted"
+
+check "a rank killed by a signal, no fatal line: the abort banner that follows is dropped" \
+"$rule
+mpirun noticed that process rank 3 with PID 9 on node 10.0.0.3 exited on signal 11 (Segmentation fault).
+$rule
+$rule
+Primary job  terminated normally, but 1 process returned
+a non-zero exit code. Per user-direction, the job has been aborted.
+$rule" \
+"$rule
+mpirun noticed that process rank 3 with PID 9 on node 10.0.0.3 exited on signal 11 (Segmentation fault).
+$rule
+shardtrain: rank 3 (pid 9 on 10.0.0.3) ended by signal 11 (Segmentation fault): it crashed (its output above, a core file); the job was aborted"
+
+check "a run that printed its own end (preempted, exit 75): the abort banners are dropped" \
+"[done] preempted: 198 steps (0.11 epochs) in 5.8 s
+$rule
+Primary job  terminated normally, but 1 process returned
+a non-zero exit code. Per user-direction, the job has been aborted.
+$rule
+$rule
+mpirun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+  Exit code:    75
+$rule" \
+"[done] preempted: 198 steps (0.11 epochs) in 5.8 s"
 
 check "no fatal line: everything passes, banners included" \
 "shardtrain: warning: trace.json not written: No space left on device (ENOSPC)
