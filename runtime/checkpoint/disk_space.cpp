@@ -56,8 +56,8 @@ void keep_close_reserve(const std::string& dir) {
   }
   if (err == 0) return;
   ::unlink(path.c_str());
-  throw Error(fmt::format("{}: cannot reserve {} KiB to close a failed checkpoint: {}", path,
-                          kCloseReserveBytes >> 10, std::strerror(err)));
+  throw Error(fmt::format("{}: cannot reserve {} KiB to close a failed checkpoint: {}", path, kCloseReserveBytes >> 10,
+                          std::strerror(err)));
 }
 
 void release_close_reserve(const std::string& dir) { ::unlink(close_reserve_path(dir).c_str()); }
