@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The chaos soak's fast form (scripts/chaos.sh, docs/reliability.md "The
+# chaos soak"): the GPT of examples/gpt_kjv.toml on 4 ranks over 2 emulated
+# nodes, 600 steps, a checkpoint every 50, hit by 10 faults of the kinds
+# that take seconds, each kind at least once (seed 7): kill -9, kill -9
+# while a checkpoint is written, the newest checkpoint damaged, SIGTERM,
+# SIGUSR1, a full disk, a lowered memory limit, a corrupted cached shard, a
+# rank slowed 10x, a node's peer cache removed. The link faults take
+# minutes; fault.link_fault_test has them. Every fault must be met as
+# expected and the run must end with the uninterrupted run's parameters and
+# optimizer state, bit for bit. Needs root (namespaces, a tmpfs): skipped
+# (77) otherwise.
+set -uo pipefail
+[ "$(id -u)" -eq 0 ] || { echo "skipped: needs root (network namespaces, a tmpfs)"; exit 77; }
+why=$("${SOURCE_DIR:?}/launch/emunodes" check 2>&1) || { echo "skipped: ${why#emunodes: }"; exit 77; }
+/usr/bin/python3 -c "import h5py, numpy" 2>/dev/null || { echo "FAIL: python3-h5py missing (scripts/install-deps.sh)"; exit 1; }
+dir=$(mktemp -d /tmp/shardtrain-chaos-test.XXXXXX)
+trap 'umount -l "$dir/run-fs" 2>/dev/null; rm -rf "$dir"' EXIT
+CHAOS_BIN="${PROBE_DIR:?}/shardtrain" /usr/bin/python3 "$SOURCE_DIR/scripts/chaos.py" --dir "$dir" --seed 7 \
+  --faults 10 --minutes 0 --steps 600 --every 50 --timeout 30 --wait 2 4 --fs-mib 256 \
+  --skip link_cut,link_1mbit,link_10mbit_minute
