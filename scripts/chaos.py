@@ -219,6 +219,16 @@ class Soak:
         except ProcessLookupError:
             pass
         self.kill_nodes_processes()  # the daemons (daemonized, in the nodes' namespaces)
+        # memlimit, killed too, could not remove its cgroup (named by its pid).
+        for root, dirs, _ in os.walk("/sys/fs/cgroup"):
+            if f"shardtrain-memlimit-{self.job.pid}" in dirs:
+                time.sleep(0.5)
+                try:
+                    os.rmdir(os.path.join(root, f"shardtrain-memlimit-{self.job.pid}"))
+                except OSError:
+                    pass
+            if root.count("/") > 6:
+                dirs[:] = []
         for pid in self.ranks().values():
             try:
                 os.kill(pid, signal.SIGKILL)
