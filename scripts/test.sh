@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: install what is needed, build,
-# run every ctest test (labels unit, integration, mpi, gpu, fault). Extra
+# run every ctest test (labels unit, integration, mpi, gpu, fault, soak). Extra
 # arguments go to ctest (e.g. -L unit).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -224,7 +224,13 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
              std::strerror(errno));
   });
   agreed(c, [&] {
-    if (c.rank == 0) keep_close_reserve(dir.empty() ? "." : dir);
+    if (c.rank != 0) return;
+    try {
+      keep_close_reserve(dir.empty() ? "." : dir);
+    } catch (const Error& e) {  // said as a failed write says it: the file, the cause, the free space
+      throw Error(fmt::format("{}: writing the checkpoint failed: {}{}", tmp, e.what(),
+                              free_space_note(dir.empty() ? "." : dir)));
+    }
   });
   h5::File file;
   agreed(c, [&] {
