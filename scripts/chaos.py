@@ -18,7 +18,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -525,7 +524,7 @@ class Soak:
         differ = [n for n in names if not np.array_equal(a[n][:], b[n][:])]
         return names, differ
 
-    def table(self, n, rc):
+    def table(self):
         rows = []
         for kind in KINDS:
             recs = [r for r in self.records if r["kind"] == kind]
@@ -620,7 +619,7 @@ def main():
                     crashes.append(name)
         if crashes:
             problems.append(f"a crash in {crashes}")
-        table = s.table(n, rc)
+        table = s.table()
         summary = (f"seed {seed}: {n} faults in {s.soak_s / 60:.1f} min, {s.segment} job starts "
                    f"({s.retried} of them a second try after a start that hung); "
                    f"{len(ref_evals) - len(lost)} of {len(ref_evals)} evaluations as the uninterrupted run's; "
