@@ -8,7 +8,7 @@
 # rank slowed 10x, a node's peer cache removed. The link faults take
 # minutes; fault.link_fault_test has them. SIGUSR1 to mpirun is left to
 # the long soak and fault.preemption_test: here it once ended the job
-# with exit 138 after 21.6 s instead of a preemption (1 of 8 such faults
+# with exit 138 after 21.6 s instead of a preemption (1 of 16 such faults
 # on 2026-12-05, not understood yet: docs/reliability.md). Every fault must be met as
 # expected and the run must end with the uninterrupted run's parameters and
 # optimizer state, bit for bit. Needs root (namespaces, a tmpfs): skipped
