@@ -216,20 +216,19 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
   // Every rank makes and checks the directory: where it is node-local (or a
   // relative path from another working directory) the others would wait
   // in the collective create for a rank that cannot write there.
-  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  const std::string dir = parent.empty() ? "." : parent;
   agreed(c, [&] {
     io::make_parent_directory(path);
-    ST_CHECK(::access(dir.empty() ? "." : dir.c_str(), W_OK) == 0,
-             "{}: rank {} cannot write the checkpoint directory: {}", dir.empty() ? "." : dir, c.rank,
+    ST_CHECK(::access(dir.c_str(), W_OK) == 0, "{}: rank {} cannot write the checkpoint directory: {}", dir, c.rank,
              std::strerror(errno));
   });
   agreed(c, [&] {
     if (c.rank != 0) return;
     try {
-      keep_close_reserve(dir.empty() ? "." : dir);
+      keep_close_reserve(dir);
     } catch (const Error& e) {  // said as a failed write says it: the file, the cause, the free space
-      throw Error(fmt::format("{}: writing the checkpoint failed: {}{}", tmp, e.what(),
-                              free_space_note(dir.empty() ? "." : dir)));
+      throw Error(fmt::format("{}: writing the checkpoint failed: {}{}", tmp, e.what(), free_space_note(dir)));
     }
   });
   h5::File file;
@@ -256,11 +255,11 @@ void save(const std::string& path, MPI_Comm mpi_comm, const Header& header, cons
     // and a file it could not close crashes it at MPI_Finalize: the file's
     // space and the close reserve are freed first, so that the close
     // succeeds, then the file and what MPI-IO kept beside it are removed.
-    const std::string space = free_space_note(std::filesystem::path(tmp).parent_path().string());
+    const std::string space = free_space_note(dir);
     if (c.rank == 0) {
       if (::truncate(tmp.c_str(), 0) != 0) {  // best effort: the error below is the one to report
       }
-      release_close_reserve(dir.empty() ? "." : dir);
+      release_close_reserve(dir);
     }
     MPI_Barrier(mpi_comm);
     try {
