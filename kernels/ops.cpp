@@ -6,10 +6,14 @@
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/flash_attention.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/optimizer_update.h"
 #include "kernels/cpu/pool.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
 #include "runtime/core/error.h"
 #include "runtime/core/op_timing.h"
 
@@ -35,6 +39,9 @@
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/optimizer_update.h"
 #include "kernels/cuda/pool.h"
+#include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/swiglu.h"
 #define ST_ON_GPU(op, ...) on_gpu(op, __VA_ARGS__)
 #define ST_GPU_ONLY(...) __VA_ARGS__
 #else
@@ -650,8 +657,38 @@ void token_position_embedding_backward(const Tensor& dwte, const Tensor& dwpe, c
   cpu::position_embedding_backward(dwpe.f32(), dout.f32(), B, T, C, dwpe.dim(0), accumulate);
 }
 
-AttentionKernel attention_kernel(Device device, int64_t B, int64_t T, int64_t C, int64_t n_head) {
+void token_embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& wte) {
+  const bool gpu = ST_ON_GPU("embedding_forward", {&out, &ids, &wte});
+  const OpScope timed(OpClass::embedding, gpu);
+  const int64_t N = ids.numel(), V = wte.dim(0), C = wte.dim(1);
+  require_numel("embedding_forward", out, N * C, "output");
+  if (gpu) {
+    ST_GPU_ONLY(cuda::embedding_forward(out.f32(), ids.i32(), wte.f32(), N, V, C));
+    return;
+  }
+  cpu::embedding_forward(out.f32(), ids.i32(), wte.f32(), N, V, C);
+}
+
+void token_embedding_backward(const Tensor& dwte, const Tensor& dout, const Tensor& ids, bool accumulate) {
+  const bool gpu = ST_ON_GPU("embedding_backward", {&dwte, &dout, &ids});
+  const OpScope timed(OpClass::embedding, gpu);
+  const int64_t N = ids.numel(), V = dwte.dim(0), C = dwte.dim(1);
+  require_numel("embedding_backward", dout, N * C, "output gradient");
+  if (gpu) {
+    ST_GPU_ONLY(cuda::embedding_backward(dwte.f32(), dout.f32(), ids.i32(), N, V, C, accumulate));
+    return;
+  }
+  cpu::embedding_backward(dwte.f32(), dout.f32(), ids.i32(), N, V, C, accumulate);
+}
+
+AttentionKernel attention_kernel(Device device, int64_t B, int64_t T, int64_t C, int64_t n_head, int64_t n_kv_head) {
+  if (device.is_cpu()) return AttentionKernel::tiled;
 #ifdef SHARDTRAIN_HAVE_CUDA
+  const bool grouped = n_kv_head > 0 && n_kv_head != n_head;
+  ST_CHECK(!grouped,
+           "attention: grouped-query attention ({} query heads over {} key/value heads) has no GPU kernel "
+           "yet; set model.n_kv_head = model.n_head to train this model on a GPU",
+           n_head, n_kv_head);
   if (device.kind == DeviceKind::cuda && cuda::attention_backend() == cuda::AttentionBackend::cudnn &&
       cuda::gemm_precision() == cuda::GemmPrecision::bf16) {
     const std::string why = cuda::fused_attention_unavailable(B, T, C, n_head);
@@ -665,12 +702,13 @@ AttentionKernel attention_kernel(Device device, int64_t B, int64_t T, int64_t C,
                    static_cast<long long>(n_head), why.c_str());
   }
 #else
-  (void)device, (void)B, (void)T, (void)C, (void)n_head;
+  (void)B, (void)T, (void)C, (void)n_head, (void)n_kv_head;
 #endif
   return AttentionKernel::materialized;
 }
 
 int64_t attention_saved_floats(AttentionKernel kernel, int64_t B, int64_t T, int64_t C, int64_t n_head, DType io) {
+  if (kernel == AttentionKernel::tiled) return B * n_head * T;
 #ifdef SHARDTRAIN_HAVE_CUDA
   if (kernel == AttentionKernel::fused)
     return int64_t((cuda::fused_attention_saved_bytes(B, T, C, n_head, io == DType::bf16) + sizeof(float) - 1) /
@@ -682,69 +720,245 @@ int64_t attention_saved_floats(AttentionKernel kernel, int64_t B, int64_t T, int
   return B * n_head * T * T;
 }
 
+int64_t attention_scratch_floats(AttentionKernel kernel, int64_t T, int64_t C, int64_t n_head) {
+  switch (kernel) {
+    case AttentionKernel::tiled: return cpu::flash_attention_scratch_floats(T, C / n_head);
+    case AttentionKernel::materialized: return T * T;
+    case AttentionKernel::fused: return 0;
+  }
+  return 0;
+}
+
 namespace {
 
-// qkv's [B, T, C] after the shape checks the forward and backward share.
-std::array<int64_t, 3> attention_dims(const char* fn, const Tensor& qkv, const Tensor& att, int64_t n_head,
-                                      AttentionKernel kernel, bool gpu) {
-  ST_CHECK(qkv.shape().ndim() == 3 && qkv.dim(2) % 3 == 0, "{}: qkv must be [B, T, 3C], got {}", fn, qkv.shape().str());
-  ST_CHECK(kernel == AttentionKernel::materialized || gpu, "{}: the fused kernel runs on a GPU only", fn);
-  const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
+struct AttentionDims {
+  int64_t B, T, C, H, KV, hs;
+};
+
+// The dimensions of qkv after the shape checks the forward and backward share.
+AttentionDims attention_dims(const char* fn, const Tensor& qkv, const Tensor& att, int64_t n_head, int64_t n_kv_head,
+                             AttentionKernel kernel, bool gpu) {
+  const int64_t H = n_head, KV = n_kv_head > 0 ? n_kv_head : n_head;
+  ST_CHECK(H > 0 && KV > 0 && H % KV == 0, "{}: {} query heads do not group over {} key/value heads", fn, H, KV);
+  ST_CHECK(qkv.shape().ndim() == 3 && qkv.dim(2) % (H + 2 * KV) == 0,
+           "{}: qkv must be [B, T, (H + 2 KV) head_size] with H = {}, KV = {}, got {}", fn, H, KV, qkv.shape().str());
+  ST_CHECK(kernel != AttentionKernel::fused || gpu, "{}: the fused kernel runs on a GPU only", fn);
+  ST_CHECK(kernel != AttentionKernel::tiled || !gpu, "{}: the tiled kernel runs on the CPU only", fn);
+  ST_CHECK(kernel == AttentionKernel::tiled || KV == H, "{}: grouped-query attention needs the tiled kernel", fn);
+  const int64_t B = qkv.dim(0), T = qkv.dim(1), hs = qkv.dim(2) / (H + 2 * KV), C = H * hs;
   ST_CHECK(att.numel() >= attention_saved_floats(kernel, B, T, C, n_head, qkv.dtype()),
            "{}: saved-state buffer too small", fn);
-  return {B, T, C};
+  return {B, T, C, H, KV, hs};
 }
 
 }  // namespace
 
-void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int64_t n_head,
-                       AttentionKernel kernel) {
+void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int64_t n_head, AttentionKernel kernel,
+                       int64_t n_kv_head) {
   const char* fn = "attention_forward";
   const bool gpu = ST_ON_GPU(fn, {&out, &att, &qkv});
   const OpScope timed(OpClass::attention, gpu);
-  const auto [B, T, C] = attention_dims(fn, qkv, att, n_head, kernel, gpu);
-  require_numel(fn, out, B * T * C, "output");
+  const AttentionDims d = attention_dims(fn, qkv, att, n_head, n_kv_head, kernel, gpu);
+  require_numel(fn, out, d.B * d.T * d.C, "output");
   const bool qkv16 = is_bf16(fn, qkv, "qkv"), out16 = is_bf16(fn, out, "the output");
   if (gpu && kernel == AttentionKernel::fused) {
     ST_CHECK(qkv16 == out16, "{}: the fused kernel takes qkv and its output in one type", fn);
-    ST_GPU_ONLY(cuda::fused_attention_forward(out.raw(), att.raw(), qkv.raw(), B, T, C, n_head, qkv16));
+    ST_GPU_ONLY(cuda::fused_attention_forward(out.raw(), att.raw(), qkv.raw(), d.B, d.T, d.C, n_head, qkv16));
     return;
   }
   const F32Stand x(fn, qkv, true, 0), y(fn, out, false, 1);
   if (gpu) {
-    ST_GPU_ONLY(cuda::attention_forward(y.get(), att.f32(), x.get(), B, T, C, n_head));
+    ST_GPU_ONLY(cuda::attention_forward(y.get(), att.f32(), x.get(), d.B, d.T, d.C, n_head));
+  } else if (kernel == AttentionKernel::tiled) {
+    cpu::flash_attention_forward(y.get(), att.f32(), x.get(), d.B, d.T, d.H, d.KV, d.hs);
   } else {
-    cpu::attention_forward(y.get(), att.f32(), x.get(), B, T, C, n_head);
+    cpu::attention_forward(y.get(), att.f32(), x.get(), d.B, d.T, d.C, n_head);
   }
   y.store();
 }
 
 void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout, const Tensor& qkv,
-                        const Tensor& out, const Tensor& att, int64_t n_head, AttentionKernel kernel) {
+                        const Tensor& out, const Tensor& att, int64_t n_head, AttentionKernel kernel,
+                        int64_t n_kv_head) {
   const char* fn = "attention_backward";
   const bool gpu = ST_ON_GPU(fn, {&dqkv, &scratch, &dout, &qkv, &out, &att});
   const OpScope timed(OpClass::attention, gpu);
-  const auto [B, T, C] = attention_dims(fn, qkv, att, n_head, kernel, gpu);
-  require_numel(fn, dqkv, B * T * 3 * C, "qkv gradient");
-  require_numel(fn, dout, B * T * C, "output gradient");
-  require_numel(fn, out, B * T * C, "the forward's output");
-  ST_CHECK(scratch.numel() >= T * T, "attention_backward: scratch holds fewer than T*T floats");
+  const AttentionDims d = attention_dims(fn, qkv, att, n_head, n_kv_head, kernel, gpu);
+  require_numel(fn, dqkv, qkv.numel(), "qkv gradient");
+  require_numel(fn, dout, d.B * d.T * d.C, "output gradient");
+  require_numel(fn, out, d.B * d.T * d.C, "the forward's output");
+  ST_CHECK(scratch.numel() >= attention_scratch_floats(kernel, d.T, d.C, n_head),
+           "attention_backward: scratch holds fewer than attention_scratch_floats");
   [[maybe_unused]] const bool dqkv16 = is_bf16(fn, dqkv, "the qkv gradient");
   [[maybe_unused]] const bool qkv16 = is_bf16(fn, qkv, "qkv");
   if (gpu && kernel == AttentionKernel::fused) {
     ST_CHECK(is_bf16(fn, out, "the forward's output") == qkv16,
              "{}: the fused kernel takes qkv and its output in one type", fn);
-    ST_GPU_ONLY(cuda::fused_attention_backward(dqkv.raw(), dout.f32(), att.raw(), qkv.raw(), out.raw(), B, T, C, n_head,
-                                               qkv16, dqkv16));
+    ST_GPU_ONLY(cuda::fused_attention_backward(dqkv.raw(), dout.f32(), att.raw(), qkv.raw(), out.raw(), d.B, d.T, d.C,
+                                               n_head, qkv16, dqkv16));
     return;
   }
   const F32Stand x(fn, qkv, true, 0), dx(fn, dqkv, false, 1);
   if (gpu) {
-    ST_GPU_ONLY(cuda::attention_backward(dx.get(), dout.f32(), x.get(), att.f32(), B, T, C, n_head));
+    ST_GPU_ONLY(cuda::attention_backward(dx.get(), dout.f32(), x.get(), att.f32(), d.B, d.T, d.C, n_head));
+  } else if (kernel == AttentionKernel::tiled) {
+    const F32Stand o(fn, out, true, 2);
+    cpu::flash_attention_backward(dx.get(), scratch.f32(), dout.f32(), x.get(), o.get(), att.f32(), d.B, d.T, d.H, d.KV,
+                                  d.hs);
   } else {
-    cpu::attention_backward(dx.get(), scratch.f32(), dout.f32(), x.get(), att.f32(), B, T, C, n_head);
+    cpu::attention_backward(dx.get(), scratch.f32(), dout.f32(), x.get(), att.f32(), d.B, d.T, d.C, n_head);
   }
   dx.store();
+}
+
+void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& in, const Tensor& weight, float eps) {
+  const char* op = "rmsnorm_forward";
+  const bool gpu = ST_ON_GPU(op, {&out, &rstd, &in, &weight});
+  const OpScope timed(OpClass::norm, gpu);
+  const int64_t C = weight.numel();
+  ST_CHECK(C > 0, "{}: the weight is empty", op);
+  const int64_t N = in.numel() / C;
+  require_numel(op, in, N * C, "input");
+  require_numel(op, out, N * C, "output");
+  ST_CHECK(rstd.numel() >= N, "{}: rstd holds fewer than {} rows", op, N);
+  [[maybe_unused]] const bool out16 = is_bf16(op, out, "the output");
+  if (gpu) {
+    ST_GPU_ONLY(cuda::rmsnorm_forward(out.raw(), out16, rstd.f32(), in.f32(), weight.f32(), N, C, eps));
+    return;
+  }
+  const F32Stand y(op, out, false, 0);
+  cpu::rmsnorm_forward(y.get(), rstd.f32(), in.f32(), weight.f32(), N, C, eps);
+  y.store();
+}
+
+void residual_rmsnorm_forward(const Tensor& sum_out, const Tensor& out, const Tensor& rstd, const Tensor& a,
+                              const Tensor& b, const Tensor& weight, float eps) {
+  const char* op = "residual_rmsnorm_forward";
+  const bool gpu = ST_ON_GPU(op, {&sum_out, &out, &rstd, &a, &b, &weight});
+  const OpScope timed(OpClass::norm, gpu);
+  const int64_t C = weight.numel();
+  ST_CHECK(C > 0, "{}: the weight is empty", op);
+  const int64_t N = a.numel() / C;
+  require_numel(op, a, N * C, "first operand");
+  require_numel(op, b, N * C, "second operand");
+  require_numel(op, sum_out, N * C, "sum");
+  require_numel(op, out, N * C, "output");
+  ST_CHECK(rstd.numel() >= N, "{}: rstd holds fewer than {} rows", op, N);
+  require_no_overlap(op, sum_out, "the sum", a, "the first operand", true);
+  require_no_overlap(op, sum_out, "the sum", b, "the second operand", true);
+  require_no_overlap(op, out, "the output", sum_out, "the sum", false);
+  require_no_overlap(op, out, "the output", a, "the first operand", false);
+  require_no_overlap(op, out, "the output", b, "the second operand", false);
+  [[maybe_unused]] const bool out16 = is_bf16(op, out, "the output");
+  if (gpu) {
+    ST_GPU_ONLY(cuda::residual_rmsnorm_forward(sum_out.f32(), out.raw(), out16, rstd.f32(), a.f32(), b.f32(),
+                                               weight.f32(), N, C, eps));
+    return;
+  }
+  const F32Stand y(op, out, false, 0);
+  cpu::residual_rmsnorm_forward(sum_out.f32(), y.get(), rstd.f32(), a.f32(), b.f32(), weight.f32(), N, C, eps);
+  y.store();
+}
+
+void rmsnorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& dout, const Tensor& in,
+                      const Tensor& weight, const Tensor& rstd, const Tensor& dresidual, bool accumulate) {
+  const char* op = "rmsnorm_backward";
+  const bool gpu = ST_ON_GPU(op, {&din, &dweight, &dout, &in, &weight, &rstd, &dresidual});
+  const OpScope timed(OpClass::norm, gpu);
+  ST_CHECK(din.defined(), "{}: the input gradient is required", op);
+  const int64_t C = weight.numel();
+  ST_CHECK(C > 0, "{}: the weight is empty", op);
+  const int64_t N = in.numel() / C;
+  require_numel(op, in, N * C, "input");
+  require_numel(op, din, N * C, "input gradient");
+  require_numel(op, dout, N * C, "output gradient");
+  require_numel(op, dweight, C, "weight gradient");
+  ST_CHECK(rstd.numel() >= N, "{}: rstd holds fewer than {} rows", op, N);
+  if (dresidual.defined()) {
+    require_numel(op, dresidual, N * C, "residual gradient");
+    require_no_overlap(op, din, "the input gradient", dresidual, "the residual gradient", true);
+  }
+  if (gpu) {
+    ST_GPU_ONLY(cuda::rmsnorm_backward(din.f32(), dweight.f32(), dout.f32(), in.f32(), weight.f32(), rstd.f32(),
+                                       opt(dresidual), N, C, accumulate));
+    return;
+  }
+  cpu::rmsnorm_backward(din.f32(), dweight.f32(), dout.f32(), in.f32(), weight.f32(), rstd.f32(), opt(dresidual), N, C,
+                        accumulate);
+}
+
+namespace {
+
+void rope(const char* op, const Tensor& x, int64_t n_heads, int64_t hs, float theta, bool forward) {
+  const bool gpu = ST_ON_GPU(op, {&x});
+  const OpScope timed(OpClass::elementwise, gpu);
+  ST_CHECK(x.shape().ndim() == 3, "{}: x must be [B, T, row], got {}", op, x.shape().str());
+  const int64_t B = x.dim(0), T = x.dim(1), row = x.dim(2);
+  ST_CHECK(hs > 0 && hs % 2 == 0 && n_heads >= 0 && n_heads * hs <= row,
+           "{}: {} heads of size {} (even) do not fit rows of {}", op, n_heads, hs, row);
+  ST_CHECK(theta > 0.0f, "{}: theta must be positive, got {}", op, theta);
+  [[maybe_unused]] const bool x16 = is_bf16(op, x, "x");
+  if (gpu) {
+    if (forward) {
+      ST_GPU_ONLY(cuda::rope_forward(x.raw(), x16, B, T, row, n_heads, hs, theta));
+    } else {
+      ST_GPU_ONLY(cuda::rope_backward(x.raw(), x16, B, T, row, n_heads, hs, theta));
+    }
+    return;
+  }
+  const F32Stand y(op, x, true, 0);
+  if (forward) {
+    cpu::rope_forward(y.get(), B, T, row, n_heads, hs, theta);
+  } else {
+    cpu::rope_backward(y.get(), B, T, row, n_heads, hs, theta);
+  }
+  y.store();
+}
+
+}  // namespace
+
+void rope_forward(const Tensor& x, int64_t n_heads, int64_t hs, float theta) {
+  rope("rope_forward", x, n_heads, hs, theta, true);
+}
+
+void rope_backward(const Tensor& dx, int64_t n_heads, int64_t hs, float theta) {
+  rope("rope_backward", dx, n_heads, hs, theta, false);
+}
+
+void swiglu_forward(const Tensor& h, const Tensor& gu) {
+  const char* op = "swiglu_forward";
+  const bool gpu = ST_ON_GPU(op, {&h, &gu});
+  const OpScope timed(OpClass::elementwise, gpu);
+  const int64_t F = gu.shape()[-1] / 2, N = F > 0 ? gu.numel() / (2 * F) : 0;
+  ST_CHECK(F > 0 && gu.shape()[-1] == 2 * F, "{}: gu's last dimension must be 2F, got {}", op, gu.shape().str());
+  require_numel(op, h, N * F, "output");
+  [[maybe_unused]] const bool h16 = is_bf16(op, h, "the output"), gu16 = is_bf16(op, gu, "gu");
+  if (gpu) {
+    ST_GPU_ONLY(cuda::swiglu_forward(h.raw(), h16, gu.raw(), gu16, N, F));
+    return;
+  }
+  const F32Stand x(op, gu, true, 0), y(op, h, false, 1);
+  cpu::swiglu_forward(y.get(), x.get(), N, F);
+  y.store();
+}
+
+void swiglu_backward(const Tensor& dgu, const Tensor& dh, const Tensor& gu) {
+  const char* op = "swiglu_backward";
+  const bool gpu = ST_ON_GPU(op, {&dgu, &dh, &gu});
+  const OpScope timed(OpClass::elementwise, gpu);
+  const int64_t F = gu.shape()[-1] / 2, N = F > 0 ? gu.numel() / (2 * F) : 0;
+  ST_CHECK(F > 0 && gu.shape()[-1] == 2 * F, "{}: gu's last dimension must be 2F, got {}", op, gu.shape().str());
+  require_numel(op, dgu, N * 2 * F, "gu's gradient");
+  require_numel(op, dh, N * F, "the output gradient");
+  [[maybe_unused]] const bool dgu16 = is_bf16(op, dgu, "gu's gradient"), dh16 = is_bf16(op, dh, "dh"),
+                              gu16 = is_bf16(op, gu, "gu");
+  if (gpu) {
+    ST_GPU_ONLY(cuda::swiglu_backward(dgu.raw(), dgu16, dh.raw(), dh16, gu.raw(), gu16, N, F));
+    return;
+  }
+  const F32Stand g(op, dh, true, 0), x(op, gu, true, 1), y(op, dgu, false, 2);
+  cpu::swiglu_backward(y.get(), g.get(), x.get(), N, F);
+  y.store();
 }
 
 void add(const Tensor& out, const Tensor& a, const Tensor& b) {

@@ -138,31 +138,70 @@ void token_position_embedding_forward(const Tensor& out, const Tensor& ids, cons
 void token_position_embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& ids,
                                        bool accumulate);
 
-// Causal multi-head self-attention (kernels/cpu/attention.h): qkv [B, T, 3C];
-// out [B, T, C]; `att` keeps what the backward needs; scratch at least T*T
-// floats. dqkv is overwritten. Two kernels compute it:
-//   materialized  the B x n_head x T x T probabilities in `att` (f32)
+// Token embedding alone (a Llama's; its positions come from RoPE): ids i32
+// [B, T]; wte [V, C]; out [B, T, C] = wte[ids].
+void token_embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& wte);
+void token_embedding_backward(const Tensor& dwte, const Tensor& dout, const Tensor& ids, bool accumulate);
+
+// Causal multi-head self-attention: qkv [B, T, (H + 2 KV) hs] holds the H
+// query heads, then the KV key heads, then the KV value heads (n_kv_head =
+// KV; 0 means KV = H, the GPT's [B, T, 3C]; query head h reads kv head
+// h / (H / KV): grouped-query attention); out [B, T, H hs]; `att` keeps
+// what the backward needs; scratch at least attention_scratch_floats.
+// dqkv is overwritten. Three kernels compute it:
+//   tiled         flash attention's scheme (kernels/cpu/flash_attention.h):
+//                 an online softmax over tiles, `att` keeps each row's
+//                 log-sum-exp (B x H x T), the backward recomputes the
+//                 tiles: nothing grows as T^2
+//   materialized  the B x n_head x T x T probabilities in `att` (f32): the
+//                 reference, and the GPU's fallback
 //   fused         cuDNN's flash attention (kernels/cuda/fused_attention.h):
 //                 the softmax's log-sum-exp rows, and bf16 copies of Q, K,
 //                 V and O where qkv and out are f32 (bf16 ones are read in
 //                 place: the backward is given the forward's qkv and out)
-// attention_kernel() says which runs on `device`: fused on a GPU whose GEMMs
-// are bf16 with runtime.gpu_attention = cudnn, where cuDNN supports the
-// shape (a warning, once per shape, says why not where it does not); the
-// materialized kernels everywhere else. The backward must be given the
-// kernel its forward ran. qkv, out and dqkv may be bf16 (the fused
-// kernel's forward takes qkv and out in one type); dout is f32.
-enum class AttentionKernel { materialized, fused };
-AttentionKernel attention_kernel(Device device, int64_t B, int64_t T, int64_t C, int64_t n_head);
-// f32 elements `att` must hold for `kernel`, with qkv and out of dtype io.
+// attention_kernel() says which runs on `device`: tiled on the CPU; fused
+// on a GPU whose GEMMs are bf16 with runtime.gpu_attention = cudnn, where
+// cuDNN supports the shape (a warning, once per shape, says why not where
+// it does not); materialized on other GPUs, which need KV = H. The
+// backward must be given the kernel its forward ran. qkv, out and dqkv may
+// be bf16 (the fused kernel's forward takes qkv and out in one type); dout
+// is f32.
+enum class AttentionKernel { materialized, fused, tiled };
+AttentionKernel attention_kernel(Device device, int64_t B, int64_t T, int64_t C, int64_t n_head, int64_t n_kv_head = 0);
+// f32 elements `att` must hold for `kernel`, with qkv and out of dtype io
+// (C = H hs, the query channels).
 int64_t attention_saved_floats(AttentionKernel kernel, int64_t B, int64_t T, int64_t C, int64_t n_head,
                                DType io = DType::f32);
+// f32 elements of the backward's scratch for `kernel`.
+int64_t attention_scratch_floats(AttentionKernel kernel, int64_t T, int64_t C, int64_t n_head);
 void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int64_t n_head,
-                       AttentionKernel kernel = AttentionKernel::materialized);
+                       AttentionKernel kernel = AttentionKernel::materialized, int64_t n_kv_head = 0);
 // qkv and out: the forward's, unchanged since.
 void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor& dout, const Tensor& qkv,
                         const Tensor& out, const Tensor& att, int64_t n_head,
-                        AttentionKernel kernel = AttentionKernel::materialized);
+                        AttentionKernel kernel = AttentionKernel::materialized, int64_t n_kv_head = 0);
+
+// A Llama Block's ops (kernels/cpu/rmsnorm.h, rope.h, swiglu.h).
+// RMSNorm over the last dimension: in [..., C] f32 viewed as [rows, C];
+// weight [C]; rstd [rows] saved for backward; out may be bf16.
+void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& in, const Tensor& weight, float eps);
+// sum_out = a + b (f32; may be a or b itself), then rmsnorm_forward of the
+// sum into out: the bits of add followed by rmsnorm_forward.
+void residual_rmsnorm_forward(const Tensor& sum_out, const Tensor& out, const Tensor& rstd, const Tensor& a,
+                              const Tensor& b, const Tensor& weight, float eps);
+// din (f32, required) := the input gradient, plus dresidual where that is
+// defined (din may be dresidual itself); dweight overwritten or added to.
+void rmsnorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& dout, const Tensor& in,
+                      const Tensor& weight, const Tensor& rstd, const Tensor& dresidual, bool accumulate);
+// Rotary positions in place on x [B, T, row] (f32 or bf16): the first
+// n_heads heads of hs columns of every row, rotate-half pairing, position t
+// turned by t theta^(-2i/hs). rope_backward turns a gradient back.
+void rope_forward(const Tensor& x, int64_t n_heads, int64_t hs, float theta);
+void rope_backward(const Tensor& dx, int64_t n_heads, int64_t hs, float theta);
+// SwiGLU: gu [..., 2F] (gate, then up), h [..., F] = silu(gate) * up; dgu
+// from dh and the forward's gu. Each f32 or bf16.
+void swiglu_forward(const Tensor& h, const Tensor& gu);
+void swiglu_backward(const Tensor& dgu, const Tensor& dh, const Tensor& gu);
 
 // out = a + b, elementwise (out may alias a or b): residual connections.
 void add(const Tensor& out, const Tensor& a, const Tensor& b);

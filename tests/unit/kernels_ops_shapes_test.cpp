@@ -51,11 +51,13 @@ TEST(OpsShapes, GradientsOfTheWrongSizeAreRefused) {
 // The fused residual LayerNorm ops write one operand while reading another:
 // the same tensor (a residual added in place) is allowed, a shifted overlap or
 // an output on top of an input is not.
-// On the CPU attention is always materialized, and the fused kernel (cuDNN)
-// is refused rather than run on host memory.
-TEST(OpsShapes, AttentionOnTheCpuIsMaterialized) {
+// On the CPU attention is tiled (a log-sum-exp per row kept, nothing of
+// T x T), the materialized kernel is the reference, and the fused kernel
+// (cuDNN) is refused rather than run on host memory.
+TEST(OpsShapes, AttentionOnTheCpuIsTiled) {
   const int64_t B = 2, T = 8, C = 16, NH = 2;
-  EXPECT_EQ(ops::attention_kernel(Device::cpu(), B, T, C, NH), ops::AttentionKernel::materialized);
+  EXPECT_EQ(ops::attention_kernel(Device::cpu(), B, T, C, NH), ops::AttentionKernel::tiled);
+  EXPECT_EQ(ops::attention_saved_floats(ops::AttentionKernel::tiled, B, T, C, NH), B * NH * T);
   EXPECT_EQ(ops::attention_saved_floats(ops::AttentionKernel::materialized, B, T, C, NH), B * NH * T * T);
   Tensor qkv = Tensor::zeros({B, T, 3 * C}), out = Tensor::zeros({B, T, C}), att = Tensor::zeros({B * NH * T * T});
   EXPECT_THAT(error_of([&] { ops::attention_forward(out, att, qkv, NH, ops::AttentionKernel::fused); }),
