@@ -5,6 +5,7 @@
 #pragma once
 
 #include "runtime/nn/layer.h"
+#include "runtime/nn/recompute.h"
 
 #include <memory>
 #include <string>
@@ -40,6 +41,14 @@ class Block {
   // bf16 form (TransformerBlock); the others stay f32. Takes effect at the
   // next forward.
   virtual void set_activation_dtype(DType /*dtype*/) {}
+  // Activation checkpointing (recompute.h), for Blocks that can recompute
+  // (LlamaBlock); takes effect at the next forward.
+  virtual bool can_recompute() const { return false; }
+  // The device the Block will run on, for activation_bytes before any
+  // forward (the attention kernels keep different state on the CPU and on a
+  // GPU). The CPU until told.
+  virtual void set_plan_device(Device /*device*/) {}
+  virtual void set_recompute(Recompute /*mode*/) {}
 
   // Human-readable structure, e.g. "linear(784->1024) relu".
   virtual std::string describe() const = 0;
@@ -48,6 +57,10 @@ class Block {
   // backward, gradient buffers between its layers, its layers' workspaces.
   // Buffers grow to the largest batch seen (training or evaluation).
   virtual int64_t activation_bytes(int64_t batch) const = 0;
+  // Bytes of the workspace this Block shares with the model's other Blocks
+  // of its kind (LlamaWorkspace) at `batch`: counted once per model, the
+  // largest any Block asks for.
+  virtual int64_t shared_bytes(int64_t /*batch*/) const { return 0; }
   // On the CPU, with bf16 activations: the f32 copies the op that makes the
   // most holds while it runs (kernels/ops.h widens around the f32 kernels),
   // in a forward, or with `training` a forward and backward. 0 otherwise.
@@ -55,6 +68,10 @@ class Block {
   // On a GPU whose GEMMs are bf16: its layers' Layer::kept_bf16_bytes for
   // `batch` samples (the copies grow with the batch as the activations do).
   virtual int64_t kept_bf16_bytes(int64_t /*batch*/) const = 0;
+  // On such a GPU: bf16 copies the Block makes and frees within one of its
+  // layers' forward or backward (Linear::set_transient_weight_copy), the
+  // largest; a model holds one at a time.
+  virtual int64_t transient_bf16_bytes() const { return 0; }
 
  protected:
   explicit Block(std::string name) : name_(std::move(name)) {}

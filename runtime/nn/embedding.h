@@ -1,6 +1,7 @@
 // Token + learned position embedding: int32 token ids [B, T] ->
 // [B, T, C] = wte[id] + wpe[t]. wte [vocab, C] and wpe [max_positions, C]
-// are initialized N(0, 0.02^2), as in GPT-2. As a model's first layer it
+// are initialized N(0, 0.02^2), as in GPT-2. max_positions = 0: no position
+// table, out = wte[id] (a Llama's: RoPE gives the positions). As a model's first layer it
 // computes no input gradient (ids have none).
 #pragma once
 

@@ -41,6 +41,7 @@ Shape Linear::output_shape(const Shape& in) const {
 }
 
 int64_t Linear::kept_bf16_bytes(const Shape& in, int64_t batch, DType in_dtype) const {
+  if (transient_weight_ && in_dtype == DType::bf16) return 0;
   const int64_t rows = batch * in.numel() / in_features_;
   return int64_t(dtype_size(DType::bf16)) * ops::linear_kept_elements(rows, in_features_, out_features_, in_dtype);
 }
@@ -63,8 +64,27 @@ void Linear::run_forward(const Tensor& in, Op&& op) {
   const bool reuse = weight_copied_ == weight_.raw() && SameWeights::active();
   weight_copied_ = nullptr;  // until the forward has made it
   op(bf16_, reuse);
+  if (transient_weight_ && in.dtype() == DType::bf16) {
+    bf16_ = Tensor();  // made again by the backward
+    return;
+  }
   // An empty batch returns before any conversion: no copy was made.
   weight_copied_ = in.numel() > 0 ? weight_.raw() : nullptr;
+}
+
+template <typename Op>
+void Linear::run_backward(Op&& op) {
+  if (!kept_ || !transient_weight_ || in_.dtype() != DType::bf16) {
+    op(kept_ ? bf16_ : Tensor());
+    return;
+  }
+  // The forward's copy again: the weight first in the kept buffer
+  // (kernels/cuda/linear.h), rounded as the forward rounded it.
+  const int64_t need = ops::linear_kept_elements(in_.numel() / in_features_, in_features_, out_features_, DType::bf16);
+  bf16_ = Tensor::empty({need}, DType::bf16, in_.device());
+  ops::convert(bf16_.view(0, {out_features_ * in_features_}), weight_.reshape({out_features_ * in_features_}));
+  op(bf16_);
+  bf16_ = Tensor();
 }
 
 void Linear::forward(const Tensor& in, const Tensor& out) {
@@ -79,12 +99,14 @@ void Linear::forward_gelu(const Tensor& in, const Tensor& pre, const Tensor& out
 }
 
 void Linear::backward(const Tensor& dout, const Tensor& din, bool accumulate) {
-  ops::linear_backward(din, dweight_, dbias_, dout, in_, weight_, accumulate, kept_ ? bf16_ : Tensor());
+  run_backward(
+      [&](const Tensor& kept) { ops::linear_backward(din, dweight_, dbias_, dout, in_, weight_, accumulate, kept); });
 }
 
 void Linear::backward_through_gelu(const Tensor& dout, const Tensor& dpre, const Tensor& pre, bool accumulate) {
-  ops::linear_backward_through_gelu(dpre, dweight_, dbias_, dout, in_, weight_, pre, accumulate,
-                                    kept_ ? bf16_ : Tensor());
+  run_backward([&](const Tensor& kept) {
+    ops::linear_backward_through_gelu(dpre, dweight_, dbias_, dout, in_, weight_, pre, accumulate, kept);
+  });
 }
 
 }  // namespace shardtrain::nn

@@ -24,6 +24,15 @@ class Linear final : public Layer {
   // backward() of a layer whose input was gelu(pre): dpre is the gradient
   // with respect to pre (the GELU's backward folded into this one).
   void backward_through_gelu(const Tensor& dout, const Tensor& dpre, const Tensor& pre, bool accumulate);
+  // Where GEMMs are bf16 on a GPU and the input is bf16 (nothing of it to
+  // keep), make the weight's bf16 copy for the forward and again for the
+  // backward instead of keeping it in between: one more conversion of the
+  // weight per step, and a model's Blocks hold one layer's copy at a time
+  // instead of a bf16 copy of every weight (a Llama's Linears; the copies
+  // are the same bits, so the results are too).
+  void set_transient_weight_copy(bool on) { transient_weight_ = on; }
+  // Bytes of that transient copy (kept_bf16_bytes counts it no more).
+  int64_t transient_bf16_bytes() const { return int64_t(dtype_size(DType::bf16)) * in_features_ * out_features_; }
   void release_activations() override {
     in_ = Tensor();
     bf16_ = Tensor();
@@ -39,6 +48,11 @@ class Linear final : public Layer {
   // and weight, which the backward reuses (ops::linear_forward's `keep`).
   Tensor bf16_;
   bool kept_ = false;  // the last forward filled bf16_
+  bool transient_weight_ = false;
+  // The backward of a transient copy: the weight converted again into a
+  // fresh bf16_, then freed after the backward `op` ran.
+  template <typename Op>
+  void run_backward(Op&& op);
   // The weight whose bf16 copy bf16_ holds (null: none).
   const void* weight_copied_ = nullptr;
 

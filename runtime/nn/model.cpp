@@ -33,9 +33,31 @@ void Model::set_activation_dtype(DType dtype) {
   for (auto& b : blocks_) b->set_activation_dtype(dtype);
 }
 
+void Model::set_plan_device(Device device) {
+  for (auto& b : blocks_) b->set_plan_device(device);
+}
+
+void Model::set_activation_checkpointing(Recompute mode, int every) {
+  ST_CHECK(every >= 1, "parallel.checkpoint_every must be at least 1, got {}", every);
+  int k = 0;
+  for (auto& b : blocks_) {
+    if (!b->can_recompute()) continue;
+    b->set_recompute(k % every == 0 ? mode : Recompute::none);
+    ++k;
+  }
+  ST_CHECK(mode == Recompute::none || k > 0,
+           "parallel.activation_checkpointing = \"{}\" needs Blocks that recompute (model.kind = \"llama\"); "
+           "this model has none",
+           mode);
+}
+
 int64_t Model::activation_bytes(int64_t batch, bool training) const {
-  int64_t bytes = 0;
-  for (const auto& b : blocks_) bytes += b->activation_bytes(batch);
+  int64_t bytes = 0, shared = 0;
+  for (const auto& b : blocks_) {
+    bytes += b->activation_bytes(batch);
+    shared = std::max(shared, b->shared_bytes(batch));
+  }
+  bytes += shared;
   if (training) {  // as backward() allocates them
     int64_t widest = 0;
     for (size_t i = 1; i + 1 < shapes_.size(); ++i) widest = std::max(widest, shapes_[i].numel());
@@ -45,9 +67,12 @@ int64_t Model::activation_bytes(int64_t batch, bool training) const {
 }
 
 int64_t Model::kept_bf16_bytes(int64_t batch) const {
-  int64_t bytes = 0;
-  for (const auto& b : blocks_) bytes += b->kept_bf16_bytes(batch);
-  return bytes;
+  int64_t bytes = 0, transient = 0;
+  for (const auto& b : blocks_) {
+    bytes += b->kept_bf16_bytes(batch);
+    transient = std::max(transient, b->transient_bf16_bytes());
+  }
+  return bytes + transient;
 }
 
 int64_t Model::widened_bytes(int64_t batch, bool training) const {

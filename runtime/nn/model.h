@@ -49,13 +49,21 @@ class Model {
   // Block must be bound with bind_block before it computes.
   void release_flat_buffers();
 
+  // Every Block's Block::set_plan_device.
+  void set_plan_device(Device device);
   // Every Block's Block::set_activation_dtype.
   void set_activation_dtype(DType dtype);
+  // Activation checkpointing (recompute.h) for every `every`-th Block that
+  // can recompute, counting from the first; the others keep everything. An
+  // Error where `mode` is not none and no Block can.
+  void set_activation_checkpointing(Recompute mode, int every = 1);
 
-  // Bytes of every Block's activation_bytes(batch), plus with `training` the
-  // two gradient buffers passed between Blocks in backward.
+  // Bytes of every Block's activation_bytes(batch) and the largest
+  // Block::shared_bytes, plus with `training` the two gradient buffers
+  // passed between Blocks in backward.
   int64_t activation_bytes(int64_t batch, bool training) const;
-  // Every Block's Block::kept_bf16_bytes.
+  // Every Block's Block::kept_bf16_bytes, and the largest
+  // Block::transient_bf16_bytes.
   int64_t kept_bf16_bytes(int64_t batch) const;
   // The largest Block::widened_bytes: transient, one op at a time.
   int64_t widened_bytes(int64_t batch, bool training) const;

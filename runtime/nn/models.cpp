@@ -5,7 +5,9 @@
 #include "runtime/nn/embedding.h"
 #include "runtime/nn/layernorm.h"
 #include "runtime/nn/linear.h"
+#include "runtime/nn/llama_block.h"
 #include "runtime/nn/maxpool2d.h"
+#include "runtime/nn/rmsnorm.h"
 #include "runtime/nn/transformer.h"
 
 namespace shardtrain::nn {
@@ -88,7 +90,46 @@ std::vector<std::unique_ptr<Block>> gpt(const ModelSpec& spec, Shape shape, int6
   return blocks;
 }
 
+std::vector<std::unique_ptr<Block>> llama(const ModelSpec& spec, Shape shape, int64_t classes) {
+  ST_CHECK(shape.ndim() == 1, "model.kind = \"llama\" needs samples of T token ids [T], the data has {}", shape.str());
+  const int64_t T = shape[0], C = spec.n_embd;
+  const int64_t V = spec.vocab_size > 0 ? spec.vocab_size : classes;
+  ST_CHECK(spec.vocab_size <= 0 || spec.vocab_size == classes,
+           "model.vocab_size = {} but the data has {} classes (next-token labels)", spec.vocab_size, classes);
+  ST_CHECK(spec.block_size <= 0 || T <= spec.block_size, "sequences of {} tokens exceed model.block_size = {}", T,
+           spec.block_size);
+  ST_CHECK(!spec.tie_embeddings,
+           "model.tie_embeddings = true is not supported yet: the head would share the embedding's weight across "
+           "two Blocks, which FSDP shards separately");
+  LlamaShape s;
+  s.T = T;
+  s.C = C;
+  s.n_head = spec.n_head;
+  s.n_kv_head = spec.n_kv_head > 0 ? spec.n_kv_head : spec.n_head;
+  s.ffn_hidden = spec.ffn_hidden > 0 ? spec.ffn_hidden : llama_ffn_hidden(C);
+  s.n_layer = spec.n_layer;
+  s.rope_theta = float(spec.rope_theta);
+  s.norm_eps = float(spec.norm_eps);
+  std::vector<std::unique_ptr<Block>> blocks;
+  Layers embed;
+  embed.push_back(std::make_unique<Embedding>(V, 0, C));
+  shape = add_block(blocks, "embed", std::move(embed), shape);
+  auto shared = std::make_shared<LlamaWorkspace>();
+  for (int64_t i = 0; i < spec.n_layer; ++i)
+    blocks.push_back(std::make_unique<LlamaBlock>(fmt::format("h{}", i), s, shared));
+  Layers head;
+  head.push_back(std::make_unique<RmsNorm>(C, s.norm_eps));
+  head.push_back(std::make_unique<Linear>(C, V, /*bias=*/false));
+  add_block(blocks, "head", std::move(head), shape);
+  return blocks;
+}
+
 }  // namespace
+
+int64_t llama_ffn_hidden(int64_t n_embd) {
+  const int64_t two_thirds = 8 * n_embd / 3;
+  return (two_thirds + 255) / 256 * 256;
+}
 
 void validate(const ModelSpec& spec) {
   for (int64_t w : spec.hidden) ST_CHECK(w > 0, "model.hidden widths must be positive, got {}", w);
@@ -102,6 +143,15 @@ void validate(const ModelSpec& spec) {
            spec.n_head);
   ST_CHECK(spec.vocab_size >= 0 && spec.block_size >= 0,
            "model.vocab_size and model.block_size must not be negative (0: from the data)");
+  ST_CHECK(spec.n_kv_head >= 0 && spec.ffn_hidden >= 0,
+           "model.n_kv_head and model.ffn_hidden must not be negative (0: the default)");
+  ST_CHECK(spec.n_kv_head == 0 || spec.n_head % spec.n_kv_head == 0,
+           "model.n_kv_head ({}) must divide model.n_head ({}): each key/value head serves a group of query heads",
+           spec.n_kv_head, spec.n_head);
+  ST_CHECK(spec.kind != ModelKind::llama || (spec.n_embd / spec.n_head) % 2 == 0,
+           "model.kind = \"llama\": the head size n_embd / n_head ({}) must be even for rotary positions",
+           spec.n_embd / spec.n_head);
+  ST_CHECK(spec.rope_theta > 0.0 && spec.norm_eps > 0.0, "model.rope_theta and model.norm_eps must be positive");
 }
 
 std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sample, int64_t num_classes,
@@ -113,6 +163,7 @@ std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sam
     case ModelKind::mlp: blocks = mlp(spec, input_sample, num_classes); break;
     case ModelKind::cnn: blocks = cnn(spec, input_sample, num_classes); break;
     case ModelKind::gpt: blocks = gpt(spec, input_sample, num_classes); break;
+    case ModelKind::llama: blocks = llama(spec, input_sample, num_classes); break;
   }
   return std::make_unique<Model>(std::move(blocks), input_sample, layout_only);
 }

@@ -11,12 +11,14 @@
 
 namespace shardtrain::nn {
 
-enum class ModelKind { mlp, cnn, gpt };
+enum class ModelKind { mlp, cnn, gpt, llama };
 inline std::span<const EnumName<ModelKind>> enum_names(ModelKind) {
-  static constexpr std::array<EnumName<ModelKind>, 3> n = {
-      {{ModelKind::mlp, "mlp"}, {ModelKind::cnn, "cnn"}, {ModelKind::gpt, "gpt"}}};
+  static constexpr std::array<EnumName<ModelKind>, 4> n = {
+      {{ModelKind::mlp, "mlp"}, {ModelKind::cnn, "cnn"}, {ModelKind::gpt, "gpt"}, {ModelKind::llama, "llama"}}};
   return n;
 }
+// A language model: samples of token ids, next-token labels.
+inline bool is_language_model(ModelKind kind) { return kind == ModelKind::gpt || kind == ModelKind::llama; }
 
 struct ModelSpec {
   ModelKind kind = ModelKind::mlp;
@@ -29,7 +31,17 @@ struct ModelSpec {
   int64_t n_embd = 128;                     // gpt: channels C
   int64_t vocab_size = 0;                   // gpt: tokens V; 0 = the data's num_classes
   int64_t block_size = 0;                   // gpt: positions in wpe; 0 = the sample length T
+                                            // llama: the longest sequence; 0 = the sample length T
+  int64_t n_kv_head = 0;                    // llama: key/value heads (divides n_head); 0 = n_head
+  int64_t ffn_hidden = 0;                   // llama: SwiGLU's inner width; 0 = llama_ffn_hidden(n_embd)
+  double rope_theta = 10000.0;              // llama: RoPE's base
+  double norm_eps = 1e-5;                   // llama: RMSNorm's epsilon
+  bool tie_embeddings = false;              // llama: the head's weight is the token embedding
 };
+
+// Llama's default SwiGLU width: 2/3 of 4C, rounded up to a multiple of 256
+// (11008 for C = 4096, as Llama-2 7B).
+int64_t llama_ffn_hidden(int64_t n_embd);
 
 // MLP: one Block per hidden layer (linear + relu), then a linear head Block.
 // CNN: one Block per conv stage (conv + relu + 2x2 max-pool), then a head
@@ -38,6 +50,9 @@ struct ModelSpec {
 // [T, V]. Blocks: "embed" (token + position Embedding), "h0".."h{n-1}"
 // (TransformerBlock), "head" (LayerNorm + Linear(C, V) without bias, not tied
 // to the token embedding). num_classes is the vocabulary (next-token labels).
+// Llama: the same samples and logits. Blocks: "embed" (token Embedding, no
+// position table), "h0".."h{n-1}" (LlamaBlock, sharing one LlamaWorkspace),
+// "head" (RmsNorm + Linear(C, V) without bias).
 // An Error naming the [model] key out of range (what build_model would
 // refuse before it sees the data).
 void validate(const ModelSpec& spec);

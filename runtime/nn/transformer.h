@@ -34,6 +34,7 @@ class TransformerBlock final : public Block {
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
   void release_activations() override;
   void set_activation_dtype(DType dtype) override { act_ = dtype; }
+  void set_plan_device(Device device) override { plan_device_ = device; }
   std::string describe() const override;
 
  private:
@@ -52,6 +53,7 @@ class TransformerBlock final : public Block {
   // att_ holds what that kernel saves, sized when the forward picks it.
   ops::AttentionKernel attention_ = ops::AttentionKernel::materialized;
   Device device_;  // where the buffers live: the device of the input
+  Device plan_device_ = Device::cpu();
   Tensor in_;
 };
 

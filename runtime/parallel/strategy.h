@@ -38,6 +38,10 @@ struct ParallelOptions {
   std::string strategy = "none";  // a name of strategy_names()
   DdpOptions ddp;                 // ddp, and zero1's gradient buckets
   FsdpOptions fsdp;
+  // Activation checkpointing of every checkpoint_every-th Block that can
+  // recompute (nn/recompute.h); independent of the strategy.
+  nn::Recompute activation_checkpointing = nn::Recompute::none;
+  int64_t checkpoint_every = 1;
 };
 
 // Where a job runs, as a plan sees it.

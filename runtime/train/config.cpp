@@ -205,7 +205,7 @@ std::vector<Field> run_fields() {
       KEY("runtime.gpu_attention", "How attention runs on the GPU when `runtime.gpu_gemm` is `\"bf16\"`: `\"cudnn\"` (cuDNN's fused flash attention: bf16 Q, K, V, f32 softmax statistics, no T x T probabilities in memory; cuDNN 9 is loaded at run time, and where it is missing or declines the shape a warning says so and the materialized kernels run) or `\"materialized\"` (the f32 probabilities kept for the backward: the reference). At f32 and tf32 attention is always materialized.", runtime.gpu_attention),
       KEY("runtime.cuda_graphs", "On a GPU, replay each micro-batch's forward, loss and backward as a CUDA graph: captured at the second step, replayed from the third (one launch instead of hundreds); with parallel.strategy = \"none\" the last micro-batch's graph holds the gradient clipping and the optimizer's update too (the learning rate and step count read from device memory written before each replay). Applies with parallel.strategy = \"none\", to DDP's and ZeRO-1's no_sync micro-batches (all but the last of train.accumulation_steps; the last communicates during its backward, as FSDP's always do, and runs eagerly), and without telemetry.op_timing; memory that moves (an evaluation with a larger batch) makes new graphs, and a capture that fails turns graphs off with a warning. Off: every kernel launched each step, the reference.", runtime.cuda_graphs),
       KEY("runtime.gpu_gemm", "GEMM precision on the GPU at runtime.precision = `\"f32\"`: `\"f32\"`, `\"tf32\"` (tensor cores, 10-bit mantissa products) or `\"bf16\"` (bf16 operands, f32 accumulation).", runtime.gpu_gemm),
-      KEY("runtime.precision", "`\"f32\"`: f32 activations, GEMMs as runtime.gpu_gemm says on a GPU and f32 on the CPU. `\"bf16\"`: mixed precision, as PyTorch's bf16 autocast: every GEMM takes bf16 operands (f32 accumulation) on either device, and a GPT's transformer blocks keep their activations in bf16 (the LayerNorm outputs, qkv, the attention output, the MLP's GELU input and output, and the gradients of qkv and of the GELU's input), and so are the logits of a head made of a LayerNorm and linear layers (the GPT's, the MLP's), whose gradient the loss writes over them in bf16; parameters, their gradients, the optimizer's state, the residual stream, normalization statistics, the loss and every reduction stay f32. The other layers (the embedding, convolutions, ReLU blocks) run bf16 GEMMs on f32 activations. On the CPU it is slower than f32 (each op there widens bf16 values around the f32 kernel; `shardtrain plan` counts those copies): it is meant for GPUs, and the CPU shows its numerics. docs/BENCHMARKS.md compares its loss curve with f32's.", runtime.precision),
+      KEY("runtime.precision", "`\"f32\"`: f32 activations, GEMMs as runtime.gpu_gemm says on a GPU and f32 on the CPU. `\"bf16\"`: mixed precision, as PyTorch's bf16 autocast: every GEMM takes bf16 operands (f32 accumulation) on either device, and a GPT's transformer blocks keep their activations in bf16 (the LayerNorm outputs, qkv, the attention output, the MLP's GELU input and output, and the gradients of qkv and of the GELU's input), as do a Llama's (the RMSNorm outputs, qkv, the attention output, gate_up and the SwiGLU output, and the gradients of qkv, gate_up and the SwiGLU output; the log-sum-exp of the attention stays f32; final test_loss within 2% of f32's, tests/integration/llama_checkpointing_test.sh), and so are the logits of a head made of a LayerNorm and linear layers (the GPT's, the MLP's), whose gradient the loss writes over them in bf16; parameters, their gradients, the optimizer's state, the residual stream, normalization statistics, the loss and every reduction stay f32. The other layers (the embedding, convolutions, ReLU blocks) run bf16 GEMMs on f32 activations. On the CPU it is slower than f32 (each op there widens bf16 values around the f32 kernel; `shardtrain plan` counts those copies): it is meant for GPUs, and the CPU shows its numerics. docs/BENCHMARKS.md compares its loss curve with f32's.", runtime.precision),
   };
   // clang-format on
 }
@@ -242,16 +242,21 @@ const std::vector<Field>& schema() {
       KEY("data.shuffle_window", "order = \"shard\": samples shuffled together (0: one shard's worth).", data.loader.shuffle_window),
       KEY("data.last_batch", "The last partial global batch of an epoch: `\"drop\"` it, or `\"pad\"` it with samples from the start of the epoch's order.", data.loader.last_batch),
 
-      KEY("model.kind", "`\"mlp\"`, `\"cnn\"` or `\"gpt\"` (a language model on windows of token ids: bytes of text from `shardtrain prep text`, or any vocabulary from `shardtrain prep tokens`, docs/formats.md; its test_loss and test_accuracy are per token: next-token cross-entropy and accuracy).", model.kind),
+      KEY("model.kind", "`\"mlp\"`, `\"cnn\"`, `\"gpt\"` or `\"llama\"` (language models on windows of token ids: bytes of text from `shardtrain prep text`, or any vocabulary from `shardtrain prep tokens`, docs/formats.md; its test_loss and test_accuracy are per token: next-token cross-entropy and accuracy).", model.kind),
       KEY("model.hidden", "mlp: widths of the hidden layers (one Block each).", model.hidden),
       KEY("model.channels", "cnn: output channels of each conv-maxpool-relu stage (one Block each; pooling before the ReLU computes exactly what ReLU before pooling does, on a quarter of the elements).", model.channels),
       KEY("model.kernel_size", "cnn: square convolution kernel (odd; padded to keep height and width).", model.kernel_size),
       KEY("model.fc_hidden", "cnn: widths of hidden layers in the classifier head.", model.fc_hidden),
-      KEY("model.n_layer", "gpt: transformer Blocks.", model.n_layer),
-      KEY("model.n_head", "gpt: attention heads (must divide n_embd).", model.n_head),
-      KEY("model.n_embd", "gpt: embedding channels.", model.n_embd),
-      KEY("model.vocab_size", "gpt: vocabulary (0: the data's num_classes, 256 for byte-level text).", model.vocab_size),
-      KEY("model.block_size", "gpt: positions of the position embedding (0: the data's T, a sample's length less one).", model.block_size),
+      KEY("model.n_layer", "gpt, llama: transformer Blocks.", model.n_layer),
+      KEY("model.n_head", "gpt, llama: attention (query) heads (must divide n_embd).", model.n_head),
+      KEY("model.n_embd", "gpt, llama: embedding channels.", model.n_embd),
+      KEY("model.vocab_size", "gpt, llama: vocabulary (0: the data's num_classes, 256 for byte-level text). With block_size, enough for `shardtrain plan` to plan without data.", model.vocab_size),
+      KEY("model.block_size", "gpt: positions of the position embedding (0: the data's T, a sample's length less one). llama: the longest sequence (0: the data's T). With vocab_size, `shardtrain plan` plans sequences of block_size tokens without data.", model.block_size),
+      KEY("model.n_kv_head", "llama: key/value heads, each shared by n_head / n_kv_head query heads (grouped-query attention; must divide n_head). 0: n_head (multi-head attention).", model.n_kv_head),
+      KEY("model.ffn_hidden", "llama: SwiGLU's inner width. 0: 2/3 of 4 n_embd rounded up to a multiple of 256 (11008 for n_embd = 4096).", model.ffn_hidden),
+      KEY("model.rope_theta", "llama: base of the rotary position embedding's frequencies.", model.rope_theta),
+      KEY("model.norm_eps", "llama: RMSNorm's epsilon.", model.norm_eps),
+      KEY("model.tie_embeddings", "llama: use the token embedding as the head's weight. Not supported yet (an error): the two Blocks that would share it are sharded separately by FSDP.", model.tie_embeddings),
 
       KEY("optim.kind", "`\"sgd\"` or `\"adamw\"`.", optim.kind),
       KEY("optim.lr", "Peak learning rate.", optim.lr),
@@ -278,6 +283,8 @@ const std::vector<Field>& schema() {
       KEY("parallel.fsdp.param_dtype", "FSDP mixed precision: `\"bf16\"` gathers parameters in bf16 (half the bytes) and computes with them (GEMMs on bf16 operands, f32 accumulation: OpenBLAS's sbgemm where the library has it, else bf16-rounded operands through sgemm); the optimizer keeps f32 master weights in the shard. `\"f32\"`: everything in f32.", parallel.fsdp.param_dtype),
       KEY("parallel.fsdp.reduce_dtype", "FSDP: dtype gradients are reduce-scattered in, `\"f32\"` or `\"bf16\"` (half the bytes; summed in f32 per hop).", parallel.fsdp.reduce_dtype),
       KEY("parallel.fsdp.prefetch", "FSDP: all-gathers in flight ahead of the Block being computed (bounds the gathered Blocks held).", parallel.fsdp.prefetch),
+      KEY("parallel.activation_checkpointing", "`\"none\"`, `\"selective\"` (keep the matrix products' outputs; recompute the norms, the attention core and the elementwise ops inside the backward, as Megatron-LM's selective recomputation) or `\"full\"` (keep each Block's input; run its forward again inside its backward). Llama Blocks; with every strategy (FSDP's gathered Block is there for the recompute), and gradient accumulation (on a GPU with runtime.cuda_graphs the recompute is captured as part of the Block's backward: not yet run on a GPU); results bit-identical to `\"none\"`. `shardtrain plan` counts it. Measured cost and savings, and the plans of Llama-2 7B, 13B and 70B: docs/BENCHMARKS.md, \"Llama Blocks, flash attention and activation checkpointing\".", parallel.activation_checkpointing),
+      KEY("parallel.checkpoint_every", "Activation checkpointing of every k-th Llama Block (h0, hk, h2k, ...); the others keep everything.", parallel.checkpoint_every),
       KEY("parallel.ddp.bucket_mb", "DDP: gradient bucket size in MiB (whole Blocks, in reverse order).", parallel.ddp.bucket_mb),
       KEY("parallel.ddp.first_bucket_mb", "DDP: size of the first bucket (the last Blocks), small so that communication starts early.", parallel.ddp.first_bucket_mb),
       KEY("parallel.ddp.bucket_batch", "DDP: consecutive buckets issued together as one group (NCCL: one fused launch for the batch, which starts when its last bucket is ready; MPI already batches what is queued). 1 = each bucket as soon as it is complete.", parallel.ddp.bucket_batch),
@@ -350,7 +357,7 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw Error(message);
 }
 
-void validate(const Config& c) {
+void validate(const Config& c, bool for_plan) {
   require(c.train.seed >= 0, fmt::format("train.seed must not be negative, got {}", c.train.seed));
   require(c.train.epochs >= 1, fmt::format("train.epochs must be at least 1, got {}", c.train.epochs));
   require(c.train.max_steps >= 0, fmt::format("train.max_steps must not be negative, got {}", c.train.max_steps));
@@ -380,6 +387,12 @@ void validate(const Config& c) {
   comm::validate(c.comm);
   parallel::validate(c.parallel.ddp);
   parallel::validate(c.parallel.fsdp);
+  require(c.parallel.checkpoint_every >= 1,
+          fmt::format("parallel.checkpoint_every must be at least 1, got {}", c.parallel.checkpoint_every));
+  require(c.parallel.activation_checkpointing == nn::Recompute::none || c.model.kind == nn::ModelKind::llama,
+          fmt::format("parallel.activation_checkpointing = \"{}\" needs model.kind = \"llama\" (the Blocks that "
+                      "recompute); model.kind is \"{}\"",
+                      c.parallel.activation_checkpointing, c.model.kind));
   parallel::make_strategy_spec(c.parallel);  // an Error naming the valid strategies
   require(c.clip_grad_norm >= 0, "optim.clip_grad_norm must not be negative");
   require(c.target.value >= 0, fmt::format("target.value must not be negative, got {}", c.target.value));
@@ -400,7 +413,8 @@ void validate(const Config& c) {
           fmt::format("checkpoint.signal_grace_s must be positive, got {}", c.checkpoint.signal_grace_s));
   require(c.debug.slow_compute_ms >= 0 && c.debug.slow_data_ms >= 0 && c.debug.slow_comm_ms >= 0,
           "debug.slow_compute_ms, slow_data_ms and slow_comm_ms must not be negative");
-  require(!(c.runtime.device == DeviceKind::cuda && c.parallel.strategy == "fsdp") || unverified_gpu_fsdp_allowed(),
+  require(for_plan || !(c.runtime.device == DeviceKind::cuda && c.parallel.strategy == "fsdp") ||
+              unverified_gpu_fsdp_allowed(),
           "parallel.strategy = \"fsdp\" runs on the CPU only in this version (runtime.device = \"cuda\" "
           "supports \"none\" and \"ddp\"): FSDP's device path has not been checked on a GPU yet "
           "(tests/mpi/train_fsdp_device_mpi_test.cpp). To run it anyway, as scripts/gpu-check.sh does to "
@@ -512,7 +526,7 @@ void check_strategy_sections(const Config& config, const toml::table& root, cons
 
 }  // namespace
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+Config load_config(const std::string& path, const std::vector<std::string>& overrides, bool for_plan) {
   toml::table root;
   // toml++ reads a directory (or /dev/null) as an empty document: every key
   // at its default, silently.
@@ -536,7 +550,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   config.source = path;
   with_context(path, [&] { check_known_keys(root, ""); });
   apply_leaves(config, root, "", from_set, path);
-  with_context(path, [&] { validate(config); });
+  with_context(path, [&] { validate(config, for_plan); });
   check_strategy_sections(config, root, from_set, path);
   return config;
 }

@@ -131,8 +131,10 @@ struct Config {
 // Reads `path`, applies overrides ("key=value": the value is parsed as TOML,
 // and taken as a string where that fails; "~key" removes a key or a table,
 // as Hydra's syntax does), validates. Errors name the file
-// or the --set argument, and the key.
-Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// or the --set argument, and the key. `for_plan`: the config is planned,
+// not run (`shardtrain plan`): combinations refused only because they have
+// not run yet (FSDP on a GPU, below) are accepted.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {}, bool for_plan = false);
 
 // SHARDTRAIN_UNVERIFIED_GPU_FSDP=1 in the environment: FSDP with
 // runtime.device = "cuda" is accepted although its device path has not yet

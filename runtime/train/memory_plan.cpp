@@ -192,6 +192,12 @@ PlanData read_plan_data(const Config& config, const PlanDataOverride& given) {
     // Unknown: as many as give every rank full evaluation batches.
     data.test_samples = given.test_samples > 0 ? given.test_samples : std::numeric_limits<int32_t>::max();
     ST_CHECK(data.classes > 1, "plan: --classes must be at least 2 with --sample-shape, got {}", data.classes);
+  } else if (nn::is_language_model(config.model.kind) && config.model.block_size > 0 && config.model.vocab_size > 0) {
+    // A language model that names its sequence length and vocabulary: no
+    // data needed (a model too large for any data at hand, synthetic tokens).
+    data.sample = Shape{config.model.block_size};
+    data.classes = config.model.vocab_size;
+    data.test_samples = std::numeric_limits<int32_t>::max();
   } else {
     const io::InMemoryDataset test = with_context("data.test", [&] {
       return io::InMemoryDataset::load(config.data.test, config.data.test_limit, config.data.loader.verify_checksums);
@@ -201,9 +207,9 @@ PlanData read_plan_data(const Config& config, const PlanDataOverride& given) {
     data.test_samples = test.size();
     data.sample = info.sample_shape;
     // Windows of T+1 tokens: the model reads T, predicts T labels.
-    if (config.model.kind == nn::ModelKind::gpt) data.sample = Shape{info.sample_shape[0] - 1};
+    if (nn::is_language_model(config.model.kind)) data.sample = Shape{info.sample_shape[0] - 1};
   }
-  if (config.model.kind == nn::ModelKind::gpt) data.tokens = data.sample[0];
+  if (nn::is_language_model(config.model.kind)) data.tokens = data.sample[0];
   return data;
 }
 
@@ -212,11 +218,13 @@ PlanData read_plan_data(const Config& config, const PlanDataOverride& given) {
 int plan_command(const std::string& config_path, const std::vector<std::string>& overrides, int ranks, bool json,
                  const PlanDataOverride& given) {
   ST_CHECK(ranks >= 1, "plan: --ranks must be at least 1, got {}", ranks);
-  const Config config = load_config(config_path, overrides);
+  const Config config = load_config(config_path, overrides, /*for_plan=*/true);
   const PlanData data = read_plan_data(config, given);
   const std::unique_ptr<nn::Model> model =
       nn::build_model(config.model, data.sample, data.classes, /*layout_only=*/true);
+  model->set_plan_device(config.runtime.device == DeviceKind::cuda ? Device::cuda(0) : Device::cpu());
   model->set_activation_dtype(config.runtime.precision == Precision::bf16 ? DType::bf16 : DType::f32);
+  model->set_activation_checkpointing(config.parallel.activation_checkpointing, int(config.parallel.checkpoint_every));
   const std::vector<MemoryPlan> plans = plan_strategies(config, *model, data, ranks);
   if (json) {
     nlohmann::json all = nlohmann::json::array();

@@ -60,7 +60,7 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
     s.train_stream = with_context("data.train", [&] {
       io::LoaderOptions loader = config.data.loader;
       loader.raw =
-          config.model.kind == nn::ModelKind::gpt;  // token ids, turned into x and labels per step (lm_batch.h)
+          nn::is_language_model(config.model.kind);  // token ids, turned into x and labels per step (lm_batch.h)
       return std::make_unique<io::StreamLoader>(config.data.train, loader, config.train.global_batch_size,
                                                 uint64_t(config.train.seed), std::move(locator));
     });
@@ -76,7 +76,7 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
            "classes) do not match",
            tr.num_samples, tr.sample_shape.str(), tr.num_classes, te.num_samples, te.sample_shape.str(),
            te.num_classes);
-  if (config.model.kind == nn::ModelKind::gpt) {
+  if (nn::is_language_model(config.model.kind)) {
     // Windows of T+1 token ids (docs/formats.md): the model reads T of them.
     // Both splits are checked now: a float test split would otherwise fail
     // only at the first evaluation, after an epoch of training.
@@ -91,7 +91,10 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
   } else {
     s.model = nn::build_model(config.model, tr.sample_shape, tr.num_classes);
   }
+  s.model->set_plan_device(config.runtime.device == DeviceKind::cuda ? Device::cuda(0) : Device::cpu());
   s.model->set_activation_dtype(mixed ? DType::bf16 : DType::f32);
+  s.model->set_activation_checkpointing(config.parallel.activation_checkpointing,
+                                        int(config.parallel.checkpoint_every));
   if (config.runtime.device == DeviceKind::emulated) s.emulated.emplace(config.runtime.emulate);
   if (config.runtime.device == DeviceKind::cuda) {
     s.device = bring_up_gpu(config, local_rank);

@@ -19,6 +19,8 @@ struct Case {
   int64_t classes;
   bool tokens;  // the input holds token ids (i32)
   DType activations = DType::f32;
+  Recompute recompute = Recompute::none;
+  int every = 1;
 };
 
 std::vector<Case> cases() {
@@ -34,7 +36,20 @@ std::vector<Case> cases() {
   gpt.n_layer = 2;
   gpt.n_head = 2;
   gpt.n_embd = 16;
+  ModelSpec llama;
+  llama.kind = nn::ModelKind::llama;
+  llama.n_layer = 3;
+  llama.n_head = 4;
+  llama.n_kv_head = 2;
+  llama.n_embd = 16;
+  llama.ffn_hidden = 24;
   return {{"mlp", mlp, Shape{1, 28, 28}, 10, false},
+          {"llama", llama, Shape{12}, 32, true},
+          {"llama, bf16 activations", llama, Shape{12}, 32, true, DType::bf16},
+          {"llama, selective", llama, Shape{12}, 32, true, DType::f32, Recompute::selective},
+          {"llama, full", llama, Shape{12}, 32, true, DType::bf16, Recompute::full},
+          {"llama, full every 2nd", llama, Shape{12}, 32, true, DType::f32, Recompute::full, 2},
+          {"llama, selective every 2nd", llama, Shape{12}, 32, true, DType::bf16, Recompute::selective, 2},
           {"cnn", cnn, Shape{1, 28, 28}, 10, false},
           {"gpt", gpt, Shape{12}, 32, true},
           {"gpt, bf16 activations", gpt, Shape{12}, 32, true, DType::bf16}};
@@ -56,6 +71,7 @@ TEST(ModelMemory, ActivationBytesAreWhatTheModelsAllocate) {
     auto model = build_model(c.spec, c.sample, c.classes);
     model->initialize(1);
     model->set_activation_dtype(c.activations);
+    model->set_activation_checkpointing(c.recompute, c.every);
     const int64_t train_batch = 6, eval_batch = 9;
     // Training: forward and backward at the training batch.
     Tensor x = input(c, train_batch), xe = input(c, eval_batch);

@@ -216,13 +216,16 @@ TEST(TransformerBlock, FusedResidualLayerNormsGiveTheUnfusedBits) {
   fill_uniform(x, 12, -1.0f, 1.0f);
   fill_uniform(R, 13, -1.0f, 1.0f);
   auto act = [&](int64_t width) { return Tensor::empty({B, T, width}); };
-  const Tensor ln1o = act(C), qkvo = act(3 * C), att = Tensor::empty({B * H * T * T}), attn = act(C), res1 = act(C);
+  const auto kernel = ops::attention_kernel(Device::cpu(), B, T, C, H);
+  const Tensor ln1o = act(C), qkvo = act(3 * C), attn = act(C), res1 = act(C);
+  const Tensor att = Tensor::empty({ops::attention_saved_floats(kernel, B, T, C, H)});
   const Tensor ln2o = act(C), fco = act(4 * C), gel = act(4 * C), out = act(C), ga = act(C), gb = act(C);
-  const Tensor g3 = act(3 * C), g4 = act(4 * C), scratch = Tensor::empty({T * T}), want_dx = act(C), dx = act(C);
+  const Tensor scratch = Tensor::empty({ops::attention_scratch_floats(kernel, T, C, H)});
+  const Tensor g3 = act(3 * C), g4 = act(4 * C), want_dx = act(C), dx = act(C);
   for (const bool accumulate : {false, true}) {
     ln1.forward(x, ln1o);
     qkv.forward(ln1o, qkvo);
-    ops::attention_forward(attn, att, qkvo, H);
+    ops::attention_forward(attn, att, qkvo, H, kernel);
     proj.forward(attn, res1);
     ops::add(res1, res1, x);
     ln2.forward(res1, ln2o);
@@ -236,7 +239,7 @@ TEST(TransformerBlock, FusedResidualLayerNormsGiveTheUnfusedBits) {
     ln2.backward(ga, gb, accumulate);
     ops::add(gb, gb, R);
     proj.backward(gb, ga, accumulate);
-    ops::attention_backward(g3, scratch, ga, qkvo, attn, att, H);
+    ops::attention_backward(g3, scratch, ga, qkvo, attn, att, H, kernel);
     qkv.backward(g3, ga, accumulate);
     ln1.backward(ga, want_dx, accumulate);
     ops::add(want_dx, want_dx, gb);

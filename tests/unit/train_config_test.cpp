@@ -152,7 +152,7 @@ TEST(Config, KeysOfAStrategyNotSelectedAreAnError) {
 TEST(Config, ValuesOutOfRangeNameTheKey) {
   EXPECT_THAT(error_of("[train]\nepochs = 0\n"), HasSubstr("train.epochs must be at least 1"));
   EXPECT_THAT(error_of("[model]\nkind = \"rnn\"\n"),
-              HasSubstr("config key model.kind: \"rnn\" is not one of \"mlp\", \"cnn\" or \"gpt\""));
+              HasSubstr("config key model.kind: \"rnn\" is not one of \"mlp\", \"cnn\", \"gpt\" or \"llama\""));
   EXPECT_THAT(error_of("[target]\nvalue = 88\n"), HasSubstr("accuracy is a fraction"));
   EXPECT_THAT(error_of("[parallel]\nstrategy = \"zero\"\n"), HasSubstr("parallel.strategy \"zero\""));
   EXPECT_THAT(error_of("[optim]\nlr = -1.0\n"), HasSubstr("optim.lr must be positive"));
