@@ -63,8 +63,8 @@ void set_gpu_attention_backend(const std::string& name) {
 #ifdef SHARDTRAIN_HAVE_CUDA
   cuda::set_attention_backend(cuda::parse_attention_backend(name));
 #else
-  ST_CHECK(name == "cudnn" || name == "materialized", "GPU attention backend \"{}\": expected cudnn or materialized",
-           name);
+  ST_CHECK(name == "cudnn" || name == "materialized" || name == "tiled",
+           "GPU attention backend \"{}\": expected cudnn, tiled or materialized", name);
 #endif
 }
 

@@ -29,7 +29,7 @@ void use_cuda_device(int index);
 void set_gpu_gemm_precision(const std::string& name);
 // "cublaslt" | "cublas" (kernels/cuda/context.h LinearBackend).
 void set_gpu_linear_backend(const std::string& name);
-// "cudnn" | "materialized" (kernels/cuda/context.h AttentionBackend).
+// "cudnn" | "tiled" | "materialized" (kernels/cuda/context.h AttentionBackend).
 void set_gpu_attention_backend(const std::string& name);
 // A CUDA graph of the compute stream's work (kernels/cuda/graph.h); empty
 // where none was captured.

@@ -34,6 +34,7 @@
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/fused_attention.h"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/linear.h"
@@ -684,45 +685,56 @@ void token_embedding_backward(const Tensor& dwte, const Tensor& dout, const Tens
 AttentionKernel attention_kernel(Device device, int64_t B, int64_t T, int64_t C, int64_t n_head, int64_t n_kv_head) {
   if (device.is_cpu()) return AttentionKernel::tiled;
 #ifdef SHARDTRAIN_HAVE_CUDA
-  const bool grouped = n_kv_head > 0 && n_kv_head != n_head;
-  ST_CHECK(!grouped,
-           "attention: grouped-query attention ({} query heads over {} key/value heads) has no GPU kernel "
-           "yet; set model.n_kv_head = model.n_head to train this model on a GPU",
-           n_head, n_kv_head);
-  if (device.kind == DeviceKind::cuda && cuda::attention_backend() == cuda::AttentionBackend::cudnn &&
+  const int64_t KV = n_kv_head > 0 ? n_kv_head : n_head;
+  if (cuda::attention_backend() == cuda::AttentionBackend::materialized) {
+    // The reference, where it applies: multi-head attention.
+    return KV == n_head ? AttentionKernel::materialized : AttentionKernel::tiled;
+  }
+  if (cuda::attention_backend() == cuda::AttentionBackend::cudnn &&
       cuda::gemm_precision() == cuda::GemmPrecision::bf16) {
-    const std::string why = cuda::fused_attention_unavailable(B, T, C, n_head);
+    const std::string why = cuda::fused_attention_unavailable(B, T, C, n_head, KV);
     if (why.empty()) return AttentionKernel::fused;
     static std::mutex mu;
-    static std::set<std::array<int64_t, 4>> warned;
+    static std::set<std::array<int64_t, 5>> warned;
     const std::lock_guard<std::mutex> lock(mu);
-    if (warned.insert({B, T, C, n_head}).second)
-      std::fprintf(stderr, "shardtrain: warning: attention [%lld, %lld, %lld] in %lld heads runs materialized: %s\n",
+    if (warned.insert({B, T, C, n_head, KV}).second)
+      std::fprintf(stderr,
+                   "shardtrain: warning: attention [%lld, %lld, %lld] in %lld heads (%lld key/value) runs tiled, "
+                   "not in cuDNN: %s\n",
                    static_cast<long long>(B), static_cast<long long>(T), static_cast<long long>(C),
-                   static_cast<long long>(n_head), why.c_str());
+                   static_cast<long long>(n_head), static_cast<long long>(KV), why.c_str());
   }
 #else
   (void)B, (void)T, (void)C, (void)n_head, (void)n_kv_head;
 #endif
-  return AttentionKernel::materialized;
+  return AttentionKernel::tiled;
 }
 
-int64_t attention_saved_floats(AttentionKernel kernel, int64_t B, int64_t T, int64_t C, int64_t n_head, DType io) {
+int64_t attention_saved_floats(AttentionKernel kernel, int64_t B, int64_t T, int64_t C, int64_t n_head, DType io,
+                               int64_t n_kv_head) {
   if (kernel == AttentionKernel::tiled) return B * n_head * T;
 #ifdef SHARDTRAIN_HAVE_CUDA
   if (kernel == AttentionKernel::fused)
-    return int64_t((cuda::fused_attention_saved_bytes(B, T, C, n_head, io == DType::bf16) + sizeof(float) - 1) /
-                   sizeof(float));
+    return int64_t(
+        (cuda::fused_attention_saved_bytes(B, T, C, n_head, io == DType::bf16, n_kv_head) + sizeof(float) - 1) /
+        sizeof(float));
 #else
   ST_CHECK(kernel == AttentionKernel::materialized, "fused attention needs the CUDA backend");
-  (void)C, (void)io;
+  (void)C, (void)io, (void)n_kv_head;
 #endif
   return B * n_head * T * T;
 }
 
-int64_t attention_scratch_floats(AttentionKernel kernel, int64_t T, int64_t C, int64_t n_head) {
+int64_t attention_scratch_floats(AttentionKernel kernel, Device device, int64_t B, int64_t T, int64_t C,
+                                 int64_t n_head) {
   switch (kernel) {
-    case AttentionKernel::tiled: return cpu::flash_attention_scratch_floats(T, C / n_head);
+    case AttentionKernel::tiled:
+#ifdef SHARDTRAIN_HAVE_CUDA
+      if (!device.is_cpu()) return cuda::flash_attention_scratch_floats(T, C / n_head, B, n_head);
+#else
+      (void)device, (void)B;
+#endif
+      return cpu::flash_attention_scratch_floats(T, C / n_head);
     case AttentionKernel::materialized: return T * T;
     case AttentionKernel::fused: return 0;
   }
@@ -743,10 +755,10 @@ AttentionDims attention_dims(const char* fn, const Tensor& qkv, const Tensor& at
   ST_CHECK(qkv.shape().ndim() == 3 && qkv.dim(2) % (H + 2 * KV) == 0,
            "{}: qkv must be [B, T, (H + 2 KV) head_size] with H = {}, KV = {}, got {}", fn, H, KV, qkv.shape().str());
   ST_CHECK(kernel != AttentionKernel::fused || gpu, "{}: the fused kernel runs on a GPU only", fn);
-  ST_CHECK(kernel != AttentionKernel::tiled || !gpu, "{}: the tiled kernel runs on the CPU only", fn);
-  ST_CHECK(kernel == AttentionKernel::tiled || KV == H, "{}: grouped-query attention needs the tiled kernel", fn);
+  ST_CHECK(kernel != AttentionKernel::materialized || KV == H,
+           "{}: grouped-query attention runs tiled or fused, not materialized", fn);
   const int64_t B = qkv.dim(0), T = qkv.dim(1), hs = qkv.dim(2) / (H + 2 * KV), C = H * hs;
-  ST_CHECK(att.numel() >= attention_saved_floats(kernel, B, T, C, n_head, qkv.dtype()),
+  ST_CHECK(att.numel() >= attention_saved_floats(kernel, B, T, C, n_head, qkv.dtype(), KV),
            "{}: saved-state buffer too small", fn);
   return {B, T, C, H, KV, hs};
 }
@@ -763,7 +775,12 @@ void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, 
   const bool qkv16 = is_bf16(fn, qkv, "qkv"), out16 = is_bf16(fn, out, "the output");
   if (gpu && kernel == AttentionKernel::fused) {
     ST_CHECK(qkv16 == out16, "{}: the fused kernel takes qkv and its output in one type", fn);
-    ST_GPU_ONLY(cuda::fused_attention_forward(out.raw(), att.raw(), qkv.raw(), d.B, d.T, d.C, n_head, qkv16));
+    ST_GPU_ONLY(cuda::fused_attention_forward(out.raw(), att.raw(), qkv.raw(), d.B, d.T, d.C, n_head, qkv16, d.KV));
+    return;
+  }
+  if (gpu && kernel == AttentionKernel::tiled) {
+    ST_GPU_ONLY(
+        cuda::flash_attention_forward(out.raw(), out16, att.f32(), qkv.raw(), qkv16, d.B, d.T, d.H, d.KV, d.hs));
     return;
   }
   const F32Stand x(fn, qkv, true, 0), y(fn, out, false, 1);
@@ -787,7 +804,7 @@ void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor&
   require_numel(fn, dqkv, qkv.numel(), "qkv gradient");
   require_numel(fn, dout, d.B * d.T * d.C, "output gradient");
   require_numel(fn, out, d.B * d.T * d.C, "the forward's output");
-  ST_CHECK(scratch.numel() >= attention_scratch_floats(kernel, d.T, d.C, n_head),
+  ST_CHECK(scratch.numel() >= attention_scratch_floats(kernel, qkv.device(), d.B, d.T, d.C, n_head),
            "attention_backward: scratch holds fewer than attention_scratch_floats");
   [[maybe_unused]] const bool dqkv16 = is_bf16(fn, dqkv, "the qkv gradient");
   [[maybe_unused]] const bool qkv16 = is_bf16(fn, qkv, "qkv");
@@ -795,7 +812,13 @@ void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor&
     ST_CHECK(is_bf16(fn, out, "the forward's output") == qkv16,
              "{}: the fused kernel takes qkv and its output in one type", fn);
     ST_GPU_ONLY(cuda::fused_attention_backward(dqkv.raw(), dout.f32(), att.raw(), qkv.raw(), out.raw(), d.B, d.T, d.C,
-                                               n_head, qkv16, dqkv16));
+                                               n_head, qkv16, dqkv16, d.KV));
+    return;
+  }
+  if (gpu && kernel == AttentionKernel::tiled) {
+    ST_GPU_ONLY(cuda::flash_attention_backward(dqkv.raw(), dqkv16, scratch.f32(), dout.f32(), qkv.raw(), qkv16,
+                                               out.raw(), is_bf16(fn, out, "the forward's output"), att.f32(), d.B, d.T,
+                                               d.H, d.KV, d.hs));
     return;
   }
   const F32Stand x(fn, qkv, true, 0), dx(fn, dqkv, false, 1);

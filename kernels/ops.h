@@ -149,7 +149,8 @@ void token_embedding_backward(const Tensor& dwte, const Tensor& dout, const Tens
 // h / (H / KV): grouped-query attention); out [B, T, H hs]; `att` keeps
 // what the backward needs; scratch at least attention_scratch_floats.
 // dqkv is overwritten. Three kernels compute it:
-//   tiled         flash attention's scheme (kernels/cpu/flash_attention.h):
+//   tiled         flash attention's scheme (kernels/cpu/flash_attention.h,
+//                 kernels/cuda/flash_attention.h):
 //                 an online softmax over tiles, `att` keeps each row's
 //                 log-sum-exp (B x H x T), the backward recomputes the
 //                 tiles: nothing grows as T^2
@@ -159,11 +160,13 @@ void token_embedding_backward(const Tensor& dwte, const Tensor& dout, const Tens
 //                 the softmax's log-sum-exp rows, and bf16 copies of Q, K,
 //                 V and O where qkv and out are f32 (bf16 ones are read in
 //                 place: the backward is given the forward's qkv and out)
-// attention_kernel() says which runs on `device`: tiled on the CPU; fused
-// on a GPU whose GEMMs are bf16 with runtime.gpu_attention = cudnn, where
+// attention_kernel() says which runs on `device`: tiled on the CPU; on a
+// GPU with runtime.gpu_attention = cudnn, fused where its GEMMs are bf16 and
 // cuDNN supports the shape (a warning, once per shape, says why not where
-// it does not); materialized on other GPUs, which need KV = H. The
-// backward must be given the kernel its forward ran. qkv, out and dqkv may
+// it does not), else tiled (kernels/cuda/flash_attention.h); with
+// gpu_attention = tiled the tiled kernel; with materialized the reference,
+// for KV = H (tiled else).
+// The backward must be given the kernel its forward ran. qkv, out and dqkv may
 // be bf16 (the fused kernel's forward takes qkv and out in one type); dout
 // is f32.
 enum class AttentionKernel { materialized, fused, tiled };
@@ -171,9 +174,10 @@ AttentionKernel attention_kernel(Device device, int64_t B, int64_t T, int64_t C,
 // f32 elements `att` must hold for `kernel`, with qkv and out of dtype io
 // (C = H hs, the query channels).
 int64_t attention_saved_floats(AttentionKernel kernel, int64_t B, int64_t T, int64_t C, int64_t n_head,
-                               DType io = DType::f32);
-// f32 elements of the backward's scratch for `kernel`.
-int64_t attention_scratch_floats(AttentionKernel kernel, int64_t T, int64_t C, int64_t n_head);
+                               DType io = DType::f32, int64_t n_kv_head = 0);
+// f32 elements of the backward's scratch for `kernel` on `device`.
+int64_t attention_scratch_floats(AttentionKernel kernel, Device device, int64_t B, int64_t T, int64_t C,
+                                 int64_t n_head);
 void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, int64_t n_head,
                        AttentionKernel kernel = AttentionKernel::materialized, int64_t n_kv_head = 0);
 // qkv and out: the forward's, unchanged since.

@@ -51,6 +51,23 @@ ST_VECTOR_CLONES void softmax_grad_row(float* ds, const float* p, int64_t n, int
   for (int64_t k = n; k < cols; ++k) ds[k] = 0.0f;
 }
 
+// One row of scores of a key tile into probabilities, with the row's
+// running max m and sum l (of e^(s - m)) and its output row o so far: the
+// first tile starts them, a later one moves them to its new max.
+void online_softmax_row(float* row, int64_t n, int64_t cols, bool first, float& m, float& l, float* o, int64_t hs) {
+  if (first) {  // n >= 1: column 0 is visible to every row
+    m = detail::lane_max(row, n);
+    l = exp_shifted(row, row, n, cols, m);
+    return;
+  }
+  const float m_new = n > 0 ? std::max(m, detail::lane_max(row, n)) : m;
+  // The sum and output so far were scaled by e^-m; move them to e^-m_new.
+  const float alpha = detail::exp_nonpos(m - m_new);
+  l = l * alpha + exp_shifted(row, row, n, cols, m_new);
+  m = m_new;
+  scale_row(o, hs, alpha);
+}
+
 ST_VECTOR_CLONES float row_dot(const float* a, const float* b, int64_t n) {
   return detail::lane_sum(n, [&](int64_t i) { return a[i] * b[i]; });
 }
@@ -83,21 +100,8 @@ void flash_attention_forward(float* out, float* lse, const float* qkv, int64_t B
         for (int64_t j0 = 0; j0 < i0 + rows; j0 += bc) {
           const int64_t cols = std::min(bc, i0 + rows - j0);
           gemm(false, true, rows, cols, hs, scale, q + i0 * C3, C3, k + j0 * C3, C3, 0.0f, s, bc);
-          for (int64_t r = 0; r < rows; ++r) {
-            float* row = s + r * bc;
-            const int64_t n = visible(i0 + r, j0, cols);
-            if (j0 == 0) {  // n >= 1: column 0 is visible to every row
-              m[r] = detail::lane_max(row, n);
-              l[r] = exp_shifted(row, row, n, cols, m[r]);
-              continue;
-            }
-            const float m_new = n > 0 ? std::max(m[r], detail::lane_max(row, n)) : m[r];
-            // The sum and output so far were scaled by e^-m; move them to e^-m_new.
-            const float alpha = detail::exp_nonpos(m[r] - m_new);
-            l[r] = l[r] * alpha + exp_shifted(row, row, n, cols, m_new);
-            m[r] = m_new;
-            scale_row(o + r * hs, hs, alpha);
-          }
+          for (int64_t r = 0; r < rows; ++r)
+            online_softmax_row(s + r * bc, visible(i0 + r, j0, cols), cols, j0 == 0, m[r], l[r], o + r * hs, hs);
           // O = alpha O + P V (the first key tile starts O).
           gemm(false, false, rows, hs, cols, 1.0f, s, bc, v + j0 * C3, C3, j0 == 0 ? 0.0f : 1.0f, o, hs);
         }

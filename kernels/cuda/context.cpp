@@ -271,7 +271,8 @@ LinearBackend linear_backend() { return g.linear; }
 AttentionBackend parse_attention_backend(const std::string& name) {
   if (name == "cudnn") return AttentionBackend::cudnn;
   if (name == "materialized") return AttentionBackend::materialized;
-  fail("GPU attention backend \"" + name + "\": expected cudnn or materialized");
+  if (name == "tiled") return AttentionBackend::tiled;
+  fail("GPU attention backend \"" + name + "\": expected cudnn, tiled or materialized");
 }
 void set_attention_backend(AttentionBackend b) { g.attention = b; }
 AttentionBackend attention_backend() { return g.attention; }

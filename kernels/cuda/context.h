@@ -84,8 +84,8 @@ LinearBackend linear_backend();
 // (kernels/cuda/fused_attention.h), or the materialized kernels
 // (kernels/cuda/attention.h), the reference. At f32 and tf32 attention is
 // always materialized: cuDNN's fused kernels take bf16 or fp16 inputs only.
-enum class AttentionBackend { cudnn, materialized };
-AttentionBackend parse_attention_backend(const std::string& name);  // "cudnn" | "materialized"
+enum class AttentionBackend { cudnn, materialized, tiled };
+AttentionBackend parse_attention_backend(const std::string& name);  // "cudnn" | "materialized" | "tiled"
 void set_attention_backend(AttentionBackend b);
 AttentionBackend attention_backend();
 

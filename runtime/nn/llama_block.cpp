@@ -19,7 +19,7 @@ void ensure_numel(Tensor& t, int64_t n, DType dtype, Device device) {
 
 void LlamaWorkspace::release() {
   for (Tensor& t : slots) t = Tensor();
-  for (Tensor* t : {&g_a, &g_b, &g_qkv, &g_f, &g_2f, &scratch}) *t = Tensor();
+  for (Tensor* t : {&g_a, &g_b, &g_qkv, &g_f, &g_2f, &scratch, weight_copy.get()}) *t = Tensor();
   capacity = 0;
 }
 
@@ -44,7 +44,7 @@ LlamaBlock::LlamaBlock(std::string name, const LlamaShape& shape, std::shared_pt
   ST_CHECK(s_.ffn_hidden > 0 && s_.n_layer > 0, "llama block {}: ffn_hidden and n_layer must be positive",
            this->name());
   ST_CHECK(shared_ != nullptr, "llama block {}: no workspace", this->name());
-  for (Linear* l : {&qkv_, &o_, &gate_up_, &down_}) l->set_transient_weight_copy(true);
+  for (Linear* l : {&qkv_, &o_, &gate_up_, &down_}) l->set_transient_weight_copy(shared_->weight_copy);
 }
 
 std::vector<ParamSpec> LlamaBlock::param_specs() const {
@@ -128,11 +128,13 @@ int64_t LlamaBlock::activation_bytes(int64_t batch) const {
 int64_t LlamaBlock::shared_bytes(int64_t batch) const {
   // The gradient buffers (two f32 along the residual stream; qkv's, the
   // SwiGLU output's and gate_up's in the activation type), the tiled
-  // attention's backward scratch, and the slots this Block recomputes.
+  // attention's backward scratch (cuDNN's needs none), and the slots this
+  // Block recomputes.
   const int64_t N = batch * s_.T, act = int64_t(dtype_size(act_));
   int64_t bytes =
       2 * N * s_.C * int64_t(sizeof(float)) + N * (s_.qkv_width() + 3 * s_.ffn_hidden) * act +
-      ops::attention_scratch_floats(ops::AttentionKernel::tiled, s_.T, s_.C, s_.n_head) * int64_t(sizeof(float));
+      ops::attention_scratch_floats(ops::AttentionKernel::tiled, plan_device_, batch, s_.T, s_.C, s_.n_head) *
+          int64_t(sizeof(float));
   for (size_t i = 0; i < kLlamaSlots; ++i) {
     const auto s = LlamaSlot(i);
     if (!keeps(recompute_, s)) bytes += batch * slot_numel(s) * int64_t(dtype_size(slot_dtype(s)));
@@ -204,7 +206,8 @@ void LlamaBlock::ensure_capacity(int64_t batch, Device device) {
     w.g_f = Tensor::empty({N * s_.ffn_hidden}, act_, device);
     w.g_2f = Tensor::empty({N * 2 * s_.ffn_hidden}, act_, device);
   }
-  ensure_numel(w.scratch, ops::attention_scratch_floats(attention_, s_.T, s_.C, s_.n_head), DType::f32, device);
+  ensure_numel(w.scratch, ops::attention_scratch_floats(attention_, device, w.capacity, s_.T, s_.C, s_.n_head),
+               DType::f32, device);
 }
 
 void LlamaBlock::release_activations() {
@@ -227,7 +230,7 @@ void LlamaBlock::run_forward(bool products) {
     qkv_.forward(n1, qkv);
     ops::rope_forward(qkv, H + KV, hs, s_.rope_theta);  // the query and key heads, in place
   }
-  const int64_t saved = ops::attention_saved_floats(attention_, capacity_, s_.T, C, H, act_);
+  const int64_t saved = ops::attention_saved_floats(attention_, capacity_, s_.T, C, H, act_, KV);
   Tensor& lse = slot(LlamaSlot::lse);
   if (lse.numel() < saved) ensure_numel(lse, saved, DType::f32, device_);
   ops::attention_forward(o, lse, qkv, H, attention_, KV);

@@ -49,6 +49,8 @@ inline constexpr size_t kLlamaSlots = size_t(LlamaSlot::count);
 struct LlamaWorkspace {
   std::array<Tensor, kLlamaSlots> slots;
   Tensor g_a, g_b, g_qkv, g_f, g_2f, scratch;
+  // The Linears' transient bf16 weight copies (Linear::set_transient_weight_copy).
+  std::shared_ptr<Tensor> weight_copy = std::make_shared<Tensor>();
   int64_t capacity = 0;
   Device device;
   DType act = DType::f32;
@@ -73,6 +75,7 @@ class LlamaBlock final : public Block {
   void set_activation_dtype(DType dtype) override { act_ = dtype; }
   bool can_recompute() const override { return true; }
   void set_recompute(Recompute mode) override { recompute_ = mode; }
+  void set_plan_device(Device device) override { plan_device_ = device; }
   std::string describe() const override;
 
  private:
@@ -98,6 +101,7 @@ class LlamaBlock final : public Block {
   Tensor out_, in_;
   int64_t capacity_ = 0, batch_ = 0;
   Device device_;
+  Device plan_device_ = Device::cpu();
   DType act_ = DType::f32;  // of the slots but lse and res1 (f32 always)
   Recompute recompute_ = Recompute::none;
   Recompute allocated_for_ = Recompute::none;  // the mode own_ was sized for

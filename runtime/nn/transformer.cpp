@@ -64,15 +64,14 @@ int64_t TransformerBlock::activation_bytes(int64_t batch) const {
   // ensure_capacity's buffers: per token 4 C f32 values (the residual stream
   // and its gradients) and 21 C of the activation type, the attention's
   // saved state and its backward's scratch; then the two LayerNorms'
-  // statistics. On the CPU the tiled kernel's state (a log-sum-exp per row);
-  // on a GPU the materialized kernel's probabilities, an upper bound: the
-  // fused kernel's saved state is smaller, and which one runs is known only
-  // on the device, at the forward.
+  // statistics. The tiled kernel's state (a log-sum-exp per row), the CPU's
+  // and a GPU's but with runtime.gpu_attention = "materialized", whose
+  // probabilities are not counted; cuDNN's (where it runs) keeps the same
+  // rows, and copies of Q, K, V and O where they are f32.
   const int64_t N = batch * T_;
-  const ops::AttentionKernel kernel =
-      plan_device_.is_cpu() ? ops::AttentionKernel::tiled : ops::AttentionKernel::materialized;
+  const ops::AttentionKernel kernel = ops::AttentionKernel::tiled;
   const int64_t f32_values = 4 * N * C_ + ops::attention_saved_floats(kernel, batch, T_, C_, n_head_) +
-                             ops::attention_scratch_floats(kernel, T_, C_, n_head_);
+                             ops::attention_scratch_floats(kernel, plan_device_, batch, T_, C_, n_head_);
   return 4 * f32_values + int64_t(dtype_size(act_)) * 21 * N * C_ + ln1_.workspace_bytes(Shape{T_, C_}, batch) +
          ln2_.workspace_bytes(Shape{T_, C_}, batch);
 }
@@ -109,9 +108,9 @@ void TransformerBlock::ensure_capacity(int64_t batch, Device device) {
   g_b_ = Tensor::empty({N * C_}, DType::f32, device);
   g_3c_ = Tensor::empty({N * 3 * C_}, act_, device);
   g_4c_ = Tensor::empty({N * 4 * C_}, act_, device);
-  scratch_ = Tensor::empty(
-      {ops::attention_scratch_floats(ops::attention_kernel(device, batch, T_, C_, n_head_), T_, C_, n_head_)},
-      DType::f32, device);
+  scratch_ = Tensor::empty({ops::attention_scratch_floats(ops::attention_kernel(device, batch, T_, C_, n_head_), device,
+                                                          batch, T_, C_, n_head_)},
+                           DType::f32, device);
 }
 
 void TransformerBlock::release_activations() {

@@ -39,10 +39,10 @@ inline std::span<const EnumName<GpuLinear>> enum_names(GpuLinear) {
       {{GpuLinear::cublaslt, "cublaslt"}, {GpuLinear::cublas, "cublas"}}};
   return n;
 }
-enum class GpuAttention { cudnn, materialized };
+enum class GpuAttention { cudnn, materialized, tiled };
 inline std::span<const EnumName<GpuAttention>> enum_names(GpuAttention) {
-  static constexpr std::array<EnumName<GpuAttention>, 2> n = {
-      {{GpuAttention::cudnn, "cudnn"}, {GpuAttention::materialized, "materialized"}}};
+  static constexpr std::array<EnumName<GpuAttention>, 3> n = {
+      {{GpuAttention::cudnn, "cudnn"}, {GpuAttention::materialized, "materialized"}, {GpuAttention::tiled, "tiled"}}};
   return n;
 }
 enum class Precision { f32, bf16 };

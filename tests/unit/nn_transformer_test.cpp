@@ -220,7 +220,7 @@ TEST(TransformerBlock, FusedResidualLayerNormsGiveTheUnfusedBits) {
   const Tensor ln1o = act(C), qkvo = act(3 * C), attn = act(C), res1 = act(C);
   const Tensor att = Tensor::empty({ops::attention_saved_floats(kernel, B, T, C, H)});
   const Tensor ln2o = act(C), fco = act(4 * C), gel = act(4 * C), out = act(C), ga = act(C), gb = act(C);
-  const Tensor scratch = Tensor::empty({ops::attention_scratch_floats(kernel, T, C, H)});
+  const Tensor scratch = Tensor::empty({ops::attention_scratch_floats(kernel, Device::cpu(), B, T, C, H)});
   const Tensor g3 = act(3 * C), g4 = act(4 * C), want_dx = act(C), dx = act(C);
   for (const bool accumulate : {false, true}) {
     ln1.forward(x, ln1o);
