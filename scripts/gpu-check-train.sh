@@ -8,7 +8,7 @@
 #   GPU_TRAIN_STEPS      K, optimizer steps per run (default 50)
 #   GPU_TRAIN_DEVICE_KEY the config key of the device (default runtime.device;
 #                        values "cpu" and "cuda")
-#   GPU_TRAIN_MODELS     which of mlp cnn gpt (default all three)
+#   GPU_TRAIN_MODELS     which of mlp cnn gpt llama (default all four)
 #   GPU_TRAIN_LOSS_LIMIT rel. difference of loss@K allowed, CPU vs GPU (default 2e-2)
 #   GPU_BENCH_BATCH      global batch of the extra MLP throughput run (default 8192)
 # Per model it also runs the same K steps in PyTorch on the GPU
@@ -17,7 +17,7 @@ source "$REPO/scripts/strategy-flags.sh"
 
 GPU_TRAIN_STEPS=${GPU_TRAIN_STEPS:-50}
 GPU_TRAIN_DEVICE_KEY=${GPU_TRAIN_DEVICE_KEY:-runtime.device}
-GPU_TRAIN_MODELS=${GPU_TRAIN_MODELS:-mlp cnn gpt}
+GPU_TRAIN_MODELS=${GPU_TRAIN_MODELS:-mlp cnn gpt llama}
 GPU_TRAIN_LOSS_LIMIT=${GPU_TRAIN_LOSS_LIMIT:-2e-2}
 GPU_BENCH_BATCH=${GPU_BENCH_BATCH:-8192}
 
@@ -34,7 +34,7 @@ gpu_train_data() {  # MODEL -> "TRAIN TEST" or nothing
         run prep-synthetic 60 shardtrain prep synthetic --out "$W/synthetic/train" --samples 10000 --sample-bytes 784 --classes 10 >/dev/null
       fi
       [ -f "$W/synthetic/train/part-00000.h5" ] && echo "$W/synthetic/train $W/synthetic/train" ;;
-    gpt)
+    gpt|llama)
       for d in "$b/data/kjv" "$REPO/data/kjv"; do
         [ -f "$d/train/part-00000.h5" ] && { echo "$d/train $d/test"; return; }
       done ;;
@@ -42,7 +42,7 @@ gpu_train_data() {  # MODEL -> "TRAIN TEST" or nothing
 }
 
 gpu_train_config() {  # MODEL -> config file
-  case $1 in mlp) echo "$REPO/examples/fmnist_mlp.toml" ;; cnn) echo "$REPO/examples/fmnist_cnn.toml" ;; gpt) echo "$REPO/examples/gpt_kjv.toml" ;; esac
+  case $1 in mlp) echo "$REPO/examples/fmnist_mlp.toml" ;; cnn) echo "$REPO/examples/fmnist_cnn.toml" ;; gpt) echo "$REPO/examples/gpt_kjv.toml" ;; llama) echo "$REPO/examples/llama_kjv.toml" ;; esac
 }
 
 # run_figures RUN_DIR LOG K: "loss@K test_loss step_ms samples/s" of a
@@ -174,6 +174,9 @@ gpu_two_ranks() {
 # `torch-cuda` and the step-time ratio against shardtrain's cuda run.
 gpu_torch_reference() {
   local m=$1 cfg=$2 K=$3; shift 3
+  if [ "$m" = llama ]; then  # bench/torch_reference.py has no Llama
+    train_row "$m" torch-cuda "$K" - - - - - "SKIP(no torch Llama)"; return
+  fi
   if [ -z "$PY" ] || ! "$PY" -c 'import torch, numpy' 2>/dev/null; then
     train_row "$m" torch-cuda "$K" - - - - - "SKIP(no torch)"; return
   fi

@@ -19,6 +19,7 @@ std::vector<ParamSpec> Embedding::param_specs() const {
 void Embedding::bind(std::span<const Tensor> params, std::span<const Tensor> grads) {
   wte_ = params[0];
   dwte_ = grads[0];
+  if (tied_) *tied_ = {wte_, dwte_};
   if (max_positions_ > 0) {
     wpe_ = params[1];
     dwpe_ = grads[1];
@@ -43,6 +44,7 @@ void Embedding::forward(const Tensor& in, const Tensor& out) {
 
 void Embedding::backward(const Tensor& dout, const Tensor& din, bool accumulate) {
   ST_CHECK(!din.defined(), "embedding: token ids have no gradient");
+  if (tied_) accumulate = true;  // onto the head's gradient of the same weight, written before
   if (max_positions_ == 0) {
     ops::token_embedding_backward(dwte_, dout, ids_, accumulate);
   } else {

@@ -7,6 +7,8 @@
 
 #include "runtime/nn/layer.h"
 
+#include <memory>
+
 namespace shardtrain::nn {
 
 class Embedding final : public Layer {
@@ -21,11 +23,15 @@ class Embedding final : public Layer {
   void forward(const Tensor& in, const Tensor& out) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
   void release_activations() override { ids_ = Tensor(); }
+  // Shares wte with a head (Linear::use_tied_weight): bind() publishes its
+  // views there, and backward adds to the gradient the head wrote.
+  void share_weight(std::shared_ptr<TiedWeight> tied) { tied_ = std::move(tied); }
 
  private:
   int64_t vocab_, max_positions_, channels_;
   Tensor wte_, wpe_, dwte_, dwpe_;
   Tensor ids_;  // forward input, kept for backward
+  std::shared_ptr<TiedWeight> tied_;
 };
 
 }  // namespace shardtrain::nn

@@ -11,7 +11,21 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
            out_features);
 }
 
+void Linear::use_tied_weight(std::shared_ptr<TiedWeight> tied) {
+  ST_CHECK(!has_bias_, "a linear layer with a tied weight has no bias");
+  tied_ = std::move(tied);
+}
+
+void Linear::take_tied_weight() {
+  if (!tied_) return;
+  ST_CHECK(tied_->weight.defined() && tied_->weight.numel() == in_features_ * out_features_,
+           "linear layer: its tied weight is not bound (or not [{}, {}])", out_features_, in_features_);
+  weight_ = tied_->weight;
+  dweight_ = tied_->grad;
+}
+
 std::vector<ParamSpec> Linear::param_specs() const {
+  if (tied_) return {};
   std::vector<ParamSpec> specs{
       {"weight", {out_features_, in_features_}, Init::fan_in_uniform, in_features_, 0.0f, true}};
   if (has_bias_) specs.push_back({"bias", {out_features_}, Init::fan_in_uniform, in_features_, 0.0f, false});
@@ -19,6 +33,7 @@ std::vector<ParamSpec> Linear::param_specs() const {
 }
 
 void Linear::bind(std::span<const Tensor> params, std::span<const Tensor> grads) {
+  if (tied_) return;
   weight_ = params[0];
   dweight_ = grads[0];
   if (has_bias_) {
@@ -41,18 +56,35 @@ Shape Linear::output_shape(const Shape& in) const {
 }
 
 int64_t Linear::kept_bf16_bytes(const Shape& in, int64_t batch, DType in_dtype) const {
-  if (transient_weight_ && in_dtype == DType::bf16) return 0;
+  if (transient_ != nullptr && in_dtype == DType::bf16) return 0;
   const int64_t rows = batch * in.numel() / in_features_;
   return int64_t(dtype_size(DType::bf16)) * ops::linear_kept_elements(rows, in_features_, out_features_, in_dtype);
 }
 
+const Tensor& Linear::transient_buffer(const Tensor& in) {
+  const int64_t need = ops::linear_kept_elements(in.numel() / in_features_, in_features_, out_features_, DType::bf16);
+  Tensor& b = *transient_;
+  if (b.numel() < need || b.device() != in.device()) {
+    b = Tensor();  // the old buffer first: no overlap with the new one
+    b = Tensor::empty({need}, DType::bf16, in.device());
+  }
+  return b;
+}
+
 template <typename Op>
 void Linear::run_forward(const Tensor& in, Op&& op) {
+  take_tied_weight();
   in_ = in;
   kept_ = ops::linear_keeps_bf16(in.device());
   if (!kept_) {
     weight_copied_ = nullptr;
     op(Tensor(), false);
+    return;
+  }
+  if (transient(in)) {
+    bf16_ = Tensor();
+    weight_copied_ = nullptr;  // the shared buffer holds other layers' copies between uses
+    op(transient_buffer(in), false);
     return;
   }
   const int64_t need = ops::linear_kept_elements(in.numel() / in_features_, in_features_, out_features_, in.dtype());
@@ -64,27 +96,22 @@ void Linear::run_forward(const Tensor& in, Op&& op) {
   const bool reuse = weight_copied_ == weight_.raw() && SameWeights::active();
   weight_copied_ = nullptr;  // until the forward has made it
   op(bf16_, reuse);
-  if (transient_weight_ && in.dtype() == DType::bf16) {
-    bf16_ = Tensor();  // made again by the backward
-    return;
-  }
   // An empty batch returns before any conversion: no copy was made.
   weight_copied_ = in.numel() > 0 ? weight_.raw() : nullptr;
 }
 
 template <typename Op>
 void Linear::run_backward(Op&& op) {
-  if (!kept_ || !transient_weight_ || in_.dtype() != DType::bf16) {
+  take_tied_weight();
+  if (!kept_ || !transient(in_)) {
     op(kept_ ? bf16_ : Tensor());
     return;
   }
   // The forward's copy again: the weight first in the kept buffer
   // (kernels/cuda/linear.h), rounded as the forward rounded it.
-  const int64_t need = ops::linear_kept_elements(in_.numel() / in_features_, in_features_, out_features_, DType::bf16);
-  bf16_ = Tensor::empty({need}, DType::bf16, in_.device());
-  ops::convert(bf16_.view(0, {out_features_ * in_features_}), weight_.reshape({out_features_ * in_features_}));
-  op(bf16_);
-  bf16_ = Tensor();
+  const Tensor& b = transient_buffer(in_);
+  ops::convert(b.view(0, {out_features_ * in_features_}), weight_.reshape({out_features_ * in_features_}));
+  op(b);
 }
 
 void Linear::forward(const Tensor& in, const Tensor& out) {

@@ -4,6 +4,8 @@
 
 #include "runtime/nn/layer.h"
 
+#include <memory>
+
 namespace shardtrain::nn {
 
 class Linear final : public Layer {
@@ -25,12 +27,17 @@ class Linear final : public Layer {
   // with respect to pre (the GELU's backward folded into this one).
   void backward_through_gelu(const Tensor& dout, const Tensor& dpre, const Tensor& pre, bool accumulate);
   // Where GEMMs are bf16 on a GPU and the input is bf16 (nothing of it to
-  // keep), make the weight's bf16 copy for the forward and again for the
-  // backward instead of keeping it in between: one more conversion of the
-  // weight per step, and a model's Blocks hold one layer's copy at a time
-  // instead of a bf16 copy of every weight (a Llama's Linears; the copies
-  // are the same bits, so the results are too).
-  void set_transient_weight_copy(bool on) { transient_weight_ = on; }
+  // keep), make the weight's bf16 copy in `buffer` for the forward and
+  // again for the backward instead of keeping it in between: one more
+  // conversion of the weight per step, and a model holds one layer's copy
+  // instead of a bf16 copy of every weight (a Llama's Linears share one
+  // buffer, grown to the largest layer once, so a captured step allocates
+  // nothing; the copies are the same bits, so the results are too).
+  void set_transient_weight_copy(std::shared_ptr<Tensor> buffer) { transient_ = std::move(buffer); }
+  // The weight is another layer's parameter (tied embeddings: the token
+  // embedding's [V, C] as a head's [OC, IC]): this layer declares none and
+  // reads the views `tied` holds at each forward and backward. No bias.
+  void use_tied_weight(std::shared_ptr<TiedWeight> tied);
   // Bytes of that transient copy (kept_bf16_bytes counts it no more).
   int64_t transient_bf16_bytes() const { return int64_t(dtype_size(DType::bf16)) * in_features_ * out_features_; }
   void release_activations() override {
@@ -47,10 +54,16 @@ class Linear final : public Layer {
   // Where GEMMs are bf16 on a GPU: the forward's bf16 copies of the input
   // and weight, which the backward reuses (ops::linear_forward's `keep`).
   Tensor bf16_;
-  bool kept_ = false;  // the last forward filled bf16_
-  bool transient_weight_ = false;
-  // The backward of a transient copy: the weight converted again into a
-  // fresh bf16_, then freed after the backward `op` ran.
+  bool kept_ = false;                  // the last forward filled bf16_
+  std::shared_ptr<Tensor> transient_;  // set_transient_weight_copy's buffer
+  std::shared_ptr<TiedWeight> tied_;   // use_tied_weight's
+  void take_tied_weight();
+  // Whether this forward or backward makes the weight's copy in transient_.
+  bool transient(const Tensor& in) const { return transient_ != nullptr && in.dtype() == DType::bf16; }
+  // transient_ grown to this layer's copy on in's device.
+  const Tensor& transient_buffer(const Tensor& in);
+  // The backward of a transient copy: the weight converted again into
+  // transient_ before the backward `op` runs.
   template <typename Op>
   void run_backward(Op&& op);
   // The weight whose bf16 copy bf16_ holds (null: none).

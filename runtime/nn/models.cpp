@@ -98,9 +98,6 @@ std::vector<std::unique_ptr<Block>> llama(const ModelSpec& spec, Shape shape, in
            "model.vocab_size = {} but the data has {} classes (next-token labels)", spec.vocab_size, classes);
   ST_CHECK(spec.block_size <= 0 || T <= spec.block_size, "sequences of {} tokens exceed model.block_size = {}", T,
            spec.block_size);
-  ST_CHECK(!spec.tie_embeddings,
-           "model.tie_embeddings = true is not supported yet: the head would share the embedding's weight across "
-           "two Blocks, which FSDP shards separately");
   LlamaShape s;
   s.T = T;
   s.C = C;
@@ -111,15 +108,20 @@ std::vector<std::unique_ptr<Block>> llama(const ModelSpec& spec, Shape shape, in
   s.rope_theta = float(spec.rope_theta);
   s.norm_eps = float(spec.norm_eps);
   std::vector<std::unique_ptr<Block>> blocks;
+  auto tied = spec.tie_embeddings ? std::make_shared<TiedWeight>() : nullptr;
   Layers embed;
-  embed.push_back(std::make_unique<Embedding>(V, 0, C));
+  auto embedding = std::make_unique<Embedding>(V, 0, C);
+  if (tied) embedding->share_weight(tied);
+  embed.push_back(std::move(embedding));
   shape = add_block(blocks, "embed", std::move(embed), shape);
   auto shared = std::make_shared<LlamaWorkspace>();
   for (int64_t i = 0; i < spec.n_layer; ++i)
     blocks.push_back(std::make_unique<LlamaBlock>(fmt::format("h{}", i), s, shared));
   Layers head;
   head.push_back(std::make_unique<RmsNorm>(C, s.norm_eps));
-  head.push_back(std::make_unique<Linear>(C, V, /*bias=*/false));
+  auto classifier = std::make_unique<Linear>(C, V, /*bias=*/false);
+  if (tied) classifier->use_tied_weight(tied);
+  head.push_back(std::move(classifier));
   add_block(blocks, "head", std::move(head), shape);
   return blocks;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "runtime/core/shape.h"
+#include "runtime/core/tensor.h"
 
 #include <string>
 
@@ -23,6 +24,15 @@ struct ParamSpec {
   int64_t fan_in = 1;  // for fan_in_uniform
   float std = 0.02f;   // for normal
   bool decay = true;   // weight decay applies (matrices yes; biases and norm gains no)
+};
+
+// A parameter two layers use (tied embeddings): the layer that declares it
+// writes its current views here whenever it is bound, the other reads them
+// at each forward and backward. Its gradient is the sum of both uses: the
+// user that runs backward first overwrites or accumulates as it is told,
+// the declaring layer's backward, which runs last, always adds.
+struct TiedWeight {
+  Tensor weight, grad;
 };
 
 }  // namespace shardtrain::nn

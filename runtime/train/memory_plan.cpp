@@ -17,6 +17,26 @@ constexpr int64_t kF32 = 4;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The f32 copies an evaluation adds to the peak (bf16 activations on the
+// CPU), beyond the Blocks' buffers counted at their largest. Evaluation
+// batches of `eval` samples, `share` samples in all, after training
+// micro-batches of `micro`: the first batch of the first evaluation, larger
+// than any before, regrows every Block's buffers (Model::forward frees them
+// first), so while Block i widens, the Blocks after it hold nothing yet;
+// later batches, and every batch of a later evaluation (`once` false: more
+// than one epoch), find every Block grown.
+int64_t evaluation_widened_bytes(const nn::Model& model, int64_t micro, int64_t eval, int64_t share, bool once) {
+  const int64_t later = std::min(eval, std::max<int64_t>(0, share - eval));
+  if (eval <= micro || !once) return model.widened_bytes(eval, false);
+  int64_t most = later > 0 ? model.widened_bytes(later, false) : 0;
+  int64_t after = 0;  // the buffers of the Blocks after i, not yet grown
+  for (int i = model.num_blocks() - 1; i >= 0; --i) {
+    most = std::max(most, model.block(i).widened_bytes(eval, false) - after);
+    after += model.block(i).activation_bytes(eval);
+  }
+  return most;
+}
+
 }  // namespace
 
 parallel::Topology plan_topology(const Config& config, int ranks) {
@@ -69,8 +89,10 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
   if (config.runtime.device == DeviceKind::cpu && config.runtime.precision == Precision::bf16) {
     const int64_t logits = kF32 * model.output_sample().numel();  // per sample
     const bool bf16_logits = model.block(model.num_blocks() - 1).widened_bytes(1, false) > 0;
+    const int64_t share = ceil_div(data.test_samples, ranks);  // the evaluation's samples on this rank
     add("f32 copies of bf16 values (CPU)",
-        std::max({model.widened_bytes(micro, true), model.widened_bytes(eval, false),
+        std::max({model.widened_bytes(micro, true),
+                  evaluation_widened_bytes(model, micro, eval, share, config.train.epochs == 1),
                   bf16_logits ? 2 * micro * logits : 0, bf16_logits ? eval * logits : 0}));
   }
   // The step's input (the whole local batch) and the evaluation's input

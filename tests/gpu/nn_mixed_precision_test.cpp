@@ -86,7 +86,7 @@ TEST(MixedPrecision, Bf16GptOnTheGpuMatchesTheCpu) {
   const StepResult want = step(*cpu_model, x);
   const Tensor x_gpu = to_device(x, gpu());
   for (const char* linear : {"cublaslt", "cublas"}) {
-    for (const char* attention : {"cudnn", "materialized"}) {
+    for (const char* attention : {"cudnn", "tiled", "materialized"}) {
       set_gpu_linear_backend(linear);
       set_gpu_attention_backend(attention);
       auto model = nn::build_model(small_gpt(), Shape{T}, V);
@@ -107,15 +107,60 @@ TEST(MixedPrecision, Bf16GptOnTheGpuMatchesTheCpu) {
   bf16.leave();
 }
 
+nn::ModelSpec small_llama() {
+  nn::ModelSpec spec;
+  spec.kind = nn::ModelKind::llama;
+  spec.n_layer = 3;
+  spec.n_head = 2;  // head size 32: cuDNN's fused attention takes it
+  spec.n_embd = 64;
+  spec.ffn_hidden = 96;
+  return spec;
+}
+
+// A Llama with bf16 activations on the GPU against the CPU, in every
+// activation checkpointing mode: within bf16's tolerance of the CPU, and
+// each mode the bits of `none` on the GPU too (the recompute runs the same
+// kernels, the Linears' transient weight copies round as the kept ones did).
+TEST(MixedPrecision, Bf16LlamaOnTheGpuMatchesTheCpuInEveryCheckpointingMode) {
+  ST_REQUIRE_GPU();
+  Bf16Gemms bf16;
+  bf16.enter();
+  const Tensor x = tokens();
+  auto cpu_model = nn::build_model(small_llama(), Shape{T}, V);
+  cpu_model->initialize(3);
+  cpu_model->set_activation_dtype(DType::bf16);
+  const StepResult want = step(*cpu_model, x);
+  const Tensor x_gpu = to_device(x, gpu());
+  StepResult none;
+  for (const nn::Recompute mode : {nn::Recompute::none, nn::Recompute::selective, nn::Recompute::full}) {
+    auto model = nn::build_model(small_llama(), Shape{T}, V);
+    model->initialize(3);
+    model->to(gpu());
+    model->set_activation_dtype(DType::bf16);
+    model->set_activation_checkpointing(mode);
+    const StepResult got = step(*model, x_gpu);
+    const std::string sfx = fmt::format("_llama_{}", mode);
+    report("mixed_logits" + sfx, "bf16", rel_error(got.logits, want.logits), gpu_test::kLimitBf16);
+    report("mixed_grads" + sfx, "bf16", rel_error(got.grads, want.grads), 2 * gpu_test::kLimitBf16);
+    if (mode == nn::Recompute::none) {
+      none = got;
+    } else {
+      const bool same = same_bits(got.logits, none.logits) && same_bits(got.grads, none.grads);
+      report("checkpointing_bits" + sfx, "bf16", same ? 0.0 : 1.0, 0.5);
+    }
+  }
+  bf16.leave();
+}
+
 // What `shardtrain plan` counts for a GPU with bf16 GEMMs, against what the
 // allocator counts when the model runs: the activations (f32 or bf16) and
-// the linear layers' kept bf16 copies. With the materialized attention,
-// whose probabilities are the plan's bound (the fused kernel saves less).
+// the linear layers' kept bf16 copies. With the tiled attention, whose
+// log-sum-exp rows are what the plan counts.
 TEST(MixedPrecision, ActivationsAndKeptCopiesAreWhatThePlanCounts) {
   ST_REQUIRE_GPU();
   Bf16Gemms bf16;
   bf16.enter();
-  set_gpu_attention_backend("materialized");
+  set_gpu_attention_backend("tiled");
   const Tensor x_gpu = to_device(tokens(), gpu());
   for (const DType act : {DType::f32, DType::bf16}) {
     // A first model grows the kernels' workspaces, so that the second's
@@ -124,6 +169,7 @@ TEST(MixedPrecision, ActivationsAndKeptCopiesAreWhatThePlanCounts) {
       auto model = nn::build_model(small_gpt(), Shape{T}, V);
       model->initialize(3);
       model->to(gpu());
+      model->set_plan_device(gpu());
       model->set_activation_dtype(act);
       const Tensor dlogits = Tensor::zeros(batched(B, model->output_sample()), DType::f32, gpu());
       const int64_t before = memory_stats(gpu()).current_bytes;

@@ -1,5 +1,5 @@
-// The reference models as GPU test cases (the MLP, the CNN and the GPTs of
-// gpu-check's training rows): a model with SGD-momentum on a device, its step
+// The reference models as GPU test cases (the MLP, the CNN, the GPTs and the
+// Llama of gpu-check's training rows): a model with SGD-momentum on a device, its step
 // buffers, and a step on fresh random batches. Shared by the GPU training
 // tests.
 #pragma once
@@ -58,6 +58,18 @@ inline Case gpt_case() { return gpt_case("gpt", 64, 2, 4, 128); }
 
 // A wider GPT, big enough to show what the GPU does with more work per step.
 inline Case gpt_wide_case() { return gpt_case("gpt-wide", 256, 6, 8, 512); }
+
+// The small Llama of examples/llama_kjv.toml (multi-head: n_kv_head =
+// n_head), on a byte-level T = 64.
+inline Case llama_case() {
+  Case c{"llama", {}, Shape{64}, 256, 32, true};
+  c.spec.kind = nn::ModelKind::llama;
+  c.spec.n_layer = 2;
+  c.spec.n_head = 4;
+  c.spec.n_embd = 128;
+  c.spec.ffn_hidden = 352;
+  return c;
+}
 
 struct ModelRun {
   std::unique_ptr<nn::Model> model;

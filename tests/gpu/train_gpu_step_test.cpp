@@ -88,6 +88,13 @@ TEST(GpuTraining, GptMatchesCpu) {
   compare_with_cpu(gpt_case(), "bf16", 5e-2);
 }
 
+TEST(GpuTraining, LlamaMatchesCpu) {
+  ST_REQUIRE_GPU();
+  compare_with_cpu(llama_case(), "f32", 1e-4);
+  compare_with_cpu(llama_case(), "tf32", 1e-2);
+  compare_with_cpu(llama_case(), "bf16", 5e-2);
+}
+
 // Global-norm clipping, whose norm stays on the device: the limit is half
 // the first step's gradient norm (measured on the CPU), so it clips.
 TEST(GpuTraining, GptWithClippingMatchesCpu) {
@@ -135,7 +142,7 @@ TEST(GpuTraining, BadTokenIdOrLabelIsTheCpuError) {
 
 TEST(GpuTraining, Throughput) {
   ST_REQUIRE_GPU();
-  for (const Case& c : {mlp_case(), cnn_case(), gpt_case(), gpt_wide_case()}) {
+  for (const Case& c : {mlp_case(), cnn_case(), gpt_case(), gpt_wide_case(), llama_case()}) {
     const double flops = step_flops(c);
     for (const char* p : {"f32", "tf32", "bf16"}) throughput(c, p, flops);
   }

@@ -67,6 +67,17 @@ out0=$(run every2-none 2 --set parallel.strategy=ddp --set train.accumulation_st
 [ "${out% *}" = "${out0% *}" ] || fail "checkpoint_every = 2 with accumulation: $out, without checkpointing $out0"
 pass "full on every second Block, 2 micro-batches: the losses of none ($out)"
 
+# Tied embeddings (the head's weight is the token embedding): DDP with full
+# recomputation gives the losses of none; FSDP refuses it.
+out=$(run tied-full 2 --set parallel.strategy=ddp --set model.tie_embeddings=true \
+  --set parallel.activation_checkpointing=full) || exit 1
+out0=$(run tied-none 2 --set parallel.strategy=ddp --set model.tie_embeddings=true) || exit 1
+[ "${out% *}" = "${out0% *}" ] || fail "tied embeddings, full: $out, without checkpointing $out0"
+grep -q "total 402048 parameters" tied-none.txt || { grep total tied-none.txt; fail "tied: not one [256, 128] weight fewer"; }
+pass "tied embeddings (434816 - 256 x 128 = 402048 parameters), full: the losses of none ($out)"
+expect_error 'model.tie_embeddings = true needs' "$SHARDTRAIN" plan "$cfg" --ranks 2 "${common[@]}" "${fsdp[@]}" \
+  --set model.tie_embeddings=true
+
 # bf16 activations: the same steps within 2% of f32's final test loss.
 bf=$(run bf16 2 --set parallel.strategy=ddp --set runtime.precision=bf16 --set train.max_steps=40) || exit 1
 f32=$(run f32 2 --set parallel.strategy=ddp --set train.max_steps=40) || exit 1

@@ -43,7 +43,10 @@ std::vector<Case> cases() {
   llama.n_kv_head = 2;
   llama.n_embd = 16;
   llama.ffn_hidden = 24;
+  ModelSpec tied = llama;
+  tied.tie_embeddings = true;
   return {{"mlp", mlp, Shape{1, 28, 28}, 10, false},
+          {"llama, tied embeddings", tied, Shape{12}, 32, true},
           {"llama", llama, Shape{12}, 32, true},
           {"llama, bf16 activations", llama, Shape{12}, 32, true, DType::bf16},
           {"llama, selective", llama, Shape{12}, 32, true, DType::f32, Recompute::selective},
