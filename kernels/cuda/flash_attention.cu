@@ -141,11 +141,11 @@ __device__ inline void load_tile(float* tile, const E* src, int64_t ld, int64_t 
 // (the most key tiles to visit) get the first block indices, so that the
 // longest blocks start first and the short ones fill in behind them.
 struct QueryTile {
-  int64_t b, h, i0;
+  int64_t b, head, i0;
   __device__ QueryTile(int64_t BH, int64_t H, int64_t q_tiles) {
     const int64_t blk = blockIdx.x, bh = blk % BH;
     b = bh / H;
-    h = bh % H;
+    head = bh % H;
     i0 = (q_tiles - 1 - blk / BH) * kQueryRows;
   }
 };
@@ -157,19 +157,19 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kPer = kD / kRowLanes;
   __shared__ __align__(16) float k_s[kKeyTile * kD];
   __shared__ __align__(16) float v_s[kKeyTile * kD];
-  const QueryTile at(BH, H, q_tiles);
-  const int64_t C3 = (H + 2 * KV) * hs, group = H / KV, kv = at.h / group;
-  const In* x = qkv + at.b * T * C3;
+  const QueryTile tile(BH, H, q_tiles);
+  const int64_t C3 = (H + 2 * KV) * hs, group = H / KV, kv = tile.head / group;
+  const In* x = qkv + tile.b * T * C3;
   const int lane = threadIdx.x % kRowLanes;
-  const int64_t t = at.i0 + threadIdx.x / kRowLanes;
-  const int64_t i_end = min(at.i0 + kQueryRows, T);
+  const int64_t t = tile.i0 + threadIdx.x / kRowLanes;
+  const int64_t i_end = min(tile.i0 + kQueryRows, T);
   // The last key a row sees. Rows past T (in the last tile) run as row T - 1
   // with a zero query, so that every thread takes part in the shuffles and
   // barriers; they store nothing.
   const int64_t t_vis = min(t, T - 1);
 
   float q[kPer], o[kPer], s[kKeyTile];
-  load_row<kRowLanes>(q, x + at.h * hs, C3, t, T, hs, lane);
+  load_row<kRowLanes>(q, x + tile.head * hs, C3, t, T, hs, lane);
 #pragma unroll
   for (int i = 0; i < kPer; ++i) o[i] = 0.0f;
   // The running max and sum of the row's exponentials; o holds the weighted
@@ -207,8 +207,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < kKeyTile; ++j) add_scaled<kRowLanes>(o, s[j], v_s + j * kD, lane);
   }
   if (t < T) {
-    store_row<kRowLanes>(out + at.b * T * H * hs + at.h * hs, H * hs, t, hs, o, 1.0f / l, lane);
-    if (lane == 0) lse[(at.b * H + at.h) * T + t] = m + logf(l);
+    store_row<kRowLanes>(out + tile.b * T * H * hs + tile.head * hs, H * hs, t, hs, o, 1.0f / l, lane);
+    if (lane == 0) lse[(tile.b * H + tile.head) * T + t] = m + logf(l);
   }
 }
 
@@ -240,21 +240,21 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kPer = kD / kRowLanes;
   __shared__ __align__(16) float k_s[kKeyTile * kD];
   __shared__ __align__(16) float v_s[kKeyTile * kD];
-  const QueryTile at(BH, H, q_tiles);
-  const int64_t C3 = (H + 2 * KV) * hs, group = H / KV, kv = at.h / group;
-  const In* x = qkv + at.b * T * C3;
+  const QueryTile tile(BH, H, q_tiles);
+  const int64_t C3 = (H + 2 * KV) * hs, group = H / KV, kv = tile.head / group;
+  const In* x = qkv + tile.b * T * C3;
   const int lane = threadIdx.x % kRowLanes;
-  const int64_t t = at.i0 + threadIdx.x / kRowLanes;
-  const int64_t i_end = min(at.i0 + kQueryRows, T);
+  const int64_t t = tile.i0 + threadIdx.x / kRowLanes;
+  const int64_t i_end = min(tile.i0 + kQueryRows, T);
   // Rows past T: a zero query and dO and lse = D = 0 (every dS is 0); they
   // store nothing.
   const int64_t t_vis = min(t, T - 1);
-  const int64_t row = (at.b * H + at.h) * T + t;
+  const int64_t row = (tile.b * H + tile.head) * T + t;
   const float L = t < T ? lse[row] : 0.0f, Dt = t < T ? D[row] : 0.0f;
 
   float q[kPer], dO[kPer], dq[kPer];
-  load_row<kRowLanes>(q, x + at.h * hs, C3, t, T, hs, lane);
-  load_row<kRowLanes>(dO, dout + at.b * T * H * hs + at.h * hs, H * hs, t, T, hs, lane);
+  load_row<kRowLanes>(q, x + tile.head * hs, C3, t, T, hs, lane);
+  load_row<kRowLanes>(dO, dout + tile.b * T * H * hs + tile.head * hs, H * hs, t, T, hs, lane);
 #pragma unroll
   for (int i = 0; i < kPer; ++i) dq[i] = 0.0f;
   for (int64_t j0 = 0; j0 < i_end; j0 += kKeyTile) {
@@ -270,7 +270,7 @@ __global__ void __launch_bounds__(kThreads)
       add_scaled<kRowLanes>(dq, p * (dp - Dt), k_s + j * kD, lane);
     }
   }
-  if (t < T) store_row<kRowLanes>(dqkv + at.b * T * C3 + at.h * hs, C3, t, hs, dq, scale, lane);
+  if (t < T) store_row<kRowLanes>(dqkv + tile.b * T * C3 + tile.head * hs, C3, t, hs, dq, scale, lane);
 }
 
 // dV_j = sum_{h in group, t >= j} P_tj dO_t and dK_j = scale sum dS_tj q_t,
