@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The chaos soak's fast form (scripts/chaos.sh, docs/reliability.md "The
 # chaos soak"): the GPT of examples/gpt_kjv.toml on 4 ranks over 2 emulated
-# nodes, 600 steps, a checkpoint every 50, hit by 10 faults of the kinds
+# nodes, 900 steps, a checkpoint every 50, hit by 10 faults of the kinds
 # that take seconds, each kind at least once (seed 7): kill -9, kill -9
 # while a checkpoint is written, the newest checkpoint damaged, SIGTERM,
 # a full disk, a lowered memory limit, a corrupted cached shard, a
@@ -20,5 +20,5 @@ why=$("${SOURCE_DIR:?}/launch/emunodes" check 2>&1) || { echo "skipped: ${why#em
 dir=$(mktemp -d /tmp/shardtrain-chaos-test.XXXXXX)
 trap 'umount -l "$dir/run-fs" 2>/dev/null; rm -rf "$dir"' EXIT
 CHAOS_BIN="${PROBE_DIR:?}/shardtrain" /usr/bin/python3 "$SOURCE_DIR/scripts/chaos.py" --dir "$dir" --seed 7 \
-  --faults 10 --minutes 0 --steps 600 --every 50 --timeout 30 --wait 2 4 --fs-mib 256 \
+  --faults 10 --minutes 0 --steps 900 --every 50 --timeout 30 --wait 2 4 --fs-mib 256 \
   --skip link_cut,link_1mbit,link_10mbit_minute,sigusr1
