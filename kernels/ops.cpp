@@ -922,11 +922,8 @@ void rope(const char* op, const Tensor& x, int64_t n_heads, int64_t hs, float th
   ST_CHECK(theta > 0.0f, "{}: theta must be positive, got {}", op, theta);
   [[maybe_unused]] const bool x16 = is_bf16(op, x, "x");
   if (gpu) {
-    if (forward) {
-      ST_GPU_ONLY(cuda::rope_forward(x.raw(), x16, B, T, row, n_heads, hs, theta));
-    } else {
-      ST_GPU_ONLY(cuda::rope_backward(x.raw(), x16, B, T, row, n_heads, hs, theta));
-    }
+    ST_GPU_ONLY(forward ? cuda::rope_forward(x.raw(), x16, B, T, row, n_heads, hs, theta)
+                        : cuda::rope_backward(x.raw(), x16, B, T, row, n_heads, hs, theta));
     return;
   }
   const F32Stand y(op, x, true, 0);

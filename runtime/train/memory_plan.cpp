@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <iostream>
 
@@ -214,9 +215,11 @@ PlanData read_plan_data(const Config& config, const PlanDataOverride& given) {
     // Unknown: as many as give every rank full evaluation batches.
     data.test_samples = given.test_samples > 0 ? given.test_samples : std::numeric_limits<int32_t>::max();
     ST_CHECK(data.classes > 1, "plan: --classes must be at least 2 with --sample-shape, got {}", data.classes);
-  } else if (nn::is_language_model(config.model.kind) && config.model.block_size > 0 && config.model.vocab_size > 0) {
-    // A language model that names its sequence length and vocabulary: no
-    // data needed (a model too large for any data at hand, synthetic tokens).
+  } else if (nn::is_language_model(config.model.kind) && config.model.block_size > 0 && config.model.vocab_size > 0 &&
+             !std::filesystem::exists(config.data.test)) {
+    // A language model that names its sequence length and vocabulary, its
+    // data not at hand: none needed (a model too large for any data here).
+    // Where the data is, its windows (which may be shorter) are planned.
     data.sample = Shape{config.model.block_size};
     data.classes = config.model.vocab_size;
     data.test_samples = std::numeric_limits<int32_t>::max();
