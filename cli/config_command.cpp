@@ -25,7 +25,10 @@ void add_config_command(CLI::App& app, std::vector<Command>& out) {
                      return 0;
                    }
                    if (a->path.empty()) throw Error("config: give a config file, or --reference");
-                   fmt::print("{}", train::to_toml(train::load_config(a->path, a->overrides)));
+                   const train::Config config = train::load_config(a->path, a->overrides);
+                   for (const std::string& notice : config.notices)
+                     fmt::print(stderr, "shardtrain: notice: {}\n", notice);
+                   fmt::print("{}", train::to_toml(config));
                    return 0;
                  }});
 }

@@ -438,8 +438,17 @@ void validate(const Config& c, bool for_plan) {
 
 // ---- overrides -----------------------------------------------------------------
 
-// "~a.b.c": removes that key or table from the file's; one that is not there
-// is an error (a misspelt removal would otherwise do nothing).
+// A config key of the schema, or a section holding some ("parallel.ddp").
+bool known_key_or_section(const std::string& key) {
+  for (const Field& f : schema())
+    if (f.key == key || f.key.rfind(key + ".", 0) == 0) return true;
+  return false;
+}
+
+// "~a.b.c": removes that key or table from the file's. A known one that is
+// not there is no error (one command line removes a section from configs
+// with and without it); an unknown one is (a misspelt removal would
+// otherwise do nothing).
 void apply_removal(toml::table& root, const std::string& arg) {
   const std::string key = arg.substr(1);
   toml::table* t = &root;
@@ -448,8 +457,8 @@ void apply_removal(toml::table& root, const std::string& arg) {
     toml::node* child = t->get(key.substr(start, dot - start));
     t = child ? child->as_table() : nullptr;
   }
-  if (!t || !t->erase(key.substr(start)))
-    throw Error(fmt::format("--set {}: {} is not set, so there is nothing to remove", arg, key));
+  if ((!t || !t->erase(key.substr(start))) && !known_key_or_section(key))
+    throw Error(fmt::format("--set {}: {} is no config key or section, so there is nothing to remove", arg, key));
 }
 
 // "a.b.c=value" into table; the value is TOML if it parses, else a string.
@@ -511,7 +520,9 @@ std::string strategies_reading(const std::string& section) {
 // Keys under [parallel.X] for a strategy that is not selected would be
 // ignored without a word (a user who sets parallel.fsdp.prefetch and runs
 // ddp believes FSDP was tuned): an error naming the key and where it was set.
-void check_strategy_sections(const Config& config, const toml::table& root, const std::set<std::string>& from_set,
+// Another strategy's options: from --set an error (they would do nothing),
+// from the file a notice (the file may serve several strategies).
+void check_strategy_sections(Config& config, const toml::table& root, const std::set<std::string>& from_set,
                              const std::string& file) {
   const toml::table* parallel = root["parallel"].as_table();
   if (!parallel) return;
@@ -519,13 +530,17 @@ void check_strategy_sections(const Config& config, const toml::table& root, cons
   for (auto&& [section, node] : *parallel) {
     const toml::table* options = node.as_table();
     if (!options || options->empty() || section.str() == used) continue;
-    const std::string path = fmt::format("parallel.{}.{}", section.str(), options->begin()->first.str());
-    const std::string where = from_set.count(path) ? "--set " + path : file;
-    throw Error(
-        fmt::format("{}: config key {} applies to parallel.strategy {}, but the strategy is \"{}\": "
-                    "remove it (from the file, or with --set '~{}'), or select that strategy",
-                    where, path, strategies_reading(std::string(section.str())), config.parallel.strategy,
-                    fmt::format("parallel.{}", section.str())));
+    for (auto&& [key, value] : *options) {
+      const std::string path = fmt::format("parallel.{}.{}", section.str(), key.str());
+      if (from_set.count(path) == 0) continue;
+      throw Error(fmt::format(
+          "--set {}: config key {} applies to parallel.strategy {}, but the strategy is \"{}\": remove it, or "
+          "select that strategy",
+          path, path, strategies_reading(std::string(section.str())), config.parallel.strategy));
+    }
+    config.notices.push_back(fmt::format("{}: [parallel.{}] applies to parallel.strategy {}, not to \"{}\": not used",
+                                         file, section.str(), strategies_reading(std::string(section.str())),
+                                         config.parallel.strategy));
   }
 }
 
@@ -591,10 +606,13 @@ std::string config_reference_markdown() {
      << "A run is configured by a TOML file (see `examples/`), overridden on the command line "
         "with `--set key=value` (the value is parsed as TOML, and taken as a string where that "
         "fails: `--set train.epochs=3`, `--set optim.kind=adamw`, `--set model.hidden=[512,256]`). "
-        "`--set '~key'` removes a key or a whole table of the file (`--set '~parallel.ddp'`). "
+        "`--set '~key'` removes a key or a whole table of the file (`--set '~parallel.ddp'`; a "
+        "known one the file does not set is no error). "
         "Every key is optional; unknown keys and values of the wrong type are errors that name "
-        "the key, and so are the options of a strategy that does not run (`parallel.fsdp.*` "
-        "with `parallel.strategy = \"ddp\"`). The run directory receives the fully resolved file "
+        "the key. A section of options of a strategy that does not run (`[parallel.ddp]` with "
+        "`--set parallel.strategy=fsdp`) is set aside with one notice line, so one command line "
+        "switches strategies across the examples; such a key given with `--set` is an error "
+        "(it would do nothing). The run directory receives the fully resolved file "
         "as `config.toml`.\n";
   std::string section;
   for (const Field& f : schema()) {

@@ -126,11 +126,18 @@ struct Config {
   } debug;
 
   std::string source;  // the file it was read from ("" for defaults)
+  // What loading set aside without an error, one line each (another
+  // strategy's section in the file); a run prints them once, in [init].
+  std::vector<std::string> notices;
 };
 
 // Reads `path`, applies overrides ("key=value": the value is parsed as TOML,
 // and taken as a string where that fails; "~key" removes a key or a table,
-// as Hydra's syntax does), validates. Errors name the file
+// as Hydra's syntax does: a known key or section that is not set is no
+// error, an unknown one is), validates. A section of another strategy's
+// options in the file is set aside with a notice (Config::notices), so one
+// command line switches strategies across configs; the same keys given
+// with --set are an error (they would do nothing). Errors name the file
 // or the --set argument, and the key. `for_plan`: the config is planned,
 // not run (`shardtrain plan`): combinations refused only because they have
 // not run yet (FSDP on a GPU, below) are accepted.

@@ -244,6 +244,7 @@ int plan_command(const std::string& config_path, const std::vector<std::string>&
                  const PlanDataOverride& given) {
   ST_CHECK(ranks >= 1, "plan: --ranks must be at least 1, got {}", ranks);
   const Config config = load_config(config_path, overrides, /*for_plan=*/true);
+  for (const std::string& notice : config.notices) std::cerr << "shardtrain: notice: " << notice << "\n";
   const PlanData data = read_plan_data(config, given);
   const std::unique_ptr<nn::Model> model =
       nn::build_model(config.model, data.sample, data.classes, /*layout_only=*/true);

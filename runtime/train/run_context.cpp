@@ -70,6 +70,7 @@ RunContext::RunContext(const Config& config, const TrainOptions& options, const 
               .dump(2) +
           "\n");
   run.log(opening_line(mpi.world_size(), strategy, config.source, dir));
+  for (const std::string& notice : config.notices) run.log("[init] notice: " + notice);
   if (const std::string note = blas_core_note(); !note.empty()) run.log("[init] " + note);
   if (!earlier_telemetry_.empty()) run.log(earlier_telemetry_);
   mllog.event("submission_benchmark", config.model.kind);

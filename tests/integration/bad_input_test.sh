@@ -21,7 +21,14 @@ expect_error "$SOURCE_DIR/examples: not a config file" "$SHARDTRAIN" config "$SO
 pass "--set before the config path takes one value"
 expect_error "unknown config key optim.learning_rate" "$SHARDTRAIN" train "$cfg" --set optim.learning_rate=0.1
 expect_error "config key parallel.fsdp.sharding: \"zero3\" is not one of \"full\", \"grad_op\" or \"hybrid\"" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=fsdp --set parallel.fsdp.sharding=zero3 --run-dir r-fsdp
-expect_error "config key parallel.ddp.bucket_mb applies to parallel.strategy \"ddp\" or \"zero1\", but the strategy is \"fsdp\"" "$SHARDTRAIN" train "$cfg" "${ok_data[@]}" --set parallel.strategy=fsdp --run-dir r-fsdp
+# Another strategy's section in the file: one notice, not an error, so one
+# command line switches strategies across the examples.
+"$SHARDTRAIN" config "$cfg" --set parallel.strategy=fsdp >fsdp.toml 2>fsdp.err || { cat fsdp.err; fail "fsdp over a ddp file"; }
+[ "$(wc -l <fsdp.err)" -eq 1 ] && grep -q 'notice: .*\[parallel.ddp\] applies to parallel.strategy "ddp" or "zero1", not to "fsdp": not used' fsdp.err \
+  || { cat fsdp.err; fail "no one-line notice for the file's [parallel.ddp]"; }
+if grep -q '^\[parallel.ddp\]' fsdp.toml; then fail "the set-aside section is in the resolved config"; fi
+"$SHARDTRAIN" config "$SOURCE_DIR/examples/gpt_kjv.toml" --set '~parallel.ddp' >/dev/null || fail "removing a known section the file lacks"
+pass "another strategy's section: one notice; removing a known absent section: no error"
 expect_error "--set parallel.fsdp.prefetch: config key parallel.fsdp.prefetch applies to parallel.strategy \"fsdp\", but the strategy is \"ddp\"" "$SHARDTRAIN" config "$cfg" --set parallel.fsdp.prefetch=1
 
 # --- subcommand flags: refused when parsed, naming the flag (CLI11: exit 105) -----

@@ -125,28 +125,43 @@ TEST(Config, SetErrorsNameTheArgument) {
   EXPECT_THAT(err("train.epochs.x=1"), HasSubstr("train.epochs: expected an integer, got a table"));
 }
 
-TEST(Config, TildeRemovesAKeyOrATableAndAMissingOneIsAnError) {
+TEST(Config, TildeRemovesAKeyOrATableAndAnUnknownOneIsAnError) {
   const std::string path = write_config("[parallel]\nstrategy = \"ddp\"\n[parallel.ddp]\nbucket_mb = 4.0\n");
   EXPECT_DOUBLE_EQ(load_config(path, {"~parallel.ddp.bucket_mb"}).parallel.ddp.bucket_mb, 25.0);
   EXPECT_DOUBLE_EQ(load_config(path, {"~parallel.ddp"}).parallel.ddp.bucket_mb, 25.0);
   EXPECT_EQ(load_config(path, {"~parallel"}).parallel.strategy, "none");
-  EXPECT_THAT(error_of("", {"~parallel.ddp"}), HasSubstr("--set ~parallel.ddp: parallel.ddp is not set"));
-  EXPECT_THAT(error_of("[parallel]\n", {"~parallel.fsdp.prefetch"}), HasSubstr("nothing to remove"));
+  // A known key or section the file does not set: nothing to do, no error
+  // (one command line for configs with and without it).
+  EXPECT_EQ(error_of("", {"~parallel.ddp"}), "(no error)");
+  EXPECT_EQ(error_of("[parallel]\n", {"~parallel.fsdp.prefetch"}), "(no error)");
+  // A misspelt one would do nothing without a word.
+  EXPECT_THAT(
+      error_of("", {"~parallel.dpp"}),
+      HasSubstr("--set ~parallel.dpp: parallel.dpp is no config key or section, so there is nothing to remove"));
 }
 
-// Options of a strategy that does not run would be ignored without a word.
-TEST(Config, KeysOfAStrategyNotSelectedAreAnError) {
+// Another strategy's section in the file is set aside with a notice, so one
+// command line switches strategies across configs; the same keys given with
+// --set would do nothing, and are an error.
+TEST(Config, KeysOfAStrategyNotSelectedAreANoticeFromTheFileAndAnErrorFromSet) {
   const std::string ddp_file = "[parallel]\nstrategy = \"ddp\"\n[parallel.ddp]\nbucket_mb = 4.0\n";
-  EXPECT_THAT(error_of(ddp_file, {"parallel.strategy=fsdp"}),
-              HasSubstr("config key parallel.ddp.bucket_mb applies to parallel.strategy \"ddp\" or \"zero1\", but "
-                        "the strategy is \"fsdp\": remove it (from the file, or with --set '~parallel.ddp')"));
-  EXPECT_THAT(error_of(ddp_file, {"parallel.strategy=none"}), HasSubstr("but the strategy is \"none\""));
+  const Config fsdp = load_config(write_config(ddp_file), {"parallel.strategy=fsdp"});
+  EXPECT_EQ(fsdp.parallel.strategy, "fsdp");
+  ASSERT_EQ(fsdp.notices.size(), 1u);
+  EXPECT_THAT(fsdp.notices[0], HasSubstr("[parallel.ddp] applies to parallel.strategy \"ddp\" or \"zero1\", not to "
+                                         "\"fsdp\": not used"));
+  EXPECT_EQ(load_config(write_config(ddp_file), {"parallel.strategy=none"}).notices.size(), 1u);
+  EXPECT_TRUE(load_config(write_config(ddp_file)).notices.empty());
   EXPECT_THAT(error_of(ddp_file, {"parallel.fsdp.prefetch=1"}),
               HasSubstr("--set parallel.fsdp.prefetch: config key parallel.fsdp.prefetch applies to "
                         "parallel.strategy \"fsdp\", but the strategy is \"ddp\""));
-  // zero1 reads DDP's buckets; removing the section makes FSDP fine.
+  EXPECT_THAT(error_of(ddp_file, {"parallel.strategy=fsdp", "parallel.ddp.bucket_mb=8"}),
+              HasSubstr("--set parallel.ddp.bucket_mb: config key parallel.ddp.bucket_mb applies to"));
+  // zero1 reads DDP's buckets; removing the section makes FSDP quiet.
   EXPECT_DOUBLE_EQ(load_config(write_config(ddp_file), {"parallel.strategy=zero1"}).parallel.ddp.bucket_mb, 4.0);
-  EXPECT_EQ(load_config(write_config(ddp_file), {"parallel.strategy=fsdp", "~parallel.ddp"}).parallel.strategy, "fsdp");
+  const Config quiet = load_config(write_config(ddp_file), {"parallel.strategy=fsdp", "~parallel.ddp"});
+  EXPECT_EQ(quiet.parallel.strategy, "fsdp");
+  EXPECT_TRUE(quiet.notices.empty());
 }
 
 TEST(Config, ValuesOutOfRangeNameTheKey) {
