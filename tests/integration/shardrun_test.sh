@@ -15,6 +15,11 @@ case "$line" in *"mpirun -np 4 --bind-to none --hostfile hosts --map-by ppr:2:no
 case "$line" in *--oversubscribe*) fail "a hostfile's slots decide, not --oversubscribe: $line" ;; esac
 case "$line" in *"SHARDTRAIN_BIND=auto "*"-x SHARDTRAIN_BIND"*) ;; *) fail "--bind auto is passed to the ranks: $line" ;; esac
 pass "hostfile, ppn: $line"
+# Without -n: the hostfile's hosts (comments and blank lines aside) x --ppn.
+printf '# two nodes\nnodeA slots=4\n\nnodeB slots=4\n' >hosts2
+line=$(dry --ppn 4 --hostfile hosts2 -- "$SHARDTRAIN" info | tail -1)
+case "$line" in *"mpirun -np 8 "*"--map-by ppr:4:node"*) ;; *) fail "-n from the hostfile and --ppn: $line" ;; esac
+pass "-n derived from 2 hosts x --ppn 4: $line"
 
 line=$(dry -n 2 --bind none -- "$SHARDTRAIN" info)
 case "$line" in *SHARDTRAIN_BIND*) fail "--bind none: $line" ;; esac
@@ -40,6 +45,7 @@ refused "--bind must be auto or none" -n 2 --bind numa -- true
 refused "--fabric must be none, auto, tcp, roce or ib" -n 2 --fabric rdma -- true
 refused "--hostfile nope cannot be read" -n 2 --hostfile nope -- true
 refused "needs a value" -n 2 --ppn
+refused "-n RANKS must be a positive integer, got '' (or give --hostfile and --ppn)" --ppn 2 -- true
 pass "bad values refused with exit 2"
 
 # A real job: each rank placed, the placements in the log and doctor.json.
