@@ -155,7 +155,7 @@ void token_embedding_backward(const Tensor& dwte, const Tensor& dout, const Tens
 //                 log-sum-exp (B x H x T), the backward recomputes the
 //                 tiles: nothing grows as T^2
 //   materialized  the B x n_head x T x T probabilities in `att` (f32): the
-//                 reference, and the GPU's fallback
+//                 reference (multi-head only)
 //   fused         cuDNN's flash attention (kernels/cuda/fused_attention.h):
 //                 the softmax's log-sum-exp rows, and bf16 copies of Q, K,
 //                 V and O where qkv and out are f32 (bf16 ones are read in
