@@ -22,3 +22,13 @@ trap 'umount -l "$dir/run-fs" 2>/dev/null; rm -rf "$dir"' EXIT
 CHAOS_BIN="${PROBE_DIR:?}/shardtrain" /usr/bin/python3 "$SOURCE_DIR/scripts/chaos.py" --dir "$dir" --seed 7 \
   --faults 10 --minutes 0 --steps 900 --every 50 --timeout 30 --wait 2 4 --fs-mib 256 \
   --skip link_cut,link_1mbit,link_10mbit_minute,sigusr1
+rc=$?
+if [ "$rc" -ne 0 ]; then
+  # The directory goes at exit: what the jobs printed, for the failure's
+  # cause (the last segments, with the ranks' own last lines).
+  for f in $(ls "$dir"/segment-*.txt 2>/dev/null | tail -3); do
+    echo "--- $(basename "$f"), its last 40 lines:"
+    grep -v '^\[train\]' "$f" | tail -40
+  done
+fi
+exit "$rc"
