@@ -15,6 +15,18 @@ SequentialBlock::SequentialBlock(std::string name, std::vector<std::unique_ptr<L
   }
 }
 
+void append_layer_specs(std::vector<ParamSpec>& all, const char* name, const Layer& layer, float weight_std) {
+  for (ParamSpec p : layer.param_specs()) {
+    if (layer.kind() == "linear") {
+      const bool weight = p.name == "weight";
+      p.init = weight ? Init::normal : Init::zeros;
+      p.std = weight ? weight_std : 0.0f;
+    }
+    p.name = fmt::format("{}.{}.{}", name, layer.kind(), p.name);
+    all.push_back(std::move(p));
+  }
+}
+
 std::vector<ParamSpec> SequentialBlock::param_specs() const {
   std::vector<ParamSpec> all;
   for (size_t i = 0; i < layers_.size(); ++i) {

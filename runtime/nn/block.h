@@ -80,6 +80,11 @@ class Block {
   std::string name_;
 };
 
+// A transformer Block's parameters of one of its layers, named
+// "<name>.<kind>.<param>": a linear layer's weight N(0, weight_std^2) and
+// its bias 0 (GPT-2's rule); other layers' as they declare them.
+void append_layer_specs(std::vector<ParamSpec>& all, const char* name, const Layer& layer, float weight_std);
+
 // The common Block: layers applied one after another.
 class SequentialBlock final : public Block {
  public:

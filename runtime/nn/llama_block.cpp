@@ -51,14 +51,7 @@ std::vector<ParamSpec> LlamaBlock::param_specs() const {
   const float proj_std = 0.02f / std::sqrt(2.0f * float(s_.n_layer));
   std::vector<ParamSpec> all;
   auto add = [&](const char* name, const Layer& layer, float weight_std) {
-    for (ParamSpec p : layer.param_specs()) {
-      if (layer.kind() == "linear") {
-        p.init = Init::normal;
-        p.std = weight_std;
-      }
-      p.name = fmt::format("{}.{}.{}", name, layer.kind(), p.name);
-      all.push_back(std::move(p));
-    }
+    append_layer_specs(all, name, layer, weight_std);
   };
   add("attn_norm", norm1_, 0.0f);
   add("qkv", qkv_, 0.02f);

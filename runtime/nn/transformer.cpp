@@ -28,15 +28,7 @@ std::vector<ParamSpec> TransformerBlock::param_specs() const {
   const float proj_std = 0.02f / std::sqrt(2.0f * float(n_layer_));
   std::vector<ParamSpec> all;
   auto add = [&](const char* name, const Layer& layer, float weight_std) {
-    for (ParamSpec p : layer.param_specs()) {
-      if (layer.kind() == "linear") {
-        const bool weight = p.name == "weight";
-        p.init = weight ? Init::normal : Init::zeros;
-        p.std = weight ? weight_std : 0.0f;
-      }
-      p.name = fmt::format("{}.{}.{}", name, layer.kind(), p.name);
-      all.push_back(std::move(p));
-    }
+    append_layer_specs(all, name, layer, weight_std);
   };
   add("ln1", ln1_, 0.0f);
   add("qkv", qkv_, 0.02f);

@@ -4,6 +4,7 @@
 #include "runtime/core/rng.h"
 #include "runtime/nn/llama_block.h"
 #include "runtime/nn/models.h"
+#include "tests/unit/nn_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -17,17 +18,8 @@ using namespace shardtrain::nn;
 
 namespace {
 
-void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) {
-  Rng r(seed);
-  for (float& v : t.f32_span()) v = r.uniform(lo, hi);
-}
-
-Tensor random_tokens(int64_t batch, int64_t T, int64_t vocab, uint64_t seed) {
-  Tensor x = Tensor::empty({batch, T}, DType::i32);
-  Rng r(seed);
-  for (int64_t i = 0; i < x.numel(); ++i) x.i32()[i] = int32_t(r.below(uint64_t(vocab)));
-  return x;
-}
+using nn_test::fill_uniform;
+using nn_test::random_tokens;
 
 ModelSpec llama_spec(int64_t layers, int64_t heads, int64_t kv_heads, int64_t C, int64_t ffn) {
   ModelSpec s;

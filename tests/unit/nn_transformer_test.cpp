@@ -4,6 +4,7 @@
 #include "runtime/nn/layernorm.h"
 #include "runtime/nn/linear.h"
 #include "runtime/nn/models.h"
+#include "tests/unit/nn_test_util.h"
 #include "runtime/nn/transformer.h"
 
 #include <gtest/gtest.h>
@@ -21,17 +22,8 @@ using namespace shardtrain::nn;
 
 namespace {
 
-void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) {
-  Rng r(seed);
-  for (float& v : t.f32_span()) v = r.uniform(lo, hi);
-}
-
-Tensor random_tokens(int64_t batch, int64_t T, int64_t vocab, uint64_t seed) {
-  Tensor x = Tensor::empty({batch, T}, DType::i32);
-  Rng r(seed);
-  for (int64_t i = 0; i < x.numel(); ++i) x.i32()[i] = int32_t(r.below(uint64_t(vocab)));
-  return x;
-}
+using nn_test::fill_uniform;
+using nn_test::random_tokens;
 
 // A TransformerBlock with its own flat buffers, bound as the Model would.
 struct StandaloneBlock {
