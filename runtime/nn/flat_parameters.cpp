@@ -98,11 +98,13 @@ int64_t FlatParameters::block_param_extent(int block) const {
   return end - blocks_[size_t(block)].offset;
 }
 
-void FlatParameters::replace_params(const Tensor& params) {
-  ST_CHECK(params.numel() == numel_ && params.dtype() == DType::f32 && params.device() == params_.device(),
-           "replace_params: {} elements of {} on {} do not replace {} f32 elements on {}", params.numel(),
-           dtype_name(params.dtype()), params.device().str(), numel_, params_.device().str());
+void FlatParameters::replace_buffers(const Tensor& params, const Tensor& grads) {
+  for (const Tensor* t : {&params, &grads})
+    ST_CHECK(t->numel() == numel_ && t->dtype() == DType::f32 && t->device() == params_.device(),
+             "replace_buffers: {} elements of {} on {} do not replace {} f32 elements on {}", t->numel(),
+             dtype_name(t->dtype()), t->device().str(), numel_, params_.device().str());
   params_ = params;
+  grads_ = grads;
 }
 
 void FlatParameters::release_buffers() {

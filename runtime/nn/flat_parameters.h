@@ -50,10 +50,11 @@ class FlatParameters {
   // Block to a gathered copy while it computes). The layout stays.
   void release_buffers();
   bool has_buffers() const { return params_.defined(); }
-  // Points params() at `params`: numel() f32 elements on the same device,
-  // usually the front of a larger buffer a strategy gathers into (ZeRO-1);
-  // the caller rebinds the layers (Model::replace_params).
-  void replace_params(const Tensor& params);
+  // Points params() and grads() at `params` and `grads`: numel() f32
+  // elements each on the same device, usually the front of larger buffers a
+  // strategy reduces from and gathers into past the end (ZeRO-1); the caller
+  // rebinds the layers (Model::replace_buffers).
+  void replace_buffers(const Tensor& params, const Tensor& grads);
   const std::vector<ParamEntry>& entries() const { return entries_; }
   const std::vector<BlockRange>& blocks() const { return blocks_; }
   int64_t numel() const { return numel_; }

@@ -85,8 +85,8 @@ void Model::bind_block(int b, const Tensor& params, const Tensor& grads) {
   blocks_[size_t(b)]->bind(flat_.block_views(params, b), flat_.block_views(grads, b));
 }
 
-void Model::replace_params(const Tensor& params) {
-  flat_.replace_params(params);
+void Model::replace_buffers(const Tensor& params, const Tensor& grads) {
+  flat_.replace_buffers(params, grads);
   for (int i = 0; i < num_blocks(); ++i) blocks_[size_t(i)]->bind(flat_.param_views(i), flat_.grad_views(i));
 }
 

@@ -42,9 +42,9 @@ class Model {
   // Binds Block b's layers to buffers holding just its range (FSDP: a
   // gathered copy and a gradient buffer), instead of the flat buffers.
   void bind_block(int b, const Tensor& params, const Tensor& grads);
-  // Replaces the flat parameter buffer (FlatParameters::replace_params) and
-  // rebinds every Block to it.
-  void replace_params(const Tensor& params);
+  // Replaces the flat parameter and gradient buffers
+  // (FlatParameters::replace_buffers) and rebinds every Block to them.
+  void replace_buffers(const Tensor& params, const Tensor& grads);
   // Gives up the full flat buffers (FlatParameters::release_buffers); every
   // Block must be bound with bind_block before it computes.
   void release_flat_buffers();

@@ -122,17 +122,34 @@ void Ddp::launch_ready() {
   ready_.clear();
 }
 
+void Ddp::scatter_into(const ShardLayout& layout, const Tensor& grads, const Tensor& shard_grads) {
+  ST_CHECK(layout.blocks().size() == buckets_.size() && layout.world() == comm_.size(),
+           "ddp: a scatter layout of {} ranges over {} ranks for {} buckets over {} ranks", layout.blocks().size(),
+           layout.world(), buckets_.size(), comm_.size());
+  scatter_ = &layout;
+  scatter_grads_ = grads;
+  shard_grads_ = shard_grads;
+  // The bf16 copies take the padding too, as zeros.
+  for (size_t b = 0; b < wire_.size(); ++b)
+    wire_[b] = Tensor::zeros({layout.padded_numel(int(b))}, DType::bf16, model_.device());
+}
+
 void Ddp::launch(size_t b) {
   const Bucket& bucket = buckets_[b];
   Tensor grads = model_.flat().grads().view(bucket.offset, {bucket.numel});
-  if (wire_.empty()) {
-    works_[b] = comm_.allreduce(grads, comm::ReduceOp::sum);
-  } else {
-    ops::convert(wire_[b], grads);
-    works_[b] = comm_.allreduce(wire_[b], comm::ReduceOp::sum);
-  }
+  if (!wire_.empty()) ops::convert(wire_[b].view(0, {bucket.numel}), grads);
   const int64_t n = comm_.size();
-  stats_.wire_bytes += 2 * (n - 1) * works_[b]->bytes() / n;
+  if (scatter_ == nullptr) {
+    works_[b] = comm_.allreduce(wire_.empty() ? grads : wire_[b], comm::ReduceOp::sum);
+    stats_.wire_bytes += 2 * (n - 1) * works_[b]->bytes() / n;
+    return;
+  }
+  const BlockShard& s = scatter_->block(int(b));
+  const Tensor in = wire_.empty() ? scatter_grads_.view(bucket.offset, {s.chunk * n}) : wire_[b];
+  const Tensor out =
+      wire_.empty() ? shard_grads_.view(s.local_offset, {s.chunk}) : in.view(comm_.rank() * s.chunk, {s.chunk});
+  works_[b] = comm_.reduce_scatter(in, out, comm::ReduceOp::sum);
+  stats_.wire_bytes += (n - 1) * works_[b]->bytes() / n;
 }
 
 void Ddp::wait_bucket(size_t b) {
@@ -147,7 +164,7 @@ void Ddp::wait_bucket(size_t b) {
   if (recorder.enabled()) {
     if (comm_lane_ < 0) comm_lane_ = recorder.lane("comm engine");
     telemetry::SpanEvent e;
-    e.name = "allreduce";
+    e.name = scatter_ != nullptr ? "reduce_scatter" : "allreduce";
     e.category = "comm";
     e.start_s = w.started_at();
     e.end_s = w.finished_at();
@@ -157,8 +174,22 @@ void Ddp::wait_bucket(size_t b) {
     e.detail = algorithm_literal(w.algorithm());
     recorder.record(e);
   }
-  if (!wire_.empty()) ops::convert(model_.flat().grads().view(buckets_[b].offset, {buckets_[b].numel}), wire_[b]);
+  if (scatter_ != nullptr)
+    scattered(b);
+  else if (!wire_.empty())
+    ops::convert(model_.flat().grads().view(buckets_[b].offset, {buckets_[b].numel}), wire_[b]);
   works_[b].reset();
+}
+
+void Ddp::scattered(size_t b) {
+  const BlockShard& s = scatter_->block(int(b));
+  const Tensor chunk = shard_grads_.view(s.local_offset, {s.chunk});
+  if (!wire_.empty()) ops::convert(chunk, wire_[b].view(comm_.rank() * s.chunk, {s.chunk}));
+  // Past the bucket's end the chunk holds sums of the neighbouring bucket's
+  // gradients (or of zeros): padding, which norms and updates must see as 0.
+  const ShardLayout::Owned own = scatter_->owned(int(b), comm_.rank());
+  const int64_t valid = own.end - own.begin;
+  if (valid < s.chunk) chunk.view(valid, {s.chunk - valid}).fill_zero();
 }
 
 void Ddp::wait_gradients() {

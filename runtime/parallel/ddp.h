@@ -17,6 +17,9 @@
 // The last bucket, the one holding Block 0, always closes its batch. The
 // values reduced are the same as with k = 1; only the launches change.
 //
+// Reduce-scattered buckets (scatter_into, ZeRO-1): each bucket is reduced
+// into this rank's chunk of it instead of everywhere, for half the bytes.
+//
 // Averaging costs nothing: the loss gradient is already scaled by
 // 1/global_batch on every rank, so the sum over ranks is the gradient of the
 // global mean loss, exact also when ranks hold slices differing by a sample.
@@ -26,6 +29,7 @@
 #include "runtime/nn/model.h"
 #include "runtime/parallel/comm_stats.h"
 #include "runtime/parallel/ddp_options.h"
+#include "runtime/parallel/shard_layout.h"
 #include "runtime/parallel/strategy.h"
 
 #include <string>
@@ -88,8 +92,19 @@ class Ddp final : public Strategy {
   // after every bucket (the norm is over all gradients).
   void update(optim::Optimizer& optimizer, float lr, double clip_grad_norm, double& optimizer_s) override;
 
-  // Blocks until bucket b's all-reduce (if launched this step) completed;
-  // its gradients are then the global ones. Buckets complete in order, so
+  // ZeRO-1: reduce-scatter each bucket instead of all-reducing it. `layout`
+  // is a ShardLayout over the buckets (bucket i its "Block" i): rank r
+  // receives chunk r of bucket i's range, padded to size() chunks, at chunk
+  // i of `shard_grads` (its elements past the bucket's end, padding, are
+  // zeroed when the bucket is waited for). `grads` is the model's flat
+  // gradient buffer with room past its end for the last bucket's padding:
+  // a bucket's padding is read from the elements after it, which backward
+  // wrote before it (buckets run from the end of the buffer to its start).
+  // Call once, before the first backward.
+  void scatter_into(const ShardLayout& layout, const Tensor& grads, const Tensor& shard_grads);
+
+  // Blocks until bucket b's reduction (if launched this step) completed;
+  // its gradients (or this rank's chunk of them) are then the global ones. Buckets complete in order, so
   // the optimizer can update bucket 0's parameters while later buckets are
   // still being reduced.
   void wait_bucket(size_t b);
@@ -103,17 +118,20 @@ class Ddp final : public Strategy {
 
  private:
   void launch(size_t bucket);
-  void launch_ready();  // the buckets in ready_, as one group
+  void launch_ready();            // the buckets in ready_, as one group
+  void scattered(size_t bucket);  // bucket's reduce-scatter done: its chunk in shard_grads_
 
   nn::Model& model_;
   comm::Communicator& comm_;
   DdpOptions options_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_block_;
-  std::vector<int> pending_;          // blocks of each bucket not yet through backward
-  std::vector<comm::WorkPtr> works_;  // per bucket: this step's all-reduce, if launched
-  std::vector<size_t> ready_;         // complete buckets of the batch not yet launched
-  std::vector<Tensor> wire_;          // bf16 copies of the buckets (grad_dtype = bf16)
+  std::vector<int> pending_;              // blocks of each bucket not yet through backward
+  std::vector<comm::WorkPtr> works_;      // per bucket: this step's all-reduce, if launched
+  std::vector<size_t> ready_;             // complete buckets of the batch not yet launched
+  std::vector<Tensor> wire_;              // bf16 copies of the buckets (grad_dtype = bf16)
+  const ShardLayout* scatter_ = nullptr;  // scatter_into's
+  Tensor scatter_grads_, shard_grads_;
   bool sync_ = true;
   CommStats stats_;
   int comm_lane_ = -1;  // the trace's "comm engine" lane

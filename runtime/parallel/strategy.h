@@ -77,11 +77,12 @@ struct WireTheory {
 // all-gather's output); per Block in forward numbering.
 struct DdpBucketLayout {
   int first_block = 0, last_block = 0;  // issued after first_block's backward
-  int64_t bytes = 0;
+  int64_t bytes = 0;                    // all-reduced, or reduce-scattered (zero1: padded)
+  int64_t gather_bytes = 0;             // zero1: all-gathered after the update (padded)
 };
 struct CommLayout {
-  std::vector<DdpBucketLayout> buckets;      // ddp, zero1: all-reduced over every rank
-  int64_t update_gather_bytes = 0;           // zero1: all-gathered after the update
+  std::vector<DdpBucketLayout> buckets;      // ddp, zero1: over every rank
+  bool buckets_scatter = false;              // zero1: buckets reduce-scattered, then all-gathered
   int shard_group = 0;                       // fsdp: ranks a Block is sharded over (0: no FSDP)
   int replica_group = 0;                     // fsdp hybrid: ranks holding the same shard (one per node)
   std::vector<int64_t> gather_bytes;         // fsdp: each Block's all-gather

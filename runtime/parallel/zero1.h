@@ -1,18 +1,31 @@
-// ZeRO stage 1 (parallel.strategy = "zero1", DeepSpeed's stage 1, as in
-// llm.c): gradients are all-reduced in DDP's buckets while backward runs
-// (the Ddp inside does that, with [parallel.ddp]'s options); the optimizer
-// state is sharded. Rank r owns slice r of the flat buffer (an even split,
-// aligned to 64 bytes), keeps optimizer state for it alone, updates only its
-// parameters, and the updated slices are all-gathered, in place, before the
-// next forward. Each element is updated from the same reduced gradient with
-// the same arithmetic as under DDP, so the parameters after every step are
-// DDP's bit for bit; what changes is 1/N of the optimizer state per rank
-// and an all-gather of (N-1)/N of the parameters per step.
+// ZeRO stage 1 (parallel.strategy = "zero1", DeepSpeed's stage 1, laid out
+// as Megatron-LM's distributed optimizer lays it out): DDP's gradient
+// buckets, but each bucket is reduce-scattered while backward runs instead
+// of all-reduced (Ddp::scatter_into): bucket i's range is padded to N equal
+// chunks (a ShardLayout over the buckets) and rank r receives the reduced
+// chunk r. Rank r keeps an f32 master copy of its chunks (its shard), the
+// optimizer state of that shard alone, and updates it bucket by bucket as
+// the reductions complete; then each bucket's updated chunks are
+// all-gathered into the model's flat buffer, before the next forward. A rank
+// sends (N-1)/N of the gradients and (N-1)/N of the parameters per step:
+// DDP's 2(N-1)/N (with f32 gradients), where an all-reduce followed by an
+// all-gather would send half as much again.
 //
-// The model's parameter buffer is padded to ranks x slice elements (the
-// flat parameters become a view of its front), so that the all-gather lands
-// in it directly. The all-gather runs after the update, exposed: nothing
-// computes until the next forward.
+// Padding without copies: a bucket's padded range runs past its end into
+// the bucket after it in the flat buffer (the one before it in bucket
+// order), so the flat parameter and gradient buffers get room past their
+// end for the last range's padding. The reduce-scatter reads that
+// neighbour's gradients as padding (final by then; the padded sums land
+// past the bucket's end, in chunks whose padding Ddp zeroes), and the
+// all-gathers write padding into the neighbour's parameters: they are
+// issued from the start of the flat buffer to its end, each correcting the
+// padding the one before it wrote, and waited for together.
+//
+// Each element's reduced gradient is the sum of the ranks' gradients in the
+// reduce-scatter's order rather than the all-reduce's, so the parameters
+// equal DDP's bit for bit where the two sum in the same order (two ranks:
+// one addition) and otherwise within rounding; clipping sums its norm over
+// the shards.
 #pragma once
 
 #include "runtime/parallel/ddp.h"
@@ -39,12 +52,14 @@ class Zero1 final : public Strategy {
  public:
   Zero1(nn::Model& model, comm::Communicator& comm, const DdpOptions& options);
 
-  // Elements of the flat buffer per slice: the flat buffer over `ranks`,
-  // rounded up to 64 bytes.
-  static int64_t slice_numel(int64_t flat_numel, int ranks);
+  // The shards: the buckets of `options` over the flat buffer, each split
+  // into `ranks` chunks.
+  static ShardLayout layout(const nn::FlatParameters& flat, const DdpOptions& options, int ranks);
+  // Elements past the flat buffer's end that the last bucket's padding takes.
+  static int64_t room(const ShardLayout& layout, int64_t flat_numel);
 
   std::string describe(const PlanInputs& in) const override;
-  void broadcast_parameters() override { ddp_.broadcast_parameters(); }
+  void broadcast_parameters() override;
   std::unique_ptr<optim::Optimizer> make_optimizer(const optim::OptimizerConfig& config,
                                                    const std::vector<optim::ParamRange>& full) override;
   void set_sync(bool sync) override { ddp_.set_sync(sync); }
@@ -57,16 +72,17 @@ class Zero1 final : public Strategy {
   void loaded() override;
 
  private:
-  Tensor own(const Tensor& flat_buffer) const;  // this rank's slice of a flat buffer
+  void clip_grad_norm(double max_norm);
+  void take_shard();  // this rank's chunks of the flat parameters into shard_params_
   void gather_parameters();
 
   nn::Model& model_;
   comm::Communicator& comm_;
   Ddp ddp_;
-  int64_t slice_ = 0;
-  int64_t begin_ = 0, end_ = 0;  // this rank's elements of the flat buffer
-  Tensor padded_;                // the parameters, ranks x slice elements
-  CommStats stats_;              // the all-gathers'
+  ShardLayout layout_;
+  Tensor params_, grads_;              // the flat buffers with room past their end
+  Tensor shard_params_, shard_grads_;  // this rank's chunks, bucket after bucket
+  CommStats stats_;                    // the all-gathers'
 };
 
 }  // namespace shardtrain::parallel

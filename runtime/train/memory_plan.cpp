@@ -173,9 +173,12 @@ nlohmann::json plan_json_with_layout(const MemoryPlan& p, const nn::Model& model
   const parallel::CommLayout& c = p.comm;
   nlohmann::json buckets = nlohmann::json::array();
   for (const parallel::DdpBucketLayout& b : c.buckets)
-    buckets.push_back({{"first_block", b.first_block}, {"last_block", b.last_block}, {"bytes", b.bytes}});
+    buckets.push_back({{"first_block", b.first_block},
+                       {"last_block", b.last_block},
+                       {"bytes", b.bytes},
+                       {"gather_bytes", b.gather_bytes}});
   j["comm"] = {{"buckets", buckets},
-               {"update_gather_bytes", c.update_gather_bytes},
+               {"bucket_op", c.buckets_scatter ? "reduce_scatter" : "allreduce"},
                {"shard_group", c.shard_group},
                {"replica_group", c.replica_group},
                {"gather_bytes", c.gather_bytes},

@@ -107,16 +107,24 @@ TEST(StrategySpec, CommLayoutListsEachStrategysCollectives) {
   int64_t covered = 0;
   for (const DdpBucketLayout& b : ddp.buckets) covered += b.bytes;
   EXPECT_EQ(covered, flat.numel() * 4);
-  EXPECT_EQ(ddp.update_gather_bytes, 0);
+  EXPECT_FALSE(ddp.buckets_scatter);
+  EXPECT_EQ(ddp.buckets[0].gather_bytes, 0);
   EXPECT_EQ(ddp.shard_group, 0);
   EXPECT_EQ(layout("ddp", 4, 4).buckets.size(), 1u);  // one bucket holds everything
   EXPECT_TRUE(layout("ddp", 1, 1).buckets.empty());   // one rank: nothing to send
 
-  // ZeRO-1: DDP's buckets, then the whole padded buffer gathered.
-  const CommLayout zero1 = layout("zero1", 4, 4);
-  EXPECT_EQ(zero1.buckets.size(), 1u);
-  EXPECT_GE(zero1.update_gather_bytes, flat.numel() * 4);
-  EXPECT_EQ(zero1.update_gather_bytes % (4 * 4), 0);
+  // ZeRO-1: DDP's buckets, each reduce-scattered and gathered at its size
+  // padded to 4 chunks of 64 bytes.
+  const CommLayout zero1 = layout("zero1", 4, 4, ShardingMode::full_shard, 0.01);
+  ASSERT_EQ(zero1.buckets.size(), 3u);
+  EXPECT_TRUE(zero1.buckets_scatter);
+  for (size_t b = 0; b < 3; ++b) {
+    const nn::BlockRange& block = flat.blocks()[2 - b];
+    EXPECT_EQ(zero1.buckets[b].bytes, ShardLayout({block}, 4).padded_numel(0) * 4);
+    EXPECT_EQ(zero1.buckets[b].gather_bytes, zero1.buckets[b].bytes);
+    EXPECT_GE(zero1.buckets[b].bytes, block.numel * 4);
+    EXPECT_EQ(zero1.buckets[b].bytes % (4 * 64), 0);
+  }
 
   // FSDP: a gather and a reduce-scatter per Block, of its padded size.
   const CommLayout full = layout("fsdp", 4, 2);

@@ -50,23 +50,26 @@ def step_script(plan):
 
 
 def _ddp_like(plan, n):
-    """none, ddp and zero1: each bucket's all-reduce issued when backward
-    has produced its last Block (the one with the lowest index); the update
-    takes the buckets in order as they complete (ZeRO-1 updates its slice of
-    each), then ZeRO-1 all-gathers the parameters, exposed."""
+    """none, ddp and zero1: each bucket's collective issued when backward
+    has produced its last Block (the one with the lowest index): DDP's
+    all-reduce, ZeRO-1's reduce-scatter; the update takes the buckets in
+    order as they complete (ZeRO-1 updates its chunk of each), then ZeRO-1
+    all-gathers each bucket, from the start of the flat buffer to its end,
+    and waits for them all, exposed."""
     comm = plan["comm"]
     s = Script()
     for b in range(n):
         s.compute("forward", b)
     buckets = comm["buckets"]
+    sharded = comm.get("bucket_op", "allreduce") == "reduce_scatter"
     issued = {}
     for b in reversed(range(n)):
         s.compute("backward", b)
         for i, bucket in enumerate(buckets):
             if bucket["first_block"] == b:
-                issued[i] = s.issue("allreduce", "world", bucket["bytes"], f"bucket {i}")
+                op = "reduce_scatter" if sharded else "allreduce"
+                issued[i] = s.issue(op, "world", bucket["bytes"], f"bucket {i}")
     total = sum(plan["block_numel"])
-    sharded = comm["update_gather_bytes"] > 0
     world = plan["ranks"]
     if not buckets:
         s.optimizer(1.0)
@@ -75,7 +78,10 @@ def _ddp_like(plan, n):
         numel = sum(plan["block_numel"][bucket["first_block"]:bucket["last_block"] + 1])
         s.optimizer(numel / total / (world if sharded else 1))
     if sharded:
-        s.wait(s.issue("allgather", "world", comm["update_gather_bytes"], "parameters"))
+        gathers = [s.issue("allgather", "world", bucket["gather_bytes"], f"gather {i}")
+                   for i, bucket in reversed(list(enumerate(buckets)))]
+        for g in gathers:
+            s.wait(g)
     return s
 
 
