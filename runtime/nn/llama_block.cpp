@@ -2,6 +2,7 @@
 
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace shardtrain::nn {

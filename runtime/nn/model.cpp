@@ -1,5 +1,7 @@
 #include "runtime/nn/model.h"
 
+#include "runtime/nn/emulated_block.h"
+
 #include "runtime/telemetry/recorder.h"
 
 #include <algorithm>
@@ -27,6 +29,16 @@ void Model::to(Device device) {
   flat_.to(device);
   device_ = device;
   for (int i = 0; i < num_blocks(); ++i) blocks_[size_t(i)]->bind(flat_.param_views(i), flat_.grad_views(i));
+}
+
+void Model::emulate_compute(const std::vector<double>& forward_s, const std::vector<double>& backward_s,
+                            int64_t profiled_batch) {
+  ST_CHECK(forward_s.size() == blocks_.size() && backward_s.size() == blocks_.size(),
+           "emulated compute: the profile times {} forward and {} backward Blocks; this model has {}", forward_s.size(),
+           backward_s.size(), blocks_.size());
+  for (size_t b = 0; b < blocks_.size(); ++b)
+    blocks_[b] = std::make_unique<EmulatedBlock>(std::move(blocks_[b]), forward_s[b], backward_s[b], profiled_batch);
+  compute_emulated_ = true;
 }
 
 void Model::set_activation_dtype(DType dtype) {

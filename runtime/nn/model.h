@@ -49,6 +49,14 @@ class Model {
   // Block must be bound with bind_block before it computes.
   void release_flat_buffers();
 
+  // Emulated compute (emulated_block.h): every Block's forward and backward
+  // become waits of forward_s[b] and backward_s[b] per `profiled_batch`
+  // samples; parameters, layout and binding stay the real Blocks'. An Error
+  // when the profile does not have one time per Block.
+  void emulate_compute(const std::vector<double>& forward_s, const std::vector<double>& backward_s,
+                       int64_t profiled_batch);
+  bool compute_emulated() const { return compute_emulated_; }
+
   // Every Block's Block::set_plan_device.
   void set_plan_device(Device device);
   // Every Block's Block::set_activation_dtype.
@@ -78,6 +86,7 @@ class Model {
   Tensor grad_a_, grad_b_;  // gradients between blocks, ping-pong
   Device device_ = Device::cpu();
   int64_t capacity_ = 0, batch_ = 0;
+  bool compute_emulated_ = false;
   int64_t largest_forward_ = 0;  // the largest batch a forward has seen
 };
 

@@ -1,5 +1,6 @@
 #include "kernels/ops.h"
 #include "runtime/optim/adamw.h"
+#include "runtime/optim/emulated_optimizer.h"
 #include "runtime/optim/sgd.h"
 
 #include <algorithm>
@@ -54,6 +55,9 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, int64_t
   ST_CHECK(config.weight_decay >= 0, "optim.weight_decay must not be negative, got {}", config.weight_decay);
   for (const ParamRange& r : ranges) ST_ASSERT(r.offset >= 0 && r.numel >= 0 && r.offset + r.numel <= numel);
   validate(config);
+  if (config.emulated_s_per_element > 0)
+    return std::make_unique<EmulatedOptimizer>(std::string(name_of(config.kind)), config.emulated_s_per_element,
+                                               std::move(ranges));
   if (config.kind == OptimizerKind::adamw) return std::make_unique<AdamW>(config, numel, std::move(ranges), device);
   return std::make_unique<Sgd>(config, numel, std::move(ranges), device);
 }

@@ -41,6 +41,10 @@ struct OptimizerConfig {
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float eps = 1e-8f;
+  // Not a config key: with runtime.emulate.compute = "profile" the job sets
+  // the profiled update time per element, and make_optimizer makes an
+  // EmulatedOptimizer (emulated_optimizer.h) that waits it.
+  double emulated_s_per_element = 0.0;
 };
 
 class Optimizer {

@@ -198,8 +198,9 @@ std::vector<Field> run_fields() {
 
       KEY("runtime.blas_threads", "OpenBLAS threads per rank (one rank per core is the default layout).", runtime.blas_threads),
       KEY("runtime.device", "`\"cpu\"`; `\"cuda\"`: each rank trains on the GPU of its node-local rank (modulo the GPUs it sees), needs a build with the CUDA backend, and gradients travel over NCCL (comm.backend); `\"emulated\"`: an emulated accelerator for storage studies, as MLPerf Storage's: the input pipeline runs as in training and the compute is a wait of runtime.emulate's time per sample; nothing is trained or evaluated (docs/io.md).", runtime.device),
+      KEY("runtime.emulate.compute", "`\"real\"`; `\"profile\"`: emulated compute for scaling studies on few cores (docs/scaling.md): with runtime.device = \"cpu\", each Block's forward and backward, the optimizer and the loss become waits of the per-Block profile runtime.emulate.profile names (times runtime.emulate.scale, in proportion to the rank's batch) while the strategy's collectives move the real bytes; the waits burn no CPU, so many ranks on a few cores communicate as ranks with their own accelerators would. Nothing is trained or evaluated.", runtime.emulate.compute),
       KEY("runtime.emulate.sample_ms", "emulated: the accelerator's compute per sample, ms (a step waits this times the rank's share of the batch).", runtime.emulate.sample_ms),
-      KEY("runtime.emulate.profile", "emulated: a run directory whose measured compute per sample (the median over its steps' records) is the accelerator's time, instead of sample_ms.", runtime.emulate.profile),
+      KEY("runtime.emulate.profile", "emulated: a run directory whose measured compute per sample (the median over its steps' records) is the accelerator's time, instead of sample_ms; with runtime.emulate.compute = \"profile\": a per-Block compute profile (JSON: forward and backward seconds per Block, optimizer_s, other_s, batch; what `shardtrain study` writes as calibration/compute-*.json).", runtime.emulate.profile),
       KEY("runtime.emulate.scale", "emulated: multiplies the profile's time (0.5: an accelerator twice as fast as the profiled one).", runtime.emulate.scale),
       KEY("runtime.gpu_linear", "How linear layers run on the GPU: `\"cublaslt\"` (cuBLASLt GEMMs with the bias added, and the bias gradient computed, in their epilogues) or `\"cublas\"` (cuBLAS GEMMs and separate bias kernels: the reference).", runtime.gpu_linear),
       KEY("runtime.gpu_attention", "How attention runs on the GPU: `\"cudnn\"` (with `runtime.gpu_gemm` = `\"bf16\"`, cuDNN's fused flash attention: bf16 Q, K, V, f32 softmax statistics, grouped-query heads, no T x T probabilities in memory; cuDNN 9 is loaded at run time, and where it is missing or declines the shape a warning says so; at f32 and tf32, and where cuDNN declines, the tiled kernel runs), `\"tiled\"` (shardtrain's flash attention kernel at every precision, f32 math: a log-sum-exp per row kept, nothing of T x T) or `\"materialized\"` (the f32 probabilities kept for the backward: the reference, for multi-head attention; grouped-query attention runs tiled).", runtime.gpu_attention),
@@ -431,6 +432,16 @@ void validate(const Config& c, bool for_plan) {
             "runtime.emulate.profile (a run directory whose measured compute it takes)");
     require(!c.target.enabled() && c.checkpoint.every_steps == 0,
             "runtime.device = \"emulated\" trains nothing: unset target.value and checkpoint.every_steps");
+  }
+  if (c.runtime.emulate.compute == EmulatedCompute::profile) {
+    require(c.runtime.device == DeviceKind::cpu,
+            fmt::format("runtime.emulate.compute = \"profile\" runs on runtime.device = \"cpu\", got \"{}\"",
+                        name_of(c.runtime.device)));
+    require(!c.runtime.emulate.profile.empty() && c.runtime.emulate.sample_ms == 0,
+            "runtime.emulate.compute = \"profile\" needs runtime.emulate.profile (a per-Block compute profile) "
+            "and no runtime.emulate.sample_ms");
+    require(!c.target.enabled() && c.checkpoint.every_steps == 0,
+            "runtime.emulate.compute = \"profile\" trains nothing: unset target.value and checkpoint.every_steps");
   }
   require(c.runtime.blas_threads >= 1,
           fmt::format("runtime.blas_threads must be at least 1, got {}", c.runtime.blas_threads));

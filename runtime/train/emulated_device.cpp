@@ -1,13 +1,13 @@
 #include "runtime/train/emulated_device.h"
 
+#include "runtime/core/clock.h"
+#include "runtime/core/compute_clock.h"
 #include "runtime/core/error.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -19,12 +19,6 @@ namespace fs = std::filesystem;
 
 // Warm-up: the first steps allocate and fill caches; they are not the accelerator's pace.
 constexpr int64_t kWarmupSteps = 2;
-
-double monotonic_s() {
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
-}
 
 void rank_profile(const fs::path& file, std::vector<double>& per_sample) {
   std::ifstream in(file);
@@ -86,14 +80,9 @@ EmulatedDevice::EmulatedDevice(const EmulateOptions& o) {
 }
 
 double EmulatedDevice::compute(int64_t samples) const {
-  const double start = monotonic_s();
-  const double deadline = start + sample_s_ * double(samples);
-  timespec until{};
-  until.tv_sec = time_t(deadline);
-  until.tv_nsec = long((deadline - double(until.tv_sec)) * 1e9);
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr) == EINTR) {
-  }
-  return monotonic_s() - start;
+  const double start = now_seconds();
+  sleep_until(start + sample_s_ * double(samples));
+  return now_seconds() - start;
 }
 
 }  // namespace shardtrain::train

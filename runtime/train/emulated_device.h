@@ -6,14 +6,28 @@
 // that storage would give that accelerator (docs/io.md, "Storage study").
 #pragma once
 
+#include "runtime/core/enum_names.h"
+
 #include <cstdint>
 #include <string>
 
 namespace shardtrain::train {
 
+// runtime.emulate.compute: "real" trains; "profile" makes each Block's
+// forward and backward, the optimizer and the loss waits of a per-Block
+// profile's times (compute_profile.h) while the strategy communicates for
+// real (runtime.device = "cpu").
+enum class EmulatedCompute { real, profile };
+inline std::span<const EnumName<EmulatedCompute>> enum_names(EmulatedCompute) {
+  static constexpr std::array<EnumName<EmulatedCompute>, 2> n = {
+      {{EmulatedCompute::real, "real"}, {EmulatedCompute::profile, "profile"}}};
+  return n;
+}
+
 struct EmulateOptions {
+  EmulatedCompute compute = EmulatedCompute::real;
   double sample_ms = 0;  // compute per sample, ms (0: from `profile`)
-  std::string profile;   // a run directory: its measured compute per sample
+  std::string profile;   // a run directory: its measured compute per sample; compute = profile: a profile file
   double scale = 1.0;    // multiplies the profile's time (0.5: an accelerator twice as fast)
 };
 

@@ -104,6 +104,7 @@ int finish(Job& job, const LoopState& state, RunTelemetry& telemetry, const Memo
                              {"off_reason", graphs->off_reason()}};
   if (job.s.emulated)
     result["emulated_device"] = {{"sample_s", job.s.emulated->sample_seconds()}, {"source", job.s.emulated->source()}};
+  if (const auto& p = job.s.compute_profile) result["emulated_compute"] = {{"source", p->source}, {"batch", p->batch}};
   const std::string summary = telemetry.finish(result);
   std::optional<parallel::WireTheory> wire_theory;
   if (job.comm) {

@@ -40,6 +40,11 @@ Job::Job(const Config& cfg, RunContext& context, const comm::MpiEnv& m, std::uni
   if (s.emulated)
     run.log(
         fmt::format("[init] device: emulated accelerator (nothing trained or evaluated), {}", s.emulated->source()));
+  if (s.compute_profile)
+    run.log(fmt::format(
+        "[init] compute: emulated (nothing trained or evaluated): each Block, the optimizer and the loss wait "
+        "the times of {}; the collectives are real",
+        s.compute_profile->source));
   comm::Communicator* grad_comm = nullptr;  // where gradients travel
   if (spec->communicates()) {
     comm::CommOptions comm_options = config.comm;

@@ -96,6 +96,15 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
   s.model->set_activation_checkpointing(config.parallel.activation_checkpointing,
                                         int(config.parallel.checkpoint_every));
   if (config.runtime.device == DeviceKind::emulated) s.emulated.emplace(config.runtime.emulate);
+  if (config.runtime.emulate.compute == EmulatedCompute::profile) {
+    const ComputeProfile& p =
+        s.compute_profile.emplace(load_compute_profile(config.runtime.emulate.profile, config.runtime.emulate.scale));
+    // The rest of the step's compute (the loss above all) follows the last
+    // Block's forward, where the loss would run.
+    std::vector<double> forward = p.forward_s;
+    if (!forward.empty()) forward.back() += p.other_s;
+    with_context("runtime.emulate.profile", [&] { s.model->emulate_compute(forward, p.backward_s, p.batch); });
+  }
   if (config.runtime.device == DeviceKind::cuda) {
     s.device = bring_up_gpu(config, local_rank);
     s.cuda_graphs = config.runtime.cuda_graphs;
@@ -106,7 +115,10 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
 }
 
 void make_optimizer(Session& s, const Config& config, parallel::Strategy& strategy) {
-  s.optimizer = strategy.make_optimizer(config.optim, optimizer_ranges(s.model->flat()));
+  optim::OptimizerConfig oc = config.optim;
+  if (s.compute_profile)  // the profile's update of the whole model, per element: a shard waits its share
+    oc.emulated_s_per_element = s.compute_profile->optimizer_s / double(s.model->flat().numel());
+  s.optimizer = strategy.make_optimizer(oc, optimizer_ranges(s.model->flat()));
 }
 
 // The step's input on `device`, and where the host gathers it: the same
@@ -256,7 +268,7 @@ bool forward_backward(nn::Model& model, StepBuffers& b, int64_t global_batch, in
         ops::softmax_xent_fused_rows(dlogits, logits, b.y.view(begin * rows, {n}), scale,
                                      b.row_loss.view(begin * rows, {n}));
         if (m == micro_batches - 1) read_back_async(b.row_loss_host, b.row_loss);
-      } else {
+      } else if (!model.compute_emulated()) {  // emulated: the loss's time is in the last Block's wait
         phases.loss_sum += ops::softmax_xent_fused(dlogits, logits, b.labels.data() + begin * rows, scale);
       }
     }

@@ -11,6 +11,7 @@
 #include "runtime/optim/optimizer.h"
 #include "runtime/parallel/strategy.h"
 #include "runtime/train/config.h"
+#include "runtime/train/compute_profile.h"
 #include "runtime/train/emulated_device.h"
 #include "runtime/train/step_graphs.h"
 
@@ -41,6 +42,11 @@ struct Session {
   bool cuda_graphs = false;
   // runtime.device = "emulated": steps wait this accelerator's time instead of computing.
   std::optional<EmulatedDevice> emulated;
+  // runtime.emulate.compute = "profile": the model's Blocks, its optimizer
+  // and its loss wait these times instead of computing.
+  std::optional<ComputeProfile> compute_profile;
+  // Whether the model really computes (evaluation needs it).
+  bool computes() const { return !emulated && !compute_profile; }
 
   const io::DatasetInfo& train_info() const { return train_stream ? train_stream->info() : train_data.info(); }
   int64_t train_size() const { return train_info().num_samples; }

@@ -148,14 +148,14 @@ void train(Job& job, LoopState& state, RunTelemetry& telemetry) {
     }
     live_step = -1;
     if (state.status != "completed") return;
-    if (!job.s.emulated) evaluate_and_log(job, state, telemetry);
+    if (job.s.computes()) evaluate_and_log(job, state, telemetry);
     if (std::exchange(checkpoint_after_eval, false)) save_checkpoint(job, state, &telemetry);
     mllog.end("epoch_stop", nullptr, {{"epoch_num", state.epoch + 1}});
     const bool more = state.epoch + 1 < config.train.epochs && state.step < job.total_steps && !state.time_to_target;
     if (more && stop.after_step()) return stop_on_signal(job, state, telemetry);
   }
   // `final` is evaluated at the end of every run, also one cut short by max_steps.
-  if (state.last_eval_step != state.step && !job.s.emulated) evaluate_and_log(job, state, telemetry);
+  if (state.last_eval_step != state.step && job.s.computes()) evaluate_and_log(job, state, telemetry);
   if (job.checkpoints->enabled() && state.last_checkpoint != state.step) save_checkpoint(job, state, &telemetry);
 }
 
