@@ -180,9 +180,15 @@ def main():
                      help="link rates as tc writes them (100mbit, 2gbit) or unshaped")
     run.add_argument("--steps", type=positive, default=10, help="measured steps per point")
     run.add_argument("--warmup", type=int, default=3, help="steps run first and not measured")
+    run.add_argument("--repeats", type=positive, default=1,
+                     help="runs per point: the point is the run of median step time, with the spread")
     run.add_argument("--point-timeout", type=positive, default=900, help="seconds a point may take")
     run.add_argument("--comm-timeout", type=positive, default=300, help="comm.timeout_s of each run")
     run.add_argument("--data", dest="data_dir", default="data", help="where the models' data is (or goes)")
+    run.add_argument("--compute", default="real", metavar="real|emulated[:PROFILE]",
+                     help="emulated: every point's Blocks, optimizer and loss wait a per-Block profile's times "
+                     "(one rank alone, measured first; or the PROFILE file) while the collectives are real, so "
+                     "that 8-16 ranks on a few cores communicate as with an accelerator each (docs/scaling.md)")
     real = run.add_mutually_exclusive_group()
     real.add_argument("--hostfile", help="run on these real nodes (an Open MPI hostfile) instead of emulated ones")
     real.add_argument("--slurm", action="store_true",
@@ -280,7 +286,14 @@ def main():
     if (args.hostfile or args.slurm) and len(args.rates) != 1:
         # Real links are not shaped: the one "rate" names the fabric.
         parser.error("on real nodes --rates takes one name for the fabric (e.g. --rates 100gbit); nothing is shaped")
-    points = study_points.grid(args.models, args.strategies, args.nodes, args.ranks_per_node, args.rates)
+    mode, _, args.compute_profile = args.compute.partition(":")
+    if mode not in ("real", "emulated") or (mode == "real" and args.compute_profile):
+        parser.error(f"--compute: real, emulated or emulated:PROFILE, got {args.compute!r}")
+    if args.compute_profile and not os.path.isfile(args.compute_profile):
+        parser.error(f"--compute: {args.compute_profile} is not a file")
+    if args.compute_profile and len(args.models) != 1:
+        parser.error("--compute emulated:PROFILE: a profile is one model's; give one --models")
+    points = study_points.grid(args.models, args.strategies, args.nodes, args.ranks_per_node, args.rates, mode)
     prepare_data(args, args.models)
     # kill, scancel and timeout end the study as Ctrl-C does: the job running
     # then (in a session of its own, study_job.py) is ended with it rather

@@ -2,6 +2,10 @@
 measured before the points (and kept in DIR/calibration/, so that a
 resumed study and `study predict --validate` reuse it):
 
+  profile   emulated compute (--compute emulated): per model, the per-Block
+            profile every point's ranks wait (calibration/profile-MODEL.json):
+            the compute of one rank alone at the whole global batch (the
+            W = 1 compute below), or the file --compute emulated:FILE names.
   compute   per model and world size W: W one-rank runs (strategy none) at
             the per-rank batch of that world size, all at once and each
             under the launcher (shardrun), so that they share this host's
@@ -117,9 +121,41 @@ def calibrate_compute(args, model, world):
                             [mean(x) for x in zip(*(c.backward for c in computes))],
                             mean([c.optimizer_s for c in computes]), mean([c.other_s for c in computes]),
                             mean([c.data_s for c in computes]),
-                            f"{world} concurrent one-rank run(s), batch {batch // world}")
+                            f"{world} concurrent one-rank run(s), batch {batch // world}", batch // world)
     with open(path, "w") as f:
         json.dump(c.to_json(), f, indent=1)
+
+
+def profile_path(study_dir, model):
+    return os.path.join(study_dir, "calibration", f"profile-{model}.json")
+
+
+def calibrate_profile(args, model):
+    """The per-Block profile of an emulated study's `model`
+    (runtime.emulate.profile of its points): the file --compute
+    emulated:FILE names, or one rank's compute alone at the global batch."""
+    path = profile_path(args.out, model)
+    if os.path.exists(path):
+        return path
+    if args.compute_profile:
+        with open(args.compute_profile) as f:
+            c = study_model.Compute.from_json(json.load(f))
+        source = args.compute_profile
+    else:
+        calibrate_compute(args, model, 1)
+        c = load_compute(args.out, model, 1)
+        source = compute_path(args.out, model, 1)
+    if c.batch <= 0:  # a calibration written before files named their batch
+        c.batch = global_batch(args.source_dir, model)
+    log(f"emulated compute: {model} waits the profile of {source} (batch {c.batch})")
+    with open(path, "w") as f:
+        json.dump(c.to_json(), f, indent=1)
+    return path
+
+
+def load_profile(study_dir, model):
+    with open(profile_path(study_dir, model)) as f:
+        return study_model.Compute.from_json(json.load(f))
 
 
 def load_compute(study_dir, model, world):

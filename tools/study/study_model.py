@@ -30,22 +30,30 @@ class Compute:
     before the first Block (the batch, data wait) and after the update
     (loss and the rest the telemetry counts as compute)."""
 
-    def __init__(self, forward, backward, optimizer_s, other_s, data_s=0.0, source=""):
+    def __init__(self, forward, backward, optimizer_s, other_s, data_s=0.0, source="", batch=0):
         self.forward = list(forward)
         self.backward = list(backward)
         self.optimizer_s = optimizer_s
         self.other_s = other_s
         self.data_s = data_s
         self.source = source
+        self.batch = batch  # samples per rank it was measured at (0: not known)
 
     def to_json(self):
         return {"forward": self.forward, "backward": self.backward, "optimizer_s": self.optimizer_s,
-                "other_s": self.other_s, "data_s": self.data_s, "source": self.source}
+                "other_s": self.other_s, "data_s": self.data_s, "source": self.source, "batch": self.batch}
 
     @staticmethod
     def from_json(j):
         return Compute(j["forward"], j["backward"], j["optimizer_s"], j["other_s"], j.get("data_s", 0.0),
-                       j.get("source", ""))
+                       j.get("source", ""), j.get("batch", 0))
+
+    def scaled(self, factor):
+        """This compute for `factor` times the batch (emulated compute's
+        waits are in proportion to the rank's batch)."""
+        return Compute([t * factor for t in self.forward], [t * factor for t in self.backward],
+                       self.optimizer_s, self.other_s * factor, self.data_s * factor,
+                       f"{self.source} x {factor:g}", round(self.batch * factor))
 
 
 def advance(t, work, spans, slowdown):

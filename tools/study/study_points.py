@@ -1,5 +1,8 @@
 """The points of a scaling study: which (model, strategy, nodes, ranks per
 node, link rate) combinations a sweep runs, and the command line of each.
+A study's compute is real, or emulated (every point's Blocks, optimizer and
+loss wait a per-Block profile's times: runtime.emulate.compute, docs/
+scaling.md); emulated points have keys of their own.
 
 A point's key names it in points.jsonl, so that a study that was
 interrupted resumes where it stopped.
@@ -13,6 +16,7 @@ MODELS = {
     "mlp": ("examples/fmnist_mlp.toml", "fashion-mnist"),
     "cnn": ("examples/fmnist_cnn.toml", "fashion-mnist"),
     "gpt": ("examples/gpt_kjv.toml", "kjv"),
+    "llama": ("examples/llama_kjv.toml", "kjv"),
 }
 
 # Strategy name in a study -> the config keys that select it.
@@ -35,6 +39,7 @@ class Point:
     nodes: int
     ranks_per_node: int
     rate: str  # a tc rate ("100mbit") or UNSHAPED; one node has no link to shape
+    compute: str = "real"  # or "emulated"
 
     @property
     def world(self):
@@ -42,7 +47,8 @@ class Point:
 
     @property
     def key(self):
-        return f"{self.model}/{self.strategy}/{self.nodes}x{self.ranks_per_node}/{self.rate}"
+        key = f"{self.model}/{self.strategy}/{self.nodes}x{self.ranks_per_node}/{self.rate}"
+        return key if self.compute == "real" else f"{key}/{self.compute}"
 
     @property
     def dirname(self):
@@ -50,7 +56,8 @@ class Point:
 
     def describe(self):
         link = "" if self.nodes == 1 else f", links {self.rate}"
-        return f"{self.model} {self.strategy} on {self.nodes} node(s) x {self.ranks_per_node} rank(s){link}"
+        emulated = ", emulated compute" if self.compute == "emulated" else ""
+        return f"{self.model} {self.strategy} on {self.nodes} node(s) x {self.ranks_per_node} rank(s){link}{emulated}"
 
 
 def why_not(point):
@@ -64,25 +71,26 @@ def why_not(point):
     return None
 
 
-def grid(models, strategies, nodes, ranks_per_node, rates):
+def grid(models, strategies, nodes, ranks_per_node, rates, compute="real"):
     """Every sensible point, one-node points once (no link to shape); the
     one-rank baseline (strategy none) of each model first."""
     points = []
     for model in models:
-        candidates = [Point(model, "none", 1, 1, UNSHAPED)]
+        candidates = [Point(model, "none", 1, 1, UNSHAPED, compute)]
         for n in nodes:
             for g in ranks_per_node:
                 for s in strategies:
                     for r in ([UNSHAPED] if n == 1 else rates):
-                        candidates.append(Point(model, s, n, g, r))
+                        candidates.append(Point(model, s, n, g, r, compute))
         for p in candidates:
             if why_not(p) is None and p not in points:
                 points.append(p)
     return points
 
 
-def train_args(point, source_dir, data_dir, steps, timeout_s):
-    """shardtrain train's arguments for one point (after the program)."""
+def train_args(point, source_dir, data_dir, steps, timeout_s, profile=None):
+    """shardtrain train's arguments for one point (after the program); an
+    emulated point's compute waits the per-Block profile `profile`."""
     config, data = MODELS[point.model]
     sets = {
         "data.train": os.path.join(data_dir, data, "train"),
@@ -94,6 +102,8 @@ def train_args(point, source_dir, data_dir, steps, timeout_s):
         "comm.timeout_s": str(timeout_s),
     }
     sets.update(STRATEGIES[point.strategy])
+    if point.compute == "emulated":
+        sets.update({"runtime.emulate.compute": "profile", "runtime.emulate.profile": profile})
     args = [os.path.join(source_dir, config)]
     for k, v in sets.items():
         args += ["--set", f"{k}={v}"]

@@ -3,6 +3,7 @@ error against what the points measured (`study run` prints them as it
 goes; `study predict --validate DIR` recomputes them, e.g. after the model
 changed, without running anything).
 """
+import dataclasses
 import json
 import os
 import statistics
@@ -62,7 +63,9 @@ class Validator:
     def plan(self, point):
         key = (point.model, point.strategy, point.world, point.ranks_per_node)
         if key not in self.plans:
-            tail = study_points.train_args(point, self.source_dir, self.data_dir, 1, 60)
+            # The plan is the real model's, whatever the compute.
+            real = dataclasses.replace(point, compute="real")
+            tail = study_points.train_args(real, self.source_dir, self.data_dir, 1, 60)
             tail += ["--set", f"comm.ranks_per_node={point.ranks_per_node}"]
             self.plans[key] = plan_of(run_plan(self.shardtrain, tail, point.world), point.strategy)
         return self.plans[key]
@@ -77,11 +80,19 @@ class Validator:
 
     def predict(self, point):
         plan = self.plan(point)
-        compute = study_calibrate.load_compute(self.study_dir, point.model, point.world)
         rate = point.rate if point.nodes > 1 else study_points.UNSHAPED
         fabric = self.fabric(rate)
         cost = fabric.cost_fn(point.nodes, point.ranks_per_node) if point.world > 1 else (lambda c: 0.0)
-        pred = study_model.predict(plan, compute, cost, fabric.slowdown(point.nodes, point.ranks_per_node))
+        if point.compute == "emulated":
+            # The ranks wait the profile in proportion to their batch; waits
+            # leave the cores to the collectives, so nothing slows them.
+            profile = study_calibrate.load_profile(self.study_dir, point.model)
+            batch = study_calibrate.global_batch(self.source_dir, point.model) / point.world
+            compute, slowdown = profile.scaled(batch / profile.batch), 1.0
+        else:
+            compute = study_calibrate.load_compute(self.study_dir, point.model, point.world)
+            slowdown = fabric.slowdown(point.nodes, point.ranks_per_node)
+        pred = study_model.predict(plan, compute, cost, slowdown)
         pred["wire_bytes"] = wire_bytes(pred["script"], point.nodes, point.ranks_per_node)
         pred["planned_peak_bytes"] = plan["peak_bytes"]
         return pred
@@ -89,7 +100,7 @@ class Validator:
 
 def point_of(record):
     return study_points.Point(record["model"], record["strategy"], record["nodes"], record["ranks_per_node"],
-                              record["rate"])
+                              record["rate"], record.get("compute", "real"))
 
 
 def add_prediction(validator, record):
@@ -119,8 +130,10 @@ def summary(records):
         return None
     worst = max((r for r in records if "step_error" in r.get("prediction", {})),
                 key=lambda r: abs(r["prediction"]["step_error"]))
+    # Emulated compute keeps no activations: the plan is the real model's.
     merrs = [abs(r["peak_bytes"] / r["planned_peak_bytes"] - 1) for r in records
-             if r.get("status") == "ok" and r.get("peak_bytes") and r.get("planned_peak_bytes")]
+             if r.get("status") == "ok" and r.get("peak_bytes") and r.get("planned_peak_bytes")
+             and r.get("compute", "real") == "real"]
     return {"points": len(errs), "median_abs_step_error": statistics.median(errs), "max_abs_step_error": max(errs),
             "worst_point": worst["key"], "max_abs_bytes_error": max(berrs) if berrs else None,
             "max_abs_memory_error": max(merrs) if merrs else None}

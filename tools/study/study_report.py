@@ -56,7 +56,7 @@ def add_efficiency(points):
             continue
         g = p["ranks_per_node"]
         base = "none" if g == 1 else ("fsdp_full" if p["strategy"] == "hybrid" else p["strategy"])
-        b = ok.get(study_points.Point(p["model"], base, 1, g, study_points.UNSHAPED).key)
+        b = ok.get(study_points.Point(p["model"], base, 1, g, study_points.UNSHAPED, p.get("compute", "real")).key)
         if b:
             p["efficiency"] = p["samples_per_s"] / (p["nodes"] * b["samples_per_s"])
 
@@ -66,7 +66,7 @@ def _fmt(v, scale=1.0, digits=1):
 
 
 def table(points):
-    head = ("| model | strategy | nodes x ranks | links | step ms | compute | comm exposed | blocked on peers | "
+    head = ("| model | strategy | nodes x ranks | links | step ms (spread) | compute | comm exposed | blocked on peers | "
             "data | samples/s | efficiency | wire MB/step/rank: measured / theory | peak MiB/rank: measured / plan | "
             "model ms (error) |")
     columns = head.count("|") - 1
@@ -83,8 +83,9 @@ def table(points):
         theory = p.get("wire_bytes_theory")
         wire = f"{p['wire_bytes'] / 1e6:.3f} / {_fmt(theory, 1e-6, 3)}"
         mem = f"{_fmt(p.get('peak_bytes'), 2**-20)} / {_fmt(p.get('planned_peak_bytes'), 2**-20)}"
+        spread = f" ({p['spread']:.2f}x)" if p.get("spread") else ""
         lines.append(
-            f"| {p['model']} | {p['strategy']} | {where} | {links} | {p['step_s'] * 1e3:.1f} | "
+            f"| {p['model']} | {p['strategy']} | {where} | {links} | {p['step_s'] * 1e3:.1f}{spread} | "
             f"{parts['compute_s'] * 1e3:.1f} | {parts['comm_exposed_s'] * 1e3:.1f} | "
             f"{parts['blocked_on_peers_s'] * 1e3:.1f} | {parts['data_s'] * 1e3:.1f} | {p['samples_per_s']:.0f} | "
             f"{_fmt(p['efficiency'], 1, 2)} | {wire} | {mem} | {_model_cell(p)} |")

@@ -99,8 +99,9 @@ def append_line(path, line):
 
 def run_point(point, args, cluster, run_dir, output_path):
     cmd_tail = [os.path.join(args.bin_dir, "shardtrain"), "train"]
+    profile = study_calibrate.profile_path(args.out, point.model) if point.compute == "emulated" else None
     cmd_tail += study_points.train_args(point, args.source_dir, args.data_dir, args.warmup + args.steps,
-                                        args.comm_timeout)
+                                        args.comm_timeout, profile)
     cmd_tail += ["--run-dir", run_dir, "--overwrite"]
     cmd = cluster.command(point, args.bin_dir, cmd_tail)
     if cmd is None:
@@ -113,12 +114,39 @@ def run_point(point, args, cluster, run_dir, output_path):
     return seconds, None
 
 
+def run_repeats(point, args, cluster, run_dir):
+    """Runs the point args.repeats times (run_dir, then run_dir-2, ...) and
+    measures each; returns the seconds taken, the first error (or None) and
+    the figures of the run whose step time is the median, with every run's
+    step time and their spread (slowest / fastest)."""
+    runs, total = [], 0.0
+    for r in range(1, args.repeats + 1):
+        rd = run_dir if r == 1 else f"{run_dir}-{r}"
+        seconds, error = run_point(point, args, cluster, rd, rd + ".txt")
+        total += seconds
+        if error is None:
+            try:
+                runs.append(study_measure.measure(rd, args.warmup))
+            except study_measure.MeasureError as e:
+                error = str(e)
+        if error is not None:
+            return total, (error if args.repeats == 1 else f"repeat {r}: {error}"), None
+    runs.sort(key=lambda m: m["step_s"])
+    median = dict(runs[(len(runs) - 1) // 2])
+    if args.repeats > 1:
+        median["repeats_step_s"] = [m["step_s"] for m in runs]
+        median["spread"] = runs[-1]["step_s"] / runs[0]["step_s"]
+    return total, None, median
+
+
 def calibrate(args, cluster, validator, points):
     """The model's measurements of this machine (study_calibrate.py), for
     every point of the grid, before the points run."""
     os.makedirs(os.path.join(args.out, "calibration"), exist_ok=True)
-    for model, world in sorted({(p.model, p.world) for p in points}):
+    for model, world in sorted({(p.model, p.world) for p in points if p.compute == "real"}):
         study_calibrate.calibrate_compute(args, model, world)
+    for model in sorted({p.model for p in points if p.compute == "emulated"}):
+        study_calibrate.calibrate_profile(args, model)
     need = study_calibrate.comm_sizes(points, lambda p: study_schedule.step_script(validator.plan(p)))
     for (nodes, g, rate), sizes in sorted(need.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])):
         study_calibrate.calibrate_comm(args, cluster, nodes, g, rate, sizes)
@@ -128,11 +156,13 @@ def calibrate(args, cluster, validator, points):
 
 def sweep(args, points):
     os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
-    settings = {"steps": args.steps, "warmup": args.warmup}
+    settings = {"steps": args.steps, "warmup": args.warmup, "compute": args.compute, "repeats": args.repeats}
     settings_path = os.path.join(args.out, "study.json")
     if os.path.exists(settings_path):
         with open(settings_path) as f:
             before = json.load(f)
+        before.setdefault("compute", "real")  # a study from before emulated compute and repeats
+        before.setdefault("repeats", 1)
         if {k: before.get(k) for k in settings} != settings:
             sys.exit(f"shardtrain study: {args.out} was run with {before}; this run asks for {settings} "
                      "(use another --out, or the same settings to resume)")
@@ -172,16 +202,14 @@ def sweep(args, points):
     try:
         for i, point in enumerate(todo, 1):
             run_dir = os.path.join(args.out, "runs", point.dirname)
-            seconds, error = run_point(point, args, cluster, run_dir, run_dir + ".txt")
+            seconds, error, measured = run_repeats(point, args, cluster, run_dir)
             record = {"key": point.key, "model": point.model, "strategy": point.strategy, "nodes": point.nodes,
                       "ranks_per_node": point.ranks_per_node, "world": point.world, "rate": point.rate,
+                      "compute": point.compute,
                       "warmup": args.warmup, "steps": args.steps, "seconds": round(seconds, 1),
                       "run_dir": os.path.relpath(run_dir, args.out)}
             if error is None:
-                try:
-                    record.update(study_measure.measure(run_dir, args.warmup))
-                except study_measure.MeasureError as e:
-                    error = str(e)
+                record.update(measured)
             record["status"] = "failed" if error else "ok"
             if error:
                 record["error"] = error
