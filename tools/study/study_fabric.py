@@ -15,7 +15,15 @@ Two kinds (TOML; docs/scaling.md has the schema; fabrics/ ships examples):
                      steps x latency + factor x bytes / busbw, with
                      nccl-tests' factors (all-reduce 2(n-1)/n,
                      reduce-scatter and all-gather (n-1)/n) and the busbw of
-                     the slowest tier the ring crosses.
+                     the slowest tier the ring crosses ([fabric]
+                     collective_model = "ring"). With an [nccl] table (what
+                     NCCL's topology search reads about a node) the default
+                     is collective_model = "nccl": NCCL's own cost model,
+                     replayed by study_nccl.py: per collective the algorithm
+                     (ring, tree, NVLS, NVLS tree, PAT) and protocol (LL,
+                     LL128, Simple) NCCL's tuner picks, and its time, with
+                     the network latency only on the hops that cross nodes
+                     (docs/nccl-model.md).
 
 A collective's group: "world" (nodes x G), "node" (HYBRID's shard group:
 1 x G) or "cross_node" (HYBRID's replicas: nodes x 1; G such groups share
@@ -32,6 +40,8 @@ GPU (NCCL): tier fabrics name their own factor (default 1).
 import bisect
 import copy
 import tomllib
+
+import study_nccl
 
 FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
           "allgather": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0}
@@ -145,6 +155,19 @@ class TierFabric:
                 self.inter_latency += float(staging["latency_us"]) * 1e-6
         except (KeyError, ValueError, TypeError) as e:
             raise FabricError(f"{path}: missing or bad key {e}") from e
+        self.collective_model = f.get("collective_model", "nccl" if "nccl" in doc else "ring")
+        if self.collective_model not in ("nccl", "ring"):
+            raise FabricError(f"{path}: [fabric] collective_model must be \"nccl\" or \"ring\", "
+                              f"got {self.collective_model!r}")
+        self.doc = doc
+        self.nccl_node = self._nccl_node(None) if self.collective_model == "nccl" else None
+
+    def _nccl_node(self, nic_gbps):
+        """The node as NCCL's topology search sees it (study_nccl.Node)."""
+        try:
+            return study_nccl.node_from_fabric(self.doc, nic_gbps)
+        except study_nccl.ModelError as e:
+            raise FabricError(f"{self.path}: {e}") from e
 
     def slowdown(self, nodes, ranks_per_node):
         return self.compute_slowdown
@@ -154,9 +177,37 @@ class TierFabric:
         other = copy.copy(self)
         nic = gbps / 8 * 1e9 * self.efficiency
         other.per_nic = nic if self.gpudirect else min(nic, self.staging_per_nic)
+        if self.collective_model == "nccl":
+            other.nccl_node = self._nccl_node(gbps)
         return other
 
     def cost_fn(self, nodes, ranks_per_node):
+        if self.collective_model == "nccl":
+            return self._nccl_cost_fn(nodes, ranks_per_node)
+        return self._ring_cost_fn(nodes, ranks_per_node)
+
+    def _nccl_cost_fn(self, nodes, ranks_per_node):
+        """NCCL's time for each collective (study_nccl.Comm.choose): the
+        algorithm and protocol its tuner picks for that size and group."""
+        nccl = study_nccl
+        comms = {}
+
+        def cost(c):
+            n, g = group_shape(c["group"], nodes, ranks_per_node)
+            if n * g <= 1:
+                return 0.0
+            if c["group"] not in comms:
+                # HYBRID's G cross-node groups (one rank per node each) run
+                # at once: each gets 1/G of the node's NICs.
+                share = 1.0 / ranks_per_node if c["group"] == "cross_node" else 1.0
+                try:
+                    comms[c["group"]] = nccl.Comm(self.nccl_node.with_gpus(g, share), n)
+                except nccl.ModelError as e:
+                    raise FabricError(f"{self.path}: {e}") from e
+            return comms[c["group"]].choose(c["op"], c["bytes"])[2] * 1e-6
+        return cost
+
+    def _ring_cost_fn(self, nodes, ranks_per_node):
         def cost(c):
             n, g = group_shape(c["group"], nodes, ranks_per_node)
             ranks = n * g
