@@ -15,6 +15,9 @@ usage:
                        [--gpus-per-node G] [--compute FILE] [--tflops X] [--device-memory-gb GB]
                                              step time, scaling and fit per strategy on
                                              a described cluster (docs/scaling.md)
+  shardtrain study published [--runs FILE] [--json OUT]
+                                             the model beside published multi-node training
+                                             figures, held out (docs/published-runs.md)
   shardtrain study storage --out DIR --data SPLIT --test SPLIT --accelerator NAME=Xms|NAME=RUN_DIR[*S] ...
                        [--modes page-cache,memory-limit,cold] [--memory-limit 4G] [--batch 32]
                        [--au 0.9] [--max-accelerators 16] [--seconds 10]
@@ -59,6 +62,7 @@ import study_fabric  # noqa: E402
 import study_paths  # noqa: E402
 import study_points  # noqa: E402
 import study_predict  # noqa: E402
+import study_published  # noqa: E402
 import study_report  # noqa: E402
 import study_ingest  # noqa: E402
 import study_storage  # noqa: E402
@@ -166,6 +170,15 @@ def predict_command(parser, args):
     return 0
 
 
+def published_command(args):
+    try:
+        return study_published.run_command(args.runs, args.json, os.path.join(args.bin_dir, "shardtrain"),
+                                           args.source_dir, "shardtrain study published"
+                                           + (f" --runs {args.runs}" if args.runs else ""))
+    except (study_published.PublishedError, OSError) as e:
+        sys.exit(f"{PROG}: {e}")
+
+
 def main():
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -216,6 +229,10 @@ def main():
     pred.add_argument("--device-memory-gb", type=float, default=141.0, help="memory per GPU (H200: 141 GB)")
     pred.add_argument("--json", help="also write the rows to this JSON file")
     pred.add_argument("--data", dest="data_dir", default="data", help="--validate: the models' data")
+    pub = sub.add_parser("published", help="the model beside published multi-node training figures (held out)")
+    pub.add_argument("--runs", help="the published figures (default: the source tree's "
+                     "tools/study/published/runs.toml)")
+    pub.add_argument("--json", help="also write the rows and the error summary to this JSON file")
     fit = sub.add_parser("fit", help="write a fabric file from bench comm runs")
     fit.add_argument("--out", required=True)
     fit.add_argument("--name", default="fitted from bench comm")
@@ -267,6 +284,8 @@ def main():
         return fit_command(parser, args)
     if args.command == "predict":
         return predict_command(parser, args)
+    if args.command == "published":
+        return published_command(args)
     if args.command == "table":
         print(study_report.table(study_report.load(args.dir)), end="")
         return 0
