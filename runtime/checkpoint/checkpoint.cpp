@@ -63,6 +63,13 @@ Selections select(hid_t dataset, const Pieces& pieces, int64_t local_numel) {
     H5Sselect_none(s.memory.get());
     return s;
   }
+  // HDF5 pairs the elements of joined selections in coordinate order, so the
+  // pieces must increase in both the file and the local buffer.
+  for (size_t i = 1; i < pieces.size(); ++i)
+    ST_CHECK(pieces[i].flat_begin >= pieces[i - 1].flat_end && pieces[i].local_offset >= pieces[i - 1].local_offset,
+             "checkpoint: pieces out of order ([{}, {}) at {} after [{}, {}) at {})", pieces[i].flat_begin,
+             pieces[i].flat_end, pieces[i].local_offset, pieces[i - 1].flat_begin, pieces[i - 1].flat_end,
+             pieces[i - 1].local_offset);
   bool first = true;
   for (const Piece& p : pieces) {
     const hsize_t fstart[1] = {hsize_t(p.flat_begin)}, mstart[1] = {hsize_t(p.local_offset)},

@@ -131,7 +131,7 @@ void Ddp::scatter_into(const ShardLayout& layout, const Tensor& grads, const Ten
   shard_grads_ = shard_grads;
   // The bf16 copies take the padding too, as zeros.
   for (size_t b = 0; b < wire_.size(); ++b)
-    wire_[b] = Tensor::zeros({layout.padded_numel(int(b))}, DType::bf16, model_.device());
+    wire_[b] = Tensor::zeros({layout.padded_numel(scatter_slot(b))}, DType::bf16, model_.device());
 }
 
 void Ddp::launch(size_t b) {
@@ -144,7 +144,7 @@ void Ddp::launch(size_t b) {
     stats_.wire_bytes += 2 * (n - 1) * works_[b]->bytes() / n;
     return;
   }
-  const BlockShard& s = scatter_->block(int(b));
+  const BlockShard& s = scatter_->block(scatter_slot(b));
   const Tensor in = wire_.empty() ? scatter_grads_.view(bucket.offset, {s.chunk * n}) : wire_[b];
   const Tensor out =
       wire_.empty() ? shard_grads_.view(s.local_offset, {s.chunk}) : in.view(comm_.rank() * s.chunk, {s.chunk});
@@ -182,12 +182,12 @@ void Ddp::wait_bucket(size_t b) {
 }
 
 void Ddp::scattered(size_t b) {
-  const BlockShard& s = scatter_->block(int(b));
+  const BlockShard& s = scatter_->block(scatter_slot(b));
   const Tensor chunk = shard_grads_.view(s.local_offset, {s.chunk});
   if (!wire_.empty()) ops::convert(chunk, wire_[b].view(comm_.rank() * s.chunk, {s.chunk}));
   // Past the bucket's end the chunk holds sums of the neighbouring bucket's
   // gradients (or of zeros): padding, which norms and updates must see as 0.
-  const ShardLayout::Owned own = scatter_->owned(int(b), comm_.rank());
+  const ShardLayout::Owned own = scatter_->owned(scatter_slot(b), comm_.rank());
   const int64_t valid = own.end - own.begin;
   if (valid < s.chunk) chunk.view(valid, {s.chunk - valid}).fill_zero();
 }

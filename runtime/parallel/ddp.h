@@ -93,7 +93,8 @@ class Ddp final : public Strategy {
   void update(optim::Optimizer& optimizer, float lr, double clip_grad_norm, double& optimizer_s) override;
 
   // ZeRO-1: reduce-scatter each bucket instead of all-reducing it. `layout`
-  // is a ShardLayout over the buckets (bucket i its "Block" i): rank r
+  // is a ShardLayout over the buckets in flat order (bucket i its range
+  // scatter_slot(i), counted from the end): rank r
   // receives chunk r of bucket i's range, padded to size() chunks, at chunk
   // i of `shard_grads` (its elements past the bucket's end, padding, are
   // zeroed when the bucket is waited for). `grads` is the model's flat
@@ -120,6 +121,7 @@ class Ddp final : public Strategy {
   void launch(size_t bucket);
   void launch_ready();            // the buckets in ready_, as one group
   void scattered(size_t bucket);  // bucket's reduce-scatter done: its chunk in shard_grads_
+  int scatter_slot(size_t bucket) const { return int(buckets_.size() - 1 - bucket); }
 
   nn::Model& model_;
   comm::Communicator& comm_;

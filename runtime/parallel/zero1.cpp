@@ -17,8 +17,12 @@ constexpr int64_t kF32 = 4;
 }  // namespace
 
 ShardLayout Zero1::layout(const nn::FlatParameters& flat, const DdpOptions& options, int ranks) {
+  // In flat order (the buckets run from the end of the buffer to its
+  // start): a shard's pieces then increase in flat and in local offsets,
+  // which a checkpoint's selections need.
+  const std::vector<Bucket> buckets = Ddp::plan_buckets(flat, options);
   std::vector<nn::BlockRange> ranges;
-  for (const Bucket& b : Ddp::plan_buckets(flat, options)) ranges.push_back({b.offset, b.numel});
+  for (auto b = buckets.rbegin(); b != buckets.rend(); ++b) ranges.push_back({b->offset, b->numel});
   return ShardLayout(ranges, ranks);
 }
 
@@ -66,8 +70,9 @@ CommLayout Zero1Spec::comm_layout(const nn::FlatParameters& flat, const PlanInpu
   c.buckets = bucket_layout(flat, options_);
   c.buckets_scatter = true;
   for (size_t b = 0; b < c.buckets.size(); ++b) {
-    c.buckets[b].bytes = l.padded_numel(int(b)) * int64_t(dtype_size(options_.grad_dtype));
-    c.buckets[b].gather_bytes = l.padded_numel(int(b)) * kF32;
+    const int k = Zero1::slot(b, c.buckets.size());
+    c.buckets[b].bytes = l.padded_numel(k) * int64_t(dtype_size(options_.grad_dtype));
+    c.buckets[b].gather_bytes = l.padded_numel(k) * kF32;
   }
   return c;
 }
@@ -121,7 +126,6 @@ std::unique_ptr<optim::Optimizer> Zero1::make_optimizer(const optim::OptimizerCo
 }
 
 void Zero1::clip_grad_norm(double max_norm) {
-  ddp_.wait_gradients();
   // The squared norm of every gradient: the shards' (padding holds zeros),
   // summed over the ranks, on the shards' device.
   Tensor sq = Tensor::empty({1}, DType::f32, model_.device());
@@ -132,13 +136,16 @@ void Zero1::clip_grad_norm(double max_norm) {
 
 void Zero1::update(optim::Optimizer& optimizer, float lr, double max_norm, double& optimizer_s) {
   if (max_norm > 0) {
-    clip_grad_norm(max_norm);
-    timed_optimizer(optimizer_s, -1, [&] { optimizer.step(shard_params_, shard_grads_, lr); });
+    ddp_.wait_gradients();
+    timed_optimizer(optimizer_s, -1, [&] {
+      clip_grad_norm(max_norm);
+      optimizer.step(shard_params_, shard_grads_, lr);
+    });
   } else {
     // This rank's chunk of each bucket as soon as the bucket is reduced.
     for (size_t i = 0; i < ddp_.buckets().size(); ++i) {
       ddp_.wait_bucket(i);
-      const BlockShard& s = layout_.block(int(i));
+      const BlockShard& s = layout_.block(slot(i, ddp_.buckets().size()));
       timed_optimizer(optimizer_s, int64_t(i), [&] {
         optimizer.update(shard_params_, shard_grads_, lr, s.local_offset, s.local_offset + s.chunk);
       });
@@ -151,11 +158,10 @@ void Zero1::update(optim::Optimizer& optimizer, float lr, double max_norm, doubl
 void Zero1::gather_parameters() {
   const int n = comm_.size();
   std::vector<comm::WorkPtr> works;
-  // From the start of the flat buffer to its end (the last bucket first):
-  // each gather's padding lands on the next one's range, which then
-  // overwrites it.
-  for (int b = int(layout_.blocks().size()) - 1; b >= 0; --b) {
-    const BlockShard& s = layout_.block(b);
+  // From the start of the flat buffer to its end: each gather's padding
+  // lands on the next one's range, which then overwrites it.
+  for (int k = 0; k < int(layout_.blocks().size()); ++k) {
+    const BlockShard& s = layout_.block(k);
     works.push_back(
         comm_.allgather(shard_params_.view(s.local_offset, {s.chunk}), params_.view(s.flat_offset, {s.chunk * n})));
     stats_.wire_bytes += (n - 1) * s.chunk * kF32;

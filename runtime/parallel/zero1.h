@@ -53,8 +53,10 @@ class Zero1 final : public Strategy {
   Zero1(nn::Model& model, comm::Communicator& comm, const DdpOptions& options);
 
   // The shards: the buckets of `options` over the flat buffer, each split
-  // into `ranks` chunks.
+  // into `ranks` chunks, in flat order: bucket i is the layout's range
+  // slot(i, buckets).
   static ShardLayout layout(const nn::FlatParameters& flat, const DdpOptions& options, int ranks);
+  static int slot(size_t bucket, size_t buckets) { return int(buckets - 1 - bucket); }
   // Elements past the flat buffer's end that the last bucket's padding takes.
   static int64_t room(const ShardLayout& layout, int64_t flat_numel);
 
