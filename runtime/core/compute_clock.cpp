@@ -2,6 +2,7 @@
 
 #include "runtime/core/clock.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <ctime>
 
@@ -18,10 +19,13 @@ void sleep_until(double deadline_s) {
 
 double ComputeClock::run(double seconds) {
   const double start = now_seconds();
-  if (start - deadline_ > kBackToBack) deadline_ = start;
-  deadline_ += seconds;
-  sleep_until(deadline_);
-  return now_seconds() - start;
+  // The last wake-up's lateness is time this kernel already had; never more
+  // than the kernel itself.
+  const double deadline = start + seconds - std::min(late_, seconds);
+  sleep_until(deadline);
+  const double end = now_seconds();
+  late_ = std::max(0.0, end - deadline);
+  return end - start;
 }
 
 ComputeClock& compute_clock() {

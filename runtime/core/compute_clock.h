@@ -10,21 +10,19 @@ namespace shardtrain {
 // signal that interrupts the sleep does not lengthen it).
 void sleep_until(double deadline_s);
 
-// A rank's compute stream, emulated: each run() is the next kernel, queued
-// behind the one before. Back-to-back waits run to deadlines that follow
-// each other, so a late wake-up is taken off the next wait instead of adding
-// up over a step of hundreds of short ones; after a pause of more than
-// kBackToBack (the rank waited for a collective, for data) the next wait
-// starts from now.
+// A rank's compute stream, emulated: each run() is the next kernel. A
+// wake-up comes late by the kernel's timer slack or more; that lateness is
+// taken off the next wait, so hundreds of short waits add up to their sum.
+// Nothing else is: time the rank spent between two waits (host work, a
+// collective it waited for) delays the next kernel, as it would delay the
+// launch on an accelerator.
 class ComputeClock {
  public:
-  static constexpr double kBackToBack = 1e-3;  // seconds
-
   // Waits `seconds` of emulated compute; returns the seconds it slept.
   double run(double seconds);
 
  private:
-  double deadline_ = 0;
+  double late_ = 0;  // how late the last wake-up was
 };
 
 // The process's clock: one rank, one compute stream.

@@ -7,12 +7,14 @@
 
 namespace shardtrain::nn {
 
-EmulatedBlock::EmulatedBlock(std::unique_ptr<Block> real, double forward_s, double backward_s, int64_t profiled_batch)
+EmulatedBlock::EmulatedBlock(std::unique_ptr<Block> real, double forward_s, double backward_s, int64_t profiled_batch,
+                             const Shape& in_sample)
     : Block(real->name()),
       real_(std::move(real)),
       forward_s_(forward_s),
       backward_s_(backward_s),
-      profiled_batch_(profiled_batch) {
+      profiled_batch_(profiled_batch),
+      out_sample_numel_(real_->output_shape(in_sample).numel()) {
   ST_CHECK(forward_s >= 0 && backward_s >= 0 && profiled_batch > 0,
            "emulated Block {}: times {} s and {} s for {} samples", name(), forward_s, backward_s, profiled_batch);
 }
@@ -45,7 +47,7 @@ std::string EmulatedBlock::describe() const {
 }
 
 int64_t EmulatedBlock::activation_bytes(int64_t batch) const {
-  return batch_ > 0 ? output_.nbytes() / batch_ * batch : 0;
+  return batch * out_sample_numel_ * int64_t(sizeof(float));
 }
 
 }  // namespace shardtrain::nn

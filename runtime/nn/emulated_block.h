@@ -15,8 +15,10 @@ namespace shardtrain::nn {
 class EmulatedBlock final : public Block {
  public:
   // forward_s, backward_s: the Block's times per pass of `profiled_batch`
-  // samples (a pass of B samples waits B / profiled_batch of them).
-  EmulatedBlock(std::unique_ptr<Block> real, double forward_s, double backward_s, int64_t profiled_batch);
+  // samples (a pass of B samples waits B / profiled_batch of them);
+  // in_sample: the shape of one sample entering the Block.
+  EmulatedBlock(std::unique_ptr<Block> real, double forward_s, double backward_s, int64_t profiled_batch,
+                const Shape& in_sample);
 
   std::vector<ParamSpec> param_specs() const override { return real_->param_specs(); }
   void bind(std::span<const Tensor> params, std::span<const Tensor> grads) override { real_->bind(params, grads); }
@@ -29,7 +31,7 @@ class EmulatedBlock final : public Block {
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
   void release_activations() override;
   std::string describe() const override;
-  // The output buffer only (once a forward sized it): nothing else is kept.
+  // The output buffer only: nothing else is kept.
   int64_t activation_bytes(int64_t batch) const override;
   int64_t kept_bf16_bytes(int64_t) const override { return 0; }
 
@@ -39,6 +41,7 @@ class EmulatedBlock final : public Block {
   std::unique_ptr<Block> real_;
   double forward_s_, backward_s_;
   int64_t profiled_batch_;
+  int64_t out_sample_numel_;
   Tensor output_;
   int64_t batch_ = 0;
 };

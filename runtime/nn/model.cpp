@@ -37,7 +37,8 @@ void Model::emulate_compute(const std::vector<double>& forward_s, const std::vec
            "emulated compute: the profile times {} forward and {} backward Blocks; this model has {}", forward_s.size(),
            backward_s.size(), blocks_.size());
   for (size_t b = 0; b < blocks_.size(); ++b)
-    blocks_[b] = std::make_unique<EmulatedBlock>(std::move(blocks_[b]), forward_s[b], backward_s[b], profiled_batch);
+    blocks_[b] =
+        std::make_unique<EmulatedBlock>(std::move(blocks_[b]), forward_s[b], backward_s[b], profiled_batch, shapes_[b]);
   compute_emulated_ = true;
 }
 

@@ -49,7 +49,9 @@ parallel::Topology plan_topology(const Config& config, int ranks) {
 parallel::PlanInputs plan_inputs(const Config& config, const parallel::Topology& t) {
   parallel::PlanInputs in;
   in.topology = t;
-  in.state_floats_per_param = optim::state_floats_per_param(config.optim);
+  // Emulated compute's optimizer keeps no state (optim/emulated_optimizer.h).
+  in.state_floats_per_param =
+      config.runtime.emulate.compute == EmulatedCompute::profile ? 0 : optim::state_floats_per_param(config.optim);
   in.micro_batches = int(config.train.accumulation_steps);
   in.comm = config.comm;
   return in;

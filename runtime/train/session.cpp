@@ -117,7 +117,7 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
 void make_optimizer(Session& s, const Config& config, parallel::Strategy& strategy) {
   optim::OptimizerConfig oc = config.optim;
   if (s.compute_profile)  // the profile's update of the whole model, per element: a shard waits its share
-    oc.emulated_s_per_element = s.compute_profile->optimizer_s / double(s.model->flat().numel());
+    oc.emulated_s_per_element = s.compute_profile->optimizer_s / double(s.model->flat().parameter_count());
   s.optimizer = strategy.make_optimizer(oc, optimizer_ranges(s.model->flat()));
 }
 
@@ -320,6 +320,9 @@ StepPhases train_step(nn::Model& model, optim::Optimizer& optimizer, StepBuffers
     optimizer.prepare(lr);
     graph_update = [&] { strategy.device_update(optimizer, lr, clip_grad_norm); };
   }
+  // Emulated compute: the profile's update time includes the clipping it
+  // measured; the gradients are not real, and clipping them would compute.
+  if (model.compute_emulated()) clip_grad_norm = 0;
   if (forward_backward(model, b, global_batch, micro_batches, strategy, graph_update, phases))
     optimizer.finish_step();
   else

