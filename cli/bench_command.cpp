@@ -173,6 +173,14 @@ void add_comm(CLI::App* bench, std::vector<Command>& out) {
   cmd->add_option("--mode", o->mode, "throughput (back to back, as nccl-tests), latency (one at a time) or both")
       ->capture_default_str();
   cmd->add_flag("!--no-shared-memory", o->comm.shared_memory, "Do not use the shared-memory all-reduce");
+  cmd->add_flag("--tune-algorithms", o->tune,
+                "Time every algorithm of each op and size (latency mode) and write the fastest into the tuning "
+                "file of this topology, which comm.tuning = \"auto\" follows");
+  cmd->add_option("--tune-file", o->tune_file,
+                  "With --tune-algorithms: write here instead of the cache of this topology");
+  cmd->add_option("--tuning", o->comm.tuning,
+                  "comm.tuning for shardtrain's side: auto (this topology's tuning file, if any), off, or a path")
+      ->capture_default_str();
   out.push_back({cmd, [o](Process& p) {
                    p.mpi();
                    return comm::bench_comm(*o);

@@ -1,5 +1,6 @@
 #include "bench/commands/bench_comm.h"
 
+#include "bench/commands/bench_comm_case.h"
 #include "bench/commands/bench_stats.h"
 
 #include "kernels/cpu/gemm.h"
@@ -23,6 +24,11 @@
 namespace shardtrain::comm {
 namespace {
 
+using cases::all_ranks;
+using cases::buffers_for;
+using cases::Case;
+using cases::max_over_ranks;
+
 struct Row {
   std::string op, impl, algorithm, mode;
   int64_t bytes = 0;
@@ -30,141 +36,6 @@ struct Row {
   double time_us = 0, algbw_gbs = 0, busbw_gbs = 0;
   bool ok = true;
 };
-
-// Inputs are small integers, so every sum is exact in f32 and bf16 (up to 32
-// ranks) whatever the order of additions: a result is right or wrong, with
-// no tolerance.
-float pattern(int rank, int64_t i) { return float(int((i * 7 + int64_t(rank) * 13) % 17) - 8); }
-
-void put(const Tensor& t, int64_t i, float v) {
-  if (t.dtype() == DType::bf16)
-    t.bf16_data()[i] = to_bf16(v);
-  else
-    t.f32()[i] = v;
-}
-float get(const Tensor& t, int64_t i) { return t.dtype() == DType::bf16 ? to_f32(t.bf16_data()[i]) : t.f32()[i]; }
-
-// One collective at one size: its buffers (`buffers` sets of them, used in
-// turn), both implementations, the check.
-class Case {
- public:
-  Case(std::string op, int64_t bytes, int buffers, DType dtype, Communicator& comm, MpiNative& native, Scratch& scratch)
-      : op_(std::move(op)), dtype_(dtype), comm_(comm), native_(native), scratch_(scratch) {
-    const int p = comm.size();
-    const int64_t elems = std::max<int64_t>(bytes / int64_t(dtype_size(dtype)), p);
-    const int64_t per = elems / p;
-    for (int i = 0; i < buffers; ++i) {
-      if (op_ == "allreduce" || op_ == "broadcast") {
-        a_.push_back(Tensor::empty({elems}, dtype));
-      } else if (op_ == "reduce_scatter") {
-        a_.push_back(Tensor::empty({per * p}, dtype));
-        b_.push_back(Tensor::empty({per}, dtype));
-      } else if (op_ == "allgather") {
-        a_.push_back(Tensor::empty({per}, dtype));
-        b_.push_back(Tensor::empty({per * p}, dtype));
-      } else {
-        throw Error(fmt::format("bench comm: unknown op '{}' (allreduce, reduce_scatter, allgather, broadcast)", op_));
-      }
-    }
-  }
-
-  // The size as nccl-tests count it, and its bus-bandwidth factor.
-  int64_t bytes() const { return int64_t(op_ == "allgather" ? b_[0].nbytes() : a_[0].nbytes()); }
-  double bus_factor() const {
-    const double n = comm_.size();
-    if (op_ == "allreduce") return 2 * (n - 1) / n;
-    if (op_ == "broadcast") return 1;
-    return (n - 1) / n;
-  }
-
-  // zeros: the all-reduce's timed runs, whose input is their own output (sums
-  // of patterns would grow by a factor p per run); the result stays 0.
-  void fill(bool zeros) {
-    const int r = comm_.rank();
-    zeros_ = zeros && op_ == "allreduce";
-    for (const Tensor& a : a_)
-      for (int64_t i = 0; i < a.numel(); ++i)
-        put(a, i, zeros_ ? 0.0f : op_ == "broadcast" && r != 0 ? -99.0f : pattern(r, i));
-    for (const Tensor& b : b_)
-      for (int64_t i = 0; i < b.numel(); ++i) put(b, i, -99.0f);
-  }
-
-  // Operation k runs on buffer set k % buffers.
-  WorkPtr run_shardtrain(int k) {
-    const Tensor& a = a_[size_t(k) % a_.size()];
-    const Tensor& b = b_.empty() ? a : b_[size_t(k) % b_.size()];
-    if (op_ == "allreduce") return comm_.allreduce(a, ReduceOp::sum);
-    if (op_ == "reduce_scatter") return comm_.reduce_scatter(a, b, ReduceOp::sum);
-    if (op_ == "allgather") return comm_.allgather(a, b);
-    return comm_.broadcast(a, 0);
-  }
-
-  void run_mpi(int k) {
-    const Tensor& a = a_[size_t(k) % a_.size()];
-    const Tensor& b = b_.empty() ? a : b_[size_t(k) % b_.size()];
-    if (op_ == "allreduce")
-      native_.allreduce(a.raw(), a.numel(), dtype_, 1.0f);
-    else if (op_ == "reduce_scatter")
-      native_.reduce_scatter(a.raw(), b.raw(), b.numel(), dtype_, 1.0f, scratch_);
-    else if (op_ == "allgather")
-      native_.allgather(a.raw(), b.raw(), a.numel(), dtype_);
-    else
-      native_.broadcast(a.raw(), int64_t(a.nbytes()), 0);
-  }
-
-  // Every buffer set that has run at least once (the first `used`).
-  bool check(int used) const {
-    for (size_t k = 0; k < std::min(a_.size(), size_t(used)); ++k)
-      if (!check(a_[k], b_.empty() ? Tensor() : b_[k])) return false;
-    return true;
-  }
-
- private:
-  bool check(const Tensor& a, const Tensor& b) const {
-    const int p = comm_.size(), r = comm_.rank();
-    if (op_ == "allreduce") {
-      for (int64_t i = 0; i < a.numel(); ++i) {
-        float want = 0;
-        if (!zeros_)
-          for (int k = 0; k < p; ++k) want += pattern(k, i);
-        if (get(a, i) != want) return false;
-      }
-    } else if (op_ == "reduce_scatter") {
-      for (int64_t j = 0; j < b.numel(); ++j) {
-        float want = 0;
-        for (int k = 0; k < p; ++k) want += pattern(k, r * b.numel() + j);
-        if (get(b, j) != want) return false;
-      }
-    } else if (op_ == "allgather") {
-      const int64_t per = a.numel();
-      for (int64_t i = 0; i < b.numel(); ++i)
-        if (get(b, i) != pattern(int(i / per), i % per)) return false;
-    } else {
-      for (int64_t i = 0; i < a.numel(); ++i)
-        if (get(a, i) != pattern(0, i)) return false;
-    }
-    return true;
-  }
-
-  std::string op_;
-  DType dtype_;
-  Communicator& comm_;
-  MpiNative& native_;
-  Scratch& scratch_;
-  std::vector<Tensor> a_, b_;
-  bool zeros_ = false;
-};
-
-double max_over_ranks(double x, MPI_Comm comm) {
-  MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_MAX, comm);
-  return x;
-}
-
-bool all_ranks(bool ok, MPI_Comm comm) {
-  int v = ok ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, comm);
-  return v != 0;
-}
 
 using bench::median;
 
@@ -180,9 +51,6 @@ const char* verdict(bool shardtrain_ok, bool mpi_ok) {
   if (!shardtrain_ok && !mpi_ok) return "WRONG (both)";
   return shardtrain_ok ? "WRONG (mpi)" : "WRONG (shardtrain)";
 }
-
-// Buffer sets cycled through at one size: 1 MiB in all, at most 16.
-int buffers_for(int64_t bytes) { return int(std::clamp<int64_t>((int64_t(1) << 20) / bytes, 1, 16)); }
 
 // `threads` threads of 256x256x256 f32 GEMMs until destroyed: a training
 // step's compute, competing for the cores with the collectives.
@@ -296,6 +164,7 @@ int bench_comm(const BenchCommOptions& options) {
   for (const int64_t size : options.sizes) ST_CHECK(size > 0, "bench comm: --sizes must be positive, got {}", size);
   ST_CHECK(options.rounds >= 1 && options.iters >= 0 && options.warmup >= 0 && options.busy_threads >= 0,
            "bench comm: rounds >= 1, iters >= 0, warmup >= 0 and busy_threads >= 0");
+  if (options.tune) return bench_comm_tune(options);
   const DType dtype = options.dtype == "bf16" ? DType::bf16 : DType::f32;
   std::vector<std::string> modes;
   if (options.mode != "latency") modes.push_back("throughput");
@@ -319,6 +188,7 @@ int bench_comm(const BenchCommOptions& options) {
           mode, ranks, options.dtype, options.comm.allreduce_algorithm, human(options.comm.chunk_bytes),
           limit(options.comm.small_message_bytes), limit(options.comm.reduce_scatter_small_bytes),
           limit(options.comm.allgather_small_bytes), options.comm.check_arrival ? "on" : "off", options.busy_threads);
+      fmt::print("  {}\n", comm->algorithm_choice());
       fmt::print("  {}\n", mode == "latency"
                                ? "latency: one operation issued and waited for at a time, nothing queued"
                                : "throughput: operations issued back to back, the last waited for (shardtrain may "

@@ -54,6 +54,11 @@ struct BenchCommOptions {
   std::string mode = "throughput";  // "throughput" | "latency" | "both" (see above)
   int busy_threads = 0;             // GEMM threads per rank while timing (see above)
   std::string json_path;            // if set, rank 0 writes every row there (a JSON array)
+  // Instead of shardtrain against MPI: every algorithm of each op and size,
+  // the fastest kept in a tuning file (bench_comm_tune.cpp): tune_file, or
+  // the cache of this topology where comm.tuning = "auto" looks.
+  bool tune = false;
+  std::string tune_file;
   CommOptions comm;
 };
 
@@ -61,5 +66,7 @@ struct BenchCommOptions {
 // MPI_THREAD_MULTIPLE); rank 0 prints the table. Returns 0, or 1 on every
 // rank if any result was wrong.
 int bench_comm(const BenchCommOptions& options);
+// bench_comm with options.tune.
+int bench_comm_tune(const BenchCommOptions& options);
 
 }  // namespace shardtrain::comm

@@ -118,6 +118,13 @@ struct CommOptions {
   // consecutive ranks a node, to emulate several nodes on one machine
   // (tests, benchmarks).
   int ranks_per_node = 0;
+  // Algorithms chosen by measurement (engine/tuning.h): "auto" uses the
+  // tuning file `shardtrain bench comm --tune-algorithms` cached for this topology if
+  // there is one (else the thresholds above), "off" the thresholds, and a
+  // path that file (an error unless it was measured on this topology). The
+  // file replaces the thresholds on the world communicator for every
+  // collective and size it measured; a forced allreduce_algorithm wins.
+  std::string tuning = "auto";
   // Fault injection for diagnosis ([debug] slow_comm_ms): this rank's engine
   // waits this long before each collective, before announcing it to the other
   // ranks, so the others see this rank late and this rank sees its own
@@ -161,6 +168,11 @@ class Communicator {
   // index across nodes. Created once, owned by this communicator.
   virtual Communicator& node() = 0;
   virtual Communicator& cross_node() = 0;
+
+  // How this communicator picks its algorithms, for the job's [init] lines
+  // (the tuning file it uses, or why none); empty where there is nothing
+  // to say.
+  virtual std::string algorithm_choice() const { return {}; }
 };
 
 // The MPI backend over a duplicate of MPI_COMM_WORLD (name "world"). MPI must

@@ -33,6 +33,7 @@ class RoutingCommunicator final : public Communicator {
   WorkPtr barrier() override { return device_->barrier(); }
   // Groups are the device backend's (batches of gradient collectives); a
   // host collective inside one goes to MPI as usual.
+  std::string algorithm_choice() const override { return host_.algorithm_choice(); }
   void begin_group() override { device_->begin_group(); }
   void end_group() override { device_->end_group(); }
   // Routing too, so that host tensors on a node or cross-node group (FSDP

@@ -56,6 +56,7 @@ Job::Job(const Config& cfg, RunContext& context, const comm::MpiEnv& m, std::uni
       injected_comm_s = config.debug.slow_comm_ms * 1e-3;
     }
     comm = comm::make_mpi_world_communicator(comm_options);
+    if (const std::string how = comm->algorithm_choice(); !how.empty()) run.log("[init] comm: " + how);
     grad_comm = comm.get();
     if (!s.device.is_cpu()) {
       device_comm = make_gradient_communicator(*comm, comm_options, s.device, run, &fabric);

@@ -14,7 +14,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <thread>
+#include <utility>
 #include <cstring>
 #include <vector>
 
@@ -137,6 +140,108 @@ void MpiCommunicator::make_sub_communicators() {
            "comm.allreduce_algorithm = hierarchical needs the same number of ranks on every node "
            "(here between {} and {} on {} nodes)",
            -extremes[1], extremes[0], nodes);
+  load_tuning(nodes, extremes[0], local_rank);
+}
+
+namespace {
+
+// Rank 0's `text` on every rank of `comm` (collective).
+void broadcast_string(std::string& text, MPI_Comm comm) {
+  int64_t n = int64_t(text.size());
+  MPI_Bcast(&n, 1, MPI_INT64_T, 0, comm);
+  text.resize(size_t(n));
+  if (n > 0) MPI_Bcast(text.data(), int(n), MPI_CHAR, 0, comm);
+}
+
+// FNV-1a over the node leaders' host names, in rank order, and rank 0's MPI
+// library version: the same on every rank (collective over `comm`).
+uint32_t hosts_and_library(MPI_Comm comm, bool leader) {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  if (!leader) name[0] = '\0';
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  std::vector<char> all(size_t(size) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm);
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  MPI_Get_library_version(version, &len);
+  std::string library(version);
+  broadcast_string(library, comm);
+  uint32_t h = 2166136261u;
+  auto mix = [&](const char* p) {
+    for (; *p != '\0'; ++p) h = (h ^ uint8_t(*p)) * 16777619u;
+    h = (h ^ 0xffu) * 16777619u;
+  };
+  for (int r = 0; r < size; ++r) mix(all.data() + size_t(r) * MPI_MAX_PROCESSOR_NAME);
+  mix(library.c_str());
+  return h;
+}
+
+}  // namespace
+
+void MpiCommunicator::load_tuning(int nodes, int largest_node, int local_rank) {
+  fingerprint_ = {size_, nodes, largest_node, options_.shared_memory, hosts_and_library(comm_, local_rank == 0)};
+  if (options_.tuning == "off") {
+    tuning_status_ = "algorithms by size (comm.tuning = \"off\")";
+    return;
+  }
+  // Rank 0 reads, checks and decides; every rank gets its verdict and the
+  // file's text, so that all pick the same algorithms (or all raise the
+  // same error).
+  const bool automatic = options_.tuning == "auto";
+  const std::string path = automatic ? cached_tuning_path(fingerprint_) : options_.tuning;
+  std::string text, error, status;
+  if (rank_ == 0) {
+    std::ifstream in(path);
+    if (!in.good()) {
+      if (automatic)
+        status = fmt::format(
+            "algorithms by size; no tuning file for this topology ({}): `shardtrain bench comm --tune-algorithms` "
+            "measures one",
+            fingerprint_.key());
+      else
+        error = fmt::format(
+            "comm.tuning: cannot read {} (`shardtrain bench comm --tune-algorithms --tune-file {}` writes it)", path,
+            path);
+    } else {
+      std::stringstream ss;
+      ss << in.rdbuf();
+      try {
+        const Tuning t = Tuning::parse(ss.str(), path);
+        if (t.matches(fingerprint_))
+          text = ss.str();
+        else
+          error = fmt::format(
+              "comm.tuning: {} was measured on topology {}, this job runs on {} (run `shardtrain bench comm "
+              "--tune-algorithms` on this one)",
+              path, t.fingerprint().key(), fingerprint_.key());
+      } catch (const Error& e) {
+        error = e.what();
+      }
+      // The cache may hold a file cut short or of another version: by size, and say why.
+      if (automatic && !error.empty()) status = fmt::format("algorithms by size ({})", std::exchange(error, ""));
+    }
+  }
+  for (std::string* s : {&text, &error, &status}) broadcast_string(*s, comm_);
+  ST_CHECK(error.empty(), "{}", error);
+  if (text.empty()) {
+    tuning_status_ = status;
+    return;
+  }
+  tuning_ = Tuning::parse(text, path);
+  tuning_status_ = fmt::format("algorithms measured fastest per collective and size, from {}", path);
+}
+
+std::optional<MpiCommunicator::Algo> MpiCommunicator::tuned(OpCode op, int64_t bytes) const {
+  if (!tuning_ || kind_ != Kind::world) return std::nullopt;
+  const std::string a = tuning_->choose(op_name(op), bytes);
+  if (a == "mpi") return Algo::mpi;
+  if (a == "ring") return Algo::ring;
+  if (a == "oneshot" && op == OpCode::allreduce) return Algo::oneshot;
+  if (a == "shm" && op == OpCode::allreduce && shm_) return Algo::shm;
+  if (a == "hierarchical" && op == OpCode::allreduce && hierarchical_possible_) return Algo::hierarchical;
+  return std::nullopt;  // not measured, or not possible here: the thresholds decide
 }
 
 MpiCommunicator& MpiCommunicator::self_communicator() {
@@ -205,12 +310,18 @@ MpiCommunicator::Algo MpiCommunicator::pick(OpCode op, int64_t bytes) const {
   if (op == OpCode::broadcast || op == OpCode::barrier) return Algo::mpi;
   using A = AllreduceAlgorithm;
   const A forced = options_.allreduce_algorithm;
-  if (op == OpCode::allreduce && shm_ && (forced == A::automatic || forced == A::shm)) return Algo::shm;
-  if (forced == A::oneshot && op == OpCode::allreduce) return Algo::oneshot;
-  if (forced == A::mpi) return Algo::mpi;
-  if (forced == A::ring) return Algo::ring;
   const bool hierarchical = op == OpCode::allreduce && kind_ == Kind::world;
-  if (forced == A::hierarchical) return hierarchical ? Algo::hierarchical : Algo::ring;
+  if (forced == A::automatic) {
+    if (const std::optional<Algo> a = tuned(op, bytes)) return *a;
+  } else {
+    if (forced == A::shm && op == OpCode::allreduce && shm_) return Algo::shm;
+    if (forced == A::oneshot && op == OpCode::allreduce) return Algo::oneshot;
+    if (forced == A::mpi) return Algo::mpi;
+    if (forced == A::ring) return Algo::ring;
+    if (forced == A::hierarchical) return hierarchical ? Algo::hierarchical : Algo::ring;
+  }
+  // By size (CommOptions says where each threshold comes from).
+  if (op == OpCode::allreduce && shm_) return Algo::shm;
   const int64_t small = op == OpCode::allreduce        ? options_.small_message_bytes
                         : op == OpCode::reduce_scatter ? options_.reduce_scatter_small_bytes
                                                        : options_.allgather_small_bytes;

@@ -22,6 +22,7 @@
 #include "runtime/comm/transport/mpi_transport.h"
 #include "runtime/comm/engine/progress_engine.h"
 #include "runtime/comm/engine/scratch.h"
+#include "runtime/comm/engine/tuning.h"
 #include "runtime/comm/transport/shm_window.h"
 #include "runtime/comm/watchdog/watchdog.h"
 
@@ -30,6 +31,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -52,6 +54,10 @@ class MpiCommunicator final : public Communicator, private Executor {
 
   Communicator& node() override;
   Communicator& cross_node() override;
+  std::string algorithm_choice() const override { return tuning_status_; }
+
+  // This job's topology (world communicator; set up with it).
+  const TopologyFingerprint& fingerprint() const { return fingerprint_; }
 
   // Runs what is queued, stops the engines and the watchdog, frees the MPI
   // communicators. Runs at the start of MPI_Finalize if the communicator is
@@ -68,7 +74,12 @@ class MpiCommunicator final : public Communicator, private Executor {
   MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& options, const BackoffPolicy& policy,
                   std::shared_ptr<Watchdog> watchdog);
   void make_sub_communicators();
+  // The fingerprint (collective) and comm.tuning's file: read by rank 0 and
+  // broadcast, so that every rank picks the same algorithms.
+  void load_tuning(int nodes, int largest_node, int local_rank);
   Algo pick(OpCode op, int64_t bytes) const;
+  // The tuning file's algorithm for op at `bytes`, where it applies here.
+  std::optional<Algo> tuned(OpCode op, int64_t bytes) const;
   // Numbers the collective, records it for the watchdog, queues it.
   WorkPtr issue(OpCode op, Algo algo, Task&& task);
   // On the thread running tasks: runs them; an exception ends the job through
@@ -122,6 +133,9 @@ class MpiCommunicator final : public Communicator, private Executor {
 
   bool hierarchical_possible_ = false;  // the same number of ranks on every node
   bool hierarchical_useful_ = false;    // and >= 2 nodes with >= 2 ranks each
+  TopologyFingerprint fingerprint_;
+  std::optional<Tuning> tuning_;  // world: comm.tuning's file
+  std::string tuning_status_;
   std::unique_ptr<MpiCommunicator> node_, cross_;
   std::mutex self_mu_;
   std::unique_ptr<MpiCommunicator> self_;
