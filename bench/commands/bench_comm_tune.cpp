@@ -38,9 +38,12 @@ std::vector<Candidate> candidates(const CommOptions& base) {
     o.tuning = "off";
     try {
       out.push_back({std::string(name_of(a)), MpiCommunicator::make_world(o)});
-    } catch (const Error&) {
+    } catch (const Error& e) {
       // Not possible here (hierarchical over nodes of unequal sizes): every
       // rank raised the same error, so every rank leaves it out.
+      int rank = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      if (rank == 0) fmt::print("bench comm: {} left out: {}\n", name_of(a), e.what());
     }
   }
   return out;

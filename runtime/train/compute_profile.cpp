@@ -20,6 +20,7 @@ std::vector<double> per_block(const nlohmann::json& doc, const std::string& path
   ST_CHECK(doc.contains(key) && doc[key].is_array() && !doc[key].empty(),
            "runtime.emulate.profile {}: needs \"{}\", a list of seconds per Block", path, key);
   std::vector<double> out;
+  out.reserve(doc[key].size());
   for (size_t b = 0; b < doc[key].size(); ++b) out.push_back(seconds(doc[key][b], path, fmt::format("{}[{}]", key, b)));
   return out;
 }

@@ -101,7 +101,9 @@ TEST(CommTuning, AutoFollowsTheCacheOfThisTopology) {
   MPI_Barrier(MPI_COMM_WORLD);
   auto tuned = MpiCommunicator::make_world(with_tuning("auto"));
   EXPECT_NE(tuned->algorithm_choice().find(cached_tuning_path(fp)), std::string::npos) << tuned->algorithm_choice();
-  if (world_size() > 1) EXPECT_EQ(algorithm_of(*tuned, 16 << 10), "ring");
+  if (world_size() > 1) {
+    EXPECT_EQ(algorithm_of(*tuned, 16 << 10), "ring");
+  }
   unsetenv("XDG_CACHE_HOME");
 }
 

@@ -40,7 +40,7 @@ class Tuning {
     double seconds = 0;     // its median round, per operation
   };
 
-  explicit Tuning(TopologyFingerprint fp) : fp_(std::move(fp)) {}
+  explicit Tuning(const TopologyFingerprint& fp) : fp_(fp) {}
   // The file at `path` (or its text, read from `path`); an Error naming
   // the file when it cannot be read or parsed. The fingerprint is not
   // checked here (matches()).
