@@ -90,7 +90,7 @@ NVLINK_BW = {70: 20.0, 80: 20.0, 86: 12.0, 90: 20.6, 100: 40.1}
 MAX_CHANNELS = 64
 # src/include/device.h NCCL_MAX_NVLS_ARITY: NVLS graphs have at most this many heads.
 MAX_NVLS_ARITY = 32
-# topo.h LOC_BW: a GPU alone on its node (no intra-node link to search).
+# src/graph/topo.h LOC_BW: a GPU alone on its node (no intra-node link to search).
 LOC_BW = 5000.0
 
 
@@ -563,7 +563,7 @@ class Comm:
 
 
 def _log2i(n):
-    """utils.h log2i (log2Down): floor(log2(n)), -1 for 0."""
+    """src/include/utils.h log2i (log2Down): floor(log2(n)), -1 for 0."""
     return n.bit_length() - 1 if n > 0 else -1
 
 
@@ -586,7 +586,7 @@ def predict(node, op, nbytes, nodes, algo=None, proto=None):
 # ---- fabric files -------------------------------------------------------
 
 def fabric_path(name):
-    """A fabric file by path, or a shipped one (tools/study/fabrics/NAME.toml) by name."""
+    """A fabric file by path, or a shipped one (tools/study/fabrics/<name>.toml) by name."""
     if os.path.exists(name):
         return name
     return os.path.join(HERE, "fabrics", name + ("" if name.endswith(".toml") else ".toml"))
