@@ -3,6 +3,7 @@
 #include "kernels/ops.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/dtype_names.h"
+#include "runtime/core/fnv1a.h"
 #include "runtime/parallel/none_strategy.h"
 #include "runtime/parallel/optimizer_span.h"
 #include "runtime/telemetry/recorder.h"
@@ -15,18 +16,15 @@ namespace {
 // FNV-1a over the model's parameter names and shapes: equal on every rank
 // that built the same model.
 uint32_t layout_hash(const nn::FlatParameters& flat) {
-  uint32_t h = 2166136261u;
-  auto mix = [&](const void* p, size_t n) {
-    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 16777619u;
-  };
+  Fnv1a h;
   for (const nn::ParamEntry& e : flat.entries()) {
-    mix(e.name.data(), e.name.size());
+    h.add(e.name.data(), e.name.size());
     for (int d = 0; d < e.spec.shape.ndim(); ++d) {
       const int64_t extent = e.spec.shape[d];
-      mix(&extent, sizeof extent);
+      h.add(&extent, sizeof extent);
     }
   }
-  return h;
+  return h.value();
 }
 
 // Work::algorithm() is a string; trace spans keep only pointers to literals.

@@ -11,6 +11,7 @@
 #include "runtime/comm/algorithms/ring_layout.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
+#include "runtime/core/fnv1a.h"
 
 #include <algorithm>
 #include <chrono>
@@ -168,14 +169,10 @@ uint32_t hosts_and_library(MPI_Comm comm, bool leader) {
   MPI_Get_library_version(version, &len);
   std::string library(version);
   broadcast_string(library, comm);
-  uint32_t h = 2166136261u;
-  auto mix = [&](const char* p) {
-    for (; *p != '\0'; ++p) h = (h ^ uint8_t(*p)) * 16777619u;
-    h = (h ^ 0xffu) * 16777619u;
-  };
-  for (int r = 0; r < size; ++r) mix(all.data() + size_t(r) * MPI_MAX_PROCESSOR_NAME);
-  mix(library.c_str());
-  return h;
+  Fnv1a h;
+  for (int r = 0; r < size; ++r) h.add_text(all.data() + size_t(r) * MPI_MAX_PROCESSOR_NAME);
+  h.add_text(library);
+  return h.value();
 }
 
 }  // namespace
@@ -235,7 +232,7 @@ void MpiCommunicator::load_tuning(int nodes, int largest_node, int local_rank) {
 
 std::optional<MpiCommunicator::Algo> MpiCommunicator::tuned(OpCode op, int64_t bytes) const {
   if (!tuning_ || kind_ != Kind::world) return std::nullopt;
-  const std::string a = tuning_->choose(op_name(op), bytes);
+  const std::string& a = tuning_->choose(op_name(op), bytes);
   if (a == "mpi") return Algo::mpi;
   if (a == "ring") return Algo::ring;
   if (a == "oneshot" && op == OpCode::allreduce) return Algo::oneshot;

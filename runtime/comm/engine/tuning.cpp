@@ -38,9 +38,10 @@ void Tuning::add(const std::string& op, Choice choice) {
   std::sort(v.begin(), v.end(), [](const Choice& a, const Choice& b) { return a.bytes < b.bytes; });
 }
 
-std::string Tuning::choose(const std::string& op, int64_t bytes) const {
+const std::string& Tuning::choose(std::string_view op, int64_t bytes) const {
+  static const std::string none;
   const auto it = ops_.find(op);
-  if (it == ops_.end() || it->second.empty()) return "";
+  if (it == ops_.end() || it->second.empty()) return none;
   const Choice* best = nullptr;
   double nearest = 0;
   for (const Choice& c : it->second) {

@@ -11,9 +11,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -52,14 +54,14 @@ class Tuning {
   bool matches(const TopologyFingerprint& here) const { return fp_.key() == here.key(); }
   void add(const std::string& op, Choice choice);
   // The algorithm measured fastest for `op` at the size nearest `bytes`;
-  // empty where `op` was not measured.
-  std::string choose(const std::string& op, int64_t bytes) const;
+  // empty where `op` was not measured. (Asked at every collective: no copy.)
+  const std::string& choose(std::string_view op, int64_t bytes) const;
   // The sizes measured per op, in order.
-  const std::map<std::string, std::vector<Choice>>& choices() const { return ops_; }
+  const std::map<std::string, std::vector<Choice>, std::less<>>& choices() const { return ops_; }
 
  private:
   TopologyFingerprint fp_;
-  std::map<std::string, std::vector<Choice>> ops_;
+  std::map<std::string, std::vector<Choice>, std::less<>> ops_;
 };
 
 }  // namespace shardtrain::comm
