@@ -25,6 +25,12 @@ inline int world_size() {
   return n;
 }
 
+inline int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
 // Configurations of the world communicator the tests run under. Small chunks
 // make buffers of a few KiB span many chunks of the pipeline.
 inline CommOptions options_for(const std::string& config) {

@@ -11,16 +11,10 @@
 namespace shardtrain::comm::testing {
 namespace {
 
-int my_world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
 // The world ranks of `c`'s ranks, by an i32 allgather on `c` itself.
 std::vector<int32_t> members(Communicator& c) {
   Tensor in = Tensor::empty({1}, DType::i32);
-  in.i32()[0] = my_world_rank();
+  in.i32()[0] = world_rank();
   Tensor out = Tensor::empty({c.size()}, DType::i32);
   c.allgather(in, out)->wait();
   return std::vector<int32_t>(out.i32(), out.i32() + c.size());
@@ -45,19 +39,19 @@ TEST(CommTopology, NodesAreTheRanksOfAHost) {
   Communicator& w = world("auto");
   EXPECT_EQ(w.name(), "world");
   EXPECT_EQ(w.size(), world_size());
-  EXPECT_EQ(w.rank(), my_world_rank());
+  EXPECT_EQ(w.rank(), world_rank());
   const std::vector<std::string> hosts = host_names();
   auto local_index = [&](int r) { return int(std::count(hosts.begin(), hosts.begin() + r, hosts[size_t(r)])); };
   std::vector<int32_t> node_members, cross_members;
   for (int r = 0; r < world_size(); ++r) {
-    if (hosts[size_t(r)] == hosts[size_t(my_world_rank())]) node_members.push_back(r);
-    if (local_index(r) == local_index(my_world_rank())) cross_members.push_back(r);
+    if (hosts[size_t(r)] == hosts[size_t(world_rank())]) node_members.push_back(r);
+    if (local_index(r) == local_index(world_rank())) cross_members.push_back(r);
   }
   Communicator& node = w.node();
   Communicator& cross = w.cross_node();
   EXPECT_EQ(node.name(), "node");
   EXPECT_EQ(cross.name(), "cross-node");
-  EXPECT_EQ(node.rank(), local_index(my_world_rank()));
+  EXPECT_EQ(node.rank(), local_index(world_rank()));
   EXPECT_EQ(members(node), node_members);
   EXPECT_EQ(members(cross), cross_members);
   // The levels below: a node's node is itself, its cross-node a single rank.
@@ -65,13 +59,13 @@ TEST(CommTopology, NodesAreTheRanksOfAHost) {
   EXPECT_EQ(node.cross_node().size(), 1);
   EXPECT_EQ(&cross.cross_node(), &cross);
   EXPECT_EQ(cross.node().size(), 1);
-  EXPECT_EQ(members(node.cross_node()), std::vector<int32_t>{my_world_rank()});
+  EXPECT_EQ(members(node.cross_node()), std::vector<int32_t>{world_rank()});
 }
 
 TEST(CommTopology, EmulatedNodesOfTwoRanks) {
   Communicator& w = world("hierarchical");  // ranks_per_node 2 for even worlds, else 1
   const int k = world_size() % 2 == 0 ? 2 : 1;
-  const int r = my_world_rank();
+  const int r = world_rank();
   Communicator& node = w.node();
   Communicator& cross = w.cross_node();
   EXPECT_EQ(node.size(), k);
@@ -118,7 +112,7 @@ TEST(CommTopology, RoutingSubCommunicatorsRouteHostTensors) {
     EXPECT_EQ(sub->size(), host_sub.size());
     EXPECT_EQ(sub->rank(), host_sub.rank());
     Tensor t = Tensor::empty({1});
-    t.f32()[0] = float(my_world_rank() + 1);
+    t.f32()[0] = float(world_rank() + 1);
     sub->allreduce(t, ReduceOp::sum)->wait();
     float want = 0;
     for (int32_t r : members(host_sub)) want += float(r + 1);

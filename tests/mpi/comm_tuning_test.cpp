@@ -14,12 +14,6 @@
 namespace shardtrain::comm::testing {
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
 CommOptions with_tuning(const std::string& tuning) {
   CommOptions o;
   o.tuning = tuning;
