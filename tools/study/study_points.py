@@ -32,6 +32,16 @@ STRATEGIES = {
 UNSHAPED = "unshaped"
 
 
+def rate_bits(rate):
+    """A tc rate in bit/s ("100mbit"); unshaped, or a real fabric's name: infinite."""
+    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bit": 1}
+    for unit, scale in units.items():
+        number = rate[: -len(unit)]
+        if rate.endswith(unit) and number.replace(".", "", 1).isdigit():
+            return float(number) * scale
+    return float("inf")
+
+
 @dataclasses.dataclass(frozen=True)
 class Point:
     model: str

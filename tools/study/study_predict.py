@@ -86,7 +86,7 @@ class Validator:
         """The token buckets of a point's shaped emulated links, for emulated
         compute where the study also measured its shape unshaped (else None:
         every collective at its calibrated, empty-bucket cost)."""
-        bits = rate_bits_per_s(point.rate)
+        bits = study_points.rate_bits(point.rate)
         # Real compute: measured without the buckets' state, the median
         # error over 231 points was lower (17.9% against 18.6%; the GPT's
         # shaped points came out too fast): ranks that compute on the cores
@@ -127,15 +127,6 @@ class Validator:
         pred["wire_bytes"] = wire_bytes(pred["script"], point.nodes, point.ranks_per_node)
         pred["planned_peak_bytes"] = plan["peak_bytes"]
         return pred
-
-
-def rate_bits_per_s(rate):
-    """A tc rate in bit/s ("100mbit"); unshaped or a fabric's name: infinite."""
-    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
-    for unit, scale in units.items():
-        if rate.endswith(unit) and rate[: -len(unit)].replace(".", "", 1).isdigit():
-            return float(rate[: -len(unit)]) * scale
-    return float("inf")
 
 
 def point_of(record):

@@ -34,18 +34,8 @@ def load(study_dir):
 
 
 def sort_key(p):
-    return (p["model"], STRATEGY_ORDER.index(p["strategy"]), p["ranks_per_node"], p["nodes"], rate_bits(p["rate"]))
-
-
-def rate_bits(rate):
-    """A tc rate in bit/s (unshaped: infinite), for ordering."""
-    if rate == study_points.UNSHAPED:
-        return float("inf")
-    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bit": 1}
-    for unit, scale in units.items():
-        if rate.endswith(unit):
-            return float(rate[: -len(unit)]) * scale
-    return float("inf")
+    return (p["model"], STRATEGY_ORDER.index(p["strategy"]), p["ranks_per_node"], p["nodes"],
+            study_points.rate_bits(p["rate"]))
 
 
 def add_efficiency(points):
@@ -160,7 +150,7 @@ def plot_breakdown(model, pts):
     the unshaped links), each with its own scale."""
     import matplotlib.pyplot as plt
 
-    rates = sorted({p["rate"] for p in pts}, key=rate_bits, reverse=True)
+    rates = sorted({p["rate"] for p in pts}, key=study_points.rate_bits, reverse=True)
     panels = [(r, [p for p in pts if p["rate"] == r]) for r in rates]
     rows = max(len(ps) for _, ps in panels)
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 0.27 * rows + 1.6), squeeze=False)
@@ -188,7 +178,7 @@ def plot_breakdown(model, pts):
 def plot_efficiency(model, pts):
     import matplotlib.pyplot as plt
 
-    rates = sorted({p["rate"] for p in pts if p["nodes"] > 1}, key=rate_bits)
+    rates = sorted({p["rate"] for p in pts if p["nodes"] > 1}, key=study_points.rate_bits)
     if not rates:
         return None
     fig, axes = plt.subplots(1, len(rates), figsize=(3.4 * len(rates), 3), sharey=True, squeeze=False)
