@@ -136,6 +136,15 @@ struct CommOptions {
 // live: the config and every communicator call it).
 void validate(const CommOptions& options);
 
+// A split of a communicator's ranks into groups of k consecutive ranks
+// (Communicator::groups): this rank's group, or the ranks with this rank's
+// index in every group.
+enum class GroupSide { within, across };
+
+// The color of `rank` (of `size`) in that split: an Error unless
+// 1 <= k <= size and k divides size.
+int group_color(int rank, int size, int k, GroupSide side);
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -168,6 +177,13 @@ class Communicator {
   // index across nodes. Created once, owned by this communicator.
   virtual Communicator& node() = 0;
   virtual Communicator& cross_node() = 0;
+  // Hybrid sharding over groups other than the nodes: the ranks split into
+  // groups of `k` consecutive ranks; GroupSide::within is this rank's group
+  // (its name "group"), across the ranks with this rank's index in every
+  // group ("cross-group"). Made at the first call for (k, side), which is
+  // collective: every rank makes the same calls in the same order. Owned by
+  // this communicator; a group's own node() and cross_node() are errors.
+  virtual Communicator& groups(int k, GroupSide side) = 0;
 
   // How this communicator picks its algorithms, for the job's [init] lines
   // (the tuning file it uses, or why none); empty where there is nothing

@@ -8,6 +8,7 @@
 
 #include "runtime/comm/communicator.h"
 
+#include <map>
 #include <memory>
 
 namespace shardtrain::comm {
@@ -36,7 +37,7 @@ class RoutingCommunicator final : public Communicator {
   std::string algorithm_choice() const override { return host_.algorithm_choice(); }
   void begin_group() override { device_->begin_group(); }
   void end_group() override { device_->end_group(); }
-  // Routing too, so that host tensors on a node or cross-node group (FSDP
+  // Routing too, so that host tensors on a node, cross-node or other group (FSDP
   // HYBRID's small sums) go to MPI there as well. The first call is
   // collective on both backends, as theirs are.
   Communicator& node() override {
@@ -46,6 +47,13 @@ class RoutingCommunicator final : public Communicator {
   Communicator& cross_node() override {
     if (!cross_node_) cross_node_ = std::make_unique<RoutingCommunicator>(host_.cross_node(), device_->cross_node());
     return *cross_node_;
+  }
+  Communicator& groups(int k, GroupSide side) override {
+    Communicator &host = host_.groups(k, side), &device = device_->groups(k, side);
+    if (&host == &host_ && &device == device_) return *this;
+    std::unique_ptr<RoutingCommunicator>& sub = groups_[{k, side}];
+    if (!sub) sub = std::make_unique<RoutingCommunicator>(host, device);
+    return *sub;
   }
 
   Communicator& device_backend() { return *device_; }
@@ -57,6 +65,7 @@ class RoutingCommunicator final : public Communicator {
   std::unique_ptr<Communicator> owned_;
   Communicator* device_;
   std::unique_ptr<RoutingCommunicator> node_, cross_node_;
+  std::map<std::pair<int, GroupSide>, std::unique_ptr<RoutingCommunicator>> groups_;
 };
 
 }  // namespace shardtrain::comm

@@ -15,11 +15,22 @@
 namespace shardtrain::parallel {
 
 namespace {
+// HYBRID's groups: the nodes unless shard_group_size names other groups of
+// consecutive ranks (which the node's and cross-node communicators are where
+// the size is the node's).
 comm::Communicator& shard_group(comm::Communicator& comm, const FsdpOptions& o) {
-  return o.mode == ShardingMode::hybrid ? comm.node() : comm;
+  validate(o);
+  if (o.mode != ShardingMode::hybrid) return comm;
+  ST_CHECK(o.shard_group_size <= comm.size() && comm.size() % std::max(1, o.shard_group_size) == 0,
+           "parallel.fsdp.shard_group_size = {}: groups of {} ranks do not split the job's {} ranks",
+           o.shard_group_size, o.shard_group_size, comm.size());
+  return o.shard_group_size > 0 ? comm.groups(o.shard_group_size, comm::GroupSide::within) : comm.node();
 }
 comm::Communicator* replica_group(comm::Communicator& comm, const FsdpOptions& o) {
-  return o.mode == ShardingMode::hybrid && comm.cross_node().size() > 1 ? &comm.cross_node() : nullptr;
+  if (o.mode != ShardingMode::hybrid) return nullptr;
+  comm::Communicator& across =
+      o.shard_group_size > 0 ? comm.groups(o.shard_group_size, comm::GroupSide::across) : comm.cross_node();
+  return across.size() > 1 ? &across : nullptr;
 }
 }  // namespace
 
@@ -30,7 +41,6 @@ Fsdp::Fsdp(nn::Model& model, comm::Communicator& comm, const FsdpOptions& option
       replica_comm_(replica_group(comm, options)),
       options_(options),
       layout_(model.flat().blocks(), shard_comm_.size()) {
-  validate(options);
   // HYBRID: shard s of replica r must be the same shard on every node.
   ST_CHECK(shard_comm_.size() * replicas() == comm.size(),
            "FSDP HYBRID needs the same number of ranks on every node: the job's {} ranks do not make nodes of {} "
@@ -343,12 +353,13 @@ std::string Fsdp::describe(const PlanInputs& in) const {
   const FsdpMemory mem =
       fsdp_memory(model_.flat(), shard_group_size(), in.state_floats_per_param, options_, in.micro_batches > 1);
   const int world = comm_.size();
-  const std::string how =
-      options_.mode == ShardingMode::shard_grad_op ? fmt::format("SHARD_GRAD_OP over {} ranks", world)
-      : options_.mode == ShardingMode::hybrid
-          ? fmt::format("HYBRID (FULL_SHARD over the {} ranks of each node, replicated over {} node(s))",
-                        shard_group_size(), replicas())
-          : fmt::format("FULL_SHARD over {} ranks", world);
+  const std::string how = options_.mode == ShardingMode::shard_grad_op
+                              ? fmt::format("SHARD_GRAD_OP over {} ranks", world)
+                          : options_.mode == ShardingMode::hybrid
+                              ? fmt::format("HYBRID (FULL_SHARD over the {} ranks of each {}, replicated over {} {})",
+                                            shard_group_size(), options_.shard_group_size > 0 ? "group" : "node",
+                                            replicas(), options_.shard_group_size > 0 ? "group(s)" : "node(s)")
+                              : fmt::format("FULL_SHARD over {} ranks", world);
   const std::string gemms =
       !low_params() ? std::string()
       : !device_.is_cpu()

@@ -13,7 +13,7 @@ namespace shardtrain::parallel {
 enum class ShardingMode {
   full_shard,     // parameters gathered for forward, freed, gathered again for backward
   shard_grad_op,  // parameters gathered for forward and kept until the Block's backward
-  hybrid,         // full_shard within each node, shards replicated (gradients all-reduced) across nodes
+  hybrid,  // full_shard within each shard group (a node), shards replicated (gradients all-reduced) across groups
 };
 
 inline std::span<const EnumName<ShardingMode>> enum_names(ShardingMode) {
@@ -30,6 +30,11 @@ struct FsdpOptions {
   // K: all-gathers in flight ahead of the Block being computed (>= 0); the
   // gather and gradient buffers are K + 1 padded Blocks each.
   int prefetch = 2;
+  // HYBRID: the ranks that share the shards, as groups of this many
+  // consecutive ranks (it divides the job's ranks); 0: the ranks of each
+  // node. A group larger than a node trades memory (a smaller shard) for
+  // gathers that cross nodes; a smaller one the other way.
+  int shard_group_size = 0;
   // Debug: fill a freed Block's parameters (and a reduce-scattered Block's
   // gradients) in the model's flat buffers with NaN.
   bool poison_freed = false;

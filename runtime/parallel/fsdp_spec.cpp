@@ -15,6 +15,10 @@ constexpr int64_t kF32 = 4;
 
 void validate(const FsdpOptions& o) {
   ST_CHECK(o.prefetch >= 0, "parallel.fsdp.prefetch must not be negative, got {}", o.prefetch);
+  ST_CHECK(o.shard_group_size >= 0, "parallel.fsdp.shard_group_size must not be negative, got {}", o.shard_group_size);
+  ST_CHECK(o.shard_group_size == 0 || o.mode == ShardingMode::hybrid,
+           "parallel.fsdp.shard_group_size = {} applies to parallel.fsdp.sharding = \"hybrid\" only, not \"{}\"",
+           o.shard_group_size, name_of(o.mode));
   for (const auto& [key, dtype] : {std::pair{"param_dtype", o.param_dtype}, std::pair{"reduce_dtype", o.reduce_dtype}})
     ST_CHECK(dtype == DType::f32 || dtype == DType::bf16, "parallel.fsdp.{} {} is not one of {}", key, name_of(dtype),
              enum_choices<DType>());
@@ -23,19 +27,28 @@ void validate(const FsdpOptions& o) {
 std::string FsdpSpec::name() const { return fmt::format("fsdp {}", name_of(options_.mode)); }
 
 int FsdpSpec::shard_group(const Topology& t) const {
-  return options_.mode == ShardingMode::hybrid ? std::min(t.ranks_per_node, t.ranks) : t.ranks;
+  if (options_.mode != ShardingMode::hybrid) return t.ranks;
+  const int k = options_.shard_group_size > 0 ? options_.shard_group_size : std::min(t.ranks_per_node, t.ranks);
+  ST_CHECK(k <= t.ranks && t.ranks % k == 0,
+           "parallel.fsdp.shard_group_size = {}: groups of {} ranks do not split the job's {} ranks", k, k, t.ranks);
+  return k;
 }
 
 std::vector<ParallelOptions> FsdpSpec::plan_variants(const ParallelOptions& base, const Topology& t) const {
   std::vector<ParallelOptions> out;
   for (const EnumName<ShardingMode>& m : enum_names(ShardingMode{})) {
-    // HYBRID only where the nodes split the ranks into several equal groups.
-    if (m.value == ShardingMode::hybrid &&
-        (t.ranks_per_node >= t.ranks || t.ranks_per_node < 1 || t.ranks % t.ranks_per_node != 0))
-      continue;
+    // HYBRID only where its groups (the nodes, or shard_group_size) split
+    // the ranks into several equal groups; a size asked for that cannot is
+    // an error, not a column left out.
+    const int asked = base.fsdp.shard_group_size, k = asked > 0 ? asked : t.ranks_per_node;
+    ST_CHECK(m.value != ShardingMode::hybrid || asked == 0 || (asked <= t.ranks && t.ranks % asked == 0),
+             "parallel.fsdp.shard_group_size = {}: groups of {} ranks do not split the job's {} ranks", asked, asked,
+             t.ranks);
+    if (m.value == ShardingMode::hybrid && (k >= t.ranks || k < 1 || t.ranks % k != 0)) continue;
     ParallelOptions o = base;
     o.strategy = "fsdp";
     o.fsdp.mode = m.value;
+    if (m.value != ShardingMode::hybrid) o.fsdp.shard_group_size = 0;
     out.push_back(o);
   }
   return out;

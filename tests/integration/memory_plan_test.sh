@@ -42,6 +42,12 @@ check mlp-full 4 fmnist_mlp.toml "${wide[@]}" "${fsdp[@]}"
 check mlp-grad-op 3 fmnist_mlp.toml "${wide[@]}" "${fsdp[@]}" --set parallel.fsdp.sharding=grad_op
 check mlp-hybrid 4 fmnist_mlp.toml "${wide[@]}" "${fsdp[@]}" --set parallel.fsdp.sharding=hybrid \
   --set comm.ranks_per_node=2 --set train.accumulation_steps=2
+# HYBRID over groups of 2 on nodes of 1: each group spans 2 nodes, its
+# shard half the model, replicated over 2 groups.
+check mlp-hybrid-groups 4 fmnist_mlp.toml "${wide[@]}" "${fsdp[@]}" --set parallel.fsdp.sharding=hybrid \
+  --set comm.ranks_per_node=1 --set parallel.fsdp.shard_group_size=2
+grep -q 'HYBRID (FULL_SHARD over the 2 ranks of each group, replicated over 2 group(s))' mlp-hybrid-groups.txt ||
+  { grep fsdp mlp-hybrid-groups.txt; fail "HYBRID's groups in the layout line"; }
 check mlp-bf16 4 fmnist_mlp.toml "${wide[@]}" "${fsdp[@]}" --set parallel.fsdp.param_dtype=bf16 \
   --set parallel.fsdp.reduce_dtype=bf16
 check cnn-full 2 fmnist_cnn.toml --set "data.train=$data/train" --set "data.test=$data/test" --set data.train_limit=4096 \

@@ -1,4 +1,4 @@
-// node() and cross_node(): sizes and membership from the MPI library's
+// node(), cross_node() and groups(): sizes and membership from the MPI library's
 // shared-memory split (one machine here: one node) and from emulated nodes
 // (CommOptions::ranks_per_node); collectives of i32 on them; a routing
 // communicator's sub-communicators.
@@ -119,6 +119,74 @@ TEST(CommTopology, RoutingSubCommunicatorsRouteHostTensors) {
     EXPECT_EQ(t.f32()[0], want);
   }
   EXPECT_EQ(&routing.node(), &routing.node());  // made once
+}
+
+// groups(k): for every k that divides the world, this rank's group is the k
+// consecutive ranks around it and the cross-group the ranks with its index
+// in every group, on the plain world and on emulated nodes (where a group
+// spanning nodes must not use shared memory, so its sums cross the links);
+// k = size and k = 1 need no new communicator; a k that does not divide the
+// world is an error on every rank, before any MPI call.
+TEST(CommTopology, GroupsOfConsecutiveRanks) {
+  for (const char* config : {"auto", "hierarchical"}) {
+    Communicator& w = world(config);
+    for (int k = 1; k <= w.size(); ++k) {
+      if (w.size() % k != 0) {
+        EXPECT_THROW(w.groups(k, GroupSide::within), Error) << k;
+        continue;
+      }
+      SCOPED_TRACE(fmt::format("{}, groups of {}", config, k));
+      Communicator& within = w.groups(k, GroupSide::within);
+      Communicator& across = w.groups(k, GroupSide::across);
+      EXPECT_EQ(&within, &w.groups(k, GroupSide::within));  // made once
+      std::vector<int32_t> want_within, want_across;
+      for (int r = 0; r < w.size(); ++r) {
+        if (r / k == world_rank() / k) want_within.push_back(r);
+        if (r % k == world_rank() % k) want_across.push_back(r);
+      }
+      EXPECT_EQ(members(within), want_within);
+      EXPECT_EQ(members(across), want_across);
+      EXPECT_EQ(within.rank(), world_rank() % k);
+      EXPECT_EQ(across.rank(), world_rank() / k);
+      if (k == w.size()) {
+        EXPECT_EQ(&within, &w);
+      }
+      if (k == 1) {
+        EXPECT_EQ(&across, &w);
+      }
+      if (k > 1 && k < w.size()) {
+        EXPECT_EQ(within.name(), "group");
+        EXPECT_EQ(across.name(), "cross-group");
+        EXPECT_THROW(within.node(), Error);
+      }
+      for (Communicator* c : {&within, &across}) {  // a sum large enough for every algorithm
+        Tensor t = Tensor::empty({5000});
+        std::fill(t.f32(), t.f32() + 5000, float(world_rank() + 1));
+        c->allreduce(t, ReduceOp::sum)->wait();
+        float want = 0;
+        for (int32_t r : members(*c)) want += float(r + 1);
+        EXPECT_EQ(t.f32()[0], want);
+        EXPECT_EQ(t.f32()[4999], want);
+      }
+    }
+  }
+}
+
+// A routing communicator's groups route too, and k = size is the routing
+// communicator itself.
+TEST(CommTopology, RoutingGroupsRouteHostTensors) {
+  Communicator& host = world("hierarchical");
+  RoutingCommunicator routing(host, make_mpi_world_communicator(options_for("hierarchical")));
+  EXPECT_EQ(&routing.groups(routing.size(), GroupSide::within), &routing);
+  if (world_size() < 2) return;
+  Communicator& across = routing.groups(world_size() / 2 * 2 == world_size() ? 2 : 1, GroupSide::across);
+  EXPECT_NE(dynamic_cast<RoutingCommunicator*>(&across), nullptr);
+  Tensor t = Tensor::empty({1});
+  t.f32()[0] = float(world_rank() + 1);
+  across.allreduce(t, ReduceOp::sum)->wait();
+  float want = 0;
+  for (int32_t r : members(across)) want += float(r + 1);
+  EXPECT_EQ(t.f32()[0], want);
 }
 
 }  // namespace

@@ -175,6 +175,7 @@ class GroupRecorder final : public comm::Communicator {
   comm::WorkPtr barrier() override { return inner_.barrier(); }
   comm::Communicator& node() override { return inner_.node(); }
   comm::Communicator& cross_node() override { return inner_.cross_node(); }
+  comm::Communicator& groups(int k, comm::GroupSide side) override { return inner_.groups(k, side); }
   void begin_group() override {
     EXPECT_FALSE(open_) << "a group inside a group";
     open_ = true;

@@ -1,5 +1,6 @@
 // FSDP under mpirun with 1-4 ranks: FULL_SHARD, SHARD_GRAD_OP and HYBRID
-// (emulated nodes of 2 ranks) give the parameters DDP gives (same data, same initialization), with any prefetch
+// (emulated nodes of 2 ranks, or shard groups of any size) give the
+// parameters DDP gives (same data, same initialization), with any prefetch
 // depth, with gradient accumulation, with SGD + weight decay and AdamW; the
 // communication it issues per step; the memory figures.
 #include "kernels/cpu/gemm.h"
@@ -159,6 +160,43 @@ TEST(Fsdp, HybridWithAdamWAndClippingMatchesDdp) {
                                 &two_rank_nodes());
   EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance);
   expect_identical_across_ranks(f.params);
+}
+
+// HYBRID over groups of shard_group_size consecutive ranks, for every size
+// that divides the world, on the plain world (one node) and on nodes of 2
+// (groups inside, as large as and larger than a node): the same parameters
+// as DDP; group 1 is pure replication, group = world is FULL_SHARD.
+TEST(Fsdp, HybridOverShardGroupsOfEverySizeMatchesDdp) {
+  const Tensor ddp = ddp_params(four_block_mlp_spec(), sgd_with_decay(), kSteps);
+  for (comm::Communicator* comm : {&world(), &two_rank_nodes()}) {
+    for (int k = 1; k <= comm->size(); ++k) {
+      if (comm->size() % k != 0) continue;
+      parallel::FsdpOptions o = opts(parallel::ShardingMode::hybrid);
+      o.shard_group_size = k;
+      const FsdpRun f = fsdp_params(four_block_mlp_spec(), sgd_with_decay(), kSteps, o, 1, 0.0, comm);
+      EXPECT_LE(max_abs_diff(f.params, ddp), kTolerance) << k;
+      expect_identical_across_ranks(f.params);
+      EXPECT_EQ(f.shard_group, k);
+      EXPECT_EQ(f.replicas, comm->size() / k);
+      EXPECT_EQ(f.stats.replica_allreduces, f.replicas > 1 ? kSteps * f.blocks : 0) << k;
+      EXPECT_EQ(f.stats.replica_allreduce_payload_bytes, f.replicas > 1 ? kSteps * 4 * f.chunk_numel : 0) << k;
+    }
+  }
+}
+
+// A group size that does not divide the ranks, or HYBRID's key on another
+// mode: an error naming the key, on every rank.
+TEST(Fsdp, ShardGroupSizeThatDoesNotFitIsAnError) {
+  auto model = nn::build_model(four_block_mlp_spec(), kSample, kClasses);
+  parallel::FsdpOptions o = opts(parallel::ShardingMode::hybrid);
+  o.shard_group_size = world().size() + 1;
+  EXPECT_THAT([&] { parallel::Fsdp fsdp(*model, world(), o); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                  fmt::format("parallel.fsdp.shard_group_size = {}: groups of {} ranks do not split the job's {} ranks",
+                              o.shard_group_size, o.shard_group_size, world().size()))));
+  o.mode = parallel::ShardingMode::full_shard;
+  EXPECT_THAT([&] { parallel::Fsdp fsdp(*model, world(), o); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("applies to parallel.fsdp.sharding = \"hybrid\"")));
 }
 
 // Nodes of 2 ranks cannot hold 3 ranks evenly: every rank refuses HYBRID

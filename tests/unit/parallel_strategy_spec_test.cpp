@@ -158,6 +158,42 @@ TEST(StrategySpec, CommLayoutListsEachStrategysCollectives) {
   }
 }
 
+// HYBRID with shard_group_size: groups of 4 on 8 ranks in nodes of 2 (a
+// group spans 2 nodes) shard over 4 and replicate twice, in the layout, the
+// wire bytes and the plan's variants; a size that does not split the ranks
+// is an error naming the key, and the key is HYBRID's only.
+TEST(StrategySpec, HybridShardGroupSize) {
+  ParallelOptions o;
+  o.strategy = "fsdp";
+  o.fsdp.mode = ShardingMode::hybrid;
+  o.fsdp.shard_group_size = 4;
+  PlanInputs in;
+  in.topology = {8, 2};
+  const CommLayout c = make_strategy_spec(o)->comm_layout(three_blocks(), in);
+  const ShardLayout shards(three_blocks().blocks(), 4);
+  EXPECT_EQ(c.shard_group, 4);
+  EXPECT_EQ(c.replica_group, 2);
+  for (int b = 0; b < 3; ++b) EXPECT_EQ(c.replica_bytes[size_t(b)], shards.block(b).chunk * 4);
+  EXPECT_DOUBLE_EQ(make_strategy_spec(o)->wire_theory(one_block(1000000), in).bytes,
+                   12 * 0.75 * 1e6 + 2 * 0.5 * 4 * 1e6 / 4);
+  // One node of 8: groups of 4 still make a HYBRID variant (of 2 groups).
+  ParallelOptions base;
+  base.strategy = "fsdp";
+  base.fsdp.shard_group_size = 4;
+  const auto variants = make_strategy_spec(base)->plan_variants(base, Topology{8, 8});
+  ASSERT_EQ(variants.size(), 3u);
+  EXPECT_EQ(variants[2].fsdp.shard_group_size, 4);
+  EXPECT_EQ(variants[0].fsdp.shard_group_size, 0);  // FULL_SHARD: not its key
+  base.fsdp.shard_group_size = 3;                   // asked for, it is an error, not a variant left out
+  EXPECT_THROW(make_strategy_spec(base)->plan_variants(base, Topology{8, 8}), Error);
+  o.fsdp.shard_group_size = 3;
+  EXPECT_THAT([&] { make_strategy_spec(o)->comm_layout(three_blocks(), in); },
+              ::testing::ThrowsMessage<Error>(
+                  ::testing::HasSubstr("parallel.fsdp.shard_group_size = 3: groups of 3 ranks do not split")));
+  o.fsdp.mode = ShardingMode::full_shard;
+  EXPECT_THROW(validate(o.fsdp), Error);
+}
+
 TEST(StrategySpec, UnknownStrategyNamesTheValidOnes) {
   ParallelOptions o;
   o.strategy = "zero3";

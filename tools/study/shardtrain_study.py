@@ -86,6 +86,18 @@ def csv(choices=None, convert=str, check=None):
     return parse
 
 
+STRATEGIES_HELP = (", ".join(study_points.STRATEGIES) + ", or hybrid:K (HYBRID over shard groups of K "
+                   "consecutive ranks: parallel.fsdp.shard_group_size)")
+
+
+def valid_strategy(text):
+    try:
+        study_points.split_strategy(text)
+    except ValueError:
+        return False
+    return True
+
+
 def positive(text):
     v = int(text)
     if v < 1:
@@ -185,8 +197,9 @@ def main():
     run = sub.add_parser("run", help="run a study's points")
     run.add_argument("--out", required=True, help="the study directory (created; reused to resume)")
     run.add_argument("--models", type=csv(list(study_points.MODELS)), default=["mlp"])
-    run.add_argument("--strategies", type=csv(list(study_points.STRATEGIES)),
-                     default=["ddp", "zero1", "fsdp_full", "fsdp_grad_op", "hybrid"])
+    run.add_argument("--strategies", type=csv(check=valid_strategy), metavar="STRATEGY,...",
+                     default=["ddp", "zero1", "fsdp_full", "fsdp_grad_op", "hybrid"],
+                     help=STRATEGIES_HELP)
     run.add_argument("--nodes", type=csv(convert=int, check=lambda n: 1 <= n <= 64), default=[1, 2])
     run.add_argument("--ranks-per-node", type=csv(convert=int, check=lambda n: 1 <= n <= 64), default=[1])
     run.add_argument("--rates", type=csv(check=RATE.match), default=[study_points.UNSHAPED],
@@ -218,8 +231,8 @@ def main():
                       + ", ".join(shipped_fabrics()))
     pred.add_argument("--models", type=csv(list(study_points.MODELS)), help="the reference models (examples/)")
     pred.add_argument("--gpt", type=csv(list(study_cluster.GPT_FAMILY)), help="GPT family members, FLOP-scaled")
-    pred.add_argument("--strategies", type=csv(list(study_points.STRATEGIES)),
-                      default=["ddp", "zero1", "fsdp_full", "fsdp_grad_op", "hybrid"])
+    pred.add_argument("--strategies", type=csv(check=valid_strategy), metavar="STRATEGY,...",
+                      default=["ddp", "zero1", "fsdp_full", "fsdp_grad_op", "hybrid"], help=STRATEGIES_HELP)
     pred.add_argument("--nodes", type=csv(convert=int, check=lambda n: 1 <= n <= 100000), default=[1, 2, 4, 8, 16, 32,
                                                                                                      64, 128])
     pred.add_argument("--gpus-per-node", type=positive, help="ranks per node (default: the fabric's gpus_per_node)")

@@ -188,7 +188,7 @@ def comm_sizes(points, script_of):
             if nodes * g <= 1:
                 continue
             rate = p.rate if nodes > 1 else study_points.UNSHAPED
-            nbytes = c["bytes"] * (p.ranks_per_node if c["group"] == "cross_node" else 1)
+            nbytes = c["bytes"] * study_fabric.link_sharers(c["group"], p.nodes, p.ranks_per_node)
             need.setdefault((nodes, g, rate), {}).setdefault(c["op"], set()).add(nbytes)
     return need
 

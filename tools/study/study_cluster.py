@@ -61,13 +61,15 @@ def gpt_parameters(member):
     return embed + L * block + head
 
 
-def gpt_plan_args(source_dir, member, world, ranks_per_node):
+def gpt_plan_args(source_dir, member, world, ranks_per_node, strategy=None):
     m = GPT_FAMILY[member]
     config = os.path.join(source_dir, "examples", "gpt_kjv.toml")
     sets = {"model.n_layer": m["n_layer"], "model.n_head": m["n_head"], "model.n_embd": m["n_embd"],
             "model.block_size": m["T"], "train.global_batch_size": m["batch"] * world,
             "train.eval_batch_size": m["batch"], "runtime.device": "cuda",
             "comm.ranks_per_node": ranks_per_node}
+    if strategy:
+        sets.update(study_points.strategy_settings(strategy))
     args = [config, "--sample-shape", str(m["T"]), "--classes", str(VOCAB)]
     for k, v in sets.items():
         args += ["--set", f"{k}={v}"]
@@ -83,7 +85,7 @@ def predict_cluster(args, fabric):
     jobs = []
     for member in args.gpt or []:
         jobs.append((f"gpt-{member}", gpt_compute(member, args.tflops),
-                     lambda w, member=member: gpt_plan_args(args.source_dir, member, w, g),
+                     lambda w, s, member=member: gpt_plan_args(args.source_dir, member, w, g, s),
                      GPT_FAMILY[member]["batch"]))
     for model in args.models or []:
         if not args.compute:
@@ -91,19 +93,24 @@ def predict_cluster(args, fabric):
                              "calibration/compute-MODEL-wW.json)")
         with open(args.compute) as f:
             compute = study_model.Compute.from_json(json.load(f))
-        jobs.append((model, compute, lambda w, model=model: model_plan_args(args, model, w, g), None))
+        jobs.append((model, compute, lambda w, s, model=model: model_plan_args(args, model, w, g, s), None))
     rows = []
     memory_limit = args.device_memory_gb * 1e9
     for name, compute, plan_args, per_gpu in jobs:
         for nodes in args.nodes:
             world = nodes * g
-            plans = study_predict.run_plan(shardtrain, plan_args(world), world)
+            plans = {}  # by HYBRID's shard group size (0: the nodes, and every other strategy)
             for strategy in args.strategies:
+                _, k = study_points.split_strategy(strategy)
                 if strategy == "hybrid" and (nodes < 2 or g < 2):
+                    continue
+                if k and study_points.why_not_hybrid_groups(k, nodes, g):
                     continue
                 if world == 1 and strategy != "none":
                     continue
-                plan = study_predict.plan_of(plans, strategy)
+                if k not in plans:
+                    plans[k] = study_predict.run_plan(shardtrain, plan_args(world, strategy if k else None), world)
+                plan = study_predict.plan_of(plans[k], strategy)
                 row = {"model": name, "strategy": strategy, "nodes": nodes, "gpus_per_node": g,
                        "planned_peak_bytes": plan["peak_bytes"], "fits": plan["peak_bytes"] <= memory_limit}
                 if row["fits"]:
@@ -117,8 +124,8 @@ def predict_cluster(args, fabric):
     return rows
 
 
-def model_plan_args(args, model, world, g):
-    point = study_points.Point(model, "ddp", 1, 1, study_points.UNSHAPED)
+def model_plan_args(args, model, world, g, strategy=None):
+    point = study_points.Point(model, strategy or "ddp", 1, 1, study_points.UNSHAPED)
     tail = study_points.train_args(point, args.source_dir, args.data_dir, 1, 60)
     return tail + ["--set", f"comm.ranks_per_node={g}"]
 
@@ -128,7 +135,7 @@ def add_efficiency(rows):
     FULL_SHARD on one node); None without a one-node row."""
     base = {(r["model"], r["strategy"]): r for r in rows if r["nodes"] == 1 and "step_s" in r}
     for r in rows:
-        b = base.get((r["model"], "fsdp_full" if r["strategy"] == "hybrid" else r["strategy"]))
+        b = base.get((r["model"], "fsdp_full" if r["strategy"].startswith("hybrid") else r["strategy"]))
         r["efficiency"] = b["step_s"] / r["step_s"] if b and "step_s" in r else None
 
 

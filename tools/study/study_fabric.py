@@ -25,9 +25,12 @@ Two kinds (TOML; docs/scaling.md has the schema; fabrics/ ships examples):
                      the network latency only on the hops that cross nodes
                      (docs/nccl-model.md).
 
-A collective's group: "world" (nodes x G), "node" (HYBRID's shard group:
-1 x G) or "cross_node" (HYBRID's replicas: nodes x 1; G such groups share
-each node's NICs at once).
+A collective's group: "world" (nodes x G), "node" (1 x G), "cross_node"
+(nodes x 1; G such groups share each node's NICs at once), or HYBRID's
+shard groups of k consecutive ranks, "group:k" (1 x k within a node, k/G
+nodes x G beyond), and the ranks across them, "across:k" (nodes x G/k, or
+one rank on each of N G/k nodes): link_sharers says how many such groups
+cross a node's link at once.
 
 Compute slowed by communication: a measured fabric may name the host the
 ranks run on ([host] cores, and whether all the study's ranks share it,
@@ -68,8 +71,26 @@ def load(path):
 
 
 def group_shape(group, nodes, ranks_per_node):
-    return {"world": (nodes, ranks_per_node), "node": (1, ranks_per_node),
-            "cross_node": (nodes, 1)}[group]
+    """(nodes, ranks on each) of a collective's group (the module's comment);
+    ValueError for groups of k that neither fill whole nodes nor divide one
+    (no such shape is measured or modelled)."""
+    g = ranks_per_node
+    if group.startswith(("group:", "across:")):
+        side, k = group.split(":")
+        k = int(k)
+        if k < 1 or (k % g if k > g else g % k):
+            raise ValueError(f"HYBRID groups of {k} ranks on nodes of {g}: neither whole nodes nor a part of one")
+        if side == "group":
+            return (1, k) if k <= g else (k // g, g)
+        return (nodes, g // k) if k <= g else (nodes * g // k, 1)
+    return {"world": (nodes, g), "node": (1, g), "cross_node": (nodes, 1)}[group]
+
+
+def link_sharers(group, nodes, ranks_per_node):
+    """How many groups like this one cross each node's link at once: the
+    node's ranks over the group's ranks on it (the cross-node groups: G)."""
+    n, g = group_shape(group, nodes, ranks_per_node)
+    return ranks_per_node // g if n > 1 else 1
 
 
 def polling_slowdown(ranks_on_host, cores):
@@ -106,11 +127,9 @@ class MeasuredFabric:
             if key not in self.tables:
                 raise FabricError(f"{self.path}: no measurement of {c['op']} on {n} node(s) x {g} rank(s) "
                                   f"(run `shardtrain study fit` with that shape)")
-            nbytes = c["bytes"]
-            if c["group"] == "cross_node":
-                # The node's G cross-node groups run at once over its link,
-                # measured with one: as if one group sent all their bytes.
-                nbytes *= ranks_per_node
+            # Groups that run at once over the node's link (the cross-node
+            # ones), measured alone: as if one group sent all their bytes.
+            nbytes = c["bytes"] * link_sharers(c["group"], nodes, ranks_per_node)
             return interpolate(*self.tables[key], nbytes)
         return cost
 
@@ -197,9 +216,9 @@ class TierFabric:
             if n * g <= 1:
                 return 0.0
             if c["group"] not in comms:
-                # HYBRID's G cross-node groups (one rank per node each) run
-                # at once: each gets 1/G of the node's NICs.
-                share = 1.0 / ranks_per_node if c["group"] == "cross_node" else 1.0
+                # Groups that run at once over the node's NICs (HYBRID's
+                # cross-node groups) share them.
+                share = 1.0 / link_sharers(c["group"], nodes, ranks_per_node)
                 try:
                     comms[c["group"]] = nccl.Comm(self.nccl_node.with_gpus(g, share), n)
                 except nccl.ModelError as e:
@@ -218,9 +237,9 @@ class TierFabric:
             if n == 1:
                 busbw, latency = intra, self.intra_latency
             else:
-                # The node's NICs carry its rings; G cross-node groups at
-                # once (HYBRID) share them, one group alone gets them all.
-                share = self.nics if c["group"] == "world" else self.nics / g
+                # The node's NICs carry its rings; groups that cross them at
+                # once (HYBRID's across the shard groups) share them.
+                share = self.nics / link_sharers(c["group"], nodes, ranks_per_node)
                 busbw = min(intra if g > 1 else float("inf"), share * self.per_nic)
                 latency = self.inter_latency
             return STEPS[op](ranks) * latency + FACTOR[op](ranks) * c["bytes"] / busbw

@@ -8,10 +8,10 @@ strategy at N nodes x G ranks per node on a fabric, from
   - the cost of each collective on its group (study_fabric.py).
 
 The simulation: one compute stream runs the script's compute in order;
-each communicator (the world, HYBRID's node and cross-node groups) has one
-engine that runs its collectives one at a time in issue order (the progress
-engine of runtime/comm), starting each when it is issued and the engine is
-free; a wait blocks the compute stream until the collective has completed.
+each communicator (the world, HYBRID's shard groups and the groups across
+them) has one engine that runs its collectives one at a time in issue
+order (the progress engine of runtime/comm), starting each when it is
+issued and the engine is free; a wait blocks the compute stream until the collective has completed.
 While a collective is in flight, compute runs `slowdown` times slower: on
 a CPU whose cores the ranks share, the progress engine polls a core that
 compute would otherwise use (study_fabric.py says how much, per fabric).

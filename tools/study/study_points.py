@@ -28,6 +28,38 @@ STRATEGIES = {
     "fsdp_grad_op": {"parallel.strategy": "fsdp", "parallel.fsdp.sharding": "grad_op"},
     "hybrid": {"parallel.strategy": "fsdp", "parallel.fsdp.sharding": "hybrid"},
 }
+# And "hybrid:K": HYBRID over shard groups of K consecutive ranks
+# (parallel.fsdp.shard_group_size) instead of the nodes.
+
+
+def split_strategy(strategy):
+    """(a name of STRATEGIES, K) for "hybrid:K", else (strategy, 0); ValueError
+    for anything else."""
+    base, colon, k = strategy.partition(":")
+    if base not in STRATEGIES or (colon and (base != "hybrid" or not k.isdigit() or int(k) < 1)):
+        raise ValueError(f"'{strategy}' is not a strategy ({', '.join(STRATEGIES)} or hybrid:K)")
+    return base, int(k) if colon else 0
+
+
+def strategy_settings(strategy):
+    """The config keys that select a study's strategy."""
+    base, k = split_strategy(strategy)
+    sets = dict(STRATEGIES[base])
+    if k:
+        sets["parallel.fsdp.shard_group_size"] = str(k)
+    return sets
+
+
+def why_not_hybrid_groups(k, nodes, ranks_per_node):
+    """None if HYBRID over groups of k ranks fits `nodes` nodes of G ranks as
+    the model knows groups (whole nodes, or a part of one that divides it),
+    else why not."""
+    world, g = nodes * ranks_per_node, ranks_per_node
+    if not 2 <= k < world:
+        return f"hybrid:{k} on {world} rank(s) needs 2 <= {k} < {world} (else it is DDP or FULL_SHARD)"
+    if world % k or (k % g if k > g else g % k):
+        return f"hybrid:{k}: groups of {k} neither fill whole nodes of {g} nor divide one"
+    return None
 
 UNSHAPED = "unshaped"
 
@@ -62,7 +94,7 @@ class Point:
 
     @property
     def dirname(self):
-        return self.key.replace("/", "-")
+        return self.key.replace("/", "-").replace(":", "")
 
     def describe(self):
         link = "" if self.nodes == 1 else f", links {self.rate}"
@@ -78,7 +110,8 @@ def why_not(point):
         return "one rank: the study's baseline is strategy none"
     if point.strategy == "hybrid" and (point.nodes < 2 or point.ranks_per_node < 2):
         return "hybrid needs 2 or more nodes of 2 or more ranks (else it is DDP or FULL_SHARD)"
-    return None
+    _, k = split_strategy(point.strategy)
+    return why_not_hybrid_groups(k, point.nodes, point.ranks_per_node) if k else None
 
 
 def grid(models, strategies, nodes, ranks_per_node, rates, compute="real"):
@@ -111,7 +144,7 @@ def train_args(point, source_dir, data_dir, steps, timeout_s, profile=None):
         "train.max_steps": str(steps),
         "comm.timeout_s": str(timeout_s),
     }
-    sets.update(STRATEGIES[point.strategy])
+    sets.update(strategy_settings(point.strategy))
     if point.compute == "emulated":
         sets.update({"runtime.emulate.compute": "profile", "runtime.emulate.profile": profile})
     args = [os.path.join(source_dir, config)]

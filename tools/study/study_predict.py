@@ -37,11 +37,13 @@ def run_plan(shardtrain, args_tail, ranks):
 
 
 def plan_of(plans, strategy):
+    """A study strategy's variant of `plan`'s (hybrid:K's is HYBRID's, planned
+    with its shard_group_size)."""
+    name = PLAN_NAME[study_points.split_strategy(strategy)[0]]
     for p in plans:
-        if p["strategy"] == PLAN_NAME[strategy]:
+        if p["strategy"] == name:
             return p
-    raise PredictError(f"plan has no {PLAN_NAME[strategy]} variant (strategies: "
-                       f"{', '.join(p['strategy'] for p in plans)})")
+    raise PredictError(f"plan has no {name} variant (strategies: {', '.join(p['strategy'] for p in plans)})")
 
 
 def wire_bytes(script, nodes, ranks_per_node):
@@ -105,7 +107,7 @@ class Validator:
             if cn <= 1:
                 return 0.0
             per_group = study_fabric.FACTOR[c["op"]](cn * cg) * c["bytes"]
-            return per_group * (g if c["group"] == "cross_node" else 1)  # HYBRID's G groups share the link
+            return per_group * study_fabric.link_sharers(c["group"], n, g)  # groups at once share the link
 
         return study_model.ShapedLinks(bits / 8, EMULATED_BURST_BYTES, cost, unshaped, wire)
 

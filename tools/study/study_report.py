@@ -34,7 +34,8 @@ def load(study_dir):
 
 
 def sort_key(p):
-    return (p["model"], STRATEGY_ORDER.index(p["strategy"]), p["ranks_per_node"], p["nodes"],
+    base, k = study_points.split_strategy(p["strategy"])
+    return (p["model"], STRATEGY_ORDER.index(base), k, p["ranks_per_node"], p["nodes"],
             study_points.rate_bits(p["rate"]))
 
 
@@ -45,7 +46,7 @@ def add_efficiency(points):
         if p["status"] != "ok":
             continue
         g = p["ranks_per_node"]
-        base = "none" if g == 1 else ("fsdp_full" if p["strategy"] == "hybrid" else p["strategy"])
+        base = "none" if g == 1 else ("fsdp_full" if p["strategy"].startswith("hybrid") else p["strategy"])
         b = ok.get(study_points.Point(p["model"], base, 1, g, study_points.UNSHAPED, p.get("compute", "real")).key)
         if b:
             p["efficiency"] = p["samples_per_s"] / (p["nodes"] * b["samples_per_s"])

@@ -14,7 +14,7 @@ Events:
   ("issue", c)                       collective c handed to its group's engine
   ("wait", c)                        the thread blocks until c has completed
   ("optimizer", fraction)            that fraction of a full-model update
-Collectives: c = {"op", "group" ("world", "node", "cross_node"), "bytes",
+Collectives: c = {"op", "group" ("world", HYBRID's "group:k" and "across:k"), "bytes",
 "what"}.
 """
 
@@ -95,7 +95,7 @@ def _fsdp(plan, n):
     comm = plan["comm"]
     k, gather_limit, grad_limit = comm["prefetch"], comm["gather_buffers"], comm["grad_buffers"]
     hybrid = comm["replica_group"] > 1
-    shard_group = "node" if hybrid else "world"
+    shard_group = f"group:{comm['shard_group']}" if hybrid else "world"
     s = Script()
     state = ["freed"] * n
     gather_of = [None] * n
@@ -124,7 +124,8 @@ def _fsdp(plan, n):
         if p[2] == "rs":
             held["grads"] -= 1
             if hybrid:
-                p[1] = s.issue("allreduce", "cross_node", comm["replica_bytes"][p[0]], f"replica {p[0]}")
+                p[1] = s.issue("allreduce", f"across:{comm['shard_group']}", comm["replica_bytes"][p[0]],
+                               f"replica {p[0]}")
                 p[2] = "replica"
                 return
         reduces.pop(0)

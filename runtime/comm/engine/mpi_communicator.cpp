@@ -76,10 +76,12 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::make_world(const CommOptions& 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& options, const BackoffPolicy& policy,
                                  std::shared_ptr<Watchdog> watchdog)
     : kind_(kind),
-      name_(kind == Kind::world   ? "world"
-            : kind == Kind::node  ? "node"
-            : kind == Kind::cross ? "cross-node"
-                                  : "self"),
+      name_(kind == Kind::world         ? "world"
+            : kind == Kind::node        ? "node"
+            : kind == Kind::cross       ? "cross-node"
+            : kind == Kind::group       ? "group"
+            : kind == Kind::cross_group ? "cross-group"
+                                        : "self"),
       options_(options),
       policy_(policy),
       comm_(comm),
@@ -94,11 +96,10 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& op
     native_ = std::make_unique<MpiNative>(comm_);
     // The world's window is set up with its sub-communicators (it needs to
     // know whether it spans several nodes, emulated ones included).
-    // Emulated nodes (ranks_per_node) are separate nodes: the cross-node
-    // communicator's ranks share no memory there, even where the machine
-    // would let them (its collectives must cross the emulated links).
-    const bool emulated_cross = kind_ == Kind::cross && options_.ranks_per_node > 0;
-    if (kind_ != Kind::world && options_.shared_memory && !emulated_cross)
+    // Emulated nodes (ranks_per_node) are separate nodes: ranks on several
+    // share no memory there, even where the machine would let them (their
+    // collectives must cross the emulated links).
+    if (kind_ != Kind::world && options_.shared_memory && on_one_emulated_node())
       shm_ = ShmWindow::create(comm_, AllreduceShm::kWindowBytes);
   }
   monitor_ = std::make_shared<CommMonitor>(name_, rank_, size_, world_ranks, options_.timeout_s);
@@ -247,11 +248,21 @@ MpiCommunicator& MpiCommunicator::self_communicator() {
   return *self_;
 }
 
+bool MpiCommunicator::on_one_emulated_node() const {
+  if (options_.ranks_per_node <= 0) return true;
+  const int node = world_rank() / options_.ranks_per_node;
+  int extremes[2] = {node, -node};
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, extremes, 2, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
+  return extremes[0] == -extremes[1];
+}
+
 Communicator& MpiCommunicator::node() {
   switch (kind_) {
     case Kind::world: return *node_;
     case Kind::node: return *this;
     case Kind::cross: return self_communicator();
+    case Kind::group:
+    case Kind::cross_group: throw Error(fmt::format("comm '{}': a group's node() is not made", name_));
     case Kind::self: break;
   }
   return *this;
@@ -262,9 +273,26 @@ Communicator& MpiCommunicator::cross_node() {
     case Kind::world: return *cross_;
     case Kind::node: return self_communicator();
     case Kind::cross: return *this;
+    case Kind::group:
+    case Kind::cross_group: throw Error(fmt::format("comm '{}': a group's cross_node() is not made", name_));
     case Kind::self: break;
   }
   return *this;
+}
+
+Communicator& MpiCommunicator::groups(int k, GroupSide side) {
+  const int color = group_color(rank_, size_, k, side);
+  const bool within = side == GroupSide::within;
+  if (kind_ == Kind::self || k == (within ? size_ : 1)) return *this;
+  if (k == (within ? 1 : size_)) return self_communicator();
+  std::lock_guard lock(self_mu_);
+  std::unique_ptr<MpiCommunicator>& sub = groups_[{k, side}];
+  if (!sub) {
+    MPI_Comm c;
+    check_mpi(MPI_Comm_split(comm_, color, rank_, &c), "MPI_Comm_split");
+    sub.reset(new MpiCommunicator(c, within ? Kind::group : Kind::cross_group, options_, policy_, watchdog_));
+  }
+  return *sub;
 }
 
 // ---- shutdown -----------------------------------------------------------------
@@ -281,6 +309,7 @@ void MpiCommunicator::shutdown() {
   {
     std::lock_guard lock(self_mu_);
     if (self_) self_->shutdown();
+    for (auto& [key, sub] : groups_) sub->shutdown();
   }
   shm_.reset();  // collective, like every rank's shutdown
   scratch_.release();

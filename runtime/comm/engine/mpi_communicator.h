@@ -7,7 +7,8 @@
 // reduce_scatter_ring, allgather_ring) or the hierarchical all-reduce.
 //
 // The world communicator also owns the watchdog and the node / cross-node
-// sub-communicators (each with its own MPI communicator and engine), plus two
+// sub-communicators and any groups() (each with its own MPI communicator and
+// engine), plus two
 // private MPI communicators over the same groups on which the world's engine
 // runs the hierarchical all-reduce: the sub-communicators' engines may be
 // busy with collectives of their own at the same time.
@@ -29,6 +30,7 @@
 #include <mpi.h>
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -54,6 +56,7 @@ class MpiCommunicator final : public Communicator, private Executor {
 
   Communicator& node() override;
   Communicator& cross_node() override;
+  Communicator& groups(int k, GroupSide side) override;
   std::string algorithm_choice() const override { return tuning_status_; }
 
   // This job's topology (world communicator; set up with it).
@@ -66,7 +69,7 @@ class MpiCommunicator final : public Communicator, private Executor {
   void shutdown();
 
  private:
-  enum class Kind { world, node, cross, self };
+  enum class Kind { world, node, cross, group, cross_group, self };
   enum class Algo { local, mpi, ring, hierarchical, oneshot, shm };
 
   // Takes ownership of `comm` (MPI_COMM_NULL for a communicator of one rank
@@ -108,6 +111,9 @@ class MpiCommunicator final : public Communicator, private Executor {
   static constexpr size_t kCoalesceOps = 32;
   static constexpr int64_t kCoalesceBytes = 256 << 10;
   MpiCommunicator& self_communicator();
+  // Collective over comm_: whether its ranks share one emulated node
+  // (comm.ranks_per_node; true where nodes are not emulated).
+  bool on_one_emulated_node() const;
 
   const Kind kind_;
   const std::string name_;
@@ -137,8 +143,9 @@ class MpiCommunicator final : public Communicator, private Executor {
   std::optional<Tuning> tuning_;  // world: comm.tuning's file
   std::string tuning_status_;
   std::unique_ptr<MpiCommunicator> node_, cross_;
-  std::mutex self_mu_;
+  std::mutex self_mu_;  // self_ and groups_
   std::unique_ptr<MpiCommunicator> self_;
+  std::map<std::pair<int, GroupSide>, std::unique_ptr<MpiCommunicator>> groups_;
 
   std::mutex issue_mu_;
   int64_t next_seq_ = 0;

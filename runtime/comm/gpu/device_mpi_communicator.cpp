@@ -74,6 +74,7 @@ void DeviceMpiCommunicator::shutdown() {
     std::lock_guard lock(sub_mu_);
     if (node_) node_->shutdown();
     if (cross_) cross_->shutdown();
+    for (auto& [key, sub] : groups_) sub->shutdown();
   }
   {
     std::lock_guard lock(mu_);
@@ -97,6 +98,15 @@ Communicator& DeviceMpiCommunicator::cross_node() {
   std::lock_guard lock(sub_mu_);
   if (!cross_) cross_ = std::make_unique<DeviceMpiCommunicator>(host_->cross_node(), MPI_COMM_NULL, device_);
   return *cross_;
+}
+
+Communicator& DeviceMpiCommunicator::groups(int k, GroupSide side) {
+  Communicator& host = host_->groups(k, side);
+  if (&host == host_) return *this;
+  std::lock_guard lock(sub_mu_);
+  std::unique_ptr<DeviceMpiCommunicator>& sub = groups_[{k, side}];
+  if (!sub) sub = std::make_unique<DeviceMpiCommunicator>(host, MPI_COMM_NULL, device_);
+  return *sub;
 }
 
 // ---- issuing ------------------------------------------------------------------

@@ -37,6 +37,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -73,6 +74,7 @@ class DeviceMpiCommunicator final : public Communicator {
 
   Communicator& node() override;
   Communicator& cross_node() override;
+  Communicator& groups(int k, GroupSide side) override;
 
   // Finishes what is queued and stops the worker. Idempotent.
   void shutdown();
@@ -116,6 +118,7 @@ class DeviceMpiCommunicator final : public Communicator {
 
   std::mutex sub_mu_;
   std::unique_ptr<DeviceMpiCommunicator> node_, cross_;
+  std::map<std::pair<int, GroupSide>, std::unique_ptr<DeviceMpiCommunicator>> groups_;
 };
 
 }  // namespace shardtrain::comm

@@ -130,10 +130,12 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::make_world(MPI_Comm world, i
 NcclCommunicator::NcclCommunicator(ncclComm_t comm, Kind kind, int rank, int size, std::vector<int> world_ranks,
                                    int device, const CommOptions& options, std::shared_ptr<Watchdog> watchdog)
     : kind_(kind),
-      name_(kind == Kind::world   ? "world"
-            : kind == Kind::node  ? "node"
-            : kind == Kind::cross ? "cross-node"
-                                  : "self"),
+      name_(kind == Kind::world         ? "world"
+            : kind == Kind::node        ? "node"
+            : kind == Kind::cross       ? "cross-node"
+            : kind == Kind::group       ? "group"
+            : kind == Kind::cross_group ? "cross-group"
+                                        : "self"),
       options_(options),
       device_(device),
       comm_(comm),
@@ -146,16 +148,14 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, Kind kind, int rank, int siz
   ST_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
 }
 
-NcclCommunicator& NcclCommunicator::split(Kind kind) {
+NcclCommunicator& NcclCommunicator::split(MPI_Comm group, int color, Kind kind) {
   const NcclLibrary& lib = nccl();
-  MPI_Comm group = kind == Kind::node ? mpi_node_ : mpi_cross_;
   int rank = 0, size = 1;
   MPI_Comm_rank(group, &rank);
   MPI_Comm_size(group, &size);
   ncclComm_t c = nullptr;
   if (lib.CommSplit) {
     ST_CUDA_CHECK(cudaSetDevice(device_));
-    const int color = kind == Kind::node ? node_color_ : local_rank_;
     ST_NCCL_CHECK(lib.CommSplit(comm_, color, rank_, &c, nullptr));
   } else {
     c = init_rank(size, bootstrap_id(group), rank, device_);
@@ -180,11 +180,13 @@ Communicator& NcclCommunicator::node() {
   switch (kind_) {
     case Kind::world: {
       std::lock_guard lock(sub_mu_);
-      if (!node_) node_.reset(&split(Kind::node));
+      if (!node_) node_.reset(&split(mpi_node_, node_color_, Kind::node));
       return *node_;
     }
     case Kind::node: return *this;
     case Kind::cross: return self_communicator();
+    case Kind::group:
+    case Kind::cross_group: throw Error(fmt::format("comm '{}': a group's node() is not made", name_));
     case Kind::self: break;
   }
   return *this;
@@ -194,14 +196,33 @@ Communicator& NcclCommunicator::cross_node() {
   switch (kind_) {
     case Kind::world: {
       std::lock_guard lock(sub_mu_);
-      if (!cross_) cross_.reset(&split(Kind::cross));
+      if (!cross_) cross_.reset(&split(mpi_cross_, local_rank_, Kind::cross));
       return *cross_;
     }
     case Kind::node: return self_communicator();
     case Kind::cross: return *this;
+    case Kind::group:
+    case Kind::cross_group: throw Error(fmt::format("comm '{}': a group's cross_node() is not made", name_));
     case Kind::self: break;
   }
   return *this;
+}
+
+Communicator& NcclCommunicator::groups(int k, GroupSide side) {
+  const int color = group_color(rank_, size_, k, side);
+  const bool within = side == GroupSide::within;
+  if (kind_ == Kind::self || k == (within ? size_ : 1)) return *this;
+  if (k == (within ? 1 : size_)) return self_communicator();
+  ST_CHECK(kind_ == Kind::world, "comm '{}': groups() splits the world communicator only", name_);
+  std::lock_guard lock(sub_mu_);
+  std::unique_ptr<NcclCommunicator>& sub = groups_[{k, side}];
+  if (!sub) {
+    MPI_Comm group;
+    check_mpi(MPI_Comm_split(mpi_, color, rank_, &group), "MPI_Comm_split");
+    sub.reset(&split(group, color, within ? Kind::group : Kind::cross_group));
+    sub->mpi_ = group;  // the group's to free
+  }
+  return *sub;
 }
 
 // ---- shutdown -----------------------------------------------------------------
@@ -224,6 +245,7 @@ void NcclCommunicator::shutdown() {
     std::lock_guard lock(sub_mu_);
     for (auto* sub : {&node_, &cross_, &self_})
       if (*sub) (*sub)->shutdown();
+    for (auto& [key, sub] : groups_) sub->shutdown();
   }
   {
     std::lock_guard lock(mu_);

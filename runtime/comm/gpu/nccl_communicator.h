@@ -40,10 +40,11 @@
 // Issue from one thread while a group is open; barrier() is not allowed
 // inside one.
 //
-// Sub-communicators: node() and cross_node() are NCCL communicators made at
-// their first call with ncclCommSplit (NCCL >= 2.18), else with MPI's split
-// and a fresh unique id. That first call is collective: every rank of the
-// world must make it (in the same order for node() and cross_node()).
+// Sub-communicators: node(), cross_node() and groups() are NCCL
+// communicators made at their first call with ncclCommSplit (NCCL >= 2.18),
+// else with MPI's split and a fresh unique id. That first call is
+// collective: every rank of the world must make it (in the same order).
+// groups() splits the world only.
 #pragma once
 
 #include "runtime/comm/watchdog/comm_monitor.h"
@@ -58,6 +59,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -90,6 +92,7 @@ class NcclCommunicator final : public Communicator {
 
   Communicator& node() override;
   Communicator& cross_node() override;
+  Communicator& groups(int k, GroupSide side) override;
 
   void begin_group() override;
   void end_group() override;
@@ -100,7 +103,7 @@ class NcclCommunicator final : public Communicator {
   void shutdown();
 
  private:
-  enum class Kind { world, node, cross, self };
+  enum class Kind { world, node, cross, group, cross_group, self };
   struct Pending {
     WorkPtr work;
     OpRecord record;
@@ -123,7 +126,8 @@ class NcclCommunicator final : public Communicator {
   void check_async_error();
   [[noreturn]] void fail(const OpRecord& op, const std::string& what);
   void abort_nccl();
-  NcclCommunicator& split(Kind kind);
+  // The ranks of `group` (an MPI split of this communicator by `color`).
+  NcclCommunicator& split(MPI_Comm group, int color, Kind kind);
   NcclCommunicator& self_communicator();
 
   const Kind kind_;
@@ -156,11 +160,12 @@ class NcclCommunicator final : public Communicator {
   std::atomic<bool> aborting_{false};  // set before ncclCommAbort: issue() stops launching
 
   // Sub-communicators (world only): the MPI groups, NCCL communicators made lazily.
-  MPI_Comm mpi_ = MPI_COMM_NULL;  // this communicator's ranks (world: a duplicate)
+  MPI_Comm mpi_ = MPI_COMM_NULL;  // this communicator's ranks (world: a duplicate; groups() own theirs)
   MPI_Comm mpi_node_ = MPI_COMM_NULL, mpi_cross_ = MPI_COMM_NULL;
   int node_color_ = 0, local_rank_ = 0;
   std::mutex sub_mu_;
   std::unique_ptr<NcclCommunicator> node_, cross_, self_;
+  std::map<std::pair<int, GroupSide>, std::unique_ptr<NcclCommunicator>> groups_;
 };
 
 // The NCCL world communicator over a duplicate of `world`.
