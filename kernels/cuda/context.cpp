@@ -177,8 +177,8 @@ void throw_cuda_error(cudaError_t err, const char* what, const char* file, int l
 }
 
 void throw_cublas_error(cublasStatus_t status, const char* what, const char* file, int line) {
-  throw Error(
-      fmt::format("cuBLAS error {} ({}) in {} at {}:{}", int(status), cublasGetStatusString(status), what, file, line));
+  throw Error(fmt::format("cuBLAS error {} ({}) in {} at {}:{}", int(status), cublas_api().GetStatusString(status),
+                          what, file, line));
 }
 
 GemmPrecision parse_gemm_precision(const std::string& name) {
@@ -211,13 +211,13 @@ void init_device(int index) {
   ST_CUDA_CHECK(cudaStreamCreateWithFlags(&g.compute, cudaStreamNonBlocking));
   ST_CUDA_CHECK(cudaStreamCreateWithFlags(&g.comm, cudaStreamNonBlocking));
   ST_CUDA_CHECK(cudaStreamCreateWithFlags(&g.copy, cudaStreamNonBlocking));
-  ST_CUBLAS_CHECK(cublasCreate(&g.blas));
-  ST_CUBLAS_CHECK(cublasSetStream(g.blas, g.compute));
+  ST_CUBLAS_CHECK(cublas_api().Create(&g.blas));
+  ST_CUBLAS_CHECK(cublas_api().SetStream(g.blas, g.compute));
   // A workspace of cuBLAS's own it would otherwise allocate as it goes,
   // which a stream being captured into a CUDA graph (graph.h) cannot do.
   constexpr size_t kBlasWorkspace = size_t(32) << 20;  // cuBLAS's recommendation for Hopper
   ST_CUDA_CHECK(cudaMalloc(&g.blas_workspace, kBlasWorkspace));
-  ST_CUBLAS_CHECK(cublasSetWorkspace(g.blas, g.blas_workspace, kBlasWorkspace));
+  ST_CUBLAS_CHECK(cublas_api().SetWorkspace(g.blas, g.blas_workspace, kBlasWorkspace));
   ST_CUDA_CHECK(cudaMalloc(&g.error_device, sizeof(DeviceErrorRecord)));
   ST_CUDA_CHECK(cudaMalloc(&g.first_bad, sizeof(unsigned long long)));
   ST_CUDA_CHECK(cudaMemsetAsync(g.error_device, 0, sizeof(DeviceErrorRecord), g.compute));

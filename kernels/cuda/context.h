@@ -14,7 +14,8 @@
 //   copy     host-to-device input batches from pinned memory
 #pragma once
 
-#include <cublas_v2.h>
+#include "kernels/cuda/cublas_library.h"
+
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -109,16 +109,16 @@ void run(const char* fn, bool trans_a, bool trans_b, int64_t M, int64_t N, int64
   // whatever math mode an earlier user left on the shared handle); the
   // compute type alone selects TF32, and bf16 inputs use tensor cores with
   // f32 accumulation. alpha and beta are host scalars.
-  ST_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));
-  ST_CUBLAS_CHECK(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
+  ST_CUBLAS_CHECK(cublas_api().SetMathMode(handle, CUBLAS_DEFAULT_MATH));
+  ST_CUBLAS_CHECK(cublas_api().SetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (batch == 1) {
-    ST_CUBLAS_CHECK(cublasGemmEx(handle, op_b, op_a, to_int(N, "N"), to_int(M, "M"), to_int(K, "K"), &alpha, b.ptr,
-                                 ab_type, to_int(b.ld, "ldb"), a.ptr, ab_type, to_int(a.ld, "lda"), &beta, C,
-                                 CUDA_R_32F, to_int(ldc, "ldc"), compute, CUBLAS_GEMM_DEFAULT));
+    ST_CUBLAS_CHECK(cublas_api().GemmEx(handle, op_b, op_a, to_int(N, "N"), to_int(M, "M"), to_int(K, "K"), &alpha,
+                                        b.ptr, ab_type, to_int(b.ld, "ldb"), a.ptr, ab_type, to_int(a.ld, "lda"), &beta,
+                                        C, CUDA_R_32F, to_int(ldc, "ldc"), compute, CUBLAS_GEMM_DEFAULT));
   } else {
-    ST_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+    ST_CUBLAS_CHECK(cublas_api().GemmStridedBatchedEx(
         handle, op_b, op_a, to_int(N, "N"), to_int(M, "M"), to_int(K, "K"), &alpha, b.ptr, ab_type, to_int(b.ld, "ldb"),
         static_cast<long long>(b.stride), a.ptr, ab_type, to_int(a.ld, "lda"), static_cast<long long>(a.stride), &beta,
         C, CUDA_R_32F, to_int(ldc, "ldc"), static_cast<long long>(stride_c), to_int(batch, "batch"), compute,

@@ -74,56 +74,59 @@ int alignment_of(const void* p) {
 // the algorithm suits every later call's).
 Plan make_plan(const PlanKey& k, cudaDataType_t ab_type, cublasComputeType_t compute, float* bias, void* aux) {
   Plan p;
-  ST_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
+  ST_CUBLAS_CHECK(cublas_api().LtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
   const cublasOperation_t op_first = k.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = k.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
-  ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
+  ST_CUBLAS_CHECK(
+      cublas_api().LtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
+  ST_CUBLAS_CHECK(
+      cublas_api().LtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
   cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_DEFAULT;
   if (k.epilogue == int(LtEpilogue::bias)) ep = CUBLASLT_EPILOGUE_BIAS;
   if (k.epilogue == int(LtEpilogue::bias_grad_a)) ep = CUBLASLT_EPILOGUE_BGRADB;
   if (k.epilogue == int(LtEpilogue::gelu_aux_bias)) ep = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   if (k.epilogue == int(LtEpilogue::dgelu)) ep = CUBLASLT_EPILOGUE_DGELU;
-  ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
+  ST_CUBLAS_CHECK(cublas_api().LtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
   if (k.has_aux()) {
     // The aux matrix is laid out as C: column-major [N, M] with ld N; its
     // type is left at the default, C's (cuBLASLt's GELU aux has C's type).
     const auto aux_ld = int64_t(k.N);
     ST_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+        cublas_api().LtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
     ST_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+        cublas_api().LtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
   }
   if (bias != nullptr)
-    ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    ST_CUBLAS_CHECK(
+        cublas_api().LtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   if (ep == CUBLASLT_EPILOGUE_BIAS || ep == CUBLASLT_EPILOGUE_BGRADB || ep == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
     const cudaDataType_t bias_type = CUDA_R_32F;
-    ST_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+    ST_CUBLAS_CHECK(cublas_api().LtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                          sizeof(bias_type)));
   }
   // Stored (row-major) shapes read column-major: rows and columns swap.
   const int64_t b_rows = k.trans_b ? k.N : k.K, b_cols = k.trans_b ? k.K : k.N;
   const int64_t a_rows = k.trans_a ? k.K : k.M, a_cols = k.trans_a ? k.M : k.K;
-  ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.first, ab_type, uint64_t(b_cols), uint64_t(b_rows), k.ldb));
-  ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.second, ab_type, uint64_t(a_cols), uint64_t(a_rows), k.lda));
-  ST_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&p.out, k.c_bf16 ? CUDA_R_16BF : CUDA_R_32F, uint64_t(k.N), uint64_t(k.M), k.ldc));
+  ST_CUBLAS_CHECK(cublas_api().LtMatrixLayoutCreate(&p.first, ab_type, uint64_t(b_cols), uint64_t(b_rows), k.ldb));
+  ST_CUBLAS_CHECK(cublas_api().LtMatrixLayoutCreate(&p.second, ab_type, uint64_t(a_cols), uint64_t(a_rows), k.lda));
+  ST_CUBLAS_CHECK(cublas_api().LtMatrixLayoutCreate(&p.out, k.c_bf16 ? CUDA_R_16BF : CUDA_R_32F, uint64_t(k.N),
+                                                    uint64_t(k.M), k.ldc));
 
   cublasLtMatmulPreference_t pref = nullptr;
-  ST_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  ST_CUBLAS_CHECK(cublas_api().LtMatmulPreferenceCreate(&pref));
   const size_t workspace = kWorkspaceBytes;
-  ST_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                                       sizeof(workspace)));
+  ST_CUBLAS_CHECK(cublas_api().LtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                              &workspace, sizeof(workspace)));
   for (const auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     const auto align = uint32_t(k.alignment);
-    ST_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
+    ST_CUBLAS_CHECK(cublas_api().LtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
   }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(state().handle, p.desc, p.first, p.second, p.out, p.out, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+  const cublasStatus_t st = cublas_api().LtMatmulAlgoGetHeuristic(state().handle, p.desc, p.first, p.second, p.out,
+                                                                  p.out, pref, 1, &result, &found);
+  cublas_api().LtMatmulPreferenceDestroy(pref);
   p.supported = st == CUBLAS_STATUS_SUCCESS && found > 0;
   if (p.supported) p.algo = result.algo;
   return p;
@@ -148,7 +151,7 @@ bool run(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void
   ST_CUDA_REQUIRE(!c_bf16 || (packed && beta == 0.0f), "gemm_lt: a bf16 C needs packed operands and beta 0");
   LtState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.handle == nullptr) ST_CUBLAS_CHECK(cublasLtCreate(&s.handle));
+  if (s.handle == nullptr) ST_CUBLAS_CHECK(cublas_api().LtCreate(&s.handle));
   ++s.stats.calls;
   // cuBLASLt's epilogues read and write the bias vector 16 bytes at a time
   // (a bias at another offset of the flat parameters fails at run time).
@@ -187,14 +190,16 @@ bool run(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const void
   const GemmOperand a = operand(A, trans_a ? K : M, trans_a ? M : K, lda, ScratchSlot::gemm_a);
   const GemmOperand b = operand(B, trans_b ? N : K, trans_b ? K : N, ldb, ScratchSlot::gemm_b);
   if (uses_bias)
-    ST_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    ST_CUBLAS_CHECK(
+        cublas_api().LtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   if (gelu)
     ST_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+        cublas_api().LtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
   void* workspace = scratch(ScratchSlot::lt_workspace, kWorkspaceBytes);
   const float alpha = 1.0f;
-  ST_CUBLAS_CHECK(cublasLtMatmul(s.handle, plan.desc, &alpha, b.ptr, plan.first, a.ptr, plan.second, &beta, C, plan.out,
-                                 C, plan.out, &plan.algo, workspace, kWorkspaceBytes, compute_stream()));
+  ST_CUBLAS_CHECK(cublas_api().LtMatmul(s.handle, plan.desc, &alpha, b.ptr, plan.first, a.ptr, plan.second, &beta, C,
+                                        plan.out, C, plan.out, &plan.algo, workspace, kWorkspaceBytes,
+                                        compute_stream()));
   return true;
 }
 

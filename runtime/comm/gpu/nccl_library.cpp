@@ -1,8 +1,8 @@
 #include "runtime/comm/gpu/nccl_library.h"
 
 #include "runtime/core/error.h"
+#include "runtime/core/shared_library.h"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <mutex>
@@ -17,53 +17,37 @@ struct Loaded {
   std::string error;  // empty when loaded
 };
 
-template <class F>
-bool resolve(void* handle, const char* name, F& fn, std::string& error, bool required = true) {
-  dlerror();
-  void* sym = dlsym(handle, name);
-  if (!sym) {
-    if (required && error.empty()) {
-      const char* why = dlerror();
-      error = fmt::format("NCCL ({}) lacks {}: {} (NCCL >= 2.10 is needed)", kSoname, name, why ? why : "?");
-    }
-    return false;
-  }
-  fn = reinterpret_cast<F>(sym);
-  return true;
-}
-
 Loaded load() {
   Loaded out;
-  void* handle = dlopen(kSoname, RTLD_NOW | RTLD_GLOBAL);
-  if (!handle) {
-    const char* why = dlerror();
+  SharedLibrary so({kSoname});
+  if (!so.loaded()) {
     out.error = fmt::format(
         "NCCL ({}) not found: {}; install it (PyTorch's pip package ships it in "
         "site-packages/nvidia/nccl/lib) and set LD_LIBRARY_PATH to its folder",
-        kSoname, why ? why : "dlopen failed");
+        kSoname, so.error());
     return out;
   }
   NcclLibrary& l = out.lib;
-  std::string& e = out.error;
-  resolve(handle, "ncclGetVersion", l.GetVersion, e);
-  resolve(handle, "ncclGetUniqueId", l.GetUniqueId, e);
-  resolve(handle, "ncclCommInitRank", l.CommInitRank, e);
-  resolve(handle, "ncclCommDestroy", l.CommDestroy, e);
-  resolve(handle, "ncclCommAbort", l.CommAbort, e);
-  resolve(handle, "ncclCommGetAsyncError", l.CommGetAsyncError, e);
-  resolve(handle, "ncclAllReduce", l.AllReduce, e);
-  resolve(handle, "ncclReduceScatter", l.ReduceScatter, e);
-  resolve(handle, "ncclAllGather", l.AllGather, e);
-  resolve(handle, "ncclBroadcast", l.Broadcast, e);
-  resolve(handle, "ncclGroupStart", l.GroupStart, e);
-  resolve(handle, "ncclGroupEnd", l.GroupEnd, e);
-  resolve(handle, "ncclGetErrorString", l.GetErrorString, e);
-  resolve(handle, "ncclCommSplit", l.CommSplit, e, /*required=*/false);
-  if (!e.empty()) return out;
+  so.resolve("ncclGetVersion", l.GetVersion);
+  so.resolve("ncclGetUniqueId", l.GetUniqueId);
+  so.resolve("ncclCommInitRank", l.CommInitRank);
+  so.resolve("ncclCommDestroy", l.CommDestroy);
+  so.resolve("ncclCommAbort", l.CommAbort);
+  so.resolve("ncclCommGetAsyncError", l.CommGetAsyncError);
+  so.resolve("ncclAllReduce", l.AllReduce);
+  so.resolve("ncclReduceScatter", l.ReduceScatter);
+  so.resolve("ncclAllGather", l.AllGather);
+  so.resolve("ncclBroadcast", l.Broadcast);
+  so.resolve("ncclGroupStart", l.GroupStart);
+  so.resolve("ncclGroupEnd", l.GroupEnd);
+  so.resolve("ncclGetErrorString", l.GetErrorString);
+  so.resolve("ncclCommSplit", l.CommSplit, /*required=*/false);
+  if (!so.error().empty()) {
+    out.error = fmt::format("NCCL: {} (NCCL >= 2.10 is needed)", so.error());
+    return out;
+  }
   if (l.GetVersion(&l.version) != ncclSuccess) l.version = 0;
-  Dl_info info{};
-  l.path = dladdr(reinterpret_cast<void*>(l.GetVersion), &info) && info.dli_fname ? info.dli_fname : kSoname;
-  // The handle stays open for the life of the process.
+  l.path = so.path();
   return out;
 }
 
