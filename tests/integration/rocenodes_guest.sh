@@ -71,7 +71,7 @@ done
 # A narrow MLP (101 k parameters): RDMA in software under TCG moves a few
 # MB/s, and the check is equality, not speed.
 common=(--set "data.train=$data/train" --set "data.test=$data/test" --set data.train_limit=1024
-        --set data.test_limit=512 --set train.max_steps=4 --set train.epochs=1 --set target.value=0
+        --set data.test_limit=128 --set train.max_steps=2 --set train.epochs=1 --set target.value=0
         --set "model.hidden=[128]" --set '~parallel.ddp')
 for strategy in ddp fsdp; do
   for t in ucx tcp; do
