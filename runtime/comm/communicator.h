@@ -136,6 +136,12 @@ struct CommOptions {
 // live: the config and every communicator call it).
 void validate(const CommOptions& options);
 
+// What a backend's communicator is to its world: the world, a node, the
+// ranks across nodes, a group of groups(), the ranks across those groups,
+// or this rank alone. Its name() is comm_kind_name(kind).
+enum class CommKind { world, node, cross, group, cross_group, self };
+const char* comm_kind_name(CommKind kind);  // "world", "node", "cross-node", "group", "cross-group", "self"
+
 // A split of a communicator's ranks into groups of k consecutive ranks
 // (Communicator::groups): this rank's group, or the ranks with this rank's
 // index in every group.

@@ -76,12 +76,7 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::make_world(const CommOptions& 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& options, const BackoffPolicy& policy,
                                  std::shared_ptr<Watchdog> watchdog)
     : kind_(kind),
-      name_(kind == Kind::world         ? "world"
-            : kind == Kind::node        ? "node"
-            : kind == Kind::cross       ? "cross-node"
-            : kind == Kind::group       ? "group"
-            : kind == Kind::cross_group ? "cross-group"
-                                        : "self"),
+      name_(comm_kind_name(kind)),
       options_(options),
       policy_(policy),
       comm_(comm),

@@ -69,7 +69,7 @@ class MpiCommunicator final : public Communicator, private Executor {
   void shutdown();
 
  private:
-  enum class Kind { world, node, cross, group, cross_group, self };
+  using Kind = CommKind;
   enum class Algo { local, mpi, ring, hierarchical, oneshot, shm };
 
   // Takes ownership of `comm` (MPI_COMM_NULL for a communicator of one rank

@@ -130,12 +130,7 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::make_world(MPI_Comm world, i
 NcclCommunicator::NcclCommunicator(ncclComm_t comm, Kind kind, int rank, int size, std::vector<int> world_ranks,
                                    int device, const CommOptions& options, std::shared_ptr<Watchdog> watchdog)
     : kind_(kind),
-      name_(kind == Kind::world         ? "world"
-            : kind == Kind::node        ? "node"
-            : kind == Kind::cross       ? "cross-node"
-            : kind == Kind::group       ? "group"
-            : kind == Kind::cross_group ? "cross-group"
-                                        : "self"),
+      name_(comm_kind_name(kind)),
       options_(options),
       device_(device),
       comm_(comm),

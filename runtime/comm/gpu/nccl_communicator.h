@@ -103,7 +103,7 @@ class NcclCommunicator final : public Communicator {
   void shutdown();
 
  private:
-  enum class Kind { world, node, cross, group, cross_group, self };
+  using Kind = CommKind;
   struct Pending {
     WorkPtr work;
     OpRecord record;
