@@ -302,7 +302,7 @@ class Soak:
                 sh("fallocate", "-l", str(max(0, free - (64 << 10))), filler)
             return f"{free >> 20} MiB filled"
         if kind == "memory_limit":
-            return self.memory_hog(ranks)
+            return self.lower_memory_limit(ranks)
         if kind == "corrupt_data":
             cached = os.path.join(self.node_local + ".nodes", f"{self.prefix}0", "pc", "part-00000.h5")
             self.flip_bytes(cached, 256, rng, 0.2, 0.8)
@@ -333,29 +333,36 @@ class Soak:
             return f"node {node}'s {d}"
         raise ValueError(kind)
 
-    def memory_hog(self, ranks):
-        """Lowers the job's memory limit to 64 MiB above its use, then starts a
-        process in its cgroup that allocates 512 MiB (and that the OOM killer
-        spares), as another tenant of the node would: the killer ends a rank.
-        The hog ends with the job's last rank."""
+    def lower_memory_limit(self, ranks):
+        """Lowers the job's memory limit to 16 MiB above the anonymous memory
+        it uses, then starts a process in its cgroup that allocates 256 MiB
+        (and that the OOM killer spares), as another tenant of the node
+        would: the killer ends a rank. The margin is over anonymous memory
+        only: the page cache charged to the job (its data, its checkpoints,
+        the ranks' code) is reclaimed and faulted back in, and with a limit
+        64 MiB above the whole charge the allocation crawled through that
+        reclaim while the job trained on (57-88 s before the killer acted,
+        2026-12-05, once the ranks stopped mapping cuBLAS). cgroup v1
+        refuses a limit below the use (EBUSY), hence the hog. The hog ends
+        with the job's last rank."""
         lines = open(f"/proc/{ranks[0]}/cgroup").read().splitlines()
         v1 = [l.split(":", 2)[2] for l in lines if l.split(":")[1] == "memory"]
         if v1:
-            base = f"/sys/fs/cgroup/memory{v1[0]}"
-            usage, limit, procs = "memory.usage_in_bytes", "memory.limit_in_bytes", "cgroup.procs"
+            base, limit, anon_key = f"/sys/fs/cgroup/memory{v1[0]}", "memory.limit_in_bytes", "total_rss"
         else:
             base = "/sys/fs/cgroup" + [l.split(":", 2)[2] for l in lines if l.startswith("0::")][0]
-            usage, limit, procs = "memory.current", "memory.max", "cgroup.procs"
-        used = int(open(f"{base}/{usage}").read())
+            limit, anon_key = "memory.max", "anon"
+        stat = dict(l.split() for l in open(f"{base}/memory.stat") if len(l.split()) == 2)
+        anon = int(stat[anon_key])
         with open(f"{base}/{limit}", "w") as f:
-            f.write(str(used + (64 << 20)))
+            f.write(str(anon + (16 << 20)))
         pids = " ".join(str(p) for p in ranks.values())
-        hog = (f"import os, time\nopen('{base}/{procs}', 'w').write(str(os.getpid()))\n"
+        hog = (f"import os, time\nopen('{base}/cgroup.procs', 'w').write(str(os.getpid()))\n"
                "open('/proc/self/oom_score_adj', 'w').write('-1000')\n"
-               "b = bytearray(512 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\n"
+               "b = bytearray(256 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\n"
                f"while any(os.path.exists(f'/proc/{{p}}') for p in '{pids}'.split()): time.sleep(0.1)\n")
         subprocess.Popen([sys.executable, "-c", hog], start_new_session=True)
-        return f"limit {(used >> 20) + 64} MiB (use {used >> 20} MiB), then 512 MiB allocated beside the ranks"
+        return f"limit {(anon >> 20) + 16} MiB ({anon >> 20} MiB anonymous in use), then 256 MiB allocated beside the ranks"
 
     def recreate_nodes(self):
         """The emulated nodes made afresh (their node-local directories stay):
