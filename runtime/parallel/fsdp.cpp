@@ -21,9 +21,7 @@ namespace {
 comm::Communicator& shard_group(comm::Communicator& comm, const FsdpOptions& o) {
   validate(o);
   if (o.mode != ShardingMode::hybrid) return comm;
-  ST_CHECK(o.shard_group_size <= comm.size() && comm.size() % std::max(1, o.shard_group_size) == 0,
-           "parallel.fsdp.shard_group_size = {}: groups of {} ranks do not split the job's {} ranks",
-           o.shard_group_size, o.shard_group_size, comm.size());
+  check_shard_groups(o, comm.size());
   return o.shard_group_size > 0 ? comm.groups(o.shard_group_size, comm::GroupSide::within) : comm.node();
 }
 comm::Communicator* replica_group(comm::Communicator& comm, const FsdpOptions& o) {

@@ -51,5 +51,8 @@ struct FsdpOptions {
 
 // An Error naming the parallel.fsdp key that is out of range.
 void validate(const FsdpOptions& options);
+// An Error naming parallel.fsdp.shard_group_size when it is set and its
+// groups do not split `ranks`.
+void check_shard_groups(const FsdpOptions& options, int ranks);
 
 }  // namespace shardtrain::parallel

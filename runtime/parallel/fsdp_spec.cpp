@@ -24,14 +24,18 @@ void validate(const FsdpOptions& o) {
              enum_choices<DType>());
 }
 
+void check_shard_groups(const FsdpOptions& o, int ranks) {
+  const int k = o.shard_group_size;
+  ST_CHECK(k == 0 || (k <= ranks && ranks % k == 0),
+           "parallel.fsdp.shard_group_size = {}: groups of {} ranks do not split the job's {} ranks", k, k, ranks);
+}
+
 std::string FsdpSpec::name() const { return fmt::format("fsdp {}", name_of(options_.mode)); }
 
 int FsdpSpec::shard_group(const Topology& t) const {
   if (options_.mode != ShardingMode::hybrid) return t.ranks;
-  const int k = options_.shard_group_size > 0 ? options_.shard_group_size : std::min(t.ranks_per_node, t.ranks);
-  ST_CHECK(k <= t.ranks && t.ranks % k == 0,
-           "parallel.fsdp.shard_group_size = {}: groups of {} ranks do not split the job's {} ranks", k, k, t.ranks);
-  return k;
+  check_shard_groups(options_, t.ranks);
+  return options_.shard_group_size > 0 ? options_.shard_group_size : std::min(t.ranks_per_node, t.ranks);
 }
 
 std::vector<ParallelOptions> FsdpSpec::plan_variants(const ParallelOptions& base, const Topology& t) const {
@@ -40,10 +44,8 @@ std::vector<ParallelOptions> FsdpSpec::plan_variants(const ParallelOptions& base
     // HYBRID only where its groups (the nodes, or shard_group_size) split
     // the ranks into several equal groups; a size asked for that cannot is
     // an error, not a column left out.
-    const int asked = base.fsdp.shard_group_size, k = asked > 0 ? asked : t.ranks_per_node;
-    ST_CHECK(m.value != ShardingMode::hybrid || asked == 0 || (asked <= t.ranks && t.ranks % asked == 0),
-             "parallel.fsdp.shard_group_size = {}: groups of {} ranks do not split the job's {} ranks", asked, asked,
-             t.ranks);
+    if (m.value == ShardingMode::hybrid) check_shard_groups(base.fsdp, t.ranks);
+    const int k = base.fsdp.shard_group_size > 0 ? base.fsdp.shard_group_size : t.ranks_per_node;
     if (m.value == ShardingMode::hybrid && (k >= t.ranks || k < 1 || t.ranks % k != 0)) continue;
     ParallelOptions o = base;
     o.strategy = "fsdp";
