@@ -353,7 +353,7 @@ class Soak:
             base = "/sys/fs/cgroup" + [l.split(":", 2)[2] for l in lines if l.startswith("0::")][0]
             limit, anon_key = "memory.max", "anon"
         stat = dict(l.split() for l in open(f"{base}/memory.stat") if len(l.split()) == 2)
-        anon = int(stat[anon_key])
+        anon = int(stat.get(anon_key, stat.get("rss", 0)))  # v1 without hierarchy: rss
         with open(f"{base}/{limit}", "w") as f:
             f.write(str(anon + (16 << 20)))
         pids = " ".join(str(p) for p in ranks.values())
