@@ -32,44 +32,46 @@ struct Loaded {
   std::string error;  // empty when loaded
 };
 
+// Why `so` (opened as `soname`) cannot serve, after its lookups; empty when
+// it can.
+std::string why_not(const SharedLibrary& so, const std::string& soname) {
+  if (!so.loaded())
+    return fmt::format(
+        "cuBLAS ({}) not found: {}; install the CUDA toolkit's cuBLAS (or PyTorch's pip package, "
+        "site-packages/nvidia/cublas/lib) and set LD_LIBRARY_PATH to its folder",
+        soname, so.error());
+  return so.error().empty() ? std::string() : fmt::format("cuBLAS: {}", so.error());
+}
+
 Loaded load() {
   Loaded out;
+  CublasLibrary& a = out.api;
   const std::string major = std::to_string(CUBLAS_VER_MAJOR);
-  for (const char* name : {"libcublasLt.so.", "libcublas.so."}) {
-    SharedLibrary so(candidates(name + major));
-    if (!so.loaded()) {
-      out.error = fmt::format(
-          "cuBLAS ({}{}) not found: {}; install the CUDA toolkit's cuBLAS (or PyTorch's pip package, "
-          "site-packages/nvidia/cublas/lib) and set LD_LIBRARY_PATH to its folder",
-          name, major, so.error());
-      return out;
-    }
-    CublasLibrary& a = out.api;
-    if (std::string(name) == "libcublasLt.so.") {
-      so.resolve("cublasLtCreate", a.LtCreate);
-      so.resolve("cublasLtMatmulDescCreate", a.LtMatmulDescCreate);
-      so.resolve("cublasLtMatmulDescSetAttribute", a.LtMatmulDescSetAttribute);
-      so.resolve("cublasLtMatrixLayoutCreate", a.LtMatrixLayoutCreate);
-      so.resolve("cublasLtMatmulPreferenceCreate", a.LtMatmulPreferenceCreate);
-      so.resolve("cublasLtMatmulPreferenceSetAttribute", a.LtMatmulPreferenceSetAttribute);
-      so.resolve("cublasLtMatmulPreferenceDestroy", a.LtMatmulPreferenceDestroy);
-      so.resolve("cublasLtMatmulAlgoGetHeuristic", a.LtMatmulAlgoGetHeuristic);
-      so.resolve("cublasLtMatmul", a.LtMatmul);
-    } else {
-      so.resolve("cublasCreate_v2", a.Create);
-      so.resolve("cublasSetStream_v2", a.SetStream);
-      so.resolve("cublasSetWorkspace_v2", a.SetWorkspace);
-      so.resolve("cublasSetPointerMode_v2", a.SetPointerMode);
-      so.resolve("cublasSetMathMode", a.SetMathMode);
-      so.resolve("cublasGetStatusString", a.GetStatusString);
-      so.resolve("cublasGemmEx", a.GemmEx);
-      so.resolve("cublasGemmStridedBatchedEx", a.GemmStridedBatchedEx);
-    }
-    if (!so.error().empty()) {
-      out.error = fmt::format("cuBLAS: {}", so.error());
-      return out;
-    }
-  }
+  // cuBLASLt first: libcublas needs it.
+  const std::string lt_name = "libcublasLt.so." + major;
+  SharedLibrary lt(candidates(lt_name));
+  lt.resolve("cublasLtCreate", a.LtCreate);
+  lt.resolve("cublasLtMatmulDescCreate", a.LtMatmulDescCreate);
+  lt.resolve("cublasLtMatmulDescSetAttribute", a.LtMatmulDescSetAttribute);
+  lt.resolve("cublasLtMatrixLayoutCreate", a.LtMatrixLayoutCreate);
+  lt.resolve("cublasLtMatmulPreferenceCreate", a.LtMatmulPreferenceCreate);
+  lt.resolve("cublasLtMatmulPreferenceSetAttribute", a.LtMatmulPreferenceSetAttribute);
+  lt.resolve("cublasLtMatmulPreferenceDestroy", a.LtMatmulPreferenceDestroy);
+  lt.resolve("cublasLtMatmulAlgoGetHeuristic", a.LtMatmulAlgoGetHeuristic);
+  lt.resolve("cublasLtMatmul", a.LtMatmul);
+  out.error = why_not(lt, lt_name);
+  if (!out.error.empty()) return out;
+  const std::string blas_name = "libcublas.so." + major;
+  SharedLibrary blas(candidates(blas_name));
+  blas.resolve("cublasCreate_v2", a.Create);
+  blas.resolve("cublasSetStream_v2", a.SetStream);
+  blas.resolve("cublasSetWorkspace_v2", a.SetWorkspace);
+  blas.resolve("cublasSetPointerMode_v2", a.SetPointerMode);
+  blas.resolve("cublasSetMathMode", a.SetMathMode);
+  blas.resolve("cublasGetStatusString", a.GetStatusString);
+  blas.resolve("cublasGemmEx", a.GemmEx);
+  blas.resolve("cublasGemmStridedBatchedEx", a.GemmStridedBatchedEx);
+  out.error = why_not(blas, blas_name);
   return out;
 }
 

@@ -351,13 +351,13 @@ std::string Fsdp::describe(const PlanInputs& in) const {
   const FsdpMemory mem =
       fsdp_memory(model_.flat(), shard_group_size(), in.state_floats_per_param, options_, in.micro_batches > 1);
   const int world = comm_.size();
-  const std::string how = options_.mode == ShardingMode::shard_grad_op
-                              ? fmt::format("SHARD_GRAD_OP over {} ranks", world)
-                          : options_.mode == ShardingMode::hybrid
-                              ? fmt::format("HYBRID (FULL_SHARD over the {} ranks of each {}, replicated over {} {})",
-                                            shard_group_size(), options_.shard_group_size > 0 ? "group" : "node",
-                                            replicas(), options_.shard_group_size > 0 ? "group(s)" : "node(s)")
-                              : fmt::format("FULL_SHARD over {} ranks", world);
+  const char* group = options_.shard_group_size > 0 ? "group" : "node";  // HYBRID's
+  const std::string how =
+      options_.mode == ShardingMode::shard_grad_op ? fmt::format("SHARD_GRAD_OP over {} ranks", world)
+      : options_.mode == ShardingMode::hybrid
+          ? fmt::format("HYBRID (FULL_SHARD over the {} ranks of each {}, replicated over {} {}(s))",
+                        shard_group_size(), group, replicas(), group)
+          : fmt::format("FULL_SHARD over {} ranks", world);
   const std::string gemms =
       !low_params() ? std::string()
       : !device_.is_cpu()
