@@ -190,6 +190,12 @@ def comm_sizes(points, script_of):
             rate = p.rate if nodes > 1 else study_points.UNSHAPED
             nbytes = c["bytes"] * study_fabric.link_sharers(c["group"], p.nodes, p.ranks_per_node)
             need.setdefault((nodes, g, rate), {}).setdefault(c["op"], set()).add(nbytes)
+            if nodes > 1 and p.compute == "emulated" and study_points.rate_bits(rate) != float("inf"):
+                # Emulated compute leaves the shaped links idle between a
+                # step's collectives: their buckets refill, and the bytes
+                # they cover go at the unshaped links' speed
+                # (study_model.ShapedLinks), measured here.
+                need.setdefault((nodes, g, study_points.UNSHAPED), {}).setdefault(c["op"], set()).add(nbytes)
     return need
 
 

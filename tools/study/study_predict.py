@@ -13,6 +13,7 @@ import study_calibrate
 import study_fabric
 import study_model
 import study_points
+import study_schedule
 
 # A study's strategy -> the name `plan` gives it.
 PLAN_NAME = {"none": "none", "ddp": "ddp", "zero1": "zero1", "fsdp_full": "fsdp full",
@@ -84,10 +85,10 @@ class Validator:
             self.fabrics[rate] = study_fabric.load(path)
         return self.fabrics[rate]
 
-    def shaped_links(self, point, cost):
+    def shaped_links(self, point, plan, cost):
         """The token buckets of a point's shaped emulated links, for emulated
-        compute where the study also measured its shape unshaped (else None:
-        every collective at its calibrated, empty-bucket cost)."""
+        compute where the study also measured its collectives unshaped (else
+        None: every collective at its calibrated, empty-bucket cost)."""
         bits = study_points.rate_bits(point.rate)
         # Real compute: measured without the buckets' state, the median
         # error over 231 points was lower (17.9% against 18.6%; the GPT's
@@ -97,7 +98,8 @@ class Validator:
             return None
         try:
             unshaped = self.fabric(study_points.UNSHAPED).cost_fn(point.nodes, point.ranks_per_node)
-            unshaped({"op": "allreduce", "group": "world", "bytes": 1 << 20})
+            for c in study_schedule.step_script(plan).collectives:
+                unshaped(c)
         except (study_fabric.FabricError, OSError):
             return None
         n, g = point.nodes, point.ranks_per_node
@@ -125,7 +127,7 @@ class Validator:
         else:
             compute = study_calibrate.load_compute(self.study_dir, point.model, point.world)
             slowdown = fabric.slowdown(point.nodes, point.ranks_per_node)
-        pred = study_model.predict(plan, compute, cost, slowdown, self.shaped_links(point, cost))
+        pred = study_model.predict(plan, compute, cost, slowdown, self.shaped_links(point, plan, cost))
         pred["wire_bytes"] = wire_bytes(pred["script"], point.nodes, point.ranks_per_node)
         pred["planned_peak_bytes"] = plan["peak_bytes"]
         return pred
