@@ -11,6 +11,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <cstring>
 #include <vector>
 
 namespace shardtrain::cpu {
@@ -150,7 +151,7 @@ void BM_AdamW(benchmark::State& state) {
 BENCHMARK(BM_AdamW);
 
 void BM_U8ToF32Normalized(benchmark::State& state) {
-  const int64_t n = 128 * 784;  // one batch of 28x28 images
+  const int64_t n = state.range(0);  // a batch of 128 28x28 images (in cache), or one 4 MiB sample (not)
   std::vector<uint8_t> in(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) in[size_t(i)] = uint8_t(i * 31);
   std::vector<float> out(static_cast<size_t>(n));
@@ -160,7 +161,20 @@ void BM_U8ToF32Normalized(benchmark::State& state) {
   }
   set_bytes(state, 5.0 * double(n));
 }
-BENCHMARK(BM_U8ToF32Normalized);
+BENCHMARK(BM_U8ToF32Normalized)->Arg(128 * 784)->Arg(4 << 20);
+
+// The machine's copy rate beside it: memcpy of as many bytes as the
+// normalization writes (4 per element), out of cache at 4 MiB elements.
+void BM_MemcpyOfTheFloats(benchmark::State& state) {
+  const size_t bytes = size_t(state.range(0)) * sizeof(float);
+  std::vector<uint8_t> in(bytes, 7), out(bytes);
+  for (auto _ : state) {
+    std::memcpy(out.data(), in.data(), bytes);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, 2.0 * double(bytes));  // read and written
+}
+BENCHMARK(BM_MemcpyOfTheFloats)->Arg(128 * 784)->Arg(4 << 20);
 
 }  // namespace
 }  // namespace shardtrain::cpu

@@ -80,6 +80,9 @@ struct LoaderOptions {
   // normalized floats: token ids of text data. Set by the trainer for a
   // language model, not a config key.
   bool raw = false;
+  // stream: page-locked batch slots, which a GPU copies from without
+  // staging. Set by the trainer for runtime.device = "cuda", not a config key.
+  bool pinned_slots = false;
 };
 
 // Copying shards from where they live (the shared store) to a local cache

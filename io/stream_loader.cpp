@@ -91,12 +91,12 @@ struct StreamLoader::Impl {
   std::vector<int64_t> shard_begin;  // first global sample index of each shard
   size_t sample_bytes = 0;
 
-  // The queue: slots of reused buffers; the consumer holds one.
+  // The queue: slots of reused buffers; the consumer holds up to kHeldBatches.
   mutable std::mutex mu;
   std::condition_variable cv;
   std::vector<LoadedBatch> slots;
   std::deque<size_t> ready, free_slots;
-  long held = -1;  // slot the consumer has
+  std::deque<size_t> held;  // slots the consumer has, oldest first (at most kHeldBatches)
   bool stop = false, finished = false;
   std::exception_ptr error;
   LoaderStats stats;
@@ -211,21 +211,23 @@ struct StreamLoader::Impl {
              (options.direct_io == DirectIo::automatic && options.order == SampleOrder::global &&
               (options.cold_cache || larger_than_memory(split)));
   }
-  // The batch slots, allocated once: prefetch_batches ready for training
-  // and one being filled. With options.raw they hold the samples as stored
-  // (a language model's token ids, of any integer dtype).
+  // The batch slots, allocated once: prefetch_batches ready for training,
+  // one being filled and the consumer's kHeldBatches. With options.raw they
+  // hold the samples as stored (a language model's token ids, of any
+  // integer dtype).
   void make_slots(const DatasetInfo& split) {
     ST_CHECK(!options.raw || holds_token_ids(split.dtype),
              "{}: raw samples (a language model's token ids) need integer data (uint8, uint16 or int32), the "
              "split holds {}",
              split_dir, shard_format::dtype_name(split.dtype));
-    slots.resize(size_t(options.prefetch_batches + 1));
+    slots.resize(size_t(options.prefetch_batches + 1 + kHeldBatches));
+    const Shape shape = batched(sampler->local_batch(), split.sample_shape);
     for (LoadedBatch& b : slots) {
       if (options.raw) {
         b.raw.bytes.resize(size_t(sampler->local_batch()) * sample_bytes);
         b.raw.dtype = split.dtype;
       } else {
-        b.x.resize(size_t(sampler->local_batch() * split.sample_numel()));
+        b.x = options.pinned_slots ? Tensor::empty_pinned(shape) : Tensor::empty(shape);
       }
       b.y.resize(size_t(sampler->local_batch()));
     }
@@ -586,7 +588,7 @@ void StreamLoader::Impl::finish_range(size_t s, size_t begin, size_t end, const 
     if (options.raw)
       std::memcpy(out.raw.bytes.data() + size_t(pos) * sample_bytes, raw + i * sample_bytes, sample_bytes);
     else
-      normalize_sample(info, raw + i * sample_bytes, out.x.data() + pos * info.sample_numel());
+      normalize_sample(info, raw + i * sample_bytes, out.x.f32() + pos * info.sample_numel());
     out.y[size_t(pos)] = labels[s][size_t(plan.order[i].first - shard_begin[s])];
   }
 }
@@ -815,9 +817,9 @@ void StreamLoader::Impl::finish_exchange(InFlight& b) {
 const LoadedBatch& StreamLoader::next() {
   Impl& m = *impl_;
   std::unique_lock<std::mutex> lock(m.mu);
-  if (m.held >= 0) {
-    m.free_slots.push_back(size_t(m.held));
-    m.held = -1;
+  if (m.held.size() == size_t(kHeldBatches)) {
+    m.free_slots.push_back(m.held.front());
+    m.held.pop_front();
     m.cv.notify_all();
   }
   m.cv.wait(lock, [&] { return !m.ready.empty() || m.error || m.finished; });
@@ -825,9 +827,9 @@ const LoadedBatch& StreamLoader::next() {
     if (m.error) std::rethrow_exception(m.error);
     throw Error("the data loader has no more batches (start() was given fewer than were asked for)");
   }
-  m.held = long(m.ready.front());
+  m.held.push_back(m.ready.front());
   m.ready.pop_front();
-  return m.slots[size_t(m.held)];
+  return m.slots[m.held.back()];
 }
 
 int64_t StreamLoader::queued() const {

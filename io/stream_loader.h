@@ -15,7 +15,8 @@
 // - One I/O thread per rank owns every HDF5 call (this HDF5 is built without
 //   thread safety): opening, validation, reads, closing. The training thread
 //   only takes ready batches from a bounded queue (data.prefetch_batches
-//   deep); batch buffers are allocated once and reused.
+//   deep); batch buffers are allocated once and reused, and the step reads
+//   its input in the buffer the loader wrote (LoadedBatch::x).
 // - The I/O threads of all ranks read the same sequence of batches and, before
 //   each collective step (a collective read, reopening staged shards), agree
 //   in a small all-reduce whether to go on, so that a rank stopping (end of
@@ -29,6 +30,7 @@
 #include "io/dataset.h"
 #include "io/loader_options.h"
 #include "io/sampler.h"
+#include "runtime/core/tensor.h"
 
 #include <condition_variable>
 #include <cstdint>
@@ -46,7 +48,10 @@ namespace shardtrain::io {
 // One global batch's slice for this rank, ready for training.
 struct LoadedBatch {
   int64_t epoch = 0, batch = 0;
-  std::vector<float> x;  // local_batch * sample_numel, normalized (empty with options.raw)
+  // f32 [local_batch, sample...], normalized (undefined with options.raw):
+  // the step's input itself, read where the loader wrote it (no copy);
+  // page-locked with options.pinned_slots, so that a GPU copies from it.
+  Tensor x;
   // options.raw: local_batch samples as stored (integer splits: token ids),
   // with the split's dtype, so that a consumer reads the ids at their width
   // (1, 2 or 4 bytes; lm_batch_from_windows takes samples()).
@@ -112,8 +117,12 @@ class StreamLoader {
   // Starts reading `count` batches from `from` (epoch, batch) on, in order.
   void start(SamplerPosition from, int64_t count);
   // The next batch, waiting for it if it is not ready (that wait is the
-  // storage stall). Valid until the following call. Rethrows an I/O error.
+  // storage stall). Valid until the call after the following one: the
+  // consumer holds two slots, the step's and the one before, whose copy to
+  // a GPU may still run until the step after it starts (kHeldBatches).
+  // Rethrows an I/O error.
   const LoadedBatch& next();
+  static constexpr int kHeldBatches = 2;
   // Ready batches in the queue now (before next() takes one).
   int64_t queued() const;
   LoaderStats stats() const;

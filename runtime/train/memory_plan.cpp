@@ -1,6 +1,8 @@
 #include "runtime/train/memory_plan.h"
 
 #include "io/dataset.h"
+#include "io/stream_loader.h"
+#include "runtime/nn/models.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -102,6 +104,14 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
   // batch. The logits' gradient overwrites the logits (train::forward_backward).
   add("step input", local * data.sample.numel() * kF32);
   add("evaluation input", eval * data.sample.numel() * kF32);
+  // The streaming loader's batch slots, which the step reads in place
+  // (io::StreamLoader): the queue, the one being filled and the step's
+  // two. Host memory on a GPU (page-locked, not counted); a language
+  // model's hold token ids as stored, outside the tensors counted.
+  if (config.data.loader.mode == io::LoaderMode::stream && config.runtime.device != DeviceKind::cuda &&
+      !nn::is_language_model(config.model.kind))
+    add("stream loader's batches", (config.data.loader.prefetch_batches + 1 + io::StreamLoader::kHeldBatches) * local *
+                                       data.sample.numel() * kF32);
   // On a GPU the step also holds a second input slot (the next batch is
   // copied while this one computes), the labels of both slots, and a loss
   // per label row (train::StepBuffers); their pinned host twins are host

@@ -52,6 +52,8 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
   const bool mixed = config.runtime.precision == Precision::bf16;
   cpu::set_gemm_precision(mixed ? cpu::GemmPrecision::bf16 : cpu::GemmPrecision::f32);
   Session s;
+  // The GPU first: the streaming loader's batch slots are page-locked for it.
+  if (config.runtime.device == DeviceKind::cuda) s.device = bring_up_gpu(config, local_rank);
   // The test split first: once the streaming loader exists, its thread owns HDF5.
   s.test_data = with_context("data.test", [&] {
     return io::InMemoryDataset::load(config.data.test, config.data.test_limit, config.data.loader.verify_checksums);
@@ -61,6 +63,7 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
       io::LoaderOptions loader = config.data.loader;
       loader.raw =
           nn::is_language_model(config.model.kind);  // token ids, turned into x and labels per step (lm_batch.h)
+      loader.pinned_slots = !s.device.is_cpu();      // the step's input, copied to the GPU from there
       return std::make_unique<io::StreamLoader>(config.data.train, loader, config.train.global_batch_size,
                                                 uint64_t(config.train.seed), std::move(locator));
     });
@@ -106,7 +109,6 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
     with_context("runtime.emulate.profile", [&] { s.model->emulate_compute(forward, p.backward_s, p.batch); });
   }
   if (config.runtime.device == DeviceKind::cuda) {
-    s.device = bring_up_gpu(config, local_rank);
     s.cuda_graphs = config.runtime.cuda_graphs;
     s.model->to(s.device);
   }
@@ -151,6 +153,17 @@ void StepBuffers::next_input() {
   y = y_slots_[size_t(input_slot)];
   y_host = y_host_slots_[size_t(input_slot)];
   wait_input_host_free(input_slot);
+}
+
+void StepBuffers::use_input(const Tensor& host) {
+  ST_CHECK(host.shape() == x_host.shape() && host.dtype() == x_host.dtype(),
+           "the loader's batch is {} {}, the step's input {} {}", host.shape().str(), dtype_name(host.dtype()),
+           x_host.shape().str(), dtype_name(x_host.dtype()));
+  x_host = host;
+  if (x_slots_[0].defined())
+    x_host_slots_[size_t(input_slot)] = host;
+  else
+    x = host;
 }
 
 StepBuffers::StepBuffers(const Shape& sample, int64_t num_classes, int64_t batch, Device device)

@@ -95,6 +95,13 @@ struct StepBuffers {
   // before gathering each step's batch; nothing happens on the CPU. Steps
   // that never call it reuse one slot: correct, without the overlap.
   void next_input();
+  // The step's input is `host` (a streaming loader's batch slot, read where
+  // the loader wrote it) instead of x_host's own buffer: on the CPU it is x
+  // itself; on a GPU the source of this input slot's copy, kept until
+  // next_input() comes back to the slot and waits for that copy. Call after
+  // next_input(); the loader keeps the slot unchanged that long
+  // (io::StreamLoader::kHeldBatches).
+  void use_input(const Tensor& host);
 
  private:
   StepBuffers(const Shape& x_shape, DType x_dtype, const Shape& logits_shape, int64_t labels, int64_t batch,

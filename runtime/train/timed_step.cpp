@@ -40,7 +40,7 @@ StepPhases timed_step(const Config& config, Session& s, io::Sampler& sampler, St
         lm_batch_from_windows(b.raw.samples(), sampler.local_batch(), s.lm_tokens, buffers.x_host.i32(),
                               buffers.labels.data());
       } else {
-        std::copy(b.x.begin(), b.x.end(), buffers.x_host.f32());
+        buffers.use_input(b.x);  // no copy: the step reads the loader's slot
         std::copy(b.y.begin(), b.y.end(), buffers.labels.begin());
       }
       telemetry.io_done(b.bytes, b.requests, b.read_s, queued, stage_bytes ? stage_bytes() : 0);

@@ -1,5 +1,6 @@
 // The streaming loader under mpirun with 1-4 ranks: every batch equals what
-// the in-memory data set gives for the same indices, in collective and in
+// the in-memory data set gives for the same indices (and stays so while the
+// next is taken: the step reads it in place), in collective and in
 // independent transfer mode, and with the read pool (buffered and O_DIRECT,
 // on shards of several chunks) as with HDF5; reads are merged into runs; the cold-cache mode
 // leaves the shards out of the page cache; bad input fails on every rank with
@@ -34,6 +35,8 @@ using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
 namespace {
+
+std::vector<float> values(const Tensor& t) { return {t.f32(), t.f32() + t.numel()}; }
 
 constexpr int64_t kShardSizes[] = {37, 50, 13};  // 100 samples, uneven shards
 constexpr int64_t kGlobalBatch = 12;             // 8 batches per epoch, 4 dropped
@@ -111,14 +114,21 @@ void expect_batches_match_memory(const std::string& dir, const std::string& tran
   std::vector<float> x(size_t(sampler.local_batch() * sample.numel()));
   std::vector<int32_t> y(size_t(sampler.local_batch()));
   int64_t requests = 0, samples = 0;
+  const io::LoadedBatch* before = nullptr;  // the batch before, still held: unchanged
+  std::vector<float> x_before;
   for (int64_t e = 0; e < 2; ++e)
     for (int64_t b = 0; b < per_epoch; ++b) {
       const io::LoadedBatch& got = loader.next();
       ASSERT_EQ(got.epoch, e);
       ASSERT_EQ(got.batch, b);
+      if (before != nullptr) {
+        ASSERT_EQ(values(before->x), x_before) << "the batch before " << e << "." << b;
+      }
       sampler.batch_indices(e, b, idx);
       memory.gather(idx.data(), int64_t(idx.size()), x.data(), y.data());
-      ASSERT_EQ(got.x, x) << transfer << " epoch " << e << " batch " << b;
+      ASSERT_EQ(values(got.x), x) << transfer << " epoch " << e << " batch " << b;
+      before = &got;
+      x_before = x;
       ASSERT_EQ(got.y, y);
       EXPECT_EQ(got.bytes, int64_t(idx.size()) * sample.numel());
       requests += got.requests;
@@ -217,7 +227,7 @@ TEST(StreamLoader, ReadsStagedShardsFromTheCache) {
       const io::LoadedBatch& got = loader.next();
       sampler.batch_indices(0, b, idx);
       memory.gather(idx.data(), int64_t(idx.size()), x.data(), y.data());
-      ASSERT_EQ(got.x, x) << "batch " << b;
+      ASSERT_EQ(values(got.x), x) << "batch " << b;
     }
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -350,7 +360,7 @@ void expect_peer_batches(int ranks_per_node) {
         const io::LoadedBatch& got = loader.next();
         sampler.batch_indices(e, b, idx);
         memory.gather(idx.data(), int64_t(idx.size()), x.data(), y.data());
-        ASSERT_EQ(got.x, x) << "epoch " << e << " batch " << b;
+        ASSERT_EQ(values(got.x), x) << "epoch " << e << " batch " << b;
         ASSERT_EQ(got.y, y);
         epoch_idx.insert(epoch_idx.end(), idx.begin(), idx.end());
         for (const int64_t i : idx) {
@@ -423,7 +433,7 @@ TEST(PeerCache, APaddedLastBatchMatchesMemory) {
       const io::LoadedBatch& got = loader.next();
       sampler.batch_indices(k / 2, k % 2, idx);
       memory.gather(idx.data(), int64_t(idx.size()), x.data(), y.data());
-      ASSERT_EQ(got.x, x) << "epoch " << k / 2 << " batch " << k % 2;
+      ASSERT_EQ(values(got.x), x) << "epoch " << k / 2 << " batch " << k % 2;
       ASSERT_EQ(got.y, y);
     }
   }
