@@ -1,9 +1,14 @@
 """`shardtrain study storage`: how many accelerators this storage keeps busy,
 as MLPerf Storage asks it. Each point runs N emulated accelerators on this
 host (runtime.device = "emulated": the real input pipeline, the compute
-replaced by the accelerator's time per sample) and measures their AU (compute
-/ step time over the measured steps). A storage mode passes N when every rank's
-AU is at least --au (0.90). The search doubles N from 1 while it passes, then
+replaced by the accelerator's time per sample) and measures their AU: the
+accelerator's time for the samples the rank computed over the measured
+steps' wall time. That is the time the wait asked for, not the time it
+took: ranks that share this host's cores wake late from their waits, and a
+late wake-up is not time an accelerator would have computed (counting it
+passed 4 H200-speed accelerators that together got 57% of the samples they
+asked for). A storage mode passes N when every rank's AU is at least --au
+(0.90). The search doubles N from 1 while it passes, then
 bisects between the last pass and the first failure.
 
 Modes, each a way of meeting the data set:
@@ -116,16 +121,16 @@ def measure(run_dir):
             ranks.append(recs)
     if not ranks:
         raise MeasureError(f"{run_dir}: no step records after the warm-up")
-    au = [sum(r["step_s"] - r["data_wait_s"] - r["h2d_s"] - r["comm_exposed_s"] - r["blocked_on_peers_s"]
-              for r in recs) / sum(r["step_s"] for r in recs) for recs in ranks]
+    with open(os.path.join(run_dir, "result.json")) as f:
+        result = json.load(f)
+    sample_s = result["emulated_device"]["sample_s"]
+    au = [sum(r["samples"] * sample_s for r in recs) / sum(r["step_s"] for r in recs) for recs in ranks]
     start = min(recs[0]["t_start_s"] for recs in ranks)
     end = max(recs[-1]["t_start_s"] + recs[-1]["step_s"] for recs in ranks)
     wall = max(end - start, 1e-9)
     io_bytes = sum(r["io_bytes"] for recs in ranks for r in recs)
     cpu = sum(r["cpu_process_s"] for recs in ranks for r in recs)
     wait = sum(r["data_wait_s"] for recs in ranks for r in recs) / sum(r["step_s"] for recs in ranks for r in recs)
-    with open(os.path.join(run_dir, "result.json")) as f:
-        result = json.load(f)
     storage = result.get("storage", {})
     step_median = statistics.median(max(r["step_s"] for r in step) for step in zip(*ranks))
     return {"au_min": min(au), "au_median": statistics.median(au), "mb_s": io_bytes / wall / 1e6,
