@@ -24,7 +24,10 @@ void standardize(const uint8_t* raw, int64_t numel, float mean, float std, float
 }  // namespace
 
 void normalize_sample(const DatasetInfo& info, const uint8_t* raw, float* out) {
-  const int64_t numel = info.sample_numel();
+  normalize_values(info, raw, info.sample_numel(), out);
+}
+
+void normalize_values(const DatasetInfo& info, const uint8_t* raw, int64_t numel, float* out) {
   const float mean = info.normalize_mean, std = info.normalize_std;
   switch (info.dtype) {
     case SampleDType::u8: cpu::u8_to_f32_normalized(out, raw, numel, mean, std); return;

@@ -10,5 +10,8 @@
 namespace shardtrain::io {
 
 void normalize_sample(const DatasetInfo& info, const uint8_t* raw, float* out);
+// `numel` consecutive values of a sample (from any value's first byte on):
+// a sample read in pieces.
+void normalize_values(const DatasetInfo& info, const uint8_t* raw, int64_t numel, float* out);
 
 }  // namespace shardtrain::io

@@ -45,6 +45,10 @@ void read_at(int fd, void* dst, size_t bytes, int64_t offset, const std::string&
 }
 
 void read_direct(int fd, void* dst, size_t bytes, int64_t offset, const std::string& what) {
+  std::memcpy(dst, read_direct_view(fd, bytes, offset, what), bytes);
+}
+
+const uint8_t* read_direct_view(int fd, size_t bytes, int64_t offset, const std::string& what) {
   const int64_t begin = offset / kDirectAlign * kDirectAlign;
   const int64_t end = (offset + int64_t(bytes) + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
   char* span = bounce_buffer(size_t(end - begin));
@@ -58,7 +62,7 @@ void read_direct(int fd, void* dst, size_t bytes, int64_t offset, const std::str
              bytes, offset);
     got += n;
   }
-  std::memcpy(dst, span + (offset - begin), bytes);
+  return reinterpret_cast<const uint8_t*>(span + (offset - begin));
 }
 
 }  // namespace shardtrain::io

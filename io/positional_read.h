@@ -20,5 +20,8 @@ inline constexpr int64_t kDirectAlign = 4096;
 // `offset + bytes` (a truncated file).
 void read_at(int fd, void* dst, size_t bytes, int64_t offset, const std::string& what);
 void read_direct(int fd, void* dst, size_t bytes, int64_t offset, const std::string& what);
+// read_direct without the copy out: the bytes where they landed, in the
+// calling thread's buffer, valid until the thread's next O_DIRECT read.
+const uint8_t* read_direct_view(int fd, size_t bytes, int64_t offset, const std::string& what);
 
 }  // namespace shardtrain::io

@@ -20,9 +20,12 @@ static_assert(std::endian::native == std::endian::little, "sample_crc32 hashes m
 // libdeflate's CRC-32 is zlib's (the same values), about 4x as fast: the
 // loaders check every sample they read (docs/BENCHMARKS.md).
 uint32_t sample_crc32(const void* sample, size_t bytes, int32_t label) {
-  const uint32_t crc = libdeflate_crc32(0, sample, bytes);
-  return libdeflate_crc32(crc, &label, sizeof label);
+  return sample_crc32_finish(sample_crc32_update(0, sample, bytes), label);
 }
+
+uint32_t sample_crc32_update(uint32_t crc, const void* bytes, size_t n) { return libdeflate_crc32(crc, bytes, n); }
+
+uint32_t sample_crc32_finish(uint32_t crc, int32_t label) { return libdeflate_crc32(crc, &label, sizeof label); }
 
 void throw_checksum_mismatch(const std::string& path, const ChecksumMismatch& m) {
   const std::string which = m.failed == 1

@@ -75,6 +75,10 @@ inline size_t sample_bytes(const ShardHeader& h) { return size_t(h.sample_shape.
 // checksum, or metadata that locates any of them elsewhere, makes the three
 // disagree.
 uint32_t sample_crc32(const void* sample, size_t bytes, int32_t label);
+// The same, a sample's bytes in pieces: crc = sample_crc32_update(crc, ...)
+// from 0 over each piece in order, then sample_crc32_finish(crc, label).
+uint32_t sample_crc32_update(uint32_t crc, const void* bytes, size_t n);
+uint32_t sample_crc32_finish(uint32_t crc, int32_t label);
 
 // Checks `count` samples of the shard at `path` against their checksums:
 // the k-th, at x + k * sample_bytes, is the shard's sample index_of(k), with
@@ -89,6 +93,17 @@ struct ChecksumMismatch {
   int64_t first = -1, last = -1, failed = 0, checked = 0;
   int64_t example = -1;               // the first sample found to fail
   uint32_t stored = 0, computed = 0;  // its checksums
+  // Sample `index` checked: a failure when the checksums differ.
+  void note(int64_t index, uint32_t stored_crc, uint32_t computed_crc) {
+    if (stored_crc == computed_crc) return;
+    if (failed++ == 0) {
+      example = first = last = index;
+      stored = stored_crc;
+      computed = computed_crc;
+    }
+    first = std::min(first, index);
+    last = std::max(last, index);
+  }
 };
 [[noreturn]] void throw_checksum_mismatch(const std::string& path, const ChecksumMismatch& m);
 
@@ -99,15 +114,8 @@ void verify_samples(const std::string& path, const void* x, size_t sample_bytes,
   m.checked = count;
   for (int64_t k = 0; k < count; ++k) {
     const auto i = size_t(index_of(k));
-    const uint32_t crc = sample_crc32(static_cast<const char*>(x) + size_t(k) * sample_bytes, sample_bytes, labels[i]);
-    if (crc == crcs[i]) continue;
-    if (m.failed++ == 0) {
-      m.example = m.first = m.last = int64_t(i);
-      m.stored = crcs[i];
-      m.computed = crc;
-    }
-    m.first = std::min(m.first, int64_t(i));
-    m.last = std::max(m.last, int64_t(i));
+    m.note(int64_t(i), crcs[i],
+           sample_crc32(static_cast<const char*>(x) + size_t(k) * sample_bytes, sample_bytes, labels[i]));
   }
   if (m.failed > 0) throw_checksum_mismatch(path, m);
 }

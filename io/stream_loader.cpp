@@ -245,6 +245,12 @@ struct StreamLoader::Impl {
     free_slots.pop_front();
     return Slot::taken;
   }
+  // A piece of the read pool's, read in blocks of at most kBlockBytes that
+  // the reader checks and puts in their places while they are in its cache:
+  // read whole, a 4 MiB sample went out to memory and came back twice (the
+  // checksum, the conversion). Throws the piece's checksum failures.
+  static constexpr size_t kBlockBytes = size_t(1) << 20;
+  void read_piece(const Piece& p, const Plan& plan, LoadedBatch& out) const;
   // Once the samples plan.order[begin, end) of shard s are in `raw`: checks
   // them, and puts each one in its place in the batch.
   void finish_range(size_t s, size_t begin, size_t end, const Plan& plan, const uint8_t* raw, LoadedBatch& out) const;
@@ -593,6 +599,49 @@ void StreamLoader::Impl::finish_range(size_t s, size_t begin, size_t end, const 
   }
 }
 
+void StreamLoader::Impl::read_piece(const Piece& p, const Plan& plan, LoadedBatch& out) const {
+  thread_local std::vector<uint8_t> block;  // a buffered read's (O_DIRECT's land in read_direct_view's)
+  const size_t s = p.shard, total = size_t(p.count) * sample_bytes;
+  const size_t value_bytes = shard_format::dtype_size(info.dtype);  // blocks and samples end on whole values
+  const bool check = !checksums[s].empty();
+  const std::string what =
+      fmt::format("{}: {}: samples [{}, {})", open_paths[s], shard_format::kX, p.first, p.first + p.count);
+  shard_format::ChecksumMismatch bad;
+  bad.checked = p.count;
+  uint32_t crc = 0;
+  for (size_t at = 0; at < total;) {
+    const size_t n = std::min(kBlockBytes, total - at);
+    const uint8_t* data = nullptr;
+    if (direct_fds[s] >= 0) {
+      data = read_direct_view(direct_fds[s], n, p.offset + int64_t(at), what);
+    } else {
+      block.resize(kBlockBytes);
+      read_at(page_fds[s], block.data(), n, p.offset + int64_t(at), what);
+      data = block.data();
+    }
+    // The block's part of each sample it holds.
+    for (size_t done = 0; done < n;) {
+      const size_t k = (at + done) / sample_bytes, within = (at + done) % sample_bytes;
+      const size_t len = std::min(n - done, sample_bytes - within);
+      const auto [sample, pos] = plan.order[p.begin + k];
+      if (check) crc = shard_format::sample_crc32_update(within == 0 ? 0 : crc, data + done, len);
+      if (options.raw)
+        std::memcpy(out.raw.bytes.data() + size_t(pos) * sample_bytes + within, data + done, len);
+      else
+        normalize_values(info, data + done, int64_t(len / value_bytes),
+                         out.x.f32() + pos * info.sample_numel() + int64_t(within / value_bytes));
+      if (within + len == sample_bytes) {
+        const auto i = size_t(sample - shard_begin[s]);
+        out.y[size_t(pos)] = labels[s][i];
+        if (check) bad.note(int64_t(i), checksums[s][i], shard_format::sample_crc32_finish(crc, labels[s][i]));
+      }
+      done += len;
+    }
+    at += n;
+  }
+  if (bad.failed > 0) shard_format::throw_checksum_mismatch(shards[s]->path(), bad);
+}
+
 void StreamLoader::Impl::complete(InFlight& b, int64_t per_epoch, int64_t count, bool& failed) {
   LoadedBatch& out = slots[b.slot];
   try {
@@ -625,7 +674,11 @@ void StreamLoader::Impl::start_batch(InFlight& b, const std::vector<int64_t>& ca
   out.bytes = out.requests = out.read_calls = 0;
   out.read_s = 0;
   const Plan& plan = b.plan;
-  b.raw.resize(std::max<size_t>(1, plan.order.size() * sample_bytes));
+  // The batch's raw bytes, where HDF5 reads and the peer cache's exchange
+  // lands (the pool's readers convert from their own blocks).
+  const bool hdf5_reads =
+      !pool || std::any_of(extents.begin(), extents.end(), [](const auto& e) { return !e.has_value(); });
+  if (hdf5_reads || peers) b.raw.resize(std::max<size_t>(1, plan.order.size() * sample_bytes));
   b.shard_error.assign(shards.size(), nullptr);
   b.by_hdf5.clear();
   b.pieces.clear();
@@ -650,15 +703,7 @@ void StreamLoader::Impl::start_batch(InFlight& b, const std::vector<int64_t>& ca
     b.ticket = pool->submit(int64_t(b.pieces.size()), [this, &b, &out](int64_t i) {
       const Piece& p = b.pieces[size_t(i)];
       try {
-        const std::string what =
-            fmt::format("{}: {}: samples [{}, {})", open_paths[p.shard], shard_format::kX, p.first, p.first + p.count);
-        uint8_t* dst = b.raw.data() + p.begin * sample_bytes;
-        const size_t bytes = size_t(p.count) * sample_bytes;
-        if (direct_fds[p.shard] >= 0)
-          read_direct(direct_fds[p.shard], dst, bytes, p.offset, what);
-        else
-          read_at(page_fds[p.shard], dst, bytes, p.offset, what);
-        finish_range(p.shard, p.begin, p.begin + size_t(p.count), b.plan, b.raw.data(), out);
+        read_piece(p, b.plan, out);
       } catch (...) {
         b.piece_error[size_t(i)] = std::current_exception();
       }

@@ -6,7 +6,8 @@
 # the page cache and cold (data.cold_cache: O_DIRECT reads of a global
 # shuffle), each point the median of 3 runs. Beside it, on the same files:
 # fio's random O_DIRECT reads of one sample at 16 in flight (what a global
-# shuffle can get from the disk), and the CPU's conversion and memcpy rates
+# shuffle can get from the disk) before each cold repetition, and the CPU's
+# conversion and memcpy rates
 # (kernels_fused_bench). With BEFORE=path/to/another/shardtrain every point
 # also runs that binary, alternating with this one, and prints the ratio.
 #
@@ -62,20 +63,26 @@ print(f"{sum(r['io_bytes'] for r in recs) / wall / 1e6:.0f}")
 PY
 }
 
+fio_mb() {  # SIZE: fio's random O_DIRECT reads of one sample, 16 in flight, for 4 s; prints MB/s
+  fio --name=feed --filename="$(ls "$out/feed-$1"/train/*.h5 | tr '\n' ':' | sed 's/:$//')" --rw=randread \
+    --direct=1 --bs=$1 --iodepth=16 --ioengine=libaio --runtime=4 --time_based --output-format=json |
+    /usr/bin/python3 -c "import json, sys; print(round(json.load(sys.stdin)['jobs'][0]['read']['bw_bytes'] / 1e6))"
+}
+
+# Each repetition measures fio right before the cold runs it is compared
+# with: this disk's rate moves by tens of percent from minute to minute.
 rows="$out/feed-rows.txt"
 : >"$rows"
 for size in 64K 4M; do
   for mode in page-cache cold; do
     for rep in 1 2 3; do
+      [ $mode = page-cache ] || echo "$size fio $rep $(fio_mb $size)" | tee -a "$rows"
       for i in "${!bins[@]}"; do
         mb=$(point "${bins[$i]}" $size $mode "$out/feed-run")
-        echo "$size $mode $i $mb" | tee -a "$rows"
+        echo "$size $mode $i $mb $rep" | tee -a "$rows"
       done
     done
   done
-  fio --name=feed --filename="$(ls "$out/feed-$size"/train/*.h5 | tr '\n' ':' | sed 's/:$//')" --rw=randread \
-    --direct=1 --bs=$size --iodepth=16 --ioengine=libaio --runtime=10 --time_based --output-format=json \
-    >"$out/fio-$size.json"
 done
 bench=${BIN_DIR:-build/bin}/kernels_fused_bench
 [ -x "$bench" ] && "$bench" --benchmark_filter='U8ToF32Normalized|MemcpyOfTheFloats' --benchmark_format=json \
@@ -84,21 +91,30 @@ bench=${BIN_DIR:-build/bin}/kernels_fused_bench
 /usr/bin/python3 - "$out" "${#bins[@]}" <<'PY'
 import json, os, statistics, sys
 out, nbins = sys.argv[1], int(sys.argv[2])
-runs = {}
+runs, fio = {}, {}
 for line in open(f"{out}/feed-rows.txt"):
-    size, mode, i, mb = line.split()
-    runs.setdefault((size, mode, int(i)), []).append(float(mb))
-print("one rank's feed, MB/s of samples (median of 3 runs)")
+    f = line.split()
+    if f[1] == "fio":
+        fio[(f[0], int(f[2]))] = float(f[3])
+    else:
+        runs.setdefault((f[0], f[1], int(f[2])), []).append((float(f[3]), int(f[4])))
+print("one rank's feed, MB/s of samples (median of 3 runs); cold: fio's random O_DIRECT reads of one")
+print("sample at 16 in flight, run before each repetition, and the median of the reps' ratios")
 head = "| samples | storage | " + ("before | after | after/before |" if nbins == 2 else "shardtrain |") + \
-    " fio randread O_DIRECT, 16 in flight | shardtrain/fio |"
+    " fio | shardtrain/fio |"
 print(head)
 print("|" + " --- |" * (head.count("|") - 1))
 for size in ("64K", "4M"):
-    fio = json.load(open(f"{out}/fio-{size}.json"))["jobs"][0]["read"]["bw_bytes"] / 1e6
     for mode in ("page-cache", "cold"):
-        med = [statistics.median(runs[(size, mode, i)]) for i in range(nbins)]
+        med = [statistics.median(mb for mb, _ in runs[(size, mode, i)]) for i in range(nbins)]
         cells = [f"{m:.0f}" for m in med] + ([f"{med[1] / med[0]:.2f}"] if nbins == 2 else [])
-        print(f"| {size} | {mode} | " + " | ".join(cells) + f" | {fio:.0f} | {med[-1] / fio:.2f} |")
+        if mode == "cold":
+            reps = runs[(size, mode, nbins - 1)]
+            cells += [f"{statistics.median(fio[(size, r)] for _, r in reps):.0f}",
+                      f"{statistics.median(mb / fio[(size, r)] for mb, r in reps):.2f}"]
+        else:
+            cells += ["-", "-"]
+        print(f"| {size} | {mode} | " + " | ".join(cells) + " |")
 if os.path.exists(f"{out}/convert.json"):
     for b in json.load(open(f"{out}/convert.json"))["benchmarks"]:
         print(f"{b['name']}: {b['bytes_per_second'] / 1e9:.1f} GB/s of bytes read and written")

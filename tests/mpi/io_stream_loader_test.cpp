@@ -8,7 +8,8 @@
 // ends the reading on every rank, naming the file and the samples where it
 // was read; stopping early (before all batches were read) ends cleanly on
 // every rank; and the peer cache tier (io.peer_cache.dir): the same batches,
-// every sample once, the shared store copied once, copies kept or renewed.
+// every sample once, the shared store copied once, copies kept or renewed;
+// samples larger than a reader's block arrive whole and checked.
 #include "io/dataset.h"
 #include "io/dataset_writer.h"
 #include "io/hdf5_handle.h"
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -55,7 +57,8 @@ int world() {
 }
 
 // A split of three shards written by rank 0 into a directory all ranks share.
-std::string make_split(const std::string& name, const Shape& sample = kSample) {
+std::string make_split(const std::string& name, const Shape& sample = kSample,
+                       const std::array<int64_t, 3>& sizes = {kShardSizes[0], kShardSizes[1], kShardSizes[2]}) {
   char path[256] = {};
   if (rank() == 0) {
     std::string dir = (fs::temp_directory_path() / ("stream-loader-" + name + "-XXXXXX")).string();
@@ -67,7 +70,7 @@ std::string make_split(const std::string& name, const Shape& sample = kSample) {
       h.num_classes = 7;
       h.shard_index = s;
       h.num_shards = 3;
-      h.num_samples = kShardSizes[s];
+      h.num_samples = sizes[size_t(s)];
       h.sample_shape = sample;
       h.dtype = io::SampleDType::u8;
       h.normalize_mean = 0.25f;
@@ -92,7 +95,7 @@ void remove_split(const std::string& dir) {
 // Reads two epochs and checks every batch against the in-memory data set.
 void expect_batches_match_memory(const std::string& dir, const std::string& transfer,
                                  io::ReadEngine engine = io::ReadEngine::automatic, bool direct = false,
-                                 const Shape& sample = kSample) {
+                                 const Shape& sample = kSample, int64_t global_batch = kGlobalBatch) {
   io::LoaderOptions o;
   o.mode = io::LoaderMode::stream;
   o.transfer = parse_enum<io::Transfer>(transfer).value();
@@ -100,14 +103,14 @@ void expect_batches_match_memory(const std::string& dir, const std::string& tran
   o.read_engine = engine;
   o.direct_io = direct ? io::DirectIo::on : io::DirectIo::off;
   o.reads_in_flight = 3;
-  io::StreamLoader loader(dir, o, kGlobalBatch, 9);
+  io::StreamLoader loader(dir, o, global_batch, 9);
   const bool pool = engine != io::ReadEngine::hdf5 && transfer == "independent";
   EXPECT_THAT(loader.stats().read_engine, HasSubstr(!pool    ? "hdf5"
                                                     : direct ? "pool, 3 in flight, O_DIRECT"
                                                              : "pool, 3 in flight, buffered"));
   const io::InMemoryDataset memory = io::InMemoryDataset::load(dir);
-  ASSERT_EQ(loader.size(), 100);
-  io::Sampler sampler(loader.size(), kGlobalBatch, rank(), world(), 9);  // the loader's, for reference indices
+  ASSERT_EQ(loader.size(), memory.size());
+  io::Sampler sampler(loader.size(), global_batch, rank(), world(), 9);  // the loader's, for reference indices
   const int64_t per_epoch = sampler.batches_per_epoch();
   loader.start({0, 0}, 2 * per_epoch);
   std::vector<int64_t> idx;
@@ -167,6 +170,44 @@ TEST(StreamLoader, ReadPoolBatchesEqualHdf5sAcrossChunks) {
   remove_split(dir);
 }
 
+// Samples of 1.07 MiB, larger than a reader's block (1 MiB): each sample
+// is checked and converted in two or three blocks, and a run of them
+// crosses blocks inside samples. A flipped byte in a sample's last block
+// fails its checksum.
+TEST(StreamLoader, SamplesLargerThanAReadBlockArriveWholeAndChecked) {
+  const Shape huge{1, 1024, 1100};
+  const std::string dir = make_split("huge", huge, {4, 5, 3});  // 12: every sample in a batch on 1-4 ranks
+  for (const bool direct : {false, true})
+    expect_batches_match_memory(dir, "independent", io::ReadEngine::pool, direct, huge, 2 * world());
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank() == 0) {  // one byte of shard 1's sample 2, past its first MiB
+    const std::string f = dir + "/" + io::shard_format::shard_file_name(1);
+    io::h5::File file(H5Fopen(f.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    io::h5::Dataset x(H5Dopen2(file.get(), "/x", H5P_DEFAULT));
+    std::vector<uint8_t> all(size_t(5 * huge.numel()));
+    ASSERT_GE(H5Dread(x.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, all.data()), 0);
+    all[size_t(2 * huge.numel() + 1100000)] ^= 0x40;
+    ASSERT_GE(H5Dwrite(x.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, all.data()), 0);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  io::LoaderOptions o;
+  o.mode = io::LoaderMode::stream;
+  o.read_engine = io::ReadEngine::pool;
+  o.direct_io = io::DirectIo::on;
+  io::StreamLoader loader(dir, o, world(), 9);  // one sample per rank and batch: every sample read
+  loader.start({0, 0}, 12 / world());
+  std::string message;
+  try {
+    for (int64_t b = 0; b < 12 / world(); ++b) loader.next();
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  int named = message.find("part-00001.h5: sample 2 (of the ") != std::string::npos;
+  MPI_Allreduce(MPI_IN_PLACE, &named, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(named, 1) << message;
+  remove_split(dir);
+}
+
 TEST(StreamLoader, StoppingBeforeTheLastBatchEndsOnEveryRank) {
   const std::string dir = make_split("stop");
   {
@@ -210,8 +251,8 @@ TEST(StreamLoader, ReadsStagedShardsFromTheCache) {
   if (rank() == 0) fs::copy(dir, cache, fs::copy_options::recursive);
   MPI_Barrier(MPI_COMM_WORLD);
   const io::InMemoryDataset memory = io::InMemoryDataset::load(dir);
-  io::ShardLocator locator{[](int) { return true; },
-                           [&](int s) { return cache + "/" + io::shard_format::shard_file_name(s); }};
+  io::ShardLocator locator{
+      [](int) { return true; }, [&](int s) { return cache + "/" + io::shard_format::shard_file_name(s); }, {}};
   {
     io::StreamLoader loader(dir, {}, kGlobalBatch, 4, locator);
     MPI_Barrier(MPI_COMM_WORLD);
