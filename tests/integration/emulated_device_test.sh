@@ -2,7 +2,7 @@
 # rank's share of the batch times the time per sample, within the tolerance
 # below), the input pipeline runs as in training, a profile run's measured
 # time is taken over, bad settings are refused; and `study storage` searches
-# and writes its table and plots.
+# and writes its table and plots, MLPerf Storage's workloads included.
 source "$(dirname "$0")/lib.sh"
 
 "$SHARDTRAIN" prep synthetic --out d/train --samples 2048 --sample-bytes 16K --shards 4 >/dev/null
@@ -89,6 +89,27 @@ n=$(wc -l < study/points.jsonl)
   --accelerator prof=one --modes page-cache,cold --max-accelerators 2 --seconds 0.5 --min-steps 20 > out.txt
 [ "$(wc -l < study/points.jsonl)" -eq "$n" ] || fail "a rerun ran measured points again"
 pass "study storage: table, plots, resumed without rerunning"
+
+# MLPerf Storage's workloads: cosmoflow on an H100 (3.5 ms per sample of
+# 2828486 bytes, one to a file, batch 1, AU >= 70%); data of another layout
+# and an unknown workload are errors that say what is needed.
+"$SHARDTRAIN" prep synthetic --out cosmo/train --samples 12 --sample-bytes 2828486 --shards 12 >/dev/null
+"$SHARDTRAIN" prep synthetic --out cosmo/test --samples 1 --sample-bytes 2828486 --split test >/dev/null
+"$SHARDTRAIN" study storage --out cosmo/study --data cosmo/train --test cosmo/test --accelerator cosmoflow:h100 \
+  --modes page-cache --max-accelerators 1 --seconds 0.1 --min-steps 20 | tee out.txt
+grep -q "cosmoflow-h100, page-cache: 1 accelerator(s) at AU >= 70%" out.txt || fail "cosmoflow:h100 did not run at its AU"
+"$PY" - cosmo/study <<'PY' || fail "the cosmoflow point's settings"
+import json, re, sys
+p = [json.loads(line) for line in open(f"{sys.argv[1]}/points.jsonl")][0]
+cfg = open(f"{sys.argv[1]}/points/cosmoflow-h100-page-cache-1/config.toml").read()
+assert "global_batch_size = 1\n" in cfg and abs(float(re.search(r"sample_ms = (\S+)", cfg)[1]) - 3.5) < 1e-9, cfg
+assert abs(p["sample_s"] - 0.0035) < 1e-12 and p["status"] == "ok", p
+PY
+expect_error "resnet50 reads 114660 bytes per sample, 1251 to a file" \
+  "$SHARDTRAIN" study storage --out bad --data d/train --test d/test --accelerator resnet50:a100
+expect_error "expected WORKLOAD:GPU, WORKLOAD one of unet3d, resnet50, cosmoflow" \
+  "$SHARDTRAIN" study storage --out bad --data d/train --test d/test --accelerator bert:h100
+pass "study storage: MLPerf Storage's cosmoflow at its AU; wrong data and workloads named"
 
 # study ingest: the job alone and while a writer stages a second split next
 # to its data, in a table with the slowdown.

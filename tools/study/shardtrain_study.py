@@ -18,7 +18,7 @@ usage:
   shardtrain study published [--runs FILE] [--json OUT]
                                              the model beside published multi-node training
                                              figures, held out (docs/published-runs.md)
-  shardtrain study storage --out DIR --data SPLIT --test SPLIT --accelerator NAME=Xms|NAME=RUN_DIR[*S] ...
+  shardtrain study storage --out DIR --data SPLIT --test SPLIT --accelerator NAME=Xms|NAME=RUN_DIR[*S]|W:GPU ...
                        [--modes page-cache,memory-limit,cold] [--memory-limit 4G] [--batch 32]
                        [--au 0.9] [--max-accelerators 16] [--seconds 10]
                                              how many emulated accelerators this storage keeps
@@ -260,8 +260,9 @@ def main():
     sto.add_argument("--data", required=True, help="the training split the accelerators read")
     sto.add_argument("--test", required=True, help="a (small) test split of the same shape (loaded, not evaluated)")
     sto.add_argument("--accelerator", action="append", required=True,
-                     help="NAME=Xms (compute per sample) or NAME=RUN_DIR[*SCALE] (a run's measured compute); "
-                     "repeat for several")
+                     help="NAME=Xms (compute per sample), NAME=RUN_DIR[*SCALE] (a run's measured compute) or "
+                     "WORKLOAD:GPU (MLPerf Storage's: unet3d, resnet50 or cosmoflow on a100 or h100, with its "
+                     "batch and AU); repeat for several")
     sto.add_argument("--modes", type=csv(list(study_storage.MODES)), default=list(study_storage.MODES))
     sto.add_argument("--memory-limit", default="4G", help="the memory-limit mode's cgroup limit (the whole job)")
     sto.add_argument("--batch", type=positive, default=32, help="samples per accelerator per step")

@@ -46,11 +46,71 @@ def log(msg):
     print(f"[study storage] {msg}", flush=True)
 
 
+# MLPerf Storage's training workloads, from its DLIO configs
+# (github.com/mlcommons/storage, configs/dlio/workload/<name>_<gpu>.yaml):
+# the accelerator's time per batch (train.computation_time), the batch per
+# accelerator (reader.batch_size), the AU a run must keep (metric.au), and
+# the samples the data set holds: record_length_bytes (DLIO draws sizes
+# around this mean with record_length_bytes_stdev; shardtrain's synthetic
+# samples all have the mean) and num_samples_per_file.
+WORKLOADS = {
+    "unet3d": {"sample_bytes": 146600628, "per_file": 1, "batch": 7, "au": 0.90,
+               "batch_s": {"a100": 0.636, "h100": 0.323}},
+    "resnet50": {"sample_bytes": 114660, "per_file": 1251, "batch": 400, "au": 0.90,
+                 "batch_s": {"a100": 0.435, "h100": 0.224}},
+    "cosmoflow": {"sample_bytes": 2828486, "per_file": 1, "batch": 1, "au": 0.70,
+                  "batch_s": {"a100": 0.00551, "h100": 0.00350}},
+}
+
+
+def parse_workload(text):
+    """WORKLOAD:GPU, e.g. resnet50:h100: MLPerf Storage's accelerator."""
+    workload, _, gpu = text.partition(":")
+    w = WORKLOADS.get(workload)
+    if w is None or gpu not in w["batch_s"]:
+        raise ValueError(f"'{text}': expected WORKLOAD:GPU, WORKLOAD one of {', '.join(WORKLOADS)} and GPU one of "
+                         f"{', '.join(WORKLOADS['unet3d']['batch_s'])}")
+    return {"name": f"{workload}-{gpu}", "sample_ms": 1e3 * w["batch_s"][gpu] / w["batch"], "batch": w["batch"],
+            "au": w["au"], "workload": workload}
+
+
+# The streaming loader's batch slots per rank (data.prefetch_batches = 4,
+# one being filled, the step's two: io::StreamLoader), each of floats.
+LOADER_SLOTS = 4 + 1 + 2
+
+
+def check_workload_data(acc, split):
+    """The split must hold the workload's samples, as many to a file, and
+    one accelerator's batches of floats must fit in this host's memory."""
+    w = WORKLOADS[acc["workload"]]
+    need = LOADER_SLOTS * w["batch"] * w["sample_bytes"] * 4
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > memory:
+        raise ValueError(f"{acc['name']}: one accelerator's loader holds {LOADER_SLOTS} batches of {w['batch']} "
+                         f"samples of {w['sample_bytes']} bytes as floats, {need / 1e9:.1f} GB, more than this "
+                         f"host's {memory / 1e9:.1f} GB: the conversion to floats happens on the host")
+    with open(os.path.join(split, "manifest.json")) as f:
+        m = json.load(f)
+    per_file = {s["num_samples"] for s in m["shards"]}
+    shape_bytes = 1
+    for d in m["sample_shape"]:
+        shape_bytes *= d
+    if m["dtype"] != "uint8" or shape_bytes != w["sample_bytes"] or per_file != {w["per_file"]}:
+        raise ValueError(
+            f"{acc['name']}: {split} holds {m['dtype']} samples of {m['sample_shape']} with {sorted(per_file)} to a "
+            f"file; {acc['workload']} reads {w['sample_bytes']} bytes per sample, {w['per_file']} to a file: "
+            f"shardtrain prep synthetic --out DIR --sample-bytes {w['sample_bytes']} --shards F --samples "
+            f"{w['per_file']} x F, for F files")
+
+
 def parse_accelerator(text):
-    """NAME=Xms (time per sample) or NAME=RUN_DIR[*SCALE] (a measured profile)."""
+    """NAME=Xms (time per sample), NAME=RUN_DIR[*SCALE] (a measured profile)
+    or WORKLOAD:GPU (MLPerf Storage's, WORKLOADS)."""
+    if "=" not in text and ":" in text:
+        return parse_workload(text)
     name, sep, spec = text.partition("=")
     if not sep or not name or not spec:
-        raise ValueError(f"'{text}': expected NAME=Xms or NAME=RUN_DIR[*SCALE]")
+        raise ValueError(f"'{text}': expected NAME=Xms, NAME=RUN_DIR[*SCALE] or WORKLOAD:GPU")
     if spec.endswith("ms"):
         ms = float(spec[:-2])
         if ms <= 0:
@@ -89,7 +149,8 @@ def point_config(args, acc, mode, n, steps):
     emulate = {"sample_ms": acc["sample_ms"]} if "sample_ms" in acc else \
         {"profile": acc["profile"], "scale": acc["scale"]}
     cfg = {
-        "train": {"epochs": 1000, "max_steps": steps, "global_batch_size": n * args.batch, "progress_every_s": 30},
+        "train": {"epochs": 1000, "max_steps": steps, "global_batch_size": n * acc.get("batch", args.batch),
+                  "progress_every_s": 30},
         "data": {"train": os.path.abspath(args.data), "test": os.path.abspath(args.test), "loader": "stream",
                  "cold_cache": mode == "cold", "direct_io": "off" if mode == "memory-limit-buffered" else "auto",
                  "verify_files": False},
@@ -147,7 +208,8 @@ def run_point(args, acc, mode, n):
     sample_s = acc.get("sample_ms", 0) * 1e-3
     if not sample_s:
         sample_s = profile_sample_s(args, acc)
-    steps = WARMUP_STEPS + min(args.max_steps, max(args.min_steps, int(args.seconds / (args.batch * sample_s))))
+    batch = acc.get("batch", args.batch)
+    steps = WARMUP_STEPS + min(args.max_steps, max(args.min_steps, int(args.seconds / (batch * sample_s))))
     with open(os.path.join(point_dir, "config.toml"), "w") as f:
         f.write(point_config(args, acc, mode, n, steps))
     files = shard_files(args.data)
@@ -170,7 +232,7 @@ def run_point(args, acc, mode, n):
     else:
         try:
             point.update(measure(run_dir), status="ok")
-            point["passes"] = point["au_min"] >= args.au
+            point["passes"] = point["au_min"] >= acc.get("au", args.au)
         except (OSError, ValueError, KeyError, MeasureError) as e:
             point.update(status="failed", error=str(e))
     return point
@@ -302,6 +364,12 @@ def main(args):
         if not os.path.exists(os.path.join(split, "manifest.json")):
             raise SystemExit(f"shardtrain study storage: {split} is not a split (no manifest.json; "
                              "`shardtrain prep synthetic` makes one)")
+    for acc in accelerators:
+        if "workload" in acc:
+            try:
+                check_workload_data(acc, args.data)
+            except ValueError as e:
+                raise SystemExit(f"shardtrain study storage: --accelerator {e}")
     if any(m.startswith("memory-limit") for m in args.modes):
         check = subprocess.run([os.path.join(args.bin_dir, "memlimit"), "--limit", args.memory_limit,
                                           "--check"], capture_output=True, text=True)
@@ -314,7 +382,7 @@ def main(args):
         for mode in args.modes:
             results[(acc["name"], mode)] = search(args, acc, mode, points)
             log(f"{acc['name']}, {mode}: {results[(acc['name'], mode)]} accelerator(s) at AU >= "
-                f"{100 * args.au:.0f}%")
+                f"{100 * acc.get('au', args.au):.0f}%")
     text = table(points, results)
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write(text)
