@@ -27,6 +27,8 @@ void add_stage_command(CLI::App& app, std::vector<Command>& out) {
       ->check(CLI::Range(0.0, 1e12))
       ->capture_default_str();
   cmd->add_flag("!--no-verify", a->options.verify, "Do not check the copies against the manifest's checksums");
+  cmd->add_flag("--direct-io", a->options.direct_io,
+                "Copy with O_DIRECT, past the page cache (as io.stage.direct_io; --block-kib in whole 4 KiB blocks)");
   out.push_back({cmd, [a](Process&) { return train::stage_command(a->from, a->options); }});
 }
 

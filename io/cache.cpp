@@ -179,7 +179,7 @@ bool ShardCache::stage_one(int index, const Log& log) {
     if (stop_.load()) return true;
     CopyStats cs;
     try {
-      cs = copy_file_limited(source_path(index), dst, options_.block_kib * 1024, &limiter_, &stop_);
+      cs = copy_file_limited(source_path(index), dst, options_.block_kib * 1024, &limiter_, &stop_, options_.direct_io);
     } catch (const std::exception& e) {
       remove_quietly(dst);
       {

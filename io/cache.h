@@ -51,9 +51,12 @@ struct CopyStats {
 // dst's directory is created), in reads and writes of `block_bytes`, through
 // `limiter` (may be null: unlimited). Stops early, removing the temp file,
 // when `stop` becomes true (returns what was copied, complete = false). On an
-// error the temp file is removed too; errors name the file.
+// error the temp file is removed too; errors name the file. `direct`: reads
+// and writes with O_DIRECT (blocks of whole 4 KiB), past the page cache, so
+// that a copy beside training neither evicts the job's pages nor leaves
+// dirty ones for writeback; a file system without O_DIRECT is an error.
 CopyStats copy_file_limited(const std::string& src, const std::string& dst, int64_t block_bytes, RateLimiter* limiter,
-                            const std::atomic<bool>* stop = nullptr);
+                            const std::atomic<bool>* stop = nullptr, bool direct = false);
 
 struct StageStats {
   int64_t bytes_copied = 0;   // so far (completed copies, including ones that failed verification)

@@ -30,6 +30,8 @@ void validate(const StageOptions& st) {
   ST_CHECK(st.rate_mb_s >= 0, "io.stage.rate_mb_s must not be negative (0 = unlimited), got {}", st.rate_mb_s);
   ST_CHECK(st.block_kib >= 4, "io.stage.block_kib must be at least 4, got {}", st.block_kib);
   ST_CHECK(st.capacity_gb >= 0, "io.stage.capacity_gb must not be negative (0 = no limit), got {}", st.capacity_gb);
+  ST_CHECK(!st.direct_io || st.block_kib % 4 == 0,
+           "io.stage.direct_io needs io.stage.block_kib in whole 4 KiB blocks (O_DIRECT), got {}", st.block_kib);
 }
 
 }  // namespace shardtrain::io

@@ -94,6 +94,7 @@ struct StageOptions {
   int64_t block_kib = 1024;  // write block size
   double capacity_gb = 0;    // evict least recently used shards past this (0 = unlimited)
   bool verify = true;        // check each copy against the manifest's checksum
+  bool direct_io = false;    // copy with O_DIRECT, past the page cache (block_kib whole 4 KiB blocks)
 };
 
 // An Error naming the [data] or [io.stage] key out of range, or a

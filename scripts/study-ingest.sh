@@ -7,7 +7,8 @@
 # missing):
 #   - a real training job: an MLP (65536-32-10) on the 64 KiB samples, DDP
 #     on 2 ranks, global batch 64 (the disk feeds it about 150 MB/s); then
-#     again at 1 MiB blocks with the writer at nice 0 and nice 19;
+#     again at 1 MiB blocks with the writer at nice 0 and nice 19, and with
+#     the writer copying with O_DIRECT;
 #   - one emulated accelerator of the reference CNN's measured speed, and
 #     six of them (1 MiB blocks).
 # Leaves OPENBLAS_* as they are. About 15 minutes here; rerun to resume.
@@ -43,6 +44,9 @@ for nice in 0 19; do
   "$st" study ingest --out "$dir/ingest-nice" --config "$dir/ingest-mlp.toml" -n 2 --blocks 1M --rates 0,50 \
     --writer-nice "$nice" "${common[@]}"
 done
+# The writer with O_DIRECT: no page-cache copies, evictions or writeback.
+"$st" study ingest --out "$dir/ingest-direct" --config "$dir/ingest-mlp.toml" -n 2 --blocks 1M,4M --rates 0,200 \
+  --writer-direct "${common[@]}"
 cat > "$dir/ingest-emulated.toml" <<TOML
 [train]
 global_batch_size = 32

@@ -19,15 +19,16 @@ std::string size_text(int64_t bytes) {
 
 int stage_command(const std::string& source_dir, const io::StageOptions& options) {
   const double t0 = now_seconds();
+  io::validate(options);
   io::ShardCache cache(source_dir, options);
   int64_t total_bytes = 0;
   for (const io::ManifestShard& s : cache.manifest().shards) total_bytes += s.bytes;
-  fmt::print("[stage] {} -> {}: {} shard(s), {}, rate {}, blocks of {} KiB, capacity {}, {}\n", source_dir,
+  fmt::print("[stage] {} -> {}: {} shard(s), {}, rate {}, blocks of {} KiB, capacity {}, {}{}\n", source_dir,
              cache.cache_dir(), cache.manifest().shards.size(), size_text(total_bytes),
              options.rate_mb_s > 0 ? fmt::format("{} MB/s", options.rate_mb_s) : std::string("unlimited"),
              options.block_kib,
              options.capacity_gb > 0 ? fmt::format("{} GB", options.capacity_gb) : std::string("unlimited"),
-             options.verify ? "verified against the manifest" : "not verified");
+             options.verify ? "verified against the manifest" : "not verified", options.direct_io ? ", O_DIRECT" : "");
   std::fflush(stdout);
   const io::StageStats s = cache.run([](const std::string& line) {
     fmt::print("[stage] {}\n", line);

@@ -112,11 +112,24 @@ expect_error "expected WORKLOAD:GPU, WORKLOAD one of unet3d, resnet50, cosmoflow
 pass "study storage: MLPerf Storage's cosmoflow at its AU; wrong data and workloads named"
 
 # study ingest: the job alone and while a writer stages a second split next
-# to its data, in a table with the slowdown.
+# to its data, in a table with the slowdown and what the host went through.
 "$SHARDTRAIN" prep synthetic --out d/next --samples 512 --sample-bytes 16K --shards 2 >/dev/null
 "$SHARDTRAIN" study ingest --out ingest --config emu.toml --set parallel.strategy=none --set train.max_steps=30 \
   --data d/train --source d/next --ingest-dir scratch --blocks 128K --rates 0 | tee out.txt
 grep -q "| none (alone) |  |  | 0 | .* | 1.00x |" ingest/table.md || fail "no row for the job alone"
-grep -q "| 128 KiB | unlimited | 0 | [1-9][0-9]* | .* | [0-9.]*x |" ingest/table.md || fail "no row with the writer"
+grep -q "| 128 KiB | unlimited | 0, buffered | [1-9][0-9]* | .* | [0-9.]*x |" ingest/table.md || fail "no row with the writer"
 [ ! -e scratch/copy ] || fail "the writer's copy was left behind"
-pass "study ingest: the job alone and beside a writer"
+"$PY" - ingest <<'PY' || fail "the host's figures beside each point"
+import json, os, sys
+for p in map(json.loads, open(f"{sys.argv[1]}/points.jsonl")):
+    h = p["host"]
+    assert 0 <= h["iowait"] <= 1, h
+    if os.path.exists("/proc/pressure/io"):  # a kernel with PSI
+        assert all(0 <= h[f"{k}_some"] <= 1.01 for k in ("cpu", "io", "memory")), h
+    assert h["written_back_mb_s"] >= 0 and h["reclaim_scanned_per_s"] >= 0, h
+PY
+pass "study ingest: the job alone and beside a writer, with the host's stalls, reclaim and writeback"
+"$SHARDTRAIN" study ingest --out ingest-direct --config emu.toml --set parallel.strategy=none \
+  --set train.max_steps=30 --data d/train --source d/next --ingest-dir scratch --blocks 128K --rates 0 --writer-direct
+grep -q "| 128 KiB | unlimited | 0, O_DIRECT | [1-9][0-9]* | " ingest-direct/table.md || fail "no row with the O_DIRECT writer"
+pass "study ingest: the writer with O_DIRECT"

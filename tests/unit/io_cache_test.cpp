@@ -160,6 +160,32 @@ TEST(CopyFile, ByteIdenticalWhateverTheSize) {
   EXPECT_FALSE(any_tmp_file(dir.path()));
 }
 
+// O_DIRECT (io.stage.direct_io): whole 4 KiB blocks written, the last one
+// padded and the file cut back to its size.
+TEST(CopyFile, ByteIdenticalWithODirect) {
+  TempDir dir;
+  for (int64_t block : {int64_t(4096), int64_t(3 * 4096)})
+    for (int64_t n : {int64_t(0), int64_t(1), int64_t(4095), int64_t(4096), int64_t(4097), 5 * int64_t(4096) + 17}) {
+      SCOPED_TRACE(fmt::format("{} bytes in blocks of {}", n, block));
+      const auto data = random_bytes(n, uint32_t(n + 3));
+      testing::write_bytes(dir / "src", data);
+      const std::string dst = dir / fmt::format("direct/dst-{}-{}", block, n);
+      CopyStats s;
+      try {
+        s = copy_file_limited(dir / "src", dst, block, nullptr, nullptr, /*direct=*/true);
+      } catch (const Error& e) {
+        if (std::string(e.what()).find("does not take O_DIRECT") != std::string::npos) GTEST_SKIP() << e.what();
+        throw;
+      }
+      EXPECT_TRUE(s.complete);
+      EXPECT_EQ(s.bytes, n);
+      EXPECT_EQ(read_bytes(dst), data);
+    }
+  EXPECT_FALSE(any_tmp_file(dir.path()));
+  expect_error([&] { copy_file_limited(dir / "src", dir / "dst", 1000, nullptr, nullptr, true); },
+               {"with O_DIRECT", "whole 4 KiB blocks"});
+}
+
 TEST(CopyFile, OverwritesAnOldCopy) {
   TempDir dir;
   testing::write_bytes(dir / "dst", random_bytes(50000, 1));

@@ -24,7 +24,7 @@ usage:
                                              how many emulated accelerators this storage keeps
                                              at AU >= 90%, per storage mode (docs/io.md)
   shardtrain study ingest --out DIR --config TOML --data SPLIT --source SPLIT --ingest-dir DIR [-n RANKS]
-                       [--memory-limit 4G] [--blocks 128K,1M,4M] [--rates 0,200] [--writer-nice N]
+                       [--memory-limit 4G] [--blocks 128K,1M,4M] [--rates 0,200] [--writer-nice N] [--writer-direct]
                        [--set KEY=VALUE ...]
                                              the running job's slowdown while a second data set
                                              is staged next to its data (docs/io.md)
@@ -286,6 +286,8 @@ def main():
                      help="the writer's rates in MB/s (0: unlimited)")
     ing.add_argument("--writer-nice", type=int, default=0, choices=range(0, 20), metavar="0..19",
                      help="run the writer at this CPU priority (nice), beside a job it shares cores with")
+    ing.add_argument("--writer-direct", action="store_true",
+                     help="the writer copies with O_DIRECT, past the page cache (shardtrain stage --direct-io)")
     ing.add_argument("--point-timeout", type=positive, default=900, help="seconds a job may take")
     args = parser.parse_args()
     args.bin_dir = HERE

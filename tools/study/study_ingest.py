@@ -5,9 +5,12 @@ this host, under a memory limit when given, once alone and then once per
 writer setting while `shardtrain stage` copies a second data set next to
 its data again and again, at each block size, unlimited and rate-limited,
 and at each CPU priority asked for (`--writer-nice`: the writer shares the
-job's cores).
+job's cores), buffered or with O_DIRECT (`--writer-direct`).
 The job's step time (the median over its measured steps, the slowest rank's)
-against the alone run is the slowdown; its data wait and AU stand beside it.
+against the alone run is the slowdown; its data wait and AU stand beside it,
+and what the host went through meanwhile (study_host.py: the share of the
+time tasks stalled on the CPU, on I/O and on memory, page reclaim,
+writeback, iowait), which says where the slowdown comes from.
 
 Points go to OUT/points.jsonl as they finish (a run resumes from them), the
 table to OUT/table.md.
@@ -17,6 +20,7 @@ import shutil
 import subprocess
 import time
 
+import study_host
 import study_job
 import study_storage
 
@@ -50,6 +54,8 @@ class Writer:
         cmd = ["nice", "-n", str(self.args.writer_nice)] if self.args.writer_nice else []
         cmd += [os.path.join(self.args.bin_dir, "shardtrain"), "stage", "--from", self.args.source, "--to", dest,
                "--block-kib", str(self.block_kib), "--rate-mb-s", str(self.rate), "--no-verify"]
+        if self.args.writer_direct:
+            cmd.append("--direct-io")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
     def poll(self):
@@ -90,6 +96,7 @@ def run_point(args, key, block_kib, rate):
     out_path = os.path.join(point_dir, "output.txt")
     writer = Writer(args, block_kib, rate) if block_kib else None
     start = time.monotonic()
+    host_before = study_host.snapshot()
     with open(out_path, "w") as out:
         out.write("$ " + " ".join(cmd) + "\n")
         out.flush()
@@ -106,9 +113,11 @@ def run_point(args, key, block_kib, rate):
             study_job.end(job)
             raise
         finally:
+            host = study_host.delta(host_before, study_host.snapshot(), time.monotonic() - start)
             written = writer.stop() if writer else 0.0
     point = {"key": key, "block_kib": block_kib, "rate_mb_s": rate, "written_mb_s": written,
-             "writer_nice": args.writer_nice if block_kib else None}
+             "writer_nice": args.writer_nice if block_kib else None,
+             "writer_direct": bool(args.writer_direct) if block_kib else None, "host": host}
     if job.returncode != 0:
         point.update(status="failed", error=study_job.last_error(out_path))
         return point
@@ -119,10 +128,24 @@ def run_point(args, key, block_kib, rate):
     return point
 
 
+def host_cells(h):
+    """The host's columns of a point's row (study_host.delta); "-" where the
+    kernel does not say."""
+    stalls = " / ".join(study_storage.pct(h[f"{k}_some"]) if f"{k}_some" in h else "-"
+                        for k in ("cpu", "io", "memory"))
+    if "reclaim_scanned_per_s" in h:
+        reclaim = f"{h['reclaim_scanned_per_s']:.0f} ({h['direct_reclaim_scanned_per_s']:.0f})"
+        written = f"{h['written_back_mb_s']:.0f}"
+    else:
+        reclaim = written = "-"
+    return f"{stalls} | {reclaim} | {written} | {study_storage.pct(h['iowait']) if 'iowait' in h else '-'}"
+
+
 def table(points, order):
     base = points.get("alone")
-    out = ["| writer block | writer rate | writer nice | written MB/s | step ms (median) | slowdown | data wait % | AU min % | "
-           "read MB/s | page-cache hits % |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out = ["| writer block | writer rate | writer nice, I/O | written MB/s | step ms (median) | slowdown | data wait % | AU min % | "
+           "read MB/s | page-cache hits % | stalled on CPU / I/O / memory % (some) | reclaim scans/s (direct) | "
+           "written back MB/s | iowait % |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for key in order:
         p = points.get(key)
         if not p:
@@ -134,10 +157,12 @@ def table(points, order):
             out.append(f"| {block} | {rate} | | failed: {p['error']} |")
             continue
         slow = p["step_median_s"] / base["step_median_s"] if base and base["status"] == "ok" else None
-        nice = str(p.get("writer_nice") or 0) if p["block_kib"] else ""
+        nice = f"{p.get('writer_nice') or 0}, {'O_DIRECT' if p.get('writer_direct') else 'buffered'}" \
+            if p["block_kib"] else ""
         out.append(f"| {block} | {rate} | {nice} | {p['written_mb_s']:.0f} | {1e3 * p['step_median_s']:.1f} | "
                    f"{'' if slow is None else f'{slow:.2f}x'} | {study_storage.pct(p['data_wait_frac'])} | "
-                   f"{study_storage.pct(p['au_min'])} | {p['mb_s']:.0f} | {study_storage.pct(p['cache_hit_ratio'])} |")
+                   f"{study_storage.pct(p['au_min'])} | {p['mb_s']:.0f} | {study_storage.pct(p['cache_hit_ratio'])} | "
+                   f"{host_cells(p.get('host') or {})} |")
     return "\n".join(out) + "\n"
 
 
@@ -155,7 +180,7 @@ def main(args):
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.ingest_dir, exist_ok=True)
     points = study_storage.load_points(args.out)
-    suffix = f"/nice{args.writer_nice}" if args.writer_nice else ""
+    suffix = (f"/nice{args.writer_nice}" if args.writer_nice else "") + ("/direct" if args.writer_direct else "")
     plan = [("alone", 0, 0)] + [(f"{b}k/{r:g}{suffix}", b, r) for b in blocks for r in args.rates]
     for key, block, rate in plan:
         if key in points:
