@@ -133,3 +133,13 @@ pass "study ingest: the job alone and beside a writer, with the host's stalls, r
   --set train.max_steps=30 --data d/train --source d/next --ingest-dir scratch --blocks 128K --rates 0 --writer-direct
 grep -q "| 128 KiB | unlimited | 0, O_DIRECT | [1-9][0-9]* | " ingest-direct/table.md || fail "no row with the O_DIRECT writer"
 pass "study ingest: the writer with O_DIRECT"
+# A real job's AU is its measured compute (no accelerator's time to ask for).
+printf '[train]\nglobal_batch_size = 32\nmax_steps = 20\n[model]\nkind = "mlp"\nhidden = [8]\n' >real.toml
+"$SHARDTRAIN" study ingest --out ingest-real --config real.toml --set data.test=d/test --data d/train --source d/next \
+  --ingest-dir scratch --blocks 128K --rates 0
+"$PY" - ingest-real <<'PY' || fail "a real job's points"
+import json, sys
+points = [json.loads(line) for line in open(f"{sys.argv[1]}/points.jsonl")]
+assert len(points) == 2 and all(p["status"] == "ok" and 0 < p["au_min"] <= 1 for p in points), points
+PY
+pass "study ingest: a real training job"
