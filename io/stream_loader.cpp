@@ -246,9 +246,10 @@ struct StreamLoader::Impl {
     return Slot::taken;
   }
   // A piece of the read pool's, read in blocks of at most kBlockBytes that
-  // the reader checks and puts in their places while they are in its cache:
-  // read whole, a 4 MiB sample went out to memory and came back twice (the
-  // checksum, the conversion). Throws the piece's checksum failures.
+  // the reader checks and puts in their places while they are in its cache
+  // (a large sample read whole would go out to memory and come back for the
+  // checksum and again for the conversion), an O_DIRECT block where it
+  // landed. Throws the piece's checksum failures.
   static constexpr size_t kBlockBytes = size_t(1) << 20;
   void read_piece(const Piece& p, const Plan& plan, LoadedBatch& out) const;
   // Once the samples plan.order[begin, end) of shard s are in `raw`: checks
