@@ -133,6 +133,24 @@ pass "study ingest: the job alone and beside a writer, with the host's stalls, r
   --set train.max_steps=30 --data d/train --source d/next --ingest-dir scratch --blocks 128K --rates 0 --writer-direct
 grep -q "| 128 KiB | unlimited | 0, O_DIRECT | [1-9][0-9]* | " ingest-direct/table.md || fail "no row with the O_DIRECT writer"
 pass "study ingest: the writer with O_DIRECT"
+# --writer-io-max: the kernel throttles the writer's cgroup (root and an I/O
+# controller; said and skipped where this host has neither).
+if "$SHARDTRAIN" study ingest --out ingest-iomax --config emu.toml --set parallel.strategy=none \
+  --set train.max_steps=60 --data d/train --source d/next --ingest-dir scratch --blocks 128K --rates 0 \
+  --writer-io-max 20 >iomax.txt 2>&1; then
+  "$PY" - ingest-iomax <<'PY' || { cat iomax.txt; fail "the throttled writer"; }
+import json, sys
+p = [json.loads(line) for line in open(f"{sys.argv[1]}/points.jsonl")][-1]
+assert p["writer_io_max_mb_s"] == 20 and 0 < p["written_mb_s"] <= 24, p  # the copy's first block may come before
+PY
+  grep -q "| 128 KiB | unlimited | 0, buffered, io.max 20 MB/s | " ingest-iomax/table.md || fail "no io.max row"
+  pass "study ingest: the writer in a cgroup throttled to 20 MB/s wrote $(grep -o '"written_mb_s": [0-9.]*' \
+    ingest-iomax/points.jsonl | tail -1)"
+else
+  grep -q "^shardtrain study ingest: --writer-io-max: " iomax.txt || { cat iomax.txt; fail "--writer-io-max"; }
+  echo "skip: --writer-io-max: $(cat iomax.txt)"
+fi
+
 # A real job's AU is its measured compute (no accelerator's time to ask for).
 printf '[train]\nglobal_batch_size = 32\nmax_steps = 20\n[model]\nkind = "mlp"\nhidden = [8]\n' >real.toml
 "$SHARDTRAIN" study ingest --out ingest-real --config real.toml --set data.test=d/test --data d/train --source d/next \

@@ -24,8 +24,8 @@ usage:
                                              how many emulated accelerators this storage keeps
                                              at AU >= 90%, per storage mode (docs/io.md)
   shardtrain study ingest --out DIR --config TOML --data SPLIT --source SPLIT --ingest-dir DIR [-n RANKS]
-                       [--memory-limit 4G] [--blocks 128K,1M,4M] [--rates 0,200] [--writer-nice N] [--writer-direct]
-                       [--set KEY=VALUE ...]
+                       [--memory-limit 4G] [--blocks 128K,1M,4M] [--rates 0,200] [--writer-nice N]
+                       [--writer-direct] [--writer-io-max MB/s] [--set KEY=VALUE ...]
                                              the running job's slowdown while a second data set
                                              is staged next to its data (docs/io.md)
   shardtrain study fit --out F.toml [--name NAME] NODESxRANKS=BENCH.json ...
@@ -288,6 +288,9 @@ def main():
                      help="run the writer at this CPU priority (nice), beside a job it shares cores with")
     ing.add_argument("--writer-direct", action="store_true",
                      help="the writer copies with O_DIRECT, past the page cache (shardtrain stage --direct-io)")
+    ing.add_argument("--writer-io-max", type=float, default=0, metavar="MB/s",
+                     help="the writer in a cgroup the kernel throttles to this write rate on the data's disk "
+                     "(io.max, or cgroup v1's blkio; root)")
     ing.add_argument("--point-timeout", type=positive, default=900, help="seconds a job may take")
     args = parser.parse_args()
     args.bin_dir = HERE

@@ -5,7 +5,8 @@ this host, under a memory limit when given, once alone and then once per
 writer setting while `shardtrain stage` copies a second data set next to
 its data again and again, at each block size, unlimited and rate-limited,
 and at each CPU priority asked for (`--writer-nice`: the writer shares the
-job's cores), buffered or with O_DIRECT (`--writer-direct`).
+job's cores), buffered or with O_DIRECT (`--writer-direct`), and in a cgroup
+whose writes the kernel throttles (`--writer-io-max`, study_write_limit.py).
 The job's step time (the median over its measured steps, the slowest rank's)
 against the alone run is the slowdown; its data wait and AU stand beside it,
 and what the host went through meanwhile (study_host.py: the share of the
@@ -23,6 +24,7 @@ import time
 import study_host
 import study_job
 import study_storage
+import study_write_limit
 
 WARMUP = study_storage.WARMUP_STEPS
 
@@ -46,6 +48,8 @@ class Writer:
     def __init__(self, args, block_kib, rate):
         self.args, self.block_kib, self.rate = args, block_kib, rate
         self.proc, self.copies, self.stopped = None, 0, False
+        # --writer-io-max: the kernel throttles the writer's writes to the disk.
+        self.limit = study_write_limit.WriteLimit(args.ingest_dir, args.writer_io_max) if args.writer_io_max else None
         self.start_s = time.monotonic()
 
     def _start(self):
@@ -56,7 +60,8 @@ class Writer:
                "--block-kib", str(self.block_kib), "--rate-mb-s", str(self.rate), "--no-verify"]
         if self.args.writer_direct:
             cmd.append("--direct-io")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                     preexec_fn=self.limit.enter if self.limit else None)
 
     def poll(self):
         if self.proc is None:
@@ -75,6 +80,8 @@ class Writer:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait()
+        if self.limit:
+            self.limit.close()
         partial = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in
                       os.walk(os.path.join(self.args.ingest_dir, "copy")) for f in files)
         shutil.rmtree(os.path.join(self.args.ingest_dir, "copy"), ignore_errors=True)
@@ -117,7 +124,8 @@ def run_point(args, key, block_kib, rate):
             written = writer.stop() if writer else 0.0
     point = {"key": key, "block_kib": block_kib, "rate_mb_s": rate, "written_mb_s": written,
              "writer_nice": args.writer_nice if block_kib else None,
-             "writer_direct": bool(args.writer_direct) if block_kib else None, "host": host}
+             "writer_direct": bool(args.writer_direct) if block_kib else None,
+             "writer_io_max_mb_s": args.writer_io_max if block_kib else None, "host": host}
     if job.returncode != 0:
         point.update(status="failed", error=study_job.last_error(out_path))
         return point
@@ -143,9 +151,10 @@ def host_cells(h):
 
 def table(points, order):
     base = points.get("alone")
-    out = ["| writer block | writer rate | writer nice, I/O | written MB/s | step ms (median) | slowdown | data wait % | AU min % | "
-           "read MB/s | page-cache hits % | stalled on CPU / I/O / memory % (some) | reclaim scans/s (direct) | "
-           "written back MB/s | iowait % |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    columns = ["writer block", "writer rate", "writer nice, I/O", "written MB/s", "step ms (median)", "slowdown",
+               "data wait %", "AU min %", "read MB/s", "page-cache hits %", "stalled on CPU / I/O / memory % (some)",
+               "reclaim scans/s (direct)", "written back MB/s", "iowait %"]
+    out = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     for key in order:
         p = points.get(key)
         if not p:
@@ -157,7 +166,8 @@ def table(points, order):
             out.append(f"| {block} | {rate} | | failed: {p['error']} |")
             continue
         slow = p["step_median_s"] / base["step_median_s"] if base and base["status"] == "ok" else None
-        nice = f"{p.get('writer_nice') or 0}, {'O_DIRECT' if p.get('writer_direct') else 'buffered'}" \
+        nice = f"{p.get('writer_nice') or 0}, {'O_DIRECT' if p.get('writer_direct') else 'buffered'}" + \
+            (f", io.max {p['writer_io_max_mb_s']:g} MB/s" if p.get("writer_io_max_mb_s") else "") \
             if p["block_kib"] else ""
         out.append(f"| {block} | {rate} | {nice} | {p['written_mb_s']:.0f} | {1e3 * p['step_median_s']:.1f} | "
                    f"{'' if slow is None else f'{slow:.2f}x'} | {study_storage.pct(p['data_wait_frac'])} | "
@@ -180,7 +190,13 @@ def main(args):
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.ingest_dir, exist_ok=True)
     points = study_storage.load_points(args.out)
-    suffix = (f"/nice{args.writer_nice}" if args.writer_nice else "") + ("/direct" if args.writer_direct else "")
+    suffix = (f"/nice{args.writer_nice}" if args.writer_nice else "") + ("/direct" if args.writer_direct else "") + \
+        (f"/iomax{args.writer_io_max:g}" if args.writer_io_max else "")
+    if args.writer_io_max:
+        try:  # the cgroup can be made here (root, a controller), before any point runs
+            study_write_limit.WriteLimit(args.ingest_dir, args.writer_io_max).close()
+        except ValueError as e:
+            raise SystemExit(f"shardtrain study ingest: --writer-io-max: {e}")
     plan = [("alone", 0, 0)] + [(f"{b}k/{r:g}{suffix}", b, r) for b in blocks for r in args.rates]
     for key, block, rate in plan:
         if key in points:
