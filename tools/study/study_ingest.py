@@ -193,8 +193,14 @@ def main(args):
     suffix = (f"/nice{args.writer_nice}" if args.writer_nice else "") + ("/direct" if args.writer_direct else "") + \
         (f"/iomax{args.writer_io_max:g}" if args.writer_io_max else "")
     if args.writer_io_max:
-        try:  # the cgroup can be made here (root, a controller), before any point runs
-            study_write_limit.WriteLimit(args.ingest_dir, args.writer_io_max).close()
+        try:  # the cgroup can be made and entered here (root, a controller), before any point runs
+            limit = study_write_limit.WriteLimit(args.ingest_dir, args.writer_io_max)
+            try:
+                subprocess.run(["true"], check=True, preexec_fn=limit.enter)
+            except (subprocess.SubprocessError, OSError) as e:
+                raise ValueError(f"a process cannot enter {limit.dir}: {e}") from e
+            finally:
+                limit.close()
         except ValueError as e:
             raise SystemExit(f"shardtrain study ingest: --writer-io-max: {e}")
     plan = [("alone", 0, 0)] + [(f"{b}k/{r:g}{suffix}", b, r) for b in blocks for r in args.rates]
