@@ -11,7 +11,7 @@
 # (kernels_fused_bench). With BEFORE=path/to/another/shardtrain every point
 # also runs that binary, alternating with this one, and prints the ratio.
 #
-# About 3 minutes (6 with BEFORE), 4.3 GB of disk in OUT_DIR.
+# About 2 minutes (with BEFORE; less without), 4.3 GB of disk in OUT_DIR.
 # Needs fio (apt-get install fio). Runs Debian's /usr/bin/python3.
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are left as the machine sets them.
 # Usage: [BEFORE=BIN] scripts/bench-feed.sh [OUT_DIR]   (default bench-out/)

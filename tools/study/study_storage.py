@@ -28,6 +28,7 @@ OUT/table.md and OUT/au.png, OUT/throughput.png at the end.
 """
 import glob
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -92,10 +93,7 @@ def check_workload_data(acc, split):
     with open(os.path.join(split, "manifest.json")) as f:
         m = json.load(f)
     per_file = {s["num_samples"] for s in m["shards"]}
-    shape_bytes = 1
-    for d in m["sample_shape"]:
-        shape_bytes *= d
-    if m["dtype"] != "uint8" or shape_bytes != w["sample_bytes"] or per_file != {w["per_file"]}:
+    if m["dtype"] != "uint8" or math.prod(m["sample_shape"]) != w["sample_bytes"] or per_file != {w["per_file"]}:
         raise ValueError(
             f"{acc['name']}: {split} holds {m['dtype']} samples of {m['sample_shape']} with {sorted(per_file)} to a "
             f"file; {acc['workload']} reads {w['sample_bytes']} bytes per sample, {w['per_file']} to a file: "
@@ -334,7 +332,7 @@ def table(points, results):
     return "\n".join(out) + "\n"
 
 
-def plots(out, points, au_target):
+def plots(out, points, au_targets):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -347,8 +345,9 @@ def plots(out, points, au_target):
         for (acc, mode), pts in sorted(series.items()):
             pts.sort(key=lambda p: p["accelerators"])
             ax.plot([p["accelerators"] for p in pts], [p[field] for p in pts], marker="o", label=f"{acc}, {mode}")
-        if field == "au_min":
-            ax.axhline(au_target, color="grey", linestyle="--", linewidth=1)
+        if field == "au_min":  # each accelerator's target (MLPerf's workloads have their own)
+            for target in sorted(set(au_targets)):
+                ax.axhline(target, color="grey", linestyle="--", linewidth=1)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("emulated accelerators (ranks on this host)")
         ax.set_ylabel(label)
@@ -390,7 +389,7 @@ def main(args):
     text = table(points, results)
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write(text)
-    plots(args.out, points, args.au)
+    plots(args.out, points, [acc.get("au", args.au) for acc in accelerators])
     print(text, end="")
     log(f"wrote {args.out}/table.md, au.png, throughput.png")
     return 0
