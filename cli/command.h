@@ -5,6 +5,7 @@
 #pragma once
 
 #include "runtime/comm/transport/mpi_env.h"
+#include "io/loader_options.h"
 #include "runtime/core/enum_names.h"
 
 #include <CLI/CLI.hpp>
@@ -48,6 +49,9 @@ void add_train_command(CLI::App& app, std::vector<Command>& out);
 void add_prep_commands(CLI::App& app, std::vector<Command>& out);
 void add_bench_commands(CLI::App& app, std::vector<Command>& out);
 void add_stage_command(CLI::App& app, std::vector<Command>& out);
+void add_upload_command(CLI::App& app, std::vector<Command>& out);
+// The --s3-* flags of the commands that read or write an object store.
+void add_s3_options(CLI::App* cmd, io::S3Options& s3);
 void add_config_command(CLI::App& app, std::vector<Command>& out);
 void add_plan_command(CLI::App& app, std::vector<Command>& out);
 void add_report_command(CLI::App& app, std::vector<Command>& out);

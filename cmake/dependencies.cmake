@@ -19,6 +19,10 @@ find_package(tomlplusplus REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(ZLIB REQUIRED)
+# The object-store source (io/s3/): HTTP(S) through libcurl, SigV4's SHA-256
+# and HMAC from OpenSSL's libcrypto.
+find_package(CURL REQUIRED)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 if(SHARDTRAIN_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

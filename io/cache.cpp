@@ -26,8 +26,15 @@ void remove_quietly(const std::string& path) {
 }
 
 // The cache subdirectory's name: the source split directory's own name
-// ("data/fm/train/" -> "train").
+// ("data/fm/train/" -> "train", "s3://bucket/fm/train" -> "train").
 std::string split_dir_name(const std::string& source_dir) {
+  if (is_s3_url(source_dir)) {
+    const S3Location where = parse_s3_url(source_dir);
+    std::string key = where.key;
+    while (!key.empty() && key.back() == '/') key.pop_back();
+    const size_t slash = key.rfind('/');
+    return key.empty() ? where.bucket : key.substr(slash == std::string::npos ? 0 : slash + 1);
+  }
   fs::path p = fs::absolute(fs::path(source_dir)).lexically_normal();
   if (!p.has_filename()) p = p.parent_path();
   std::string name = p.filename().string();
@@ -41,12 +48,28 @@ ShardCache::ShardCache(std::string source_dir, StageOptions options)
     : source_dir_(std::move(source_dir)), options_(std::move(options)), limiter_(options_.rate_mb_s * 1e6) {
   ST_CHECK(!options_.cache_dir.empty(), "io.stage.cache_dir is empty: give a local directory for the cache");
   validate(options_);
-  ST_CHECK(fs::is_directory(source_dir_), "{}: not a directory (give the split directory to stage)", source_dir_);
-  std::optional<Manifest> m = read_manifest(source_dir_);
-  ST_CHECK(m.has_value(),
-           "{}: no {} (the stager checks every copy against it): run `shardtrain prep manifest {}` first", source_dir_,
-           kManifestFile, source_dir_);
-  manifest_ = std::move(*m);
+  if (is_s3_url(source_dir_)) {
+    // Retry lines go to the copier's log; before it runs (the manifest's
+    // GET), to stderr: a store that needs retries should be seen.
+    store_ = std::make_unique<S3Client>(options_.s3, [this](const std::string& line) {
+      if (store_log_)
+        store_log_(line);
+      else
+        fmt::print(stderr, "[s3] {}\n", line);
+    });
+    const std::string url = s3_child(source_dir_, kManifestFile);
+    manifest_ = parse_manifest(
+        with_context(fmt::format("{} (the stager checks every object against it: `shardtrain upload` writes it)", url),
+                     [&] { return store_->get_text(url); }),
+        url);
+  } else {
+    ST_CHECK(fs::is_directory(source_dir_), "{}: not a directory (give the split directory to stage)", source_dir_);
+    std::optional<Manifest> m = read_manifest(source_dir_);
+    ST_CHECK(m.has_value(),
+             "{}: no {} (the stager checks every copy against it): run `shardtrain prep manifest {}` first",
+             source_dir_, kManifestFile, source_dir_);
+    manifest_ = std::move(*m);
+  }
   for (const ManifestShard& s : manifest_.shards) {
     ST_CHECK(!s.file.empty() && s.file.find('/') == std::string::npos && s.file != "." && s.file != "..",
              "{}/{}: shard file name \"{}\" is not a plain file name", source_dir_, kManifestFile, s.file);
@@ -56,8 +79,8 @@ ShardCache::ShardCache(std::string source_dir, StageOptions options)
   std::error_code ec;
   fs::create_directories(cache_dir_, ec);
   ST_CHECK(!ec, "{}: cannot create the cache directory: {}", cache_dir_, ec.message());
-  ST_CHECK(!fs::equivalent(cache_dir_, source_dir_, ec), "{}: the cache directory is the source split directory itself",
-           cache_dir_);
+  ST_CHECK(store_ || !fs::equivalent(cache_dir_, source_dir_, ec),
+           "{}: the cache directory is the source split directory itself", cache_dir_);
 
   cached_.assign(manifest_.shards.size(), false);
   pinned_.assign(manifest_.shards.size(), false);
@@ -78,8 +101,11 @@ std::string ShardCache::cache_path(int index) const {
 
 std::string ShardCache::source_path(int index) const {
   check_index(index);
+  if (store_) return s3_child(source_dir_, manifest_.shards[size_t(index)].file);
   return (fs::path(source_dir_) / manifest_.shards[size_t(index)].file).string();
 }
+
+std::string ShardCache::store_description() const { return store_ ? store_->describe() : std::string(); }
 
 // Copies interrupted by a crash or a kill leave <shard>.tmp behind (a stop
 // removes its own); they are not counted against the capacity, so the one
@@ -136,6 +162,7 @@ StageStats ShardCache::run(const Log& progress) {
 }
 
 void ShardCache::copy_loop(const std::vector<int>& order, const Log& log) {
+  store_log_ = log;
   const size_t n = order.size();
   for (size_t k = 0; k < n && !stop_.load(); ++k) {
     const int index = order[k];
@@ -179,7 +206,16 @@ bool ShardCache::stage_one(int index, const Log& log) {
     if (stop_.load()) return true;
     CopyStats cs;
     try {
-      cs = copy_file_limited(source_path(index), dst, options_.block_kib * 1024, &limiter_, &stop_, options_.direct_io);
+      if (store_) {
+        const S3Transfer t = store_->download(source_path(index), shard.bytes, dst, &limiter_, &stop_);
+        cs = {t.bytes, t.seconds, t.complete};
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_.store_requests += t.requests;
+        stats_.store_retries += t.retries;
+      } else {
+        cs = copy_file_limited(source_path(index), dst, options_.block_kib * 1024, &limiter_, &stop_,
+                               options_.direct_io);
+      }
     } catch (const std::exception& e) {
       remove_quietly(dst);
       {

@@ -1,45 +1,28 @@
 // Cache staging: copying a split's shard files from where they live (a shared
-// or remote store) into a local cache directory, in the background while
-// training runs, at a limited rate and block size; each copy is checked
-// against the manifest's checksum before it is used; least recently used
-// shards are evicted past a capacity. The loader asks `path_for` which file
-// to read for a shard: the cached copy once it is there and verified, the
-// source otherwise. `shardtrain stage` runs the same copier alone, to stage
-// the next job's data. docs/io.md.
+// file system, or an S3 object store: an s3:// source) into a local cache
+// directory, in the background while training runs, at a limited rate and
+// block size; each copy is checked against the manifest's checksum before it
+// is used; least recently used shards are evicted past a capacity. The loader
+// asks `path_for` which file to read for a shard: the cached copy once it is
+// there and verified, the source otherwise. `shardtrain stage` runs the same
+// copier alone, to stage the next job's data. docs/io.md.
 #pragma once
 
 #include "io/loader_options.h"
 #include "io/manifest.h"
+#include "io/rate_limiter.h"
+#include "io/s3/client.h"
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace shardtrain::io {
-
-// Bytes per second allowed through, as a token bucket on the steady clock,
-// refilled continuously, holding at most one request's worth (one block) so
-// that an idle period buys no burst beyond one block. The first request waits
-// too: n blocks take n * block / rate. acquire sleeps, never spins.
-// rate <= 0: unlimited (acquire never waits). Thread-safe.
-class RateLimiter {
- public:
-  explicit RateLimiter(double bytes_per_s);
-  // Blocks until `bytes` may pass, or `stop` (may be null) becomes true
-  // (checked every 50 ms while waiting).
-  void acquire(int64_t bytes, const std::atomic<bool>* stop = nullptr);
-  double bytes_per_s() const { return rate_; }
-
- private:
-  double rate_;
-  std::mutex mu_;
-  double allowance_ = 0;  // bytes that may pass now (negative: owed)
-  double last_ = 0;       // seconds, steady clock (runtime/core/clock.h)
-};
 
 struct CopyStats {
   int64_t bytes = 0;      // bytes written
@@ -66,6 +49,8 @@ struct StageStats {
   int64_t shards_evicted = 0;
   int64_t checksum_failures = 0;  // copies that did not match (removed; each shard retried once)
   int64_t shards_failed = 0;      // shards given up on (two failed copies): read from the source
+  int64_t store_requests = 0;     // an s3:// source: HTTP requests, retries included
+  int64_t store_retries = 0;      // of those, repeats after a transient failure
   bool done = false;              // every shard in the order handled (not stopped)
   std::string last_error;         // the last failure's message ("" if none)
   double rate_mb_s() const { return copy_seconds > 0 ? double(bytes_copied) / copy_seconds / 1e6 : 0; }
@@ -78,8 +63,10 @@ class ShardCache {
   using Log = std::function<void(const std::string&)>;
 
   // `source_dir`: a split directory with a manifest.json (required: the
-  // checksums come from it). Copies go to <cache_dir>/<source dir's name>/
-  // (created). Capacity in GB = 10^9 bytes, rate in MB/s = 10^6 bytes/s.
+  // checksums come from it), or an s3:// prefix holding the same files
+  // (read with options.s3's client; a source path is then an s3:// URL,
+  // which only the copier reads). Copies go to <cache_dir>/<source's last
+  // name>/ (created). Capacity in GB = 10^9 bytes, rate in MB/s = 10^6 bytes/s.
   ShardCache(std::string source_dir, StageOptions options);
   ~ShardCache();  // stops the copier
   ShardCache(const ShardCache&) = delete;
@@ -87,6 +74,8 @@ class ShardCache {
 
   const Manifest& manifest() const { return manifest_; }
   const std::string& source_dir() const { return source_dir_; }
+  bool remote() const { return store_ != nullptr; }            // an s3:// source
+  std::string store_description() const;                       // "" for a directory
   const std::string& cache_dir() const { return cache_dir_; }  // <cache_dir>/<source dir's name>
 
   // Starts copying in a background thread, shards in `order` (indices into
@@ -134,6 +123,8 @@ class ShardCache {
 
   std::string source_dir_, cache_dir_;
   StageOptions options_;
+  std::unique_ptr<S3Client> store_;  // an s3:// source
+  Log store_log_;                    // the copier's log while it runs, for the client's retry lines
   Manifest manifest_;
   RateLimiter limiter_;
   mutable std::mutex mu_;

@@ -32,6 +32,15 @@ void validate(const StageOptions& st) {
   ST_CHECK(st.capacity_gb >= 0, "io.stage.capacity_gb must not be negative (0 = no limit), got {}", st.capacity_gb);
   ST_CHECK(!st.direct_io || st.block_kib % 4 == 0,
            "io.stage.direct_io needs io.stage.block_kib in whole 4 KiB blocks (O_DIRECT), got {}", st.block_kib);
+  validate(st.s3);
+}
+
+void validate(const S3Options& s3) {
+  ST_CHECK(s3.connections >= 1 && s3.connections <= 64, "io.s3.connections must be 1 to 64, got {}", s3.connections);
+  ST_CHECK(s3.part_mib >= 1 && s3.part_mib <= 1024, "io.s3.part_mib must be 1 to 1024, got {}", s3.part_mib);
+  ST_CHECK(s3.retries >= 0 && s3.retries <= 20, "io.s3.retries must be 0 to 20, got {}", s3.retries);
+  ST_CHECK(s3.endpoint.empty() || s3.endpoint.rfind("http://", 0) == 0 || s3.endpoint.rfind("https://", 0) == 0,
+           "io.s3.endpoint must start with http:// or https://, got \"{}\"", s3.endpoint);
 }
 
 }  // namespace shardtrain::io

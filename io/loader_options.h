@@ -85,6 +85,16 @@ struct LoaderOptions {
   bool pinned_slots = false;
 };
 
+// An S3 object store as a split's source (data.train = "s3://bucket/prefix",
+// [io.s3], io/s3/client.h). Keys come from the environment or the AWS files.
+struct S3Options {
+  std::string endpoint;     // "" : AWS_ENDPOINT_URL(_S3), the AWS config file, else AWS's own
+  std::string region;       // "" : AWS_REGION, the AWS config file, else us-east-1
+  int64_t connections = 4;  // ranged GETs in flight per object
+  int64_t part_mib = 8;     // bytes per ranged GET
+  int64_t retries = 6;      // per request after the first try (exponential backoff)
+};
+
 // Copying shards from where they live (the shared store) to a local cache
 // directory while training runs ([io.stage], io/cache.h).
 struct StageOptions {
@@ -95,11 +105,13 @@ struct StageOptions {
   double capacity_gb = 0;    // evict least recently used shards past this (0 = unlimited)
   bool verify = true;        // check each copy against the manifest's checksum
   bool direct_io = false;    // copy with O_DIRECT, past the page cache (block_kib whole 4 KiB blocks)
+  S3Options s3;              // where the source is an s3:// prefix
 };
 
 // An Error naming the [data] or [io.stage] key out of range, or a
 // combination the loader refuses.
 void validate(const LoaderOptions& options);
 void validate(const StageOptions& options);
+void validate(const S3Options& options);
 
 }  // namespace shardtrain::io

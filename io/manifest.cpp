@@ -274,18 +274,11 @@ Manifest write_split_manifest(const std::string& split_dir) {
   return manifest;
 }
 
-std::optional<Manifest> read_manifest(const std::string& split_dir) {
-  const std::string path = manifest_path(split_dir);
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  ST_CHECK(in, "{}: cannot open: {}", path, std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return with_context(path, [&] {
+Manifest parse_manifest(const std::string& text, const std::string& where) {
+  return with_context(where, [&] {
     json j;
     try {
-      j = json::parse(text.str());
+      j = json::parse(text);
     } catch (const json::exception& e) {
       // A syntax error (parse_error) or a number too large for a double
       // (out_of_range 406). e.what() is "[json.exception.parse_error.101]
@@ -296,6 +289,17 @@ std::optional<Manifest> read_manifest(const std::string& split_dir) {
     }
     return from_json(j);
   });
+}
+
+std::optional<Manifest> read_manifest(const std::string& split_dir) {
+  const std::string path = manifest_path(split_dir);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  ST_CHECK(in, "{}: cannot open: {}", path, std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_manifest(text.str(), path);
 }
 
 }  // namespace shardtrain::io

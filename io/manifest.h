@@ -58,6 +58,8 @@ Manifest write_split_manifest(const std::string& split_dir);
 // <split_dir>/manifest.json, or nullopt when there is none. A manifest that
 // is not valid JSON or lacks a field is an Error naming the file.
 std::optional<Manifest> read_manifest(const std::string& split_dir);
+// A manifest's JSON text; errors are put in `where`'s context (a path, a URL).
+Manifest parse_manifest(const std::string& text, const std::string& where);
 // The manifest names the split's files: every listed shard is there with
 // the stated size, and no other shard is. No file is opened with HDF5.
 void check_manifest_lists_files(const std::string& split_dir, const Manifest& manifest);

@@ -1,5 +1,5 @@
-// RateLimiter: a token bucket on the steady clock (io/cache.h).
-#include "io/cache.h"
+// RateLimiter: a token bucket on the steady clock (io/rate_limiter.h).
+#include "io/rate_limiter.h"
 #include "runtime/core/clock.h"
 
 #include <algorithm>

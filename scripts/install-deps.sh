@@ -23,6 +23,8 @@ packages=(
   clang-22 libclang-rt-22-dev lld-22
   # parsing, formatting, CLI; fast CRC-32 (libdeflate)
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev libdeflate-dev
+  # the object-store source: HTTP(S) and SigV4's HMAC-SHA256
+  libcurl4-openssl-dev libssl-dev
   # data sets that ship with the OS
   dataset-fashion-mnist bible-kjv
   # Python helpers (format round trips with h5py, reports with matplotlib)
@@ -36,6 +38,8 @@ packages=(
   slurmctld slurmd slurm-client munge ucx-utils
   # Soft-RoCE test nodes (launch/rocenodes): QEMU and the tools that build their image
   qemu-system-x86 qemu-utils debootstrap e2fsprogs
+  # the object-store tests' S3 server (launch/s3store): a one-node Ceph and its gateway
+  ceph-mon ceph-osd radosgw ceph-common uuid-runtime curl
 )
 
 missing=()

@@ -23,10 +23,11 @@ int stage_command(const std::string& source_dir, const io::StageOptions& options
   io::ShardCache cache(source_dir, options);
   int64_t total_bytes = 0;
   for (const io::ManifestShard& s : cache.manifest().shards) total_bytes += s.bytes;
-  fmt::print("[stage] {} -> {}: {} shard(s), {}, rate {}, blocks of {} KiB, capacity {}, {}{}\n", source_dir,
-             cache.cache_dir(), cache.manifest().shards.size(), size_text(total_bytes),
+  fmt::print("[stage] {}{} -> {}: {} shard(s), {}, rate {}, blocks of {} KiB, capacity {}, {}{}\n", source_dir,
+             cache.remote() ? " at " + cache.store_description() : std::string(), cache.cache_dir(),
+             cache.manifest().shards.size(), size_text(total_bytes),
              options.rate_mb_s > 0 ? fmt::format("{} MB/s", options.rate_mb_s) : std::string("unlimited"),
-             options.block_kib,
+             cache.remote() ? options.s3.part_mib * 1024 : options.block_kib,
              options.capacity_gb > 0 ? fmt::format("{} GB", options.capacity_gb) : std::string("unlimited"),
              options.verify ? "verified against the manifest" : "not verified", options.direct_io ? ", O_DIRECT" : "");
   std::fflush(stdout);
@@ -36,9 +37,11 @@ int stage_command(const std::string& source_dir, const io::StageOptions& options
   });
   fmt::print(
       "[stage] {}/{} shard(s) in {} ({} already there), {} copied in {:.1f} s ({:.1f} MB/s), "
-      "{} evicted, {} checksum failure(s), {:.1f} s in all\n",
+      "{} evicted, {} checksum failure(s){}, {:.1f} s in all\n",
       s.shards_cached, cache.manifest().shards.size(), cache.cache_dir(), s.shards_kept, size_text(s.bytes_copied),
-      s.copy_seconds, s.rate_mb_s(), s.shards_evicted, s.checksum_failures, now_seconds() - t0);
+      s.copy_seconds, s.rate_mb_s(), s.shards_evicted, s.checksum_failures,
+      cache.remote() ? fmt::format(", {} request(s), {} retried", s.store_requests, s.store_retries) : std::string(),
+      now_seconds() - t0);
   std::fflush(stdout);
   if (s.shards_failed > 0) {
     fmt::print(stderr,

@@ -6,6 +6,7 @@
 #include "runtime/telemetry/flight_recorder.h"
 #include "runtime/train/fatal_error.h"
 #include "runtime/train/job.h"
+#include "runtime/train/object_store_splits.h"
 #include "runtime/train/run_context.h"
 #include "runtime/train/run_lines.h"
 #include "runtime/train/train_loop.h"
@@ -42,7 +43,8 @@ int run_training(const Config& config, const TrainOptions& options, const comm::
   // Set-up: the run directory first (the user sees the run start), then the
   // data, the model, the communicators, the strategy and its optimizer.
   RunContext ctx(config, options, mpi, strategy);
-  Job job(config, ctx, mpi, std::move(spec));
+  const Config local = fetch_object_store_splits(config, mpi, ctx.run);
+  Job job(local, ctx, mpi, std::move(spec));
 
   // Where training starts: a checkpoint's position, or step 0.
   LoopState state = resume(job, options.resume);

@@ -463,7 +463,9 @@ TEST(ShardCache, EvictsTheLeastRecentlyUsedPastTheCapacity) {
   // Nothing read: the oldest copy goes first.
   TempDir dir2;
   make_split(dir2 / "train", {1000, 1000, 1000});
-  ShardCache fifo(dir2 / "train", StageOptions{true, dir2 / "cache", 0, 4, 2500e-9, true});
+  StageOptions fifo_options = options_for(dir2 / "cache");
+  fifo_options.capacity_gb = 2500e-9;
+  ShardCache fifo(dir2 / "train", fifo_options);
   fifo.run();
   EXPECT_FALSE(fifo.cached(0));
   EXPECT_TRUE(fifo.cached(1));
