@@ -85,7 +85,15 @@ void add_io(CLI::App* bench, std::vector<Command>& out) {
   CLI::App* cmd = bench->add_subcommand("io",
                                         "The streaming loader against a raw O_DIRECT read of the same files, and "
                                         "under a concurrent ingest (run under mpirun)");
-  cmd->add_option("--data", o->data, "A split directory (e.g. from `prep synthetic`)")->required();
+  cmd->add_option("--data", o->data,
+                  "A split directory (e.g. from `prep synthetic`), or an s3:// prefix: the object-store tier is "
+                  "measured first (needs --cache-dir)")
+      ->required();
+  cmd->add_option("--cache-dir", o->cache_dir, "Where an s3:// split's copies go (node-local)");
+  cmd->add_option("--s3-sweep", o->s3_sweep, "Connection counts the store's rate is measured with")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
+  add_s3_options(cmd, o->s3);
   cmd->add_option("--global-batch", o->global_batch, "Samples per global batch")
       ->check(CLI::Range(1, kMaxCount))
       ->capture_default_str();

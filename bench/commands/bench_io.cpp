@@ -1,5 +1,6 @@
 #include "bench/commands/bench_io.h"
 
+#include "bench/commands/bench_object_store.h"
 #include "bench/commands/bench_stats.h"
 
 #include "io/cache.h"
@@ -403,7 +404,10 @@ Rounds alternate(const BenchIoOptions& o, const std::vector<std::string>& files,
 
 }  // namespace
 
-int bench_io(const BenchIoOptions& o) {
+namespace {
+
+// Every figure but the object store's, on the split in o.data (a directory).
+int bench_io_on_files(const BenchIoOptions& o, const nlohmann::json& object_store) {
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -517,10 +521,31 @@ int bench_io(const BenchIoOptions& o) {
                               {"read_engine", std::string(name_of(o.loader.read_engine))},
                               {"reads_in_flight", o.loader.reads_in_flight},
                               {"hdf5_mb_s", hdf5_mb_s},
-                              {"ingest", ingest}};
+                              {"ingest", ingest},
+                              {"object_store", object_store}};
     std::ofstream(o.json_path) << j.dump(2) << "\n";
   }
   return 0;
+}
+
+}  // namespace
+
+int bench_io(const BenchIoOptions& o) {
+  if (!is_s3_url(o.data)) return bench_io_on_files(o, nullptr);
+  // An s3:// split: the store's tier first, then the other figures on the copies.
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int local_rank = 0;
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_free(&node);
+  const ObjectStoreTier tier = bench_object_store(o, local_rank, [rank](const std::string& line) {
+    if (rank == 0) fmt::print("{}\n", line), std::fflush(stdout);
+  });
+  BenchIoOptions on_copies = o;
+  on_copies.data = tier.local_dir;
+  return bench_io_on_files(on_copies, tier.figures);
 }
 
 }  // namespace shardtrain::io

@@ -28,7 +28,10 @@
 namespace shardtrain::io {
 
 struct BenchIoOptions {
-  std::string data;  // a split directory
+  std::string data;                              // a split directory, or an s3:// prefix (bench_object_store.h)
+  std::string cache_dir;                         // an s3:// split's node-local copies
+  S3Options s3;                                  // the store's client
+  std::vector<int64_t> s3_sweep = {1, 2, 4, 8};  // connection counts of the store's rate
   int64_t global_batch = 64;
   int64_t batches = 0;   // per loader trial; 0: one epoch
   LoaderOptions loader;  // transfer, order, prefetch, cold
