@@ -23,12 +23,36 @@ pass "-n derived from 2 hosts x --ppn 4: $line"
 
 line=$(dry -n 2 --bind none -- "$SHARDTRAIN" info)
 case "$line" in *SHARDTRAIN_BIND*) fail "--bind none: $line" ;; esac
-line=$(dry -n 2 --fabric tcp -- "$SHARDTRAIN" info)
-case "$line" in *"NCCL_IB_DISABLE=1"*"OMPI_MCA_pml=ob1"*"-x OMPI_MCA_pml"*) ;; *) fail "--fabric tcp: $line" ;; esac
+# --fabric: every rank resolves its node's environment (launch/fabric-env)
+# before the program; what the user set is kept and passed along.
+line=$(NCCL_SOCKET_IFNAME=lo dry -n 2 --fabric tcp -- "$SHARDTRAIN" info)
+case "$line" in *"-x NCCL_SOCKET_IFNAME"*"fabric-env tcp -- $SHARDTRAIN info"*) ;; *) fail "--fabric tcp: $line" ;; esac
 pass "--fabric tcp: $line"
-line=$(OMPI_MCA_pml=ob1 NCCL_SOCKET_IFNAME=lo dry -n 2 --fabric auto -- "$SHARDTRAIN" info)
-case "$line" in *"NCCL_SOCKET_IFNAME=lo "*) ;; *) fail "--fabric auto keeps what the user set: $line" ;; esac
-pass "--fabric auto keeps the user's NCCL_SOCKET_IFNAME: $line"
+"$shardrun" -n 2 --fabric tcp -- sh -c 'echo "env: $NCCL_IB_DISABLE $OMPI_MCA_pml $OMPI_MCA_btl"' >out.txt 2>&1 ||
+  { cat out.txt; fail "--fabric tcp: the job failed"; }
+[ "$(grep -c '^env: 1 ob1 tcp,vader,self$' out.txt)" -eq 2 ] || { cat out.txt; fail "--fabric tcp: not on both ranks"; }
+pass "--fabric tcp: both ranks run with NCCL_IB_DISABLE=1, ob1 over tcp"
+NCCL_SOCKET_IFNAME=lo "$shardrun" -n 2 --fabric auto -- sh -c 'echo "if: $NCCL_SOCKET_IFNAME"' >out.txt 2>&1 ||
+  { cat out.txt; fail "--fabric auto: the job failed"; }
+[ "$(grep -c '^if: lo$' out.txt)" -eq 2 ] && [ "$(grep -c 'keeping NCCL_SOCKET_IFNAME=lo' out.txt)" -eq 1 ] ||
+  { cat out.txt; fail "--fabric auto: the user's NCCL_SOCKET_IFNAME, one notice per node"; }
+pass "--fabric auto keeps the user's NCCL_SOCKET_IFNAME, one notice"
+
+# Per node, not the launching node's: in a network namespace whose only
+# interface is fab7, the rank's NCCL_SOCKET_IFNAME is fab7 (root only).
+ns=stfab$$
+if [ "$(id -u)" -eq 0 ] && ip netns add "$ns" 2>/dev/null; then
+  trap 'ip netns del "$ns" 2>/dev/null' EXIT
+  ip link add "${ns}v" type veth peer name fab7 netns "$ns" && ip link set "${ns}v" up &&
+    ip -n "$ns" addr add 10.77.0.2/24 dev fab7 && ip -n "$ns" link set fab7 up && ip -n "$ns" link set lo up &&
+    ip -n "$ns" route add default via 10.77.0.1 || fail "could not make the test's namespace"
+  here=$("$SOURCE_DIR/launch/fabric-env" auto -- sh -c 'echo "$NCCL_SOCKET_IFNAME"')
+  there=$(ip netns exec "$ns" "$SOURCE_DIR/launch/fabric-env" auto -- sh -c 'echo "$NCCL_SOCKET_IFNAME"')
+  [ "$there" = fab7 ] && [ "$here" != fab7 ] || fail "--fabric auto in another namespace: '$there' (here: '$here')"
+  ip netns del "$ns"
+  trap - EXIT
+  pass "--fabric auto resolved per node: $here here, $there in a namespace whose interface is fab7"
+fi
 
 refused() {  # refused "message" args...: exit 2 and the message
   local want="$1" rc=0
@@ -37,8 +61,10 @@ refused() {  # refused "message" args...: exit 2 and the message
   [ "$rc" -eq 2 ] && grep -qF -- "$want" out.txt || { cat out.txt; fail "'$*' exited $rc, expected 2 and '$want'"; }
 }
 if [ ! -d /sys/class/infiniband ] || [ -z "$(ls /sys/class/infiniband)" ]; then
-  refused "--fabric roce: no roce port is ACTIVE" -n 2 --fabric roce -- "$SHARDTRAIN" info
-  pass "--fabric roce refused where no RoCE port is up"
+  rc=0
+  "$shardrun" -n 2 --fabric roce -- "$SHARDTRAIN" info >out.txt 2>&1 || rc=$?
+  [ "$rc" -ne 0 ] && grep -q -- "--fabric roce: no roce port is ACTIVE" out.txt || { cat out.txt; fail "--fabric roce ran"; }
+  pass "--fabric roce refused on a node where no RoCE port is up"
 fi
 refused "--ppn must be a positive integer" -n 2 --ppn 0 -- true
 refused "--bind must be auto or none" -n 2 --bind numa -- true
