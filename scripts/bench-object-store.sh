@@ -6,13 +6,17 @@
 # connections (parallel ranged GETs of 8 MiB), beside a copy of the same
 # files from the local disk; the cache's hit rate on a second fetch; the
 # time to the first batch, cold and warm; then the loader on the copies.
-# Then a 2-rank DDP job of the reference CNN from s3:// to its target.
+# Then a 2-rank DDP job of the reference CNN from s3:// to its target, and
+# `study storage` with accelerators at the H200 speed of the reference CNN
+# (0.084 ms per sample) reading the split from the page cache and from the
+# store.
 # The server shares the machine's cores with the client: its rate is a
 # floor of what a store on its own machines gives, not a ceiling.
 #
-# About 5 minutes, 2 GB of disk in OUT_DIR and 3 GB of memory for the store.
+# About 12 minutes, 2 GB of disk in OUT_DIR and 3 GB of memory for the store.
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are left as the machine sets them.
 # Usage: scripts/bench-object-store.sh [OUT_DIR]   (default bench-out/)
+# Runs Debian's /usr/bin/python3 for `study storage` (matplotlib).
 source "$(dirname "$0")/bench-common.sh"
 out=$(cd "$out" && pwd)
 store="$out/s3store"
@@ -42,3 +46,10 @@ for pass in cold warm; do
     --run-dir "$out/cnn-s3-$pass" --overwrite > "$out/cnn-s3-$pass.txt" 2>&1
   grep -E 'data: s3://.* fetched|ready in|target .* reached at|\[done\]' "$out/cnn-s3-$pass.txt"
 done
+
+echo "== study storage: H200-speed CNN accelerators from the page cache and from the store"
+[ -f "$d/test/manifest.json" ] || $st prep synthetic --out "$d/test" --samples 4 --sample-bytes 64K --split test
+rm -rf "$out/object-store-study"
+"$st" study storage --out "$out/object-store-study" --data "$d/train" --test "$d/test" \
+  --store s3://bench/synth/train --accelerator cnn-h200=0.084ms --modes page-cache,object-store --max-accelerators 8 |
+  tail -n 20

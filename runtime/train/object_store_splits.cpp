@@ -6,14 +6,16 @@
 #include "runtime/core/clock.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace shardtrain::train {
 namespace {
 
 // Fetches one split on this node's first rank; every rank returns the local
 // directory, or throws what failed on any rank.
+// `figures` (rank 0) gets what this node fetched.
 std::string fetch_split(const std::string& key, const std::string& url, const Config& config, const comm::MpiEnv& mpi,
-                        RunDir& run) {
+                        RunDir& run, nlohmann::json& figures) {
   std::string error, local_dir;
   try {
     ST_CHECK(!config.io.stage.cache_dir.empty(),
@@ -50,6 +52,18 @@ std::string fetch_split(const std::string& key, const std::string& url, const Co
             fmt::format("{} = \"{}\": {} of {} shard(s) could not be fetched whole and matching the "
                         "manifest; nothing was trained. Last error: {}",
                         key, url, n - size_t(s.shards_cached), n, s.last_error));
+      const double seconds = now_seconds() - t0;
+      figures.push_back({{"key", key},
+                         {"url", url},
+                         {"store", cache.store_description()},
+                         {"local_dir", local_dir},
+                         {"bytes", s.bytes_copied},
+                         {"seconds", seconds},
+                         {"mb_s", s.rate_mb_s()},
+                         {"requests", s.store_requests},
+                         {"retries", s.store_retries},
+                         {"shards", n},
+                         {"shards_kept", s.shards_kept}});
       // The loader checks a split against its manifest: the copy gets one.
       io::write_manifest(local_dir, cache.manifest());
       if (mpi.rank() == 0)
@@ -71,11 +85,14 @@ std::string fetch_split(const std::string& key, const std::string& url, const Co
 
 Config fetch_object_store_splits(const Config& config, const comm::MpiEnv& mpi, RunDir& run) {
   Config local = config;
+  nlohmann::json figures = nlohmann::json::array();
   if (io::is_s3_url(config.data.train)) {
-    local.data.train = fetch_split("data.train", config.data.train, config, mpi, run);
+    local.data.train = fetch_split("data.train", config.data.train, config, mpi, run, figures);
     local.io.stage.enabled = false;  // the copies are local already
   }
-  if (io::is_s3_url(config.data.test)) local.data.test = fetch_split("data.test", config.data.test, config, mpi, run);
+  if (io::is_s3_url(config.data.test))
+    local.data.test = fetch_split("data.test", config.data.test, config, mpi, run, figures);
+  if (!figures.empty()) run.write_file("object_store.json", figures.dump(2) + "\n");
   return local;
 }
 

@@ -15,7 +15,8 @@
 namespace shardtrain::train {
 
 // Collective. The config with s3:// splits replaced by their local copies
-// (unchanged when there are none). Logs what it fetched (rank 0).
+// (unchanged when there are none). Logs what it fetched and writes it to the
+// run directory's object_store.json (rank 0: its node's fetch).
 Config fetch_object_store_splits(const Config& config, const comm::MpiEnv& mpi, RunDir& run);
 
 }  // namespace shardtrain::train

@@ -5,7 +5,8 @@
 # object.
 #  - the split round trip: upload, stage (parallel ranged GETs) byte for byte,
 #    a rerun keeps the verified copies;
-#  - a 2-rank DDP job reading data.train and data.test from s3://;
+#  - a 2-rank DDP job reading data.train and data.test from s3://, and
+#    `study storage`'s object-store mode (a fetch, then the copies found);
 #  - bad credentials: a wrong access key, a wrong secret key;
 #  - a missing bucket, a missing split;
 #  - 503 SlowDown answers (through a fault proxy): retried, then the copy;
@@ -67,6 +68,20 @@ check "a DDP job trains from s3://" grep -q '"status": "completed"' run1/result.
 check "the job logged what it fetched" grep -q 'data: s3://shardtrain-test/synth/train fetched' job1.txt
 timeout 180 "${mpirun[@]}" -np 2 "$st" "${job[@]}" --run-dir run2 >job2.txt 2>&1
 check "a second job keeps the cached copies" grep -q '4 of 4 shard(s) already in the cache' job2.txt
+
+# `study storage`'s object-store mode: its first point fetches, the next
+# finds the copies; the tier's table says so.
+"$st" study storage --out study --data src/train --test src/test --store s3://shardtrain-test/synth/train \
+  --accelerator slow=1.5ms --max-accelerators 2 --seconds 0.5 --min-steps 20 --modes object-store >study.txt 2>&1
+check "study storage: the object-store mode's table" grep -q '| slow | object-store | ' study/table.md
+check "study storage: the first point fetched, the second found the copies" python3 - study/points.jsonl <<'PY'
+import json, sys
+p = [json.loads(line) for line in open(sys.argv[1])]
+assert len(p) >= 2 and all(q["status"] == "ok" for q in p), p
+assert p[0]["store_hit_ratio"] == 0 and p[0]["store_bytes"] > 10e6, p[0]
+assert p[1]["store_hit_ratio"] == 1 and p[1]["store_bytes"] == 0, p[1]
+assert all(q["first_step_done_s"] > q["init_s"] > 0 for q in p), p
+PY
 
 # Bad credentials: a clear error naming the key's source, never the secret.
 AWS_ACCESS_KEY_ID=NOSUCHKEY0000000 "$st" stage --from s3://shardtrain-test/synth/train --to c2 >badkey.txt 2>&1

@@ -263,7 +263,10 @@ def main():
                      help="NAME=Xms (compute per sample), NAME=RUN_DIR[*SCALE] (a run's measured compute) or "
                      "WORKLOAD:GPU (MLPerf Storage's: unet3d, resnet50 or cosmoflow on a100 or h100, with its "
                      "batch and AU); repeat for several")
-    sto.add_argument("--modes", type=csv(list(study_storage.MODES)), default=list(study_storage.MODES))
+    sto.add_argument("--modes", type=csv(list(study_storage.ALL_MODES)), default=None,
+                     help="default: the four file modes, and object-store when --store is given")
+    sto.add_argument("--store", help="the same split in an S3 store (s3://bucket/prefix, keys from the environment "
+                     "or the AWS files), for the object-store mode")
     sto.add_argument("--memory-limit", default="4G", help="the memory-limit mode's cgroup limit (the whole job)")
     sto.add_argument("--batch", type=positive, default=32, help="samples per accelerator per step")
     sto.add_argument("--au", type=float, default=0.90, help="the AU every accelerator must reach")
@@ -297,6 +300,8 @@ def main():
     if args.command == "ingest":
         return study_ingest.main(args)
     if args.command == "storage":
+        if args.modes is None:
+            args.modes = list(study_storage.MODES) + ([study_storage.OBJECT_STORE] if args.store else [])
         return study_storage.main(args)
     args.source_dir = study_paths.SOURCE_DIR
     if args.command == "fit":

@@ -22,6 +22,13 @@ Modes, each a way of meeting the data set:
                 the page cache works within the limit
   cold          data.cold_cache = true: pages dropped after each read, and
                 O_DIRECT reads (data.direct_io = "auto") in the global shuffle
+  object-store  the split in an S3 store (--store s3://..., the same files):
+                each job fetches it into a node-local cache first
+                (OUT/store-cache; emptied when the mode starts, so its first
+                point fetches everything and the later ones find the
+                copies), then reads the copies. Its points also record the
+                store's rate, the copies found (the cache's hit rate) and the
+                time to the first step's end.
 
 Points go to OUT/points.jsonl as they finish (a run resumes from them);
 OUT/table.md and OUT/au.png, OUT/throughput.png at the end.
@@ -30,6 +37,7 @@ import glob
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 
@@ -40,6 +48,8 @@ class MeasureError(Exception):
 
 
 MODES = ("page-cache", "memory-limit", "memory-limit-buffered", "cold")
+OBJECT_STORE = "object-store"
+ALL_MODES = MODES + (OBJECT_STORE,)
 WARMUP_STEPS = 5  # the prefetch queue filling: not the storage's pace
 
 
@@ -157,6 +167,9 @@ def point_config(args, acc, mode, n, steps):
         "parallel": {"strategy": "ddp" if n > 1 else "none"},
         "telemetry": {"trace": False},
     }
+    if mode == OBJECT_STORE:
+        cfg["data"]["train"] = args.store
+        cfg["io"] = {"stage": {"cache_dir": store_cache(args)}}
     lines = []
     for section, keys in cfg.items():
         flat = {k: v for k, v in keys.items() if not isinstance(v, dict)}
@@ -169,12 +182,29 @@ def point_config(args, acc, mode, n, steps):
     return "\n".join(lines) + "\n"
 
 
+def store_cache(args):
+    return os.path.abspath(os.path.join(args.out, "store-cache"))
+
+
+def measure_store(run_dir, first_step_s):
+    """The object-store mode's figures: the training split's fetch, the time to the first step's end."""
+    with open(os.path.join(run_dir, "object_store.json")) as f:
+        fetch = next(s for s in json.load(f) if s["key"] == "data.train")
+    with open(os.path.join(run_dir, "result.json")) as f:
+        init_s = json.load(f)["init_time_s"]
+    return {"store_mb_s": fetch["mb_s"], "store_bytes": fetch["bytes"], "store_retries": fetch["retries"],
+            "store_hit_ratio": fetch["shards_kept"] / max(1, fetch["shards"]), "init_s": init_s,
+            "first_step_done_s": init_s + first_step_s}
+
+
 def measure(run_dir):
     """AU per rank over the measured steps, read rate, CPU cores busy, data wait, hit ratio."""
     ranks = []
+    first_step_s = 0.0
     for path in sorted(glob.glob(os.path.join(run_dir, "telemetry", "rank-*.jsonl"))):
         with open(path) as f:
             recs = [json.loads(line) for line in f if line.strip()]
+        first_step_s = max([first_step_s] + [r["t_start_s"] + r["step_s"] for r in recs if r["step"] == 0])
         recs = [r for r in recs if r["step"] >= WARMUP_STEPS]
         if recs:
             ranks.append(recs)
@@ -200,7 +230,8 @@ def measure(run_dir):
             "step_median_s": step_median,
             "cpu_cores": cpu / wall, "data_wait_frac": wait, "cache_hit_ratio": storage.get("cache_hit_ratio"),
             "memory_limit_bytes": storage.get("memory_limit_bytes"), "data_bytes": storage.get("data_bytes"),
-            "sample_s": result.get("emulated_device", {}).get("sample_s"), "measured_s": wall}
+            "sample_s": result.get("emulated_device", {}).get("sample_s"), "measured_s": wall,
+            "first_step_s": first_step_s}
 
 
 def run_point(args, acc, mode, n):
@@ -217,7 +248,7 @@ def run_point(args, acc, mode, n):
     files = shard_files(args.data)
     if mode == "page-cache":
         read_in(files)
-    else:
+    elif mode != OBJECT_STORE:  # its job reads its own copies
         drop_pages(files)
     run_dir = os.path.join(point_dir, "run")
     cmd = [os.path.join(args.bin_dir, "shardrun"), "-n", str(n)]
@@ -234,6 +265,8 @@ def run_point(args, acc, mode, n):
     else:
         try:
             point.update(measure(run_dir), status="ok")
+            if mode == OBJECT_STORE:
+                point.update(measure_store(run_dir, point["first_step_s"]))
             point["passes"] = point["au_min"] >= acc.get("au", args.au)
         except (OSError, ValueError, KeyError, MeasureError) as e:
             point.update(status="failed", error=str(e))
@@ -322,13 +355,24 @@ def table(points, results):
         out.append(f"| {acc} | {mode} | {best} |")
     out += ["", "| accelerator | mode | N | AU min % | AU median % | MB/s | data wait % | CPU cores busy | "
             "page-cache hits % | pass |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for p in sorted(points.values(), key=lambda p: (p["accelerator"], MODES.index(p["mode"]), p["accelerators"])):
+    ordered = sorted(points.values(), key=lambda p: (p["accelerator"], ALL_MODES.index(p["mode"]), p["accelerators"]))
+    for p in ordered:
         if p["status"] != "ok":
             out.append(f"| {p['accelerator']} | {p['mode']} | {p['accelerators']} | failed: {p['error']} |")
             continue
         out.append(f"| {p['accelerator']} | {p['mode']} | {p['accelerators']} | {pct(p['au_min'])} | "
                    f"{pct(p['au_median'])} | {p['mb_s']:.0f} | {pct(p['data_wait_frac'])} | {p['cpu_cores']:.2f} | "
                    f"{pct(p['cache_hit_ratio'])} | {'yes' if p['passes'] else 'no'} |")
+    store = [p for p in ordered if p["mode"] == OBJECT_STORE and p["status"] == "ok"]
+    if store:
+        out += ["", "The object-store tier, per point (in the order run: the first fetches, the others find "
+                "the copies):", "",
+                "| accelerator | N | fetched MB | store MB/s | copies found % | retries | set-up s | "
+                "first step done s |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for p in store:
+            out.append(f"| {p['accelerator']} | {p['accelerators']} | {p['store_bytes'] / 1e6:.1f} | "
+                       f"{p['store_mb_s']:.0f} | {pct(p['store_hit_ratio'])} | {p['store_retries']} | "
+                       f"{p['init_s']:.2f} | {p['first_step_done_s']:.2f} |")
     return "\n".join(out) + "\n"
 
 
@@ -378,11 +422,18 @@ def main(args):
                                           "--check"], capture_output=True, text=True)
         if check.returncode != 0:
             raise SystemExit(f"shardtrain study storage: mode memory-limit: {check.stderr.strip()}")
+    if OBJECT_STORE in args.modes and not args.store:
+        raise SystemExit("shardtrain study storage: mode object-store needs --store s3://bucket/prefix (the same "
+                         "split, `shardtrain upload`)")
+    if args.store and not args.store.startswith("s3://"):
+        raise SystemExit(f"shardtrain study storage: --store {args.store}: expected s3://bucket/prefix")
     os.makedirs(args.out, exist_ok=True)
     points = load_points(args.out)
     results = {}
     for acc in accelerators:
         for mode in args.modes:
+            if mode == OBJECT_STORE and not any(p["mode"] == mode for p in points.values()):
+                shutil.rmtree(store_cache(args), ignore_errors=True)  # the mode's first point fetches cold
             results[(acc["name"], mode)] = search(args, acc, mode, points)
             log(f"{acc['name']}, {mode}: {results[(acc['name'], mode)]} accelerator(s) at AU >= "
                 f"{100 * acc.get('au', args.au):.0f}%")
