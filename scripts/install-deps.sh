@@ -84,3 +84,19 @@ if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null 2>&1; then
 else
   echo "install-deps: no CUDA toolkit at /usr/local/cuda; the CUDA backend will not be built"
 fi
+
+# MLPerf's log compliance checker (PyPI's mlperf-logging, pure Python), for
+# the test that checks mllog.txt against the training rules: into a venv of
+# Debian's Python.
+repo=$(cd "$(dirname "$0")/.." && pwd)
+mlperf_venv=$repo/.venv/mlperf-logging
+mlperf_version=4.1.68
+mlperf_have=""
+if [ -x "$mlperf_venv/bin/python" ]; then
+  mlperf_have=$("$mlperf_venv/bin/python" -m pip show mlperf-logging 2>/dev/null | sed -n 's/^Version: //p') || mlperf_have=""
+fi
+if [ "$mlperf_have" != "$mlperf_version" ]; then
+  echo "install-deps: installing mlperf-logging==$mlperf_version into $mlperf_venv${mlperf_have:+ (replacing $mlperf_have)}"
+  [ -x "$mlperf_venv/bin/python" ] || /usr/bin/python3 -m venv "$mlperf_venv"
+  "$mlperf_venv/bin/python" -m pip install -q --disable-pip-version-check "mlperf-logging==$mlperf_version"
+fi

@@ -178,6 +178,10 @@ std::vector<Field> run_fields() {
   return {
       KEY("telemetry.enabled", "Per-step records of every rank, trace, summary, MLPerf log, flight recorder (docs/telemetry.md).", telemetry.enabled),
       KEY("telemetry.trace", "Also write the span trace (trace.json, Chrome trace format).", telemetry.trace),
+      KEY("telemetry.mlperf_org", "The MLPerf log's submission_org: your organization.", telemetry.mlperf_org),
+      KEY("telemetry.mlperf_platform", "The MLPerf log's submission_platform. Empty: the ranks, the device and the host's CPU, e.g. \"2x cpu (Intel(R) Xeon(R) Processor)\".", telemetry.mlperf_platform),
+      KEY("telemetry.mlperf_division", "The MLPerf log's submission_division: `\"open\"` or `\"closed\"` (the reference models are no MLPerf benchmark: open).", telemetry.mlperf_division),
+      KEY("telemetry.mlperf_status", "The MLPerf log's submission_status: `\"available\"`, `\"preview\"` or `\"research\"`.", telemetry.mlperf_status),
       KEY("telemetry.straggler_threshold", "A rank is a straggler when its median busy step time exceeds the median over ranks by more than this fraction.", telemetry.straggler_threshold),
       KEY("telemetry.op_timing", "Time every op by class (linear, attention, norm, ..., copy; on a GPU by events around its kernels): each step record's `ops`, result.json's `op_timing` and a table in the summary (docs/telemetry.md). It waits for the GPU at each step's end, so steps take a little longer than without it.", telemetry.op_timing),
       KEY("telemetry.flight_spans", "Spans per thread kept in memory for the flight recorder.", telemetry.flight_spans),
@@ -375,6 +379,14 @@ void validate(const Config& c, bool for_plan) {
   require(c.train.eval_batch_size >= 1,
           fmt::format("train.eval_batch_size must be at least 1, got {}", c.train.eval_batch_size));
   require(c.train.progress_every_s >= 0, "train.progress_every_s must not be negative");
+  require(!c.telemetry.mlperf_org.empty(), "telemetry.mlperf_org must not be empty (the MLPerf log needs one)");
+  require(
+      c.telemetry.mlperf_division == "open" || c.telemetry.mlperf_division == "closed",
+      fmt::format("telemetry.mlperf_division must be \"open\" or \"closed\", got \"{}\"", c.telemetry.mlperf_division));
+  require(c.telemetry.mlperf_status == "available" || c.telemetry.mlperf_status == "preview" ||
+              c.telemetry.mlperf_status == "research",
+          fmt::format("telemetry.mlperf_status must be \"available\", \"preview\" or \"research\", got \"{}\"",
+                      c.telemetry.mlperf_status));
   require(!c.data.train.empty(), "data.train is empty: give the training split's directory or file");
   require(!c.data.test.empty(), "data.test is empty: give the test split's directory or file");
   require(c.data.train_limit >= 0 && c.data.test_limit >= 0,

@@ -109,6 +109,11 @@ struct Config {
     double straggler_threshold = 0.05;  // busy time above the median over ranks by this fraction
     int64_t flight_spans = 512;         // spans per thread kept for the flight recorder
     bool op_timing = false;             // time every op by class (runtime/core/op_timing.h)
+    // The MLPerf log's submission fields (mllog.txt; docs/telemetry.md).
+    std::string mlperf_org = "unnamed";
+    std::string mlperf_platform;             // "": the ranks, the device and the host's CPU, e.g. "2x cpu (...)"
+    std::string mlperf_division = "open";    // open or closed
+    std::string mlperf_status = "research";  // available, preview or research
   } telemetry;
   struct Checkpoint {
     int64_t every_steps = 0;  // 0 = no checkpoints

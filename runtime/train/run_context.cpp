@@ -4,6 +4,7 @@
 #include "runtime/telemetry/flight_recorder.h"
 #include "runtime/telemetry/recorder.h"
 #include "runtime/train/blas_core.h"
+#include "runtime/train/mlperf_fields.h"
 #include "runtime/train/run_lines.h"
 #include "runtime/train/run_telemetry.h"
 
@@ -78,6 +79,7 @@ RunContext::RunContext(const Config& config, const TrainOptions& options, const 
   mllog.event("seed", config.train.seed);
   mllog.event("global_batch_size", config.train.global_batch_size);
   mllog.event("opt_base_learning_rate", config.optim.lr);
+  log_mlperf_fields(mllog, config, mpi.world_size());
   if (config.telemetry.enabled)
     telemetry::FlightRecorder::arm(dir, mpi.rank(), size_t(config.telemetry.flight_spans), [step = live_step] {
       const int64_t st = step->load();
