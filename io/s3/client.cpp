@@ -117,7 +117,6 @@ struct Request {
   std::string payload_sha256 = kEmptyPayloadSha256;
   std::string upload_path;  // PUT: the file to send
   int64_t upload_bytes = 0;
-  bool no_body = false;
   // Where a 2xx response's body goes: into `sink` (at most sink_bytes) or,
   // when sink is null, into Response::body.
   char* sink = nullptr;
@@ -128,7 +127,6 @@ struct Request {
 struct BodyState {
   Response* r;
   const Request* q;
-  bool ok = false;  // a 2xx status: the body is the object's
   CURL* h;
 };
 
@@ -262,6 +260,11 @@ struct S3Client::Impl {
     if (!keys.session_token.empty()) sig.headers.emplace_back("x-amz-security-token", keys.session_token);
     const std::string auth = sigv4_authorization(sig, {keys.access_key, keys.secret_key, region(), "s3"}, date);
 
+    std::ifstream upload;  // opened before the header list, which an error here would leak
+    if (!q.upload_path.empty()) {
+      upload.open(q.upload_path, std::ios::binary);
+      ST_CHECK(upload, "{}: cannot open: {}", q.upload_path, std::strerror(errno));
+    }
     curl_slist* headers = nullptr;
     for (const auto& [name, value] : sig.headers)
       if (name != "host") headers = curl_slist_append(headers, fmt::format("{}: {}", name, value).c_str());
@@ -269,8 +272,7 @@ struct S3Client::Impl {
     headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip on PUT
 
     char error[CURL_ERROR_SIZE] = {0};
-    BodyState st{&r, &q, false, h};
-    std::ifstream upload;
+    BodyState st{&r, &q, h};
     curl_easy_setopt(h, CURLOPT_URL, url.c_str());
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error);
@@ -286,16 +288,12 @@ struct S3Client::Impl {
     if (q.method == "PUT") {
       curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
       curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, curl_off_t(q.upload_bytes));
-      if (!q.upload_path.empty()) {
-        upload.open(q.upload_path, std::ios::binary);
-        ST_CHECK(upload, "{}: cannot open: {}", q.upload_path, std::strerror(errno));
+      if (upload.is_open()) {
         curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
         curl_easy_setopt(h, CURLOPT_READDATA, &upload);
       } else {
         curl_easy_setopt(h, CURLOPT_READFUNCTION, no_upload_body);
       }
-    } else if (q.no_body) {
-      curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     }
     r.curl = curl_easy_perform(h);
     r.curl_error = error;
