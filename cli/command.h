@@ -50,6 +50,7 @@ void add_prep_commands(CLI::App& app, std::vector<Command>& out);
 void add_bench_commands(CLI::App& app, std::vector<Command>& out);
 void add_stage_command(CLI::App& app, std::vector<Command>& out);
 void add_upload_command(CLI::App& app, std::vector<Command>& out);
+void add_ttt_command(CLI::App& app, std::vector<Command>& out);
 // The --s3-* flags of the commands that read or write an object store.
 void add_s3_options(CLI::App* cmd, io::S3Options& s3);
 void add_config_command(CLI::App& app, std::vector<Command>& out);
