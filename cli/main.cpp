@@ -16,8 +16,8 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Help for every subcommand");
   std::vector<cli::Command> commands;
   for (auto add : {cli::add_train_command, cli::add_prep_commands, cli::add_bench_commands, cli::add_stage_command,
-                   cli::add_upload_command, cli::add_ttt_command, cli::add_config_command, cli::add_info_command, cli::add_plan_command,
-                   cli::add_report_command, cli::add_study_command, cli::add_doctor_command})
+                   cli::add_upload_command, cli::add_ttt_command, cli::add_config_command, cli::add_info_command,
+                   cli::add_plan_command, cli::add_report_command, cli::add_study_command, cli::add_doctor_command})
     add(app, commands);
   CLI11_PARSE(app, argc, argv);
 

@@ -71,8 +71,8 @@ std::string fetch_split(const std::string& key, const std::string& url, const Co
             fmt::format("[init] data: {} fetched: {:.1f} MB in {:.2f} s ({:.1f} MB/s, {} request(s), {} "
                         "retried), {} of {} shard(s) already in the cache, every one checked against the "
                         "manifest",
-                        url, double(s.bytes_copied) / 1e6, now_seconds() - t0, s.rate_mb_s(), s.store_requests,
-                        s.store_retries, s.shards_kept, n));
+                        url, double(s.bytes_copied) / 1e6, seconds, s.rate_mb_s(), s.store_requests, s.store_retries,
+                        s.shards_kept, n));
     }
   } catch (const std::exception& e) {
     error = e.what();
