@@ -10,24 +10,31 @@ namespace {
 
 // A field every shard must agree on: compared with the first shard's.
 template <typename T, typename Show>
-void check_same(const ShardReader& first, const ShardReader& other, const char* what, const T& a, const T& b,
+void check_same(const ShardHeaderOf& first, const ShardHeaderOf& other, const char* what, const T& a, const T& b,
                 Show show) {
-  ST_CHECK(a == b, "{}: {} {} differs from {} in {}", other.path(), what, show(b), show(a), first.path());
+  ST_CHECK(a == b, "{}: {} {} differs from {} in {}", other.path, what, show(b), show(a), first.path);
 }
 
 }  // namespace
 
 void check_shard_set(const std::string& path, const std::vector<ShardReader>& shards) {
+  std::vector<ShardHeaderOf> headers;
+  headers.reserve(shards.size());
+  for (const ShardReader& r : shards) headers.push_back({r.path(), r.header()});
+  check_shard_set(path, headers);
+}
+
+void check_shard_set(const std::string& path, const std::vector<ShardHeaderOf>& shards) {
   ST_ASSERT(!shards.empty());
-  const ShardReader& first = shards.front();
-  const shard_format::ShardHeader& h0 = first.header();
+  const ShardHeaderOf& first = shards.front();
+  const shard_format::ShardHeader& h0 = first.header;
   auto quoted = [](const std::string& s) { return "'" + s + "'"; };
   auto plain = [](const auto& v) { return fmt::format("{}", v); };
   auto shape = [](const Shape& s) { return s.str(); };
   auto dtype = [](SampleDType d) { return std::string(shard_format::dtype_name(d)); };
 
-  for (const ShardReader& shard : shards) {
-    const shard_format::ShardHeader& h = shard.header();
+  for (const ShardHeaderOf& shard : shards) {
+    const shard_format::ShardHeader& h = shard.header;
     check_same(first, shard, "format_version", h0.version, h.version, plain);
     check_same(first, shard, "split", h0.split, h.split, quoted);
     check_same(first, shard, "num_classes", h0.num_classes, h.num_classes, plain);
@@ -47,11 +54,11 @@ void check_shard_set(const std::string& path, const std::vector<ShardReader>& sh
   }
 
   // Each index at most once, then every index present, then in name order.
-  std::vector<const ShardReader*> by_index(size_t(num_shards), nullptr);
-  for (const ShardReader& shard : shards) {
-    const ShardReader*& slot = by_index[size_t(shard.header().shard_index)];
-    ST_CHECK(slot == nullptr, "{}: {} and {} both have shard_index {}", path, slot ? slot->path() : "", shard.path(),
-             shard.header().shard_index);
+  std::vector<const ShardHeaderOf*> by_index(size_t(num_shards), nullptr);
+  for (const ShardHeaderOf& shard : shards) {
+    const ShardHeaderOf*& slot = by_index[size_t(shard.header.shard_index)];
+    ST_CHECK(slot == nullptr, "{}: {} and {} both have shard_index {}", path, slot ? slot->path : "", shard.path,
+             shard.header.shard_index);
     slot = &shard;
   }
   for (int i = 0; i < num_shards; ++i) {
@@ -60,9 +67,9 @@ void check_shard_set(const std::string& path, const std::vector<ShardReader>& sh
              num_shards, shards.size());
   }
   for (size_t i = 0; i < shards.size(); ++i) {
-    ST_CHECK(shards[i].header().shard_index == int32_t(i),
-             "{}: has shard_index {} but is file {} in name order (shards are read in name order)", shards[i].path(),
-             shards[i].header().shard_index, i);
+    ST_CHECK(shards[i].header.shard_index == int32_t(i),
+             "{}: has shard_index {} but is file {} in name order (shards are read in name order)", shards[i].path,
+             shards[i].header.shard_index, i);
   }
 }
 

@@ -10,7 +10,14 @@
 
 namespace shardtrain::io {
 
+// A shard file's header, without the file kept open.
+struct ShardHeaderOf {
+  std::string path;
+  shard_format::ShardHeader header;
+};
+
 // `path` is what the user gave (a directory or a single file), for messages.
+void check_shard_set(const std::string& path, const std::vector<ShardHeaderOf>& shards);
 void check_shard_set(const std::string& path, const std::vector<ShardReader>& shards);
 
 }  // namespace shardtrain::io

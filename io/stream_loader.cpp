@@ -60,7 +60,12 @@ struct StreamLoader::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   h5::PropList fapl, dxpl;
   std::vector<std::string> source_files, open_paths;
+  // Per shard its HDF5 handle while HDF5 reads it; a shard the read pool
+  // reads is closed once its header and extents are known: an open HDF5
+  // file costs about 0.5 MB (its metadata cache's structure), which with one
+  // sample per file would decide how many ranks fit in memory.
   std::vector<std::unique_ptr<ShardReader>> shards;
+  std::vector<int64_t> shard_samples;  // per shard, from its header
   // A plain descriptor per open shard, for the read pool's preads and for
   // dropping its pages in cold-cache mode (by descriptor: a staged copy may
   // be unlinked while it is open).
@@ -106,6 +111,7 @@ struct StreamLoader::Impl {
   }
   void open_shard(int s, const std::string& path) {
     shards[size_t(s)] = std::make_unique<ShardReader>(path, fapl.get());
+    shard_samples[size_t(s)] = shards[size_t(s)]->header().num_samples;
     open_paths[size_t(s)] = path;
     for (int* fd : {&page_fds[size_t(s)], &direct_fds[size_t(s)]}) {
       if (*fd >= 0) ::close(*fd);
@@ -139,6 +145,9 @@ struct StreamLoader::Impl {
       direct_fds[size_t(s)] = fd;
       if (fd < 0 && engine_note.empty()) engine_note = fmt::format("{}: no O_DIRECT there, read buffered", path);
     }
+    // Every rank opens and closes the same shards in the same order (the
+    // layout is the file's): MPI-IO's collective close stays matched.
+    shards[size_t(s)].reset();
   }
   ~Impl() {
     for (int fd : page_fds)
@@ -306,20 +315,22 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
   // headers against the manifest, the shard set, labels. Then all agree.
   try {
     if (manifest) check_manifest_against_files(m.split_dir, *manifest);
-    std::vector<ShardReader> serial;
-    serial.reserve(m.source_files.size());
-    for (const std::string& f : m.source_files) serial.emplace_back(f);
-    check_shard_set(m.split_dir, serial);
+    // One file open at a time: an open HDF5 file costs about 0.5 MB.
+    std::vector<ShardHeaderOf> headers;
+    headers.reserve(m.source_files.size());
+    for (const std::string& f : m.source_files) headers.push_back({f, ShardReader(f).header()});
+    check_shard_set(m.split_dir, headers);
     int64_t total = 0;
-    for (const ShardReader& r : serial) {
+    for (const ShardHeaderOf& h : headers) {
+      const ShardReader r(h.path);
       m.shard_begin.push_back(total);
-      shard_sizes_.push_back(r.header().num_samples);
+      shard_sizes_.push_back(h.header.num_samples);
       m.labels.push_back(r.read_labels());
       m.checksums.push_back(options.verify_checksums ? r.read_checksums() : std::vector<uint32_t>());
-      total += r.header().num_samples;
+      total += h.header.num_samples;
     }
     ST_CHECK(total > 0, "{}: the split has no samples", m.split_dir);
-    const shard_format::ShardHeader& h0 = serial.front().header();
+    const shard_format::ShardHeader& h0 = headers.front().header;
     info_.path = m.split_dir;
     info_.shard_files = m.source_files;
     info_.shard_sizes = shard_sizes_;
@@ -344,6 +355,7 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     m.fapl = mpio::file_access(m.comm);
     m.dxpl = mpio::transfer(options.transfer);
     m.shards.resize(m.source_files.size());
+    m.shard_samples.assign(m.source_files.size(), 0);
     m.cold_touched.assign(m.source_files.size(), false);
     m.open_paths.resize(m.source_files.size());
     m.page_fds.assign(m.source_files.size(), -1);
@@ -571,7 +583,7 @@ void StreamLoader::Impl::plan_batch(const std::vector<int64_t>& indices, Plan& p
   size_t at = 0;
   for (size_t s = 0; s < shards.size(); ++s) {
     plan.first[s] = at;
-    const int64_t begin = shard_begin[s], end = begin + shards[s]->header().num_samples;
+    const int64_t begin = shard_begin[s], end = begin + shard_samples[s];
     for (; at < plan.order.size() && plan.order[at].first < end; ++at) {
       const int64_t local = plan.order[at].first - begin;
       auto& runs = plan.runs[s];
@@ -588,7 +600,7 @@ void StreamLoader::Impl::finish_range(size_t s, size_t begin, size_t end, const 
                                       LoadedBatch& out) const {
   if (!checksums[s].empty())
     shard_format::verify_samples(
-        shards[s]->path(), raw + begin * sample_bytes, sample_bytes, int64_t(end - begin),
+        open_paths[s], raw + begin * sample_bytes, sample_bytes, int64_t(end - begin),
         [&](int64_t k) { return plan.order[begin + size_t(k)].first - shard_begin[s]; }, labels[s], checksums[s]);
   for (size_t i = begin; i < end; ++i) {
     const int64_t pos = plan.order[i].second;
@@ -640,7 +652,7 @@ void StreamLoader::Impl::read_piece(const Piece& p, const Plan& plan, LoadedBatc
     }
     at += n;
   }
-  if (bad.failed > 0) shard_format::throw_checksum_mismatch(shards[s]->path(), bad);
+  if (bad.failed > 0) shard_format::throw_checksum_mismatch(open_paths[s], bad);
 }
 
 void StreamLoader::Impl::complete(InFlight& b, int64_t per_epoch, int64_t count, bool& failed) {
