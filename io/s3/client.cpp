@@ -246,7 +246,7 @@ struct S3Client::Impl {
     Response r;
     std::string host, path;
     const std::string url = url_of(q.where, host, path);
-    const std::string date = amz_date_now();
+    const std::string date = utc_now("%Y%m%dT%H%M%SZ");  // SigV4's x-amz-date
     SigV4Request sig{q.method,
                      path,
                      "",

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <ctime>
 
 namespace shardtrain::io {
 namespace {
@@ -94,15 +93,6 @@ std::string sigv4_authorization(const SigV4Request& request, const SigV4Key& key
   const std::string signature = hmac_sha256(k_signing, string_to_sign);
   return "AWS4-HMAC-SHA256 Credential=" + key.access_key + "/" + scope + ",SignedHeaders=" + signed_headers +
          ",Signature=" + hex_bytes(reinterpret_cast<const unsigned char*>(signature.data()), signature.size());
-}
-
-std::string amz_date_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &utc);
-  return buf;
 }
 
 }  // namespace shardtrain::io

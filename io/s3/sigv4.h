@@ -39,7 +39,4 @@ struct SigV4Key {
 // lower-cased and values trimmed, as the specification says.
 std::string sigv4_authorization(const SigV4Request& request, const SigV4Key& key, const std::string& amz_date);
 
-// The current UTC time as "YYYYMMDDTHHMMSSZ".
-std::string amz_date_now();
-
 }  // namespace shardtrain::io

@@ -22,7 +22,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -159,15 +158,6 @@ void install_signal_path() {
     ST_CHECK(sigaction(sig, &sa, nullptr) == 0, "flight recorder: sigaction: {}", std::strerror(errno));
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 nlohmann::ordered_json span_json(const SpanEvent& e) {
   nlohmann::ordered_json j = {{"name", e.name != nullptr ? e.name : ""},
                               {"cat", e.category != nullptr ? e.category : ""},
@@ -240,7 +230,7 @@ void FlightRecorder::dump(const std::string& reason) noexcept {
     // now_s is on the spans' clock (steady, seconds): now_s - end_s is how long ago a span ended.
     const nlohmann::ordered_json head = {{"rank", settings.rank},
                                          {"reason", settings.first_reason},
-                                         {"time", utc_now()},
+                                         {"time", utc_now("%Y-%m-%dT%H:%M:%SZ")},
                                          {"now_s", now_seconds()},
                                          {"context", context}};
     // One span per line: readable, and grep finds a span with its attributes.
