@@ -75,7 +75,7 @@ ShardCache::ShardCache(std::string source_dir, StageOptions options)
              "{}/{}: shard file name \"{}\" is not a plain file name", source_dir_, kManifestFile, s.file);
   }
 
-  cache_dir_ = (fs::path(options_.cache_dir) / split_dir_name(source_dir_)).string();
+  cache_dir_ = cache_dir_for(source_dir_, options_.cache_dir);
   std::error_code ec;
   fs::create_directories(cache_dir_, ec);
   ST_CHECK(!ec, "{}: cannot create the cache directory: {}", cache_dir_, ec.message());
@@ -88,6 +88,10 @@ ShardCache::ShardCache(std::string source_dir, StageOptions options)
 }
 
 ShardCache::~ShardCache() { stop(); }
+
+std::string ShardCache::cache_dir_for(const std::string& source_dir, const std::string& cache_dir) {
+  return (fs::path(cache_dir) / split_dir_name(source_dir)).string();
+}
 
 void ShardCache::check_index(int index) const {
   ST_CHECK(index >= 0 && size_t(index) < manifest_.shards.size(), "shard {} is not in {} ({} shards)", index,

@@ -77,6 +77,8 @@ class ShardCache {
   bool remote() const { return store_ != nullptr; }            // an s3:// source
   std::string store_description() const;                       // "" for a directory
   const std::string& cache_dir() const { return cache_dir_; }  // <cache_dir>/<source dir's name>
+  // The same path without a cache (no manifest read, nothing created).
+  static std::string cache_dir_for(const std::string& source_dir, const std::string& cache_dir);
 
   // Starts copying in a background thread, shards in `order` (indices into
   // the manifest's shards; empty: manifest order). Shards already in the

@@ -30,9 +30,9 @@ std::string fetch_split(const std::string& key, const std::string& url, const Co
     options.enabled = true;
     options.direct_io = false;
     options.verify = true;  // an object is used only once it matches the manifest
-    io::ShardCache cache(url, options);
-    local_dir = cache.cache_dir();
-    if (mpi.local_rank() == 0) {
+    local_dir = io::ShardCache::cache_dir_for(url, options.cache_dir);
+    if (mpi.local_rank() == 0) {  // the node's one reader of the store
+      io::ShardCache cache(url, options);
       int64_t total = 0;
       for (const io::ManifestShard& s : cache.manifest().shards) total += s.bytes;
       ST_CHECK(options.capacity_gb <= 0 || double(total) <= options.capacity_gb * 1e9,
