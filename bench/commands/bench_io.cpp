@@ -406,19 +406,28 @@ Rounds alternate(const BenchIoOptions& o, const std::vector<std::string>& files,
 
 namespace {
 
-// Every figure but the object store's, on the split in o.data (a directory).
-int bench_io_on_files(const BenchIoOptions& o, const nlohmann::json& object_store) {
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+// Where this rank runs: its rank, the job's size, its rank on its node.
+struct Place {
+  int rank = 0, world = 1, local_rank = 0;
+};
+
+Place place() {
+  Place at;
+  MPI_Comm_rank(MPI_COMM_WORLD, &at.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &at.world);
   MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-  int local_rank = 0;
-  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, at.rank, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &at.local_rank);
   MPI_Comm_free(&node);
-  auto say = [&](const std::string& line) {
-    if (rank == 0) fmt::print("{}\n", line), std::fflush(stdout);
-  };
+  return at;
+}
+
+using SayLine = std::function<void(const std::string&)>;
+
+// Every figure but the object store's, on the split in o.data (a directory).
+int bench_io_on_files(const BenchIoOptions& o, const nlohmann::json& object_store, const Place& at,
+                      const SayLine& say) {
+  const int rank = at.rank, world = at.world, local_rank = at.local_rank;
 
   const std::vector<std::string> files = shard_format::list_shard_files(o.data);
   double data_bytes = 0;
@@ -531,21 +540,16 @@ int bench_io_on_files(const BenchIoOptions& o, const nlohmann::json& object_stor
 }  // namespace
 
 int bench_io(const BenchIoOptions& o) {
-  if (!is_s3_url(o.data)) return bench_io_on_files(o, nullptr);
-  // An s3:// split: the store's tier first, then the other figures on the copies.
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-  int local_rank = 0;
-  MPI_Comm_rank(node, &local_rank);
-  MPI_Comm_free(&node);
-  const ObjectStoreTier tier = bench_object_store(o, local_rank, [rank](const std::string& line) {
+  const Place at = place();
+  const SayLine say = [rank = at.rank](const std::string& line) {
     if (rank == 0) fmt::print("{}\n", line), std::fflush(stdout);
-  });
+  };
+  if (!is_s3_url(o.data)) return bench_io_on_files(o, nullptr, at, say);
+  // An s3:// split: the store's tier first, then the other figures on the copies.
+  const ObjectStoreTier tier = bench_object_store(o, at.local_rank, say);
   BenchIoOptions on_copies = o;
   on_copies.data = tier.local_dir;
-  return bench_io_on_files(on_copies, tier.figures);
+  return bench_io_on_files(on_copies, tier.figures, at, say);
 }
 
 }  // namespace shardtrain::io
