@@ -45,9 +45,18 @@ int as_count(int64_t n) {
 
 }  // namespace
 
-MpiNative::MpiNative(MPI_Comm comm) : comm_(comm) {
+MpiNative::MpiNative(MPI_Comm comm, const BackoffPolicy* poll) : comm_(comm) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  if (poll) poll_ = *poll;
+}
+
+template <class Blocking, class Start>
+void MpiNative::run(const char* what, Blocking&& blocking, Start&& start) {
+  if (!poll_) return check_mpi(blocking(), what);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(start(&request), what);
+  check_mpi(wait_backing_off(request, *poll_), what);
 }
 
 void MpiNative::allreduce(void* buf, int64_t numel, DType dtype, float scale) {
@@ -55,9 +64,13 @@ void MpiNative::allreduce(void* buf, int64_t numel, DType dtype, float scale) {
   const size_t elem = dtype_size(dtype);
   for (int64_t done = 0; done < numel;) {
     const int64_t n = std::min<int64_t>(numel - done, int64_t(1) << 30);
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, static_cast<std::byte*>(buf) + size_t(done) * elem, int(n), mpi_type(dtype),
-                            sum_op(dtype), comm_),
-              "MPI_Allreduce");
+    void* part = static_cast<std::byte*>(buf) + size_t(done) * elem;
+    run(
+        "MPI_Allreduce",
+        [&] { return MPI_Allreduce(MPI_IN_PLACE, part, int(n), mpi_type(dtype), sum_op(dtype), comm_); },
+        [&](MPI_Request* r) {
+          return MPI_Iallreduce(MPI_IN_PLACE, part, int(n), mpi_type(dtype), sum_op(dtype), comm_, r);
+        });
     done += n;
   }
   scale_inplace(dtype, buf, numel, scale);
@@ -72,8 +85,13 @@ void MpiNative::reduce_scatter(const void* in, void* out, int64_t per_rank, DTyp
   const auto* in_bytes = static_cast<const std::byte*>(in);
   const bool aliased = out == in_bytes + size_t(rank_) * bytes;
   void* dst = aliased ? scratch.get(kNativeTemp, bytes) : out;
-  check_mpi(MPI_Reduce_scatter_block(in, dst, as_count(per_rank), mpi_type(dtype), sum_op(dtype), comm_),
-            "MPI_Reduce_scatter_block");
+  const int count = as_count(per_rank);
+  run(
+      "MPI_Reduce_scatter_block",
+      [&] { return MPI_Reduce_scatter_block(in, dst, count, mpi_type(dtype), sum_op(dtype), comm_); },
+      [&](MPI_Request* r) {
+        return MPI_Ireduce_scatter_block(in, dst, count, mpi_type(dtype), sum_op(dtype), comm_, r);
+      });
   if (aliased && bytes > 0) std::memcpy(out, dst, bytes);
   scale_inplace(dtype, out, per_rank, scale);
 }
@@ -81,19 +99,29 @@ void MpiNative::reduce_scatter(const void* in, void* out, int64_t per_rank, DTyp
 void MpiNative::allgather(const void* in, void* out, int64_t per_rank, DType dtype) {
   const size_t bytes = size_t(per_rank) * dtype_size(dtype);
   const bool aliased = in == static_cast<std::byte*>(out) + size_t(rank_) * bytes;
-  check_mpi(MPI_Allgather(aliased ? MPI_IN_PLACE : in, as_count(per_rank), mpi_type(dtype), out, as_count(per_rank),
-                          mpi_type(dtype), comm_),
-            "MPI_Allgather");
+  const void* send = aliased ? MPI_IN_PLACE : in;
+  const int count = as_count(per_rank);
+  run(
+      "MPI_Allgather", [&] { return MPI_Allgather(send, count, mpi_type(dtype), out, count, mpi_type(dtype), comm_); },
+      [&](MPI_Request* r) {
+        return MPI_Iallgather(send, count, mpi_type(dtype), out, count, mpi_type(dtype), comm_, r);
+      });
 }
 
 void MpiNative::broadcast(void* buf, int64_t bytes, int root) {
   for (int64_t done = 0; done < bytes;) {
     const int64_t n = std::min<int64_t>(bytes - done, int64_t(1) << 30);
-    check_mpi(MPI_Bcast(static_cast<std::byte*>(buf) + done, int(n), MPI_BYTE, root, comm_), "MPI_Bcast");
+    void* part = static_cast<std::byte*>(buf) + done;
+    run(
+        "MPI_Bcast", [&] { return MPI_Bcast(part, int(n), MPI_BYTE, root, comm_); },
+        [&](MPI_Request* r) { return MPI_Ibcast(part, int(n), MPI_BYTE, root, comm_, r); });
     done += n;
   }
 }
 
-void MpiNative::barrier() { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
+void MpiNative::barrier() {
+  run(
+      "MPI_Barrier", [&] { return MPI_Barrier(comm_); }, [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+}
 
 }  // namespace shardtrain::comm

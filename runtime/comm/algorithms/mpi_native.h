@@ -5,23 +5,34 @@
 //
 // Sums of bf16 use a user-defined MPI_Op (each hop widens to f32, adds,
 // rounds to bf16: reduction.h). Averages are sums scaled afterwards on every
-// rank, identically. These are blocking calls on the progress thread, which
-// Open MPI spins in; the communicator runs an ArrivalBarrier first, so that
+// rank, identically. The communicator runs an ArrivalBarrier first, so that
 // by the time they are called every rank is there with the same collective.
+//
+// Blocking calls, which Open MPI spins in, unless made with a BackoffPolicy:
+// then each is the non-blocking call, polled with MPI_Test and the policy's
+// backoff. A communicator whose collectives run while another communicator
+// of the same process runs its own (HYBRID's groups across nodes) needs
+// that: Open MPI 4.1's blocking collectives over TCP stall while another
+// thread is in a collective on another communicator, and polled requests do
+// not (docs/comm.md).
 #pragma once
 
 #include "runtime/comm/engine/scratch.h"
+#include "runtime/comm/transport/mpi_transport.h"
 #include "runtime/core/dtype.h"
 
 #include <mpi.h>
 
 #include <cstdint>
+#include <optional>
 
 namespace shardtrain::comm {
 
 class MpiNative {
  public:
-  explicit MpiNative(MPI_Comm comm);
+  // `poll`: run each collective as its non-blocking call polled with this
+  // policy (null: the blocking call).
+  explicit MpiNative(MPI_Comm comm, const BackoffPolicy* poll = nullptr);
 
   // In place: buf = sum over ranks * scale.
   void allreduce(void* buf, int64_t numel, DType dtype, float scale);
@@ -34,8 +45,14 @@ class MpiNative {
   void barrier();
 
  private:
+  // Runs `blocking()`, or with a poll policy `start(&request)` and polls the
+  // request it made; both return an MPI error code.
+  template <class Blocking, class Start>
+  void run(const char* what, Blocking&& blocking, Start&& start);
+
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
+  std::optional<BackoffPolicy> poll_;
 };
 
 }  // namespace shardtrain::comm

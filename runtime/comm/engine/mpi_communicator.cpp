@@ -88,7 +88,6 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& op
     MPI_Comm_size(comm_, &size_);
     world_ranks = world_ranks_of(comm_);
     transport_ = std::make_unique<MpiTransport>(comm_, policy_);
-    native_ = std::make_unique<MpiNative>(comm_);
     // The world's window is set up with its sub-communicators (it needs to
     // know whether it spans several nodes, emulated ones included).
     // Emulated nodes (ranks_per_node) are separate nodes: ranks on several
@@ -96,6 +95,8 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& op
     // collectives must cross the emulated links).
     if (kind_ != Kind::world && options_.shared_memory && on_one_emulated_node())
       shm_ = ShmWindow::create(comm_, AllreduceShm::kWindowBytes);
+    beside_others_ = kind_ == Kind::cross || kind_ == Kind::cross_group || (kind_ == Kind::group && !shm_);
+    native_ = std::make_unique<MpiNative>(comm_, beside_others_ ? &policy_ : nullptr);
   }
   monitor_ = std::make_shared<CommMonitor>(name_, rank_, size_, world_ranks, options_.timeout_s);
   if (watchdog_) watchdog_->add(monitor_);
@@ -347,7 +348,7 @@ MpiCommunicator::Algo MpiCommunicator::pick(OpCode op, int64_t bytes) const {
                         : op == OpCode::reduce_scatter ? options_.reduce_scatter_small_bytes
                                                        : options_.allgather_small_bytes;
   if (op == OpCode::allreduce && bytes * (size_ - 1) <= options_.oneshot_bytes) return Algo::oneshot;
-  if (bytes <= small) return Algo::mpi;
+  if (bytes <= small && !beside_others_) return Algo::mpi;
   return hierarchical && hierarchical_useful_ ? Algo::hierarchical : Algo::ring;
 }
 

@@ -137,6 +137,15 @@ class MpiCommunicator final : public Communicator, private Executor {
   MPI_Comm hier_node_ = MPI_COMM_NULL, hier_cross_ = MPI_COMM_NULL;
   std::unique_ptr<MpiTransport> hier_node_transport_, hier_cross_transport_;
 
+  // A group across nodes whose collectives run while another communicator
+  // of this process runs its own (HYBRID's replica groups, and its shard
+  // groups where they span nodes). Its all-reduces, reduce-scatters and
+  // all-gathers use the point-to-point algorithms, never the MPI library's,
+  // and its broadcasts and barriers poll the MPI library's non-blocking
+  // calls: Open MPI 4.1's blocking collectives over TCP stall while another
+  // thread of the process is in a collective on another communicator
+  // (docs/comm.md).
+  bool beside_others_ = false;
   bool hierarchical_possible_ = false;  // the same number of ranks on every node
   bool hierarchical_useful_ = false;    // and >= 2 nodes with >= 2 ranks each
   TopologyFingerprint fingerprint_;
