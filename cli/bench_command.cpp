@@ -175,6 +175,10 @@ void add_comm(CLI::App* bench, std::vector<Command>& out) {
                   "Emulate nodes of this many consecutive ranks (0: real nodes)")
       ->capture_default_str();
   cmd->add_option("--json", o->json_path, "Also write every row to this JSON file");
+  cmd->add_option("--group", o->group,
+                  "world, or node / cross: every node's ranks (the ranks with one node-local index) as a group, "
+                  "all groups at once, as HYBRID runs them")
+      ->capture_default_str();
   cmd->add_option("--busy-threads", o->busy_threads,
                   "GEMM threads per rank while timing: collectives as they compete with a step's compute")
       ->capture_default_str();

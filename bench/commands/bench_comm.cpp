@@ -77,6 +77,26 @@ class BusyLoad {
   std::vector<std::thread> threads_;
 };
 
+// The MPI communicator of this rank's --group: the ranks of its node, the
+// ranks with its node-local index, or all (nodes split as the runtime's
+// communicator splits them).
+MPI_Comm group_comm(const BenchCommOptions& options, int world_rank) {
+  MPI_Comm node, out;
+  if (options.comm.ranks_per_node > 0)
+    check_mpi(MPI_Comm_split(MPI_COMM_WORLD, world_rank / options.comm.ranks_per_node, world_rank, &node),
+              "MPI_Comm_split");
+  else
+    check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node),
+              "MPI_Comm_split_type");
+  if (options.group == "node") return node;
+  int local_rank = 0;
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_free(&node);
+  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, options.group == "cross" ? local_rank : 0, world_rank, &out),
+            "MPI_Comm_split");
+  return out;
+}
+
 struct Measured {
   double shardtrain_s = 0, mpi_s = 0;  // per operation, median round
   std::string algorithm;
@@ -84,8 +104,9 @@ struct Measured {
 };
 
 // One op, size and mode: correctness of each implementation on fresh inputs,
-// warm-up, then the alternating timed rounds.
-Measured measure(Case& c, bool latency, const BenchCommOptions& options, MPI_Comm mpi_comm) {
+// warm-up, then the alternating timed rounds, started together and timed
+// over every rank of `sync` (the world: all groups of --group at once).
+Measured measure(Case& c, bool latency, const BenchCommOptions& options, MPI_Comm sync) {
   Measured m;
   int next = 0;  // the buffer set of the next operation
   auto shardtrain_run = [&](int n) {
@@ -122,11 +143,11 @@ Measured measure(Case& c, bool latency, const BenchCommOptions& options, MPI_Com
   }
   int iters = options.iters;
   if (iters == 0) {
-    MPI_Barrier(mpi_comm);
+    MPI_Barrier(sync);
     double t0 = MPI_Wtime();
     shardtrain_run(1);
     mpi_run(1);
-    const double one = max_over_ranks((MPI_Wtime() - t0) / 2, mpi_comm);
+    const double one = max_over_ranks((MPI_Wtime() - t0) / 2, sync);
     iters = int(std::clamp(0.05 / std::max(one, 1e-7), 1.0, 2000.0));
   }
 
@@ -134,19 +155,19 @@ Measured measure(Case& c, bool latency, const BenchCommOptions& options, MPI_Com
   for (int round = 0; round < options.rounds; ++round) {
     for (int k = 0; k < 2; ++k) {
       const bool st = (round + k) % 2 == 0;  // alternate which goes first
-      MPI_Barrier(mpi_comm);
+      MPI_Barrier(sync);
       const double t0 = MPI_Wtime();
       if (st)
         shardtrain_run(iters);
       else
         mpi_run(iters);
-      const double t = max_over_ranks((MPI_Wtime() - t0) / iters, mpi_comm);
+      const double t = max_over_ranks((MPI_Wtime() - t0) / iters, sync);
       (st ? t_st : t_mpi).push_back(t);
     }
   }
   const bool ok_after = c.check(next);  // the timed runs' last results
-  m.ok_shardtrain = all_ranks(m.ok_shardtrain && ok_after, mpi_comm);
-  m.ok_mpi = all_ranks(m.ok_mpi && ok_after, mpi_comm);
+  m.ok_shardtrain = all_ranks(m.ok_shardtrain && ok_after, sync);
+  m.ok_mpi = all_ranks(m.ok_mpi && ok_after, sync);
   m.shardtrain_s = median(t_st);
   m.mpi_s = median(t_mpi);
   return m;
@@ -164,18 +185,29 @@ int bench_comm(const BenchCommOptions& options) {
   for (const int64_t size : options.sizes) ST_CHECK(size > 0, "bench comm: --sizes must be positive, got {}", size);
   ST_CHECK(options.rounds >= 1 && options.iters >= 0 && options.warmup >= 0 && options.busy_threads >= 0,
            "bench comm: rounds >= 1, iters >= 0, warmup >= 0 and busy_threads >= 0");
+  ST_CHECK(!options.tune || options.group == "world", "bench comm: --tune-algorithms tunes the world, not --group {}",
+           options.group);
   if (options.tune) return bench_comm_tune(options);
   const DType dtype = options.dtype == "bf16" ? DType::bf16 : DType::f32;
   std::vector<std::string> modes;
   if (options.mode != "latency") modes.push_back("throughput");
   if (options.mode != "throughput") modes.push_back("latency");
-  auto comm = make_mpi_world_communicator(options.comm);
-  MPI_Comm mpi_comm;  // the MPI library's collectives run on a communicator of their own
-  MPI_Comm_dup(MPI_COMM_WORLD, &mpi_comm);
-  MpiNative native(mpi_comm);
+  ST_CHECK(options.group == "world" || options.group == "node" || options.group == "cross",
+           "bench comm: --group must be world, node or cross, not '{}'", options.group);
+  auto world = make_mpi_world_communicator(options.comm);
+  Communicator& comm = options.group == "node"    ? world->node()
+                       : options.group == "cross" ? world->cross_node()
+                                                  : *world;
+  MPI_Comm sync;
+  MPI_Comm_dup(MPI_COMM_WORLD, &sync);
+  MPI_Comm mpi_comm = group_comm(options, world->rank());  // the MPI library's collectives run on one of their own
+  // Blocking MPI collectives across nodes stall beside another group's
+  // (docs/comm.md): the comparison polls them there.
+  const BackoffPolicy poll = BackoffPolicy::for_node(MPI_COMM_WORLD);
+  MpiNative native(mpi_comm, options.group == "cross" ? &poll : nullptr);
   Scratch scratch;
-  const int rank = comm->rank(), ranks = comm->size();
-  const bool print = rank == 0;
+  const int ranks = comm.size();
+  const bool print = world->rank() == 0;
 
   std::vector<Row> rows;
   bool all_ok = true;
@@ -183,12 +215,16 @@ int bench_comm(const BenchCommOptions& options) {
     if (print) {
       const auto limit = [](int64_t b) { return b >= (int64_t(1) << 62) ? std::string("any size") : human(b); };
       fmt::print(
-          "shardtrain bench comm, mode {}: {} ranks, {}, algorithm {}, chunk {}; MPI's own collectives up to: "
+          "shardtrain bench comm, mode {}: {} ranks{}, {}, algorithm {}, chunk {}; MPI's own collectives up to: "
           "allreduce {}, reduce_scatter {}, allgather {}; arrival check {}; busy threads per rank {}\n",
-          mode, ranks, options.dtype, options.comm.allreduce_algorithm, human(options.comm.chunk_bytes),
+          mode, ranks,
+          options.group == "world"
+              ? std::string()
+              : fmt::format(" in each {} group, all {} groups at once", options.group, world->size() / ranks),
+          options.dtype, options.comm.allreduce_algorithm, human(options.comm.chunk_bytes),
           limit(options.comm.small_message_bytes), limit(options.comm.reduce_scatter_small_bytes),
           limit(options.comm.allgather_small_bytes), options.comm.check_arrival ? "on" : "off", options.busy_threads);
-      fmt::print("  {}\n", comm->algorithm_choice());
+      fmt::print("  {}\n", comm.algorithm_choice());
       fmt::print("  {}\n", mode == "latency"
                                ? "latency: one operation issued and waited for at a time, nothing queued"
                                : "throughput: operations issued back to back, the last waited for (shardtrain may "
@@ -203,8 +239,8 @@ int bench_comm(const BenchCommOptions& options) {
     for (const std::string& op : options.ops) {
       for (const int64_t size : sizes) {
         const int buffers = buffers_for(size);
-        Case c(op, size, buffers, dtype, *comm, native, scratch);
-        const Measured m = measure(c, mode == "latency", options, mpi_comm);
+        Case c(op, size, buffers, dtype, comm, native, scratch);
+        const Measured m = measure(c, mode == "latency", options, sync);
         all_ok = all_ok && m.ok_shardtrain && m.ok_mpi;
 
         const int64_t bytes = c.bytes();
@@ -245,6 +281,7 @@ int bench_comm(const BenchCommOptions& options) {
                      {"impl", r.impl},
                      {"algorithm", r.algorithm},
                      {"ranks", ranks},
+                     {"group", options.group},
                      {"dtype", options.dtype},
                      {"buffers", r.buffers},
                      {"busy_threads", options.busy_threads},
@@ -257,8 +294,9 @@ int bench_comm(const BenchCommOptions& options) {
     f << out.dump(1) << "\n";
   }
   if (print && !all_ok) fmt::print(stderr, "bench comm: some results were WRONG\n");
-  comm.reset();
+  world.reset();
   MPI_Comm_free(&mpi_comm);
+  MPI_Comm_free(&sync);
   return all_ok ? 0 : 1;
 }
 

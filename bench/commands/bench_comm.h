@@ -54,6 +54,11 @@ struct BenchCommOptions {
   std::string mode = "throughput";  // "throughput" | "latency" | "both" (see above)
   int busy_threads = 0;             // GEMM threads per rank while timing (see above)
   std::string json_path;            // if set, rank 0 writes every row there (a JSON array)
+  // Where the collectives run: "world", or every node's ranks ("node") or
+  // the ranks with the same node-local index ("cross"), all groups at once,
+  // as HYBRID's shard and replica groups run in a step. Times are the
+  // slowest group's.
+  std::string group = "world";
   // Instead of shardtrain against MPI: every algorithm of each op and size,
   // the fastest kept in a tuning file (bench_comm_tune.cpp): tune_file, or
   // the cache of this topology where comm.tuning = "auto" looks.

@@ -21,3 +21,24 @@ PY
 pass "16 rows, all ok, with 1 busy thread per rank"
 
 expect_error "busy_threads >= 0" "$SHARDTRAIN" bench comm --busy-threads -1
+
+# --group: 4 ranks as 2 emulated nodes of 2; every node's pair (node) or
+# the pairs across the nodes (cross) run at once, each checked, with the
+# MPI library's side on the same groups (polled, as the runtime's groups).
+for group in node cross; do
+  "$shardrun" -n 4 -- "$SHARDTRAIN" bench comm --mode latency --ops allreduce,allgather --sizes 64K \
+    --iters 1 --rounds 1 --ranks-per-node 2 --group "$group" --json "rows-$group.json" >"out-$group.txt" 2>&1 ||
+    { cat "out-$group.txt"; fail "bench comm --group $group exited non-zero"; }
+  grep -q "2 ranks in each $group group, all 2 groups at once" "out-$group.txt" ||
+    { cat "out-$group.txt"; fail "the header names the groups"; }
+  "$PY" - "rows-$group.json" "$group" <<'PY' || fail "rows-$group.json"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert len(rows) == 2 * 2, len(rows)
+for r in rows:
+    assert r["ok"] and r["ranks"] == 2 and r["group"] == sys.argv[2] and r["time_us"] > 0, r
+PY
+done
+pass "--group node and cross: 2 groups of 2 at once, every row ok"
+
+expect_error "--group must be world, node or cross" "$SHARDTRAIN" bench comm --group rack

@@ -1,8 +1,11 @@
 # `shardtrain study run --compute emulated`: 4 ranks on 2 emulated nodes
 # (links at 500 Mbit/s) whose Blocks, optimizer and loss wait one rank's
-# measured per-Block profile while DDP, ZeRO-1 and FULL_SHARD communicate
-# for real; each point the median of 3 runs. The performance model predicts
-# every point within the issue's bar (median error <= 10%, none over 25%),
+# measured per-Block profile while DDP, ZeRO-1, FULL_SHARD and HYBRID
+# communicate for real; each point the median of 3 runs. HYBRID's groups
+# (a node's ranks, and the ranks across the nodes) run at once, and the
+# model reads what they cost so, measured with bench comm --group. The
+# performance model predicts every point within the issue's bar (median
+# error <= 10%, none over 25%),
 # the runs count the bytes the model's collectives carry, and ZeRO-1 sends
 # DDP's bytes (result.json's comm_wire_bytes). A wrong profile is an error that names it.
 # Skips (77) where network namespaces cannot be made.
@@ -11,19 +14,19 @@ require_emunodes
 "$EMU" gc
 prep_fmnist >/dev/null
 
-study=(--models cnn --strategies ddp,zero1,fsdp_full --nodes 2 --ranks-per-node 2 --rates 500mbit
+study=(--models cnn --strategies ddp,zero1,fsdp_full,hybrid --nodes 2 --ranks-per-node 2 --rates 500mbit
        --steps 5 --warmup 2 --repeats 3 --compute emulated --data "$WORK_ROOT")
 "$SHARDTRAIN" study run --out s "${study[@]}" >run.txt 2>&1 || { cat run.txt; fail "study run --compute emulated"; }
 grep -q '^\[study\] emulated compute: cnn waits the profile of .*compute-cnn-w1.json (batch 128)' run.txt ||
   { cat run.txt; fail "the profile line"; }
-[ "$(grep -c '^\[study\] [1-4]/4 cnn .*emulated compute: .*ms/step.*; model [0-9.]* ms ([+-][0-9]*%)$' run.txt)" = 4 ] ||
+[ "$(grep -c '^\[study\] [1-5]/5 cnn .*emulated compute: .*ms/step.*; model [0-9.]* ms ([+-][0-9]*%)$' run.txt)" = 5 ] ||
   { cat run.txt; fail "a progress line per point, with the model's prediction"; }
 "$PY" - s <<'PY' || { cat run.txt s/table.md; fail "the emulated points"; }
 import json, sys
 d = sys.argv[1]
 points = {p["key"]: p for p in map(json.loads, open(f"{d}/points.jsonl"))}
 assert sorted(points) == sorted(["cnn/none/1x1/unshaped/emulated"] + [f"cnn/{s}/2x2/500mbit/emulated"
-                                 for s in ("ddp", "zero1", "fsdp_full")]), sorted(points)
+                                 for s in ("ddp", "zero1", "fsdp_full", "hybrid")]), sorted(points)
 for p in points.values():
     assert p["status"] == "ok" and p["compute"] == "emulated", p
     assert len(p["repeats_step_s"]) == 3 and p["spread"] >= 1.0, p
@@ -37,7 +40,9 @@ summary = json.load(open(f"{d}/model.json"))["summary"]
 print(f"model error: median {summary['median_abs_step_error']:.1%}, worst {summary['max_abs_step_error']:.1%}")
 assert summary["median_abs_step_error"] <= 0.10 and summary["max_abs_step_error"] <= 0.25, summary
 PY
-pass "4 emulated points, 3 runs each, predicted: $(grep 'Model against' run.txt)"
+grep -q '^\[study\] calibrating allreduce@cross: 2 node(s) x 2 rank(s)' run.txt ||
+  { cat run.txt; fail "HYBRID's groups across the nodes measured all at once"; }
+pass "5 emulated points, 3 runs each, predicted: $(grep 'Model against' run.txt)"
 
 # A profile that does not fit the model, and one that is not a profile.
 echo '{"forward": [0.01], "backward": [0.02], "optimizer_s": 0, "other_s": 0, "batch": 128}' >one-block.json

@@ -189,13 +189,18 @@ def comm_sizes(points, script_of):
                 continue
             rate = p.rate if nodes > 1 else study_points.UNSHAPED
             nbytes = c["bytes"] * study_fabric.link_sharers(c["group"], p.nodes, p.ranks_per_node)
-            need.setdefault((nodes, g, rate), {}).setdefault(c["op"], set()).add(nbytes)
+            op = c["op"]
+            concurrent = study_fabric.concurrent_table(c, p.nodes, p.ranks_per_node)
+            if concurrent:
+                op, nodes, g = concurrent
+                rate, nbytes = p.rate, c["bytes"]
+            need.setdefault((nodes, g, rate), {}).setdefault(op, set()).add(nbytes)
             if nodes > 1 and p.compute == "emulated" and study_points.rate_bits(rate) != float("inf"):
                 # Emulated compute leaves the shaped links idle between a
                 # step's collectives: their buckets refill, and the bytes
                 # they cover go at the unshaped links' speed
                 # (study_model.ShapedLinks), measured here.
-                need.setdefault((nodes, g, study_points.UNSHAPED), {}).setdefault(c["op"], set()).add(nbytes)
+                need.setdefault((nodes, g, study_points.UNSHAPED), {}).setdefault(op, set()).add(nbytes)
     return need
 
 
@@ -212,16 +217,22 @@ def calibrate_comm(args, cluster, nodes, g, rate, sizes):
     for r in rows:
         if r["impl"] == "shardtrain":
             have.setdefault(r["op"], set()).add(r["bytes"])
-    for op in COMM_OPS:
+    for op in COMM_OPS + tuple(sorted(o for o in sizes if o not in COMM_OPS)):
         # bench comm rounds a size down to whole elements per rank
         unit = 4 * nodes * g
-        want = sorted({max(unit, b // unit * unit) for b in sizes.get(op, set()) | set(ANCHORS)} - have.get(op, set()))
+        # A group's own table (op@group) is read only at the points' sizes:
+        # two anchors suffice to interpolate there.
+        anchors = set(ANCHORS[:2] if "@" in op else ANCHORS)
+        want = sorted({max(unit, b // unit * unit) for b in sizes.get(op, set()) | anchors} - have.get(op, set()))
         if not want:
             continue
         log(f"calibrating {op}: {nodes} node(s) x {g} rank(s), links {rate}, {len(want)} size(s) up to "
             f"{max(want) / 2**20:.2f} MiB")
-        tail = [os.path.join(args.bin_dir, "shardtrain"), "bench", "comm", "--mode", "latency", "--ops", op,
+        bench_op, _, group = op.partition("@")  # "allreduce@cross": on the groups across nodes, all at once
+        tail = [os.path.join(args.bin_dir, "shardtrain"), "bench", "comm", "--mode", "latency", "--ops", bench_op,
                 "--sizes", ",".join(str(b) for b in want), "--rounds", "3", "--json", path + ".part"]
+        if group:
+            tail += ["--group", group]
         cmd = cluster.command(study_points.Point("mlp", "ddp", nodes, g, rate), args.bin_dir, tail)
         if cmd is None:
             raise RuntimeError(f"emulated nodes {nodes} x {g} at {rate} could not be brought up")
@@ -231,7 +242,7 @@ def calibrate_comm(args, cluster, nodes, g, rate, sizes):
                    f"failed with exit {rc}: {study_job.last_error(f'{path}.{op}.txt')}")
             raise RuntimeError(f"bench comm {op} on {nodes} x {g} at {rate} {why} (see {path}.{op}.txt)")
         with open(path + ".part") as f:
-            rows += json.load(f)
+            rows += [dict(r, op=op) for r in json.load(f)]
         with open(path + ".tmp", "w") as f:
             json.dump(rows, f)
         os.replace(path + ".tmp", path)

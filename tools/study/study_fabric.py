@@ -30,7 +30,12 @@ A collective's group: "world" (nodes x G), "node" (1 x G), "cross_node"
 shard groups of k consecutive ranks, "group:k" (1 x k within a node, k/G
 nodes x G beyond), and the ranks across them, "across:k" (nodes x G/k, or
 one rank on each of N G/k nodes): link_sharers says how many such groups
-cross a node's link at once.
+cross a node's link at once. Where HYBRID's groups are the nodes' ranks
+("group:G") and the ranks across them ("across:G") on several nodes, all of
+a step's groups run at once, sharing the links and the host's cores: their
+costs are read from tables measured so on the point's own shape
+(`bench comm --group node|cross`), "<op>@node" and "<op>@cross"
+(concurrent_table), where the fabric has them.
 
 Compute slowed by communication: a measured fabric may name the host the
 ranks run on ([host] cores, and whether all the study's ranks share it,
@@ -86,6 +91,16 @@ def group_shape(group, nodes, ranks_per_node):
     return {"world": (nodes, g), "node": (1, g), "cross_node": (nodes, 1)}[group]
 
 
+def concurrent_table(c, nodes, ranks_per_node):
+    """(op@side, nodes, ranks per node): the table of a HYBRID group that is
+    a node's ranks, or the ranks across the nodes, with all groups running
+    at once on the whole shape; None for other groups."""
+    g = ranks_per_node
+    if nodes < 2 or g < 2 or c["group"] not in (f"group:{g}", f"across:{g}"):
+        return None
+    return (c["op"] + ("@node" if c["group"].startswith("group:") else "@cross"), nodes, g)
+
+
 def link_sharers(group, nodes, ranks_per_node):
     """How many groups like this one cross each node's link at once: the
     node's ranks over the group's ranks on it (the cross-node groups: G)."""
@@ -123,6 +138,9 @@ class MeasuredFabric:
             n, g = group_shape(c["group"], nodes, ranks_per_node)
             if n * g <= 1:
                 return 0.0
+            concurrent = concurrent_table(c, nodes, ranks_per_node)
+            if concurrent in self.tables:
+                return interpolate(*self.tables[concurrent], c["bytes"])
             key = (c["op"], n, g)
             if key not in self.tables:
                 raise FabricError(f"{self.path}: no measurement of {c['op']} on {n} node(s) x {g} rank(s) "

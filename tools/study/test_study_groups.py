@@ -91,6 +91,26 @@ class GroupShapes(unittest.TestCase):
         f = study_fabric.MeasuredFabric(doc, "test")
         self.assertAlmostEqual(f.cost_fn(8, 2)({"op": "allreduce", "group": "across:4", "bytes": MIB}), 0.02)
 
+    def test_groups_of_whole_nodes_read_their_own_concurrent_tables(self):
+        # HYBRID's groups of a node's 2 ranks on 4 nodes: measured on the 4 x 2
+        # shape with every group at once (bench comm --group), no sharers'
+        # bytes added; other groups, and fabrics without such tables, as before.
+        self.assertEqual(study_fabric.concurrent_table({"op": "allgather", "group": "group:2"}, 4, 2),
+                         ("allgather@node", 4, 2))
+        self.assertEqual(study_fabric.concurrent_table({"op": "allreduce", "group": "across:2"}, 4, 2),
+                         ("allreduce@cross", 4, 2))
+        self.assertIsNone(study_fabric.concurrent_table({"op": "allreduce", "group": "across:4"}, 8, 2))
+        self.assertIsNone(study_fabric.concurrent_table({"op": "allreduce", "group": "world"}, 4, 2))
+        self.assertIsNone(study_fabric.concurrent_table({"op": "allgather", "group": "group:2"}, 1, 2))
+        doc = {"fabric": {"kind": "measured"},
+               "table": [{"op": "allreduce", "nodes": 4, "ranks_per_node": 1,
+                          "bytes": [MIB, 8 * MIB], "seconds": [0.01, 0.08]},
+                         {"op": "allreduce@cross", "nodes": 4, "ranks_per_node": 2,
+                          "bytes": [MIB, 8 * MIB], "seconds": [0.03, 0.10]}]}
+        f = study_fabric.MeasuredFabric(doc, "test")
+        self.assertAlmostEqual(f.cost_fn(4, 2)({"op": "allreduce", "group": "across:2", "bytes": MIB}), 0.03)
+        self.assertAlmostEqual(f.cost_fn(8, 2)({"op": "allreduce", "group": "across:4", "bytes": MIB}), 0.02)
+
 
 class Schedule(unittest.TestCase):
     def test_hybrid_issues_on_its_groups(self):
