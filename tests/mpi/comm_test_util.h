@@ -51,6 +51,9 @@ inline CommOptions options_for(const std::string& config) {
     o.ranks_per_node = world_size() % 2 == 0 ? 2 : 1;
     o.chunk_bytes = 1024;
     o.small_message_bytes = 256;  // larger shards cross the nodes by ring
+  } else if (config == "emulated-nodes") {
+    // The thresholds, on emulated nodes of 2 ranks (1 on odd worlds).
+    o.ranks_per_node = world_size() % 2 == 0 ? 2 : 1;
   } else if (config == "auto-small") {
     // Point to point only: auto all-reduces one-shot while (ranks - 1) times
     // the size is at most 1 KiB, with MPI's own up to 2 KiB, by ring beyond

@@ -98,6 +98,34 @@ TEST(CommTopology, I32BroadcastAndAllgatherOnSubCommunicators) {
   }
 }
 
+// The groups across nodes run beside other groups' collectives (HYBRID), so
+// they never give a size to the MPI library's blocking all-reduce,
+// reduce-scatter or all-gather (docs/comm.md); the world keeps them.
+TEST(CommTopology, GroupsAcrossNodesKeepOffTheMpiLibrarysCollectives) {
+  Communicator& w = world("emulated-nodes");
+  Communicator& cross = w.cross_node();
+  if (cross.size() < 2) GTEST_SKIP() << "one node";
+  const int64_t n = 61440;  // 240 KiB of f32 (divides among 2-6 ranks): the MPI library's size on the world
+  const std::vector<float> ones(size_t(n), 1.0f);
+  Tensor a = to_tensor(ones, DType::f32);
+  WorkPtr on_world = w.allreduce(a, ReduceOp::sum);
+  on_world->wait();
+  EXPECT_EQ(on_world->algorithm(), "mpi");
+  Tensor b = to_tensor(ones, DType::f32);
+  WorkPtr across = cross.allreduce(b, ReduceOp::sum);
+  across->wait();
+  EXPECT_EQ(across->algorithm(), "ring");
+  EXPECT_EQ(b.f32()[n - 1], float(cross.size()));
+  Tensor shard = Tensor::empty({n / cross.size()});
+  WorkPtr scattered = cross.reduce_scatter(b, shard, ReduceOp::sum);
+  scattered->wait();
+  EXPECT_EQ(scattered->algorithm(), "ring");
+  WorkPtr gathered = cross.allgather(shard, b);
+  gathered->wait();
+  EXPECT_EQ(gathered->algorithm(), "ring");
+  EXPECT_EQ(b.f32()[0], float(cross.size() * cross.size()));
+}
+
 // A routing communicator's node() and cross_node() route too: host tensors
 // on them go to the host backend's groups (FSDP HYBRID sums its gradient
 // norm's host tensor over node(); over NCCL the raw node communicator
