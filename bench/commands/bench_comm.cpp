@@ -173,9 +173,30 @@ Measured measure(Case& c, bool latency, const BenchCommOptions& options, MPI_Com
   return m;
 }
 
-}  // namespace
+// Every row as a JSON array, to options.json_path (rank 0).
+void write_json(const BenchCommOptions& options, const std::vector<Row>& rows, int ranks) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Row& r : rows)
+    out.push_back({{"op", r.op},
+                   {"mode", r.mode},
+                   {"bytes", r.bytes},
+                   {"impl", r.impl},
+                   {"algorithm", r.algorithm},
+                   {"ranks", ranks},
+                   {"group", options.group},
+                   {"dtype", options.dtype},
+                   {"buffers", r.buffers},
+                   {"busy_threads", options.busy_threads},
+                   {"time_us", r.time_us},
+                   {"algbw_gbs", r.algbw_gbs},
+                   {"busbw_gbs", r.busbw_gbs},
+                   {"ok", r.ok}});
+  std::ofstream f(options.json_path);
+  ST_CHECK(f.good(), "bench comm: cannot write {}", options.json_path);
+  f << out.dump(1) << "\n";
+}
 
-int bench_comm(const BenchCommOptions& options) {
+void check_options(const BenchCommOptions& options) {
   ST_CHECK(options.dtype == "f32" || options.dtype == "bf16", "bench comm: dtype must be f32 or bf16, not '{}'",
            options.dtype);
   ST_CHECK(options.mode == "throughput" || options.mode == "latency" || options.mode == "both",
@@ -187,13 +208,19 @@ int bench_comm(const BenchCommOptions& options) {
            "bench comm: rounds >= 1, iters >= 0, warmup >= 0 and busy_threads >= 0");
   ST_CHECK(!options.tune || options.group == "world", "bench comm: --tune-algorithms tunes the world, not --group {}",
            options.group);
+  ST_CHECK(options.group == "world" || options.group == "node" || options.group == "cross",
+           "bench comm: --group must be world, node or cross, not '{}'", options.group);
+}
+
+}  // namespace
+
+int bench_comm(const BenchCommOptions& options) {
+  check_options(options);
   if (options.tune) return bench_comm_tune(options);
   const DType dtype = options.dtype == "bf16" ? DType::bf16 : DType::f32;
   std::vector<std::string> modes;
   if (options.mode != "latency") modes.push_back("throughput");
   if (options.mode != "throughput") modes.push_back("latency");
-  ST_CHECK(options.group == "world" || options.group == "node" || options.group == "cross",
-           "bench comm: --group must be world, node or cross, not '{}'", options.group);
   auto world = make_mpi_world_communicator(options.comm);
   Communicator& comm = options.group == "node"    ? world->node()
                        : options.group == "cross" ? world->cross_node()
@@ -272,27 +299,7 @@ int bench_comm(const BenchCommOptions& options) {
     }
   }
 
-  if (print && !options.json_path.empty()) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const Row& r : rows)
-      out.push_back({{"op", r.op},
-                     {"mode", r.mode},
-                     {"bytes", r.bytes},
-                     {"impl", r.impl},
-                     {"algorithm", r.algorithm},
-                     {"ranks", ranks},
-                     {"group", options.group},
-                     {"dtype", options.dtype},
-                     {"buffers", r.buffers},
-                     {"busy_threads", options.busy_threads},
-                     {"time_us", r.time_us},
-                     {"algbw_gbs", r.algbw_gbs},
-                     {"busbw_gbs", r.busbw_gbs},
-                     {"ok", r.ok}});
-    std::ofstream f(options.json_path);
-    ST_CHECK(f.good(), "bench comm: cannot write {}", options.json_path);
-    f << out.dump(1) << "\n";
-  }
+  if (print && !options.json_path.empty()) write_json(options, rows, ranks);
   if (print && !all_ok) fmt::print(stderr, "bench comm: some results were WRONG\n");
   world.reset();
   MPI_Comm_free(&mpi_comm);
