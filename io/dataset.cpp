@@ -35,10 +35,7 @@ InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit, bo
 
   // Validate every shard's header before reading any data: a schema problem
   // in the last shard should not cost the time of reading the first ones.
-  // One file open at a time: an open HDF5 file costs about 0.5 MB.
-  std::vector<ShardHeaderOf> shards;
-  for (const std::string& file : shard_format::list_shard_files(path))
-    shards.push_back({file, ShardReader(file).header()});
+  const std::vector<ShardHeaderOf> shards = read_shard_headers(shard_format::list_shard_files(path));
   check_shard_set(path, shards);
 
   const shard_format::ShardHeader& h0 = shards.front().header;

@@ -5,7 +5,6 @@
 #include "io/manifest.h"
 
 #include "io/shard_format.h"
-#include "io/shard_reader.h"
 #include "io/shard_set.h"
 #include "runtime/core/error.h"
 
@@ -233,20 +232,19 @@ Manifest build_manifest(const std::string& split_dir) {
   ST_CHECK(fs::is_directory(split_dir), "{}: not a directory (a manifest describes a split directory)", split_dir);
   // The same validation as loading: a manifest is only written for a split
   // that would load.
-  std::vector<ShardReader> readers;
-  for (const std::string& file : shard_format::list_shard_files(split_dir)) readers.emplace_back(file);
-  check_shard_set(split_dir, readers);
+  const std::vector<ShardHeaderOf> shards = read_shard_headers(shard_format::list_shard_files(split_dir));
+  check_shard_set(split_dir, shards);
 
-  const shard_format::ShardHeader& h0 = readers.front().header();
+  const shard_format::ShardHeader& h0 = shards.front().header;
   Manifest m;
   m.format_version = h0.version;
   m.split = h0.split;
   m.num_classes = h0.num_classes;
   m.sample_shape = h0.sample_shape;
   m.dtype = h0.dtype;
-  for (const ShardReader& reader : readers) {
-    m.shards.push_back(describe_shard(reader.path(), reader.header().num_samples));
-    m.num_samples += reader.header().num_samples;
+  for (const ShardHeaderOf& shard : shards) {
+    m.shards.push_back(describe_shard(shard.path, shard.header.num_samples));
+    m.num_samples += shard.header.num_samples;
   }
   ST_CHECK(m.num_samples > 0, "{}: the split has no samples", split_dir);
   return m;

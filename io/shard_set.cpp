@@ -17,11 +17,11 @@ void check_same(const ShardHeaderOf& first, const ShardHeaderOf& other, const ch
 
 }  // namespace
 
-void check_shard_set(const std::string& path, const std::vector<ShardReader>& shards) {
+std::vector<ShardHeaderOf> read_shard_headers(const std::vector<std::string>& files) {
   std::vector<ShardHeaderOf> headers;
-  headers.reserve(shards.size());
-  for (const ShardReader& r : shards) headers.push_back({r.path(), r.header()});
-  check_shard_set(path, headers);
+  headers.reserve(files.size());
+  for (const std::string& f : files) headers.push_back({f, ShardReader(f).header()});
+  return headers;
 }
 
 void check_shard_set(const std::string& path, const std::vector<ShardHeaderOf>& shards) {

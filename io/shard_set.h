@@ -16,8 +16,11 @@ struct ShardHeaderOf {
   shard_format::ShardHeader header;
 };
 
+// Each file's header, one file open at a time: every open HDF5 file keeps
+// its own metadata cache, which thousands of shards would multiply.
+std::vector<ShardHeaderOf> read_shard_headers(const std::vector<std::string>& files);
+
 // `path` is what the user gave (a directory or a single file), for messages.
 void check_shard_set(const std::string& path, const std::vector<ShardHeaderOf>& shards);
-void check_shard_set(const std::string& path, const std::vector<ShardReader>& shards);
 
 }  // namespace shardtrain::io

@@ -315,10 +315,7 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
   // headers against the manifest, the shard set, labels. Then all agree.
   try {
     if (manifest) check_manifest_against_files(m.split_dir, *manifest);
-    // One file open at a time: an open HDF5 file costs about 0.5 MB.
-    std::vector<ShardHeaderOf> headers;
-    headers.reserve(m.source_files.size());
-    for (const std::string& f : m.source_files) headers.push_back({f, ShardReader(f).header()});
+    const std::vector<ShardHeaderOf> headers = read_shard_headers(m.source_files);
     check_shard_set(m.split_dir, headers);
     int64_t total = 0;
     for (const ShardHeaderOf& h : headers) {
