@@ -6,6 +6,7 @@
 #include "kernels/cpu/gemm.h"
 
 #include "runtime/comm/algorithms/mpi_native.h"
+#include "runtime/comm/engine/mpi_communicator.h"
 #include "runtime/comm/engine/scratch.h"
 #include "runtime/core/error.h"
 #include "runtime/core/tensor.h"
@@ -81,13 +82,7 @@ class BusyLoad {
 // ranks with its node-local index, or all (nodes split as the runtime's
 // communicator splits them).
 MPI_Comm group_comm(const BenchCommOptions& options, int world_rank) {
-  MPI_Comm node, out;
-  if (options.comm.ranks_per_node > 0)
-    check_mpi(MPI_Comm_split(MPI_COMM_WORLD, world_rank / options.comm.ranks_per_node, world_rank, &node),
-              "MPI_Comm_split");
-  else
-    check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node),
-              "MPI_Comm_split_type");
+  MPI_Comm node = split_node(MPI_COMM_WORLD, options.comm.ranks_per_node), out;
   if (options.group == "node") return node;
   int local_rank = 0;
   MPI_Comm_rank(node, &local_rank);

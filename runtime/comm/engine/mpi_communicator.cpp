@@ -104,15 +104,21 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& op
   engine_ = std::make_unique<ProgressEngine>(name_, executor, monitor_);
 }
 
-// Node groups from the MPI library's shared-memory split (or, to emulate
-// nodes on one machine, consecutive groups of ranks_per_node ranks); the
-// cross-node groups are the ranks with the same node-local index.
-void MpiCommunicator::make_sub_communicators() {
-  MPI_Comm node, cross;
-  if (options_.ranks_per_node > 0)
-    check_mpi(MPI_Comm_split(comm_, rank_ / options_.ranks_per_node, rank_, &node), "MPI_Comm_split");
+MPI_Comm split_node(MPI_Comm comm, int ranks_per_node) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm node;
+  if (ranks_per_node > 0)
+    check_mpi(MPI_Comm_split(comm, rank / ranks_per_node, rank, &node), "MPI_Comm_split");
   else
-    check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+    check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  return node;
+}
+
+// Node groups (split_node); the cross-node groups are the ranks with the
+// same node-local index.
+void MpiCommunicator::make_sub_communicators() {
+  MPI_Comm node = split_node(comm_, options_.ranks_per_node), cross;
   int local_rank = 0, local_size = 1;
   MPI_Comm_rank(node, &local_rank);
   MPI_Comm_size(node, &local_size);

@@ -39,6 +39,11 @@
 
 namespace shardtrain::comm {
 
+// This rank's node within `comm` (a new MPI communicator): the MPI library's
+// shared-memory split, or, to emulate nodes on one machine (ranks_per_node >
+// 0), consecutive groups of ranks_per_node ranks. Collective over `comm`.
+MPI_Comm split_node(MPI_Comm comm, int ranks_per_node);
+
 class MpiCommunicator final : public Communicator, private Executor {
  public:
   static std::unique_ptr<MpiCommunicator> make_world(const CommOptions& options);
