@@ -186,12 +186,14 @@ void add_comm(CLI::App* bench, std::vector<Command>& out) {
       ->capture_default_str();
   cmd->add_flag("!--no-shared-memory", o->comm.shared_memory, "Do not use the shared-memory all-reduce");
   cmd->add_flag("--tune-algorithms", o->tune,
-                "Time every algorithm of each op and size (latency mode) and write the fastest into the tuning "
-                "file of this topology, which comm.tuning = \"auto\" follows");
+                "Time every algorithm of each op and size (latency mode), and the job-start probes' choice beside "
+                "them, and write the fastest into the tuning file of this topology, which comm.tuning = \"auto\" "
+                "follows");
   cmd->add_option("--tune-file", o->tune_file,
                   "With --tune-algorithms: write here instead of the cache of this topology");
   cmd->add_option("--tuning", o->comm.tuning,
-                  "comm.tuning for shardtrain's side: auto (this topology's tuning file, if any), off, or a path")
+                  "comm.tuning for shardtrain's side: auto (this topology's tuning file; without one, probes at start "
+                  "across nodes), probe, off, or a path")
       ->capture_default_str();
   out.push_back({cmd, [o](Process& p) {
                    p.mpi();

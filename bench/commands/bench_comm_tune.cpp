@@ -29,6 +29,9 @@ struct Candidate {
   std::unique_ptr<MpiCommunicator> comm;
 };
 
+// The thresholds first, then every algorithm forced, then the choice the
+// job-start probes make (comm.tuning = "probe": what a job over several
+// nodes without a tuning file follows), last.
 std::vector<Candidate> candidates(const CommOptions& base) {
   std::vector<Candidate> out;
   using A = AllreduceAlgorithm;
@@ -46,14 +49,19 @@ std::vector<Candidate> candidates(const CommOptions& base) {
       if (rank == 0) fmt::print("bench comm: {} left out: {}\n", name_of(a), e.what());
     }
   }
+  CommOptions o = base;
+  o.allreduce_algorithm = A::automatic;
+  o.tuning = "probe";
+  out.push_back({"probed", MpiCommunicator::make_world(o)});
   return out;
 }
 
-// Seconds per operation of each algorithm that ran (median round), and the
-// one the thresholds ("auto") picked.
+// Seconds per operation of each algorithm that ran (median round), and of
+// the thresholds' choice ("auto") and the probes' (the last candidate).
 struct Timed {
   std::map<std::string, double> seconds;
-  std::string by_size;
+  double by_size = 0, probed = 0;
+  std::string by_size_ran, probed_ran;
   bool ok = true;
 };
 
@@ -96,12 +104,15 @@ Timed time_candidates(cases::Case& c, std::vector<Candidate>& cs, const BenchCom
       rounds[i].push_back(cases::max_over_ranks((MPI_Wtime() - start) / iters, mpi));
     }
   t.ok = cases::all_ranks(t.ok && c.check(next), mpi);
-  for (size_t i = 0; i < cs.size(); ++i) {
+  for (size_t i = 0; i + 1 < cs.size(); ++i) {
     const double s = bench::median(rounds[i]);
     auto [it, fresh] = t.seconds.emplace(ran[i], s);
     if (!fresh) it->second = std::min(it->second, s);
   }
-  t.by_size = ran[0];
+  t.by_size = bench::median(rounds.front());
+  t.by_size_ran = ran.front();
+  t.probed = bench::median(rounds.back());
+  t.probed_ran = ran.back();
   return t;
 }
 
@@ -122,9 +133,10 @@ int bench_comm_tune(const BenchCommOptions& options) {
     fmt::print(
         "shardtrain bench comm --tune-algorithms: {} ranks on {} node(s) (topology {}), {}; every algorithm in latency "
         "mode, "
-        "median of {} rounds\n{:<15}{:>11} | {:<13}{:>10} | {:<13}{:>10} | {:>6} | {}\n",
-        world.size(), fp.nodes, fp.key(), options.dtype, options.rounds, "op", "bytes", "by size", "time_us", "fastest",
-        "time_us", "ratio", "every algorithm, us");
+        "median of {} rounds; ratio: over the fastest\n{:<15}{:>11} | {:<13}{:>10} {:>5} | {:<13}{:>10} {:>5} | "
+        "{:<13}{:>10} | {}\n",
+        world.size(), fp.nodes, fp.key(), options.dtype, options.rounds, "op", "bytes", "by size", "time_us", "ratio",
+        "probed", "time_us", "ratio", "fastest", "time_us", "every algorithm, us");
   std::vector<int64_t> sizes = options.sizes;
   if (sizes.empty())
     for (int64_t size = options.min_bytes; size <= options.max_bytes; size *= 2) sizes.push_back(size);
@@ -142,9 +154,9 @@ int bench_comm_tune(const BenchCommOptions& options) {
       if (print) {
         std::string every;
         for (const auto& [name, s] : t.seconds) every += fmt::format("{} {:.1f}  ", name, s * 1e6);
-        const double by_size = t.seconds.at(t.by_size);
-        fmt::print("{:<15}{:>11} | {:<13}{:>10.1f} | {:<13}{:>10.1f} | {:>6.2f} | {}{}\n", op, c.bytes(), t.by_size,
-                   by_size * 1e6, best->first, best->second * 1e6, by_size / best->second, every, t.ok ? "" : "WRONG");
+        fmt::print("{:<15}{:>11} | {:<13}{:>10.1f} {:>5.2f} | {:<13}{:>10.1f} {:>5.2f} | {:<13}{:>10.1f} | {}{}\n", op,
+                   c.bytes(), t.by_size_ran, t.by_size * 1e6, t.by_size / best->second, t.probed_ran, t.probed * 1e6,
+                   t.probed / best->second, best->first, best->second * 1e6, every, t.ok ? "" : "WRONG");
         std::fflush(stdout);
       }
     }

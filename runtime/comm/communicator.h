@@ -119,12 +119,21 @@ struct CommOptions {
   // (tests, benchmarks).
   int ranks_per_node = 0;
   // Algorithms chosen by measurement (engine/tuning.h): "auto" uses the
-  // tuning file `shardtrain bench comm --tune-algorithms` cached for this topology if
-  // there is one (else the thresholds above), "off" the thresholds, and a
-  // path that file (an error unless it was measured on this topology). The
-  // file replaces the thresholds on the world communicator for every
-  // collective and size it measured; a forced allreduce_algorithm wins.
+  // tuning file cached for this topology if there is one (`shardtrain bench
+  // comm --tune-algorithms` writes one); without one, a world over several
+  // nodes probes its algorithms at job start (engine/algorithm_probe.h) and
+  // caches what it measured, and a world on one node keeps the thresholds
+  // above (they were measured on one host). "probe" probes at start whatever
+  // the cache holds, and writes nothing; "off" keeps the thresholds; a path
+  // uses that file (an error unless it was measured on this topology). The
+  // file or the probes replace the thresholds on the world communicator for
+  // every collective and size they measured; a forced allreduce_algorithm
+  // wins.
   std::string tuning = "auto";
+  // The most the job-start probes may take, in seconds (agreed over the
+  // ranks): they stop before a size whose estimate would pass it. 0: no
+  // probes ("auto" then means the cached file or the thresholds).
+  double probe_budget_s = 1.0;
   // Fault injection for diagnosis ([debug] slow_comm_ms): this rank's engine
   // waits this long before each collective, before announcing it to the other
   // ranks, so the others see this rank late and this rank sees its own

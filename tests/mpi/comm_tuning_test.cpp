@@ -2,7 +2,9 @@
 // topology decides the world communicator's algorithm per collective and
 // size (where it measured one), a file of another topology is an error on
 // every rank, and "auto" follows the cache of this topology when there is
-// one.
+// one; without one, a world over several (emulated) nodes probes its
+// algorithms at start and caches them, and one on a single node keeps the
+// thresholds.
 #include "tests/mpi/comm_test_util.h"
 
 #include "runtime/comm/engine/mpi_communicator.h"
@@ -98,6 +100,55 @@ TEST(CommTuning, AutoFollowsTheCacheOfThisTopology) {
   if (world_size() > 1) {
     EXPECT_EQ(algorithm_of(*tuned, 16 << 10), "ring");
   }
+  unsetenv("XDG_CACHE_HOME");
+}
+
+TEST(CommTuning, AcrossNodesWithoutAFileAJobProbesAndCachesWhatItMeasured) {
+  if (world_size() == 1) GTEST_SKIP() << "nothing to probe on one rank";
+  const std::string cache = shared_dir("probe");
+  setenv("XDG_CACHE_HOME", cache.c_str(), 1);
+  CommOptions o = with_tuning("auto");
+  o.ranks_per_node = 1;  // every rank its own emulated node
+  o.probe_budget_s = 0.3;
+  CommOptions off = o;
+  off.tuning = "off";
+  const std::string path = cached_tuning_path(MpiCommunicator::make_world(off)->fingerprint());
+  if (world_rank() == 0) std::filesystem::remove(path);  // an earlier run's
+  MPI_Barrier(MPI_COMM_WORLD);
+  {
+    auto first = MpiCommunicator::make_world(o);
+    const std::string how = first->algorithm_choice();
+    EXPECT_NE(how.find("probed at job start"), std::string::npos) << how;
+    EXPECT_NE(how.find("cached in " + path), std::string::npos) << how;
+    // Collectives after the probes: right, and on a measured algorithm.
+    Tensor t = Tensor::empty({1000});
+    for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = float(world_rank() + i % 7);
+    first->allreduce(t, ReduceOp::sum)->wait();
+    const int p = world_size();
+    for (int64_t i = 0; i < t.numel(); ++i) ASSERT_EQ(t.f32()[i], float(p * (p - 1) / 2 + p * (i % 7))) << i;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const Tuning cached = Tuning::load(path);
+  EXPECT_EQ(cached.choices().size(), 3U);  // all-reduce, reduce-scatter, all-gather
+  EXPECT_GE(cached.applies_up_to(), 8 << 10);
+  EXPECT_NE(cached.choose("allreduce", cached.applies_up_to() + 1), "oneshot");  // above: extrapolated
+  EXPECT_NE(cached.choose("allreduce", cached.applies_up_to() + 1), "");
+  // The next job of this topology follows the cache; "probe" probes anew and writes nothing.
+  EXPECT_NE(MpiCommunicator::make_world(o)->algorithm_choice().find("from " + path), std::string::npos);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) std::filesystem::remove(path);
+  MPI_Barrier(MPI_COMM_WORLD);
+  o.tuning = "probe";
+  EXPECT_NE(MpiCommunicator::make_world(o)->algorithm_choice().find("not cached"), std::string::npos);
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  // On one node, and with probes off, the thresholds.
+  o.tuning = "auto";
+  o.probe_budget_s = 0;
+  EXPECT_NE(MpiCommunicator::make_world(o)->algorithm_choice().find("no tuning file"), std::string::npos);
+  o.probe_budget_s = 0.3;
+  o.ranks_per_node = 0;
+  EXPECT_NE(MpiCommunicator::make_world(o)->algorithm_choice().find("no tuning file"), std::string::npos);
   unsetenv("XDG_CACHE_HOME");
 }
 

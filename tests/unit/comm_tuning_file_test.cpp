@@ -44,6 +44,15 @@ TEST(Tuning, AFileRoundTripsAndNamesItsTopology) {
   EXPECT_EQ(back.fingerprint().key(), "4r-2n-2g-shm-1234abcd");
   EXPECT_EQ(back.choose("reduce_scatter", 1 << 20), "ring");
   EXPECT_EQ(back.choose("allgather", 4096), "mpi");
+  EXPECT_EQ(back.applies_up_to(), 0);
+  t.apply_up_to(2 << 20);  // the probes' limit and extrapolation survive the cache
+  t.set_beyond("allgather", "ring");
+  t.save(path);
+  const Tuning probed = Tuning::load(path);
+  EXPECT_EQ(probed.applies_up_to(), 2 << 20);
+  EXPECT_EQ(probed.choose("reduce_scatter", 2 << 20), "ring");
+  EXPECT_EQ(probed.choose("reduce_scatter", 3 << 20), "");  // nothing set beyond: the thresholds
+  EXPECT_EQ(probed.choose("allgather", 3 << 20), "ring");
   TopologyFingerprint other = four_ranks();
   other.ranks_per_node = 4;
   EXPECT_FALSE(back.matches(other));

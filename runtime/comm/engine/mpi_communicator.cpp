@@ -43,12 +43,12 @@ void check_reducible(const std::string& comm, const char* what, const Tensor& t)
   ST_CHECK(t.dtype() != DType::i32, "comm '{}': {} reduces f32 or bf16 tensors, not i32", comm, what);
 }
 
-const char* algo_name(int algo) {
-  static const char* names[] = {"local", "mpi", "ring", "hierarchical", "oneshot", "shm"};
-  return names[algo];
-}
-
 }  // namespace
+
+const char* MpiCommunicator::algo_name(Algo algo) {
+  static const char* names[] = {"local", "mpi", "ring", "hierarchical", "oneshot", "shm"};
+  return names[int(algo)];
+}
 
 // ---- construction -------------------------------------------------------------
 
@@ -186,6 +186,12 @@ void MpiCommunicator::load_tuning(int nodes, int largest_node, int local_rank) {
     tuning_status_ = "algorithms by size (comm.tuning = \"off\")";
     return;
   }
+  // Probing needs the choice open, and something to choose between.
+  const bool can_probe = options_.allreduce_algorithm == AllreduceAlgorithm::automatic && size_ > 1;
+  if (options_.tuning == "probe") {
+    if (can_probe) probe("");
+    return;
+  }
   // Rank 0 reads, checks and decides; every rank gets its verdict and the
   // file's text, so that all pick the same algorithms (or all raise the
   // same error).
@@ -226,7 +232,12 @@ void MpiCommunicator::load_tuning(int nodes, int largest_node, int local_rank) {
   for (std::string* s : {&text, &error, &status}) broadcast_string(*s, comm_);
   ST_CHECK(error.empty(), "{}", error);
   if (text.empty()) {
-    tuning_status_ = status;
+    // No file for this topology: across nodes the thresholds (measured on
+    // one host) are probed instead.
+    if (automatic && nodes >= 2 && can_probe && options_.probe_budget_s > 0)
+      probe(path);
+    else
+      tuning_status_ = status;
     return;
   }
   tuning_ = Tuning::parse(text, path);
@@ -339,6 +350,7 @@ MpiCommunicator::Algo MpiCommunicator::pick(OpCode op, int64_t bytes) const {
   using A = AllreduceAlgorithm;
   const A forced = options_.allreduce_algorithm;
   const bool hierarchical = op == OpCode::allreduce && kind_ == Kind::world;
+  if (probing_) return *probing_;
   if (forced == A::automatic) {
     if (const std::optional<Algo> a = tuned(op, bytes)) return *a;
   } else {
@@ -363,7 +375,7 @@ WorkPtr MpiCommunicator::issue(OpCode op, Algo algo, Task&& task) {
   task.record.dtype = task.a.defined() ? task.a.dtype() : DType::f32;
   task.record.root = task.root;
   task.algorithm = int(algo);
-  std::strncpy(task.record.algorithm, algo_name(int(algo)), sizeof(task.record.algorithm) - 1);
+  std::strncpy(task.record.algorithm, algo_name(algo), sizeof(task.record.algorithm) - 1);
   std::lock_guard lock(issue_mu_);
   ST_CHECK(!shut_down_, "comm '{}': {} after the communicator was shut down", name_, op_name(op));
   task.record.seq = next_seq_++;

@@ -83,8 +83,14 @@ class MpiCommunicator final : public Communicator, private Executor {
                   std::shared_ptr<Watchdog> watchdog);
   void make_sub_communicators();
   // The fingerprint (collective) and comm.tuning's file: read by rank 0 and
-  // broadcast, so that every rank picks the same algorithms.
+  // broadcast, so that every rank picks the same algorithms; or the probes.
   void load_tuning(int nodes, int largest_node, int local_rank);
+  // Job-start probes (engine/algorithm_probe.h) on this world, their result
+  // followed from now on and, where `cache_path` is not empty, written there
+  // by rank 0 for the next job of this topology.
+  void probe(const std::string& cache_path);
+  class Prober;  // the ProbeTarget over this communicator (mpi_communicator_probe.cpp)
+  static const char* algo_name(Algo algo);
   Algo pick(OpCode op, int64_t bytes) const;
   // The tuning file's algorithm for op at `bytes`, where it applies here.
   std::optional<Algo> tuned(OpCode op, int64_t bytes) const;
@@ -154,7 +160,8 @@ class MpiCommunicator final : public Communicator, private Executor {
   bool hierarchical_possible_ = false;  // the same number of ranks on every node
   bool hierarchical_useful_ = false;    // and >= 2 nodes with >= 2 ranks each
   TopologyFingerprint fingerprint_;
-  std::optional<Tuning> tuning_;  // world: comm.tuning's file
+  std::optional<Tuning> tuning_;  // world: comm.tuning's file, or the probes'
+  std::optional<Algo> probing_;   // while probing: every collective's algorithm
   std::string tuning_status_;
   std::unique_ptr<MpiCommunicator> node_, cross_;
   std::mutex self_mu_;  // self_ and groups_

@@ -41,6 +41,10 @@ void Tuning::add(const std::string& op, Choice choice) {
 const std::string& Tuning::choose(std::string_view op, int64_t bytes) const {
   static const std::string none;
   const auto it = ops_.find(op);
+  if (up_to_ > 0 && bytes > up_to_) {
+    const auto b = beyond_.find(op);
+    return b == beyond_.end() ? none : b->second;
+  }
   if (it == ops_.end() || it->second.empty()) return none;
   const Choice* best = nullptr;
   double nearest = 0;
@@ -59,7 +63,8 @@ void Tuning::save(const std::string& path) const {
   const fs::path parent = fs::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) fs::create_directories(parent, ec);
-  nlohmann::json ops = nlohmann::json::object();
+  nlohmann::json ops = nlohmann::json::object(), beyond = nlohmann::json::object();
+  for (const auto& [op, algorithm] : beyond_) beyond[op] = algorithm;
   for (const auto& [op, choices] : ops_) {
     nlohmann::json rows = nlohmann::json::array();
     for (const Choice& c : choices)
@@ -73,6 +78,8 @@ void Tuning::save(const std::string& path) const {
                                 {"ranks_per_node", fp_.ranks_per_node},
                                 {"shared_memory", fp_.shared_memory},
                                 {"hosts_and_library", fp_.hosts_and_library}}},
+                              {"applies_up_to", up_to_},
+                              {"beyond", beyond},
                               {"ops", ops}};
   // Written aside, then renamed: a job starting meanwhile reads the old
   // file or the new one, never half of one.
@@ -106,6 +113,9 @@ Tuning Tuning::parse(const std::string& text, const std::string& path) {
     fp.shared_memory = f.at("shared_memory").get<bool>();
     fp.hosts_and_library = f.at("hosts_and_library").get<uint32_t>();
     Tuning t(fp);
+    t.apply_up_to(doc.value("applies_up_to", int64_t(0)));
+    const nlohmann::json beyond = doc.value("beyond", nlohmann::json::object());
+    for (const auto& [op, algorithm] : beyond.items()) t.set_beyond(op, algorithm.get<std::string>());
     for (const auto& [op, rows] : doc.at("ops").items())
       for (const nlohmann::json& r : rows)
         t.add(op, {r.at("bytes").get<int64_t>(), r.at("algorithm").get<std::string>(), r.at("seconds").get<double>()});

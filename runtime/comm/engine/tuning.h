@@ -53,14 +53,25 @@ class Tuning {
   const TopologyFingerprint& fingerprint() const { return fp_; }
   bool matches(const TopologyFingerprint& here) const { return fp_.key() == here.key(); }
   void add(const std::string& op, Choice choice);
+  // Above `bytes` (0: no limit) the nearest size no longer decides: `op`
+  // takes its algorithm `beyond` where one is set, else the thresholds
+  // decide. The probes at job start stop at a time budget
+  // (engine/algorithm_probe.h) and set both; a file `bench comm
+  // --tune-algorithms` wrote has no limit.
+  void apply_up_to(int64_t bytes) { up_to_ = bytes; }
+  int64_t applies_up_to() const { return up_to_; }
+  void set_beyond(const std::string& op, std::string algorithm) { beyond_[op] = std::move(algorithm); }
   // The algorithm measured fastest for `op` at the size nearest `bytes`;
-  // empty where `op` was not measured. (Asked at every collective: no copy.)
+  // above the limit, the one set beyond it; empty where there is none.
+  // (Asked at every collective: no copy.)
   const std::string& choose(std::string_view op, int64_t bytes) const;
   // The sizes measured per op, in order.
   const std::map<std::string, std::vector<Choice>, std::less<>>& choices() const { return ops_; }
 
  private:
   TopologyFingerprint fp_;
+  int64_t up_to_ = 0;
+  std::map<std::string, std::string, std::less<>> beyond_;
   std::map<std::string, std::vector<Choice>, std::less<>> ops_;
 };
 
