@@ -72,8 +72,14 @@ class MpiCommunicator::Prober final : public ProbeTarget {
 };
 
 void MpiCommunicator::probe(const std::string& cache_path) {
-  Prober prober(*this);
-  ProbeResult result = probe_algorithms(fingerprint_, prober, options_.probe_budget_s);
+  ProbeResult result{Tuning(fingerprint_)};
+  {
+    Prober prober(*this);
+    result = probe_algorithms(fingerprint_, prober, options_.probe_budget_s);
+  }
+  // The probes' largest sizes grew the scratch areas beyond what the job's
+  // own collectives may need (and `plan` counts): they grow again on demand.
+  scratch_.release();
   std::string cached = "not cached (comm.tuning = \"probe\")";
   if (!cache_path.empty()) cached = "cached in " + cache_path;
   // A cache that cannot be written costs the next job its probes again, not
