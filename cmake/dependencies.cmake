@@ -8,7 +8,8 @@ add_compile_definitions(OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 
 # Parallel HDF5: the Open MPI build, found through its pkg-config file because
 # CMake's FindHDF5 prefers the serial library when both are installed.
-pkg_check_modules(HDF5 REQUIRED IMPORTED_TARGET hdf5-openmpi)
+set(SHARDTRAIN_HDF5_PKG hdf5-openmpi)  # the installed package's config finds it by the same name
+pkg_check_modules(HDF5 REQUIRED IMPORTED_TARGET ${SHARDTRAIN_HDF5_PKG})
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 # CRC-32 (zlib's polynomial) with carry-less multiplication: about 4x zlib's
 # speed, for the checksums checked on every read (io/shard_format.cpp).
