@@ -26,6 +26,7 @@ configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/shardtrainConfig.cmake.i
 # Static libraries of a 0.x runtime: only the same minor version is compatible.
 write_basic_package_version_file(${CMAKE_BINARY_DIR}/shardtrainConfigVersion.cmake COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_BINARY_DIR}/shardtrainConfig.cmake ${CMAKE_BINARY_DIR}/shardtrainConfigVersion.cmake
+              ${CMAKE_CURRENT_LIST_DIR}/shardtrain_find_dependencies.cmake
         DESTINATION ${shardtrain_cmake_dir} COMPONENT dev)
 
 foreach(dir runtime kernels io)
