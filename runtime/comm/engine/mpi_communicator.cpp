@@ -241,7 +241,11 @@ void MpiCommunicator::load_tuning(int nodes, int largest_node, int local_rank) {
     return;
   }
   tuning_ = Tuning::parse(text, path);
-  tuning_status_ = fmt::format("algorithms measured fastest per collective and size, from {}", path);
+  // Only the probes limit where their file applies (bench comm's has no limit).
+  tuning_status_ = tuning_->applies_up_to() > 0
+                       ? fmt::format("algorithms probed at an earlier job start on this topology, up to {} B, from {}",
+                                     tuning_->applies_up_to(), path)
+                       : fmt::format("algorithms measured fastest per collective and size, from {}", path);
 }
 
 std::optional<MpiCommunicator::Algo> MpiCommunicator::tuned(OpCode op, int64_t bytes) const {
