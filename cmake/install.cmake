@@ -34,9 +34,9 @@ foreach(dir runtime kernels io)
           FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
 endforeach()
 
-# The program finds its Python tools and launchers next to itself (build/bin
-# holds the same): the whole of build/bin but the tests' and benchmarks'
-# programs goes to bin/.
+# The program finds its Python tools and launchers next to itself, as in
+# build/bin: they go to bin/ with it (not the tests' and benchmarks'
+# programs, nor the test-only launchers).
 install(TARGETS shardtrain RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 install(PROGRAMS launch/shardrun launch/fabric-env launch/supervise launch/failure-summary launch/emunodes
                  launch/emunodes-rsh launch/memlimit
