@@ -23,7 +23,7 @@ done < <(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' '*.c' '*.sh' '*.md' '*.py' '*
            '.ci/*' | grep -v '^docs/gpu-check-h200-table.txt$')
 # A bare file name (config.cpp) must be some tracked file's name; names of
 # other projects' files that our text mentions are listed here.
-external='^(cblas\.h|nccl\.h|env\.sh)$'
+external='^(cblas\.h|nccl\.h|libdeflate\.h|env\.sh)$'
 names=$(git ls-files | sed 's|.*/||' | sort -u)
 while IFS= read -r file; do
   while IFS= read -r name; do
