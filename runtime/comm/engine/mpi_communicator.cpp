@@ -16,8 +16,10 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <thread>
+#include <string_view>
 #include <utility>
 #include <cstring>
 #include <vector>
@@ -45,9 +47,16 @@ void check_reducible(const std::string& comm, const char* what, const Tensor& t)
 
 }  // namespace
 
-const char* MpiCommunicator::algo_name(Algo algo) {
-  static const char* names[] = {"local", "mpi", "ring", "hierarchical", "oneshot", "shm"};
-  return names[int(algo)];
+namespace {
+const char* const kAlgoNames[] = {"local", "mpi", "ring", "hierarchical", "oneshot", "shm"};
+}
+
+const char* MpiCommunicator::algo_name(Algo algo) { return kAlgoNames[int(algo)]; }
+
+std::optional<MpiCommunicator::Algo> MpiCommunicator::algo_named(std::string_view name) {
+  for (size_t i = 0; i < std::size(kAlgoNames); ++i)
+    if (name == kAlgoNames[i]) return Algo(i);
+  return std::nullopt;
 }
 
 // ---- construction -------------------------------------------------------------
@@ -250,13 +259,14 @@ void MpiCommunicator::load_tuning(int nodes, int largest_node, int local_rank) {
 
 std::optional<MpiCommunicator::Algo> MpiCommunicator::tuned(OpCode op, int64_t bytes) const {
   if (!tuning_ || kind_ != Kind::world) return std::nullopt;
-  const std::string& a = tuning_->choose(op_name(op), bytes);
-  if (a == "mpi") return Algo::mpi;
-  if (a == "ring") return Algo::ring;
-  if (a == "oneshot" && op == OpCode::allreduce) return Algo::oneshot;
-  if (a == "shm" && op == OpCode::allreduce && shm_) return Algo::shm;
-  if (a == "hierarchical" && op == OpCode::allreduce && hierarchical_possible_) return Algo::hierarchical;
-  return std::nullopt;  // not measured, or not possible here: the thresholds decide
+  const std::optional<Algo> a = algo_named(tuning_->choose(op_name(op), bytes));
+  // Not measured, or not possible here: the thresholds decide.
+  if (!a || *a == Algo::local) return std::nullopt;
+  if (*a == Algo::mpi || *a == Algo::ring) return a;
+  if (op != OpCode::allreduce) return std::nullopt;
+  if (*a == Algo::shm && !shm_) return std::nullopt;
+  if (*a == Algo::hierarchical && !hierarchical_possible_) return std::nullopt;
+  return a;
 }
 
 MpiCommunicator& MpiCommunicator::self_communicator() {

@@ -35,6 +35,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace shardtrain::comm {
@@ -91,6 +92,7 @@ class MpiCommunicator final : public Communicator, private Executor {
   void probe(const std::string& cache_path);
   class Prober;  // the ProbeTarget over this communicator (mpi_communicator_probe.cpp)
   static const char* algo_name(Algo algo);
+  static std::optional<Algo> algo_named(std::string_view name);  // algo_name's inverse; none for another name
   Algo pick(OpCode op, int64_t bytes) const;
   // The tuning file's algorithm for op at `bytes`, where it applies here.
   std::optional<Algo> tuned(OpCode op, int64_t bytes) const;

@@ -36,7 +36,8 @@ class MpiCommunicator::Prober final : public ProbeTarget {
   }
 
   void run(const std::string& op, const std::string& algorithm, int64_t bytes, int reps) override {
-    c_.probing_ = algo_of(algorithm);
+    c_.probing_ = algo_named(algorithm);
+    ST_ASSERT(c_.probing_.has_value());  // candidates() names only algorithms
     const int64_t elems = std::max<int64_t>(bytes / 4 / c_.size_, 1) * c_.size_;
     if (!full_.defined() || full_.numel() != elems) {
       full_ = Tensor::zeros({elems});
@@ -60,12 +61,6 @@ class MpiCommunicator::Prober final : public ProbeTarget {
 
  private:
   static constexpr int64_t kOneshotLimitBytes = 16 << 20;
-
-  static Algo algo_of(const std::string& name) {
-    for (Algo a : {Algo::mpi, Algo::ring, Algo::hierarchical, Algo::oneshot, Algo::shm})
-      if (name == algo_name(a)) return a;
-    throw Error(fmt::format("comm probes: no algorithm '{}'", name));
-  }
 
   MpiCommunicator& c_;
   Tensor full_, part_;
