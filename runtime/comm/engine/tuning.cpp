@@ -40,11 +40,11 @@ void Tuning::add(const std::string& op, Choice choice) {
 
 const std::string& Tuning::choose(std::string_view op, int64_t bytes) const {
   static const std::string none;
-  const auto it = ops_.find(op);
   if (up_to_ > 0 && bytes > up_to_) {
     const auto b = beyond_.find(op);
     return b == beyond_.end() ? none : b->second;
   }
+  const auto it = ops_.find(op);
   if (it == ops_.end() || it->second.empty()) return none;
   const Choice* best = nullptr;
   double nearest = 0;
