@@ -88,8 +88,9 @@ struct CommOptions {
   int64_t chunk_bytes = 256 << 10;
   // auto (by size, hierarchical when there are several nodes with several
   // ranks each), or force oneshot, mpi, ring or hierarchical (this choice
-  // also applies to reduce-scatter and all-gather, hierarchical meaning ring
-  // for them and for sub-communicators, oneshot meaning auto for them).
+  // also applies to reduce-scatter and all-gather, whose one-shot is
+  // oneshot_exchange.h's; hierarchical means ring for them and for
+  // sub-communicators).
   AllreduceAlgorithm allreduce_algorithm = AllreduceAlgorithm::automatic;
   // A collective not complete after this long ends the job with a message
   // naming the operation, its sequence number, its size and the ranks that

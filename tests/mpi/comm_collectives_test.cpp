@@ -1,6 +1,6 @@
 // Every collective of the MPI communicator, on odd sizes (empty, one element,
 // not divisible by the ranks, many pipeline chunks), f32 and bf16, sum and
-// avg, under every algorithm forced and under auto, against references each
+// avg, under every algorithm forced (one-shot for every op) and under auto, against references each
 // rank computes locally from every rank's (reproducible) input. Results must
 // also be bit-identical on every rank. Runs under mpirun with 1-4 ranks.
 //
@@ -63,7 +63,7 @@ std::string expected_algorithm(const std::string& config, const char* op, int64_
   if (name == "allreduce" && shm &&
       (o.allreduce_algorithm == AllreduceAlgorithm::automatic || o.allreduce_algorithm == AllreduceAlgorithm::shm))
     return "shm";
-  if (name == "allreduce" && o.allreduce_algorithm == AllreduceAlgorithm::oneshot) return "oneshot";
+  if (o.allreduce_algorithm == AllreduceAlgorithm::oneshot) return "oneshot";
   if (o.allreduce_algorithm == AllreduceAlgorithm::mpi) return "mpi";
   if (o.allreduce_algorithm == AllreduceAlgorithm::ring) return "ring";
   if (o.allreduce_algorithm == AllreduceAlgorithm::hierarchical) return name == "allreduce" ? "hierarchical" : "ring";
@@ -123,7 +123,7 @@ void check_reduce_scatter(const std::string& config, DType dtype, ReduceOp op, i
 }
 
 TEST(CommCollectives, ReduceScatterEveryAlgorithmSizeDtypeOp) {
-  for (const char* config : {"auto", "mpi", "ring", "auto-small"})
+  for (const char* config : {"auto", "oneshot", "mpi", "ring", "auto-small"})
     for (DType dtype : kReduceDtypes)
       for (ReduceOp op : kOps)
         for (int64_t per_rank : {0, 1, 5, 1000, 100003})
@@ -158,7 +158,7 @@ void check_allgather(const std::string& config, DType dtype, int64_t per_rank, b
 }
 
 TEST(CommCollectives, AllgatherEveryAlgorithmSizeDtype) {
-  for (const char* config : {"auto", "mpi", "ring", "auto-small"})
+  for (const char* config : {"auto", "oneshot", "mpi", "ring", "auto-small"})
     for (DType dtype : {DType::f32, DType::bf16, DType::i32})
       for (int64_t per_rank : {0, 1, 5, 1000, 100003})
         for (bool aliased : {false, true}) check_allgather(config, dtype, per_rank, aliased);

@@ -52,13 +52,8 @@ AllreduceOneshot::AllreduceOneshot(MpiTransport& transport, std::span<Op> ops, S
   w_.sources.resize(size_t(t_.size()));
 }
 
-AllreduceOneshot::Header AllreduceOneshot::header_of(const Op& op) const {
-  Header h;
-  h.seq = op.seq;
-  h.bytes = op.numel * int64_t(dtype_size(op.dtype));
-  h.scale = op.scale;
-  h.dtype = uint8_t(op.dtype);
-  return h;
+AllreduceOneshot::Header AllreduceOneshot::header_of(const Op& op) {
+  return oneshot_header(OneshotOp::allreduce, op.seq, op.numel * int64_t(dtype_size(op.dtype)), op.dtype, op.scale);
 }
 
 // Peer k's [Header | data] area of op i (k counts the other ranks, in rank order).
@@ -106,18 +101,6 @@ void AllreduceOneshot::post() {
   }
 }
 
-void AllreduceOneshot::check(const Op& op, int peer, const Header& theirs) const {
-  const Header mine = header_of(op);
-  if (theirs.magic == mine.magic && theirs.seq == mine.seq && theirs.bytes == mine.bytes &&
-      theirs.dtype == mine.dtype && theirs.scale == mine.scale)
-    return;
-  throw Error(
-      fmt::format("the ranks issued different collectives as #{}: rank {} all-reduces {} bytes of {} "
-                  "(scale {}), this rank {} bytes of {} (scale {})",
-                  op.seq, peer, theirs.bytes, dtype_name(DType(theirs.dtype)), theirs.scale, mine.bytes,
-                  dtype_name(op.dtype), mine.scale));
-}
-
 void AllreduceOneshot::finish(size_t i) {
   Op& op = ops_[i];
   const Slot& s = w_.slots[i];
@@ -132,7 +115,7 @@ void AllreduceOneshot::finish(size_t i) {
   for (int k = 0; k < p - 1; ++k) {
     Header theirs;
     std::memcpy(&theirs, area(i, k), sizeof(Header));
-    check(op, k < me ? k : k + 1, theirs);
+    check_oneshot_header(header_of(op), theirs, k < me ? k : k + 1);
   }
 
   // 2. The rest of the peers' data, and this rank's sends (its buffer is

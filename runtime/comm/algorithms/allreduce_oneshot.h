@@ -6,7 +6,7 @@
 // - no spinning while a peer is late: the receives are polled with the
 //   transport's Backoff like every other wait of the engine;
 // - mismatched collectives are caught: the header carries the collective's
-//   signature (sequence number, bytes, dtype, scale) and every rank checks
+//   signature (oneshot_header.h) and every rank checks
 //   every peer's before it adds anything; a different size or a different
 //   collective altogether makes a message of the wrong size, which the
 //   transport rejects (the first message of a one-shot shares its tag with
@@ -34,6 +34,7 @@
 // grouped the same all-reduces differently still match message for message.
 #pragma once
 
+#include "runtime/comm/algorithms/oneshot_header.h"
 #include "runtime/comm/transport/mpi_transport.h"
 #include "runtime/comm/engine/scratch.h"
 #include "runtime/core/dtype.h"
@@ -76,13 +77,7 @@ class AllreduceOneshot {
   void finish(size_t i);
 
  private:
-  struct Header {
-    int64_t seq = 0, bytes = 0;
-    float scale = 1.0f;
-    uint8_t dtype = 0, magic = 0x5a, pad[2] = {};
-    int64_t reserved = 0;
-  };
-  static_assert(sizeof(Header) == 32);
+  using Header = OneshotHeader;
   // Where op i's messages live in the scratch areas.
   struct Slot {
     size_t recv_offset = 0;  // of the [Header | data] area of peer 0 (+ k * stride for peer k)
@@ -97,9 +92,8 @@ class AllreduceOneshot {
   static int64_t fragment_offset(int64_t f);
   static int64_t fragment_size(int64_t bytes, int64_t f);
 
-  Header header_of(const Op& op) const;
+  static Header header_of(const Op& op);
   std::byte* area(size_t i, int peer_index) const;
-  void check(const Op& op, int peer, const Header& theirs) const;
 
   MpiTransport& t_;
   std::span<Op> ops_;

@@ -1,11 +1,13 @@
 #include "runtime/comm/engine/mpi_communicator.h"
 
+#include "runtime/comm/algorithms/allgather_oneshot.h"
 #include "runtime/comm/algorithms/allgather_ring.h"
 #include "runtime/comm/algorithms/allreduce_hierarchical.h"
 #include "runtime/comm/algorithms/allreduce_ring.h"
 #include "runtime/comm/collective_args.h"
 #include "runtime/comm/algorithms/mpi_native.h"
 #include "runtime/comm/transport/mpi_world.h"
+#include "runtime/comm/algorithms/reduce_scatter_oneshot.h"
 #include "runtime/comm/algorithms/reduce_scatter_ring.h"
 #include "runtime/comm/algorithms/reduction.h"
 #include "runtime/comm/algorithms/ring_layout.h"
@@ -262,7 +264,7 @@ std::optional<MpiCommunicator::Algo> MpiCommunicator::tuned(OpCode op, int64_t b
   const std::optional<Algo> a = algo_named(tuning_->choose(op_name(op), bytes));
   // Not measured, or not possible here: the thresholds decide.
   if (!a || *a == Algo::local) return std::nullopt;
-  if (*a == Algo::mpi || *a == Algo::ring) return a;
+  if (*a == Algo::mpi || *a == Algo::ring || *a == Algo::oneshot) return a;
   if (op != OpCode::allreduce) return std::nullopt;
   if (*a == Algo::shm && !shm_) return std::nullopt;
   if (*a == Algo::hierarchical && !hierarchical_possible_) return std::nullopt;
@@ -369,7 +371,7 @@ MpiCommunicator::Algo MpiCommunicator::pick(OpCode op, int64_t bytes) const {
     if (const std::optional<Algo> a = tuned(op, bytes)) return *a;
   } else {
     if (forced == A::shm && op == OpCode::allreduce && shm_) return Algo::shm;
-    if (forced == A::oneshot && op == OpCode::allreduce) return Algo::oneshot;
+    if (forced == A::oneshot) return Algo::oneshot;
     if (forced == A::mpi) return Algo::mpi;
     if (forced == A::ring) return Algo::ring;
     if (forced == A::hierarchical) return hierarchical ? Algo::hierarchical : Algo::ring;
@@ -426,12 +428,15 @@ bool MpiCommunicator::prepare(const Task& task, const Task* running) {
 // (one-shot), packed into common steps (shared memory).
 size_t MpiCommunicator::group(std::span<const Task> queued) {
   const int algorithm = queued.front().algorithm;
+  if (queued.front().record.op != OpCode::allreduce) return 1;
   if (Algo(algorithm) != Algo::oneshot && Algo(algorithm) != Algo::shm) return 1;
   int64_t bytes = queued.front().record.bytes;
   size_t n = 1;
   for (; n < std::min(queued.size(), kCoalesceOps) && bytes <= kCoalesceBytes; ++n) {
     const Task& next = queued[n];
-    if (next.algorithm != algorithm || bytes + next.record.bytes > kCoalesceBytes) break;
+    if (next.algorithm != algorithm || next.record.op != OpCode::allreduce ||
+        bytes + next.record.bytes > kCoalesceBytes)
+      break;
     // The same buffer again is a dependency (its input is the earlier result).
     const bool disjoint = std::none_of(queued.begin(), queued.begin() + std::ptrdiff_t(n),
                                        [&](const Task& earlier) { return overlap(earlier.a, next.a); });
@@ -446,7 +451,7 @@ void MpiCommunicator::execute(std::span<Task> tasks) {
   const auto algo = Algo(tasks.front().algorithm);
   try {
     if (shm_) shm_->announce(ShmWindow::signature(current->record.seq, current->record.op, algo == Algo::shm));
-    if (algo == Algo::oneshot)
+    if (algo == Algo::oneshot && current->record.op == OpCode::allreduce)
       run_oneshot(tasks, current);
     else if (algo == Algo::shm)
       run_shm(tasks, current);
@@ -539,6 +544,9 @@ void MpiCommunicator::run(const Task& task) {
     case OpCode::reduce_scatter:  // a: input, b: output
       if (algo == Algo::mpi) {
         native_->reduce_scatter(a.raw(), b.raw(), b.numel(), a.dtype(), task.scale, scratch_);
+      } else if (algo == Algo::oneshot) {
+        task.work->mark_arrived(ReduceScatterOneshot::run(*transport_, seq, a.dtype(), a.raw(), b.raw(), b.numel(),
+                                                          task.scale, scratch_, oneshot_workspace_.requests));
       } else if (algo == Algo::local) {
         if (b.raw() != a.raw() && b.nbytes() > 0) std::memcpy(b.raw(), a.raw(), b.nbytes());
         scale_inplace(b.dtype(), b.raw(), b.numel(), task.scale);
@@ -556,6 +564,11 @@ void MpiCommunicator::run(const Task& task) {
       }
       if (algo == Algo::local) {
         if (b.raw() != a.raw() && a.nbytes() > 0) std::memcpy(b.raw(), a.raw(), a.nbytes());
+        return;
+      }
+      if (algo == Algo::oneshot) {
+        task.work->mark_arrived(AllgatherOneshot::run(*transport_, seq, a.dtype(), a.raw(), b.raw(), a.numel(),
+                                                      scratch_, oneshot_workspace_.requests));
         return;
       }
       const size_t elem = dtype_size(a.dtype());

@@ -2,9 +2,11 @@
 // gives it the next sequence number, picks its algorithm by size, and queues
 // it on the communicator's progress engine. The engine runs it with the
 // one-shot all-reduce (allreduce_oneshot: small all-reduces, several already
-// queued on disjoint buffers coalesced into one exchange), the MPI library's
-// collective (mpi_native), a pipelined ring (allreduce_ring,
-// reduce_scatter_ring, allgather_ring) or the hierarchical all-reduce.
+// queued on disjoint buffers coalesced into one exchange), the one-shot
+// reduce-scatter and all-gather (reduce_scatter_oneshot, allgather_oneshot),
+// the MPI library's collective (mpi_native), a pipelined ring
+// (allreduce_ring, reduce_scatter_ring, allgather_ring) or the hierarchical
+// all-reduce.
 //
 // The world communicator also owns the watchdog and the node / cross-node
 // sub-communicators and any groups() (each with its own MPI communicator and

@@ -26,7 +26,12 @@ class MpiCommunicator::Prober final : public ProbeTarget {
 
   std::vector<std::string> candidates(const std::string& op, int64_t bytes) const override {
     std::vector<std::string> out = {algo_name(Algo::mpi), algo_name(Algo::ring)};
-    if (op != "allreduce") return out;
+    if (op != "allreduce") {
+      // One-shot stages the buffer twice (sent and received), which the
+      // memory plan does not count: kept to sizes where latency rules.
+      if (bytes <= kOneshotExchangeLimitBytes) out.emplace_back(algo_name(Algo::oneshot));
+      return out;
+    }
     if (c_.shm_) out.emplace_back(algo_name(Algo::shm));
     // One-shot receives (ranks - 1) copies: kept where that stays small.
     if (bytes * (c_.size_ - 1) <= kOneshotLimitBytes) out.emplace_back(algo_name(Algo::oneshot));
@@ -61,6 +66,7 @@ class MpiCommunicator::Prober final : public ProbeTarget {
 
  private:
   static constexpr int64_t kOneshotLimitBytes = 16 << 20;
+  static constexpr int64_t kOneshotExchangeLimitBytes = 256 << 10;
 
   MpiCommunicator& c_;
   Tensor full_, part_;
