@@ -6,8 +6,8 @@
 
 namespace shardtrain::comm {
 
-double AllgatherOneshot::run(MpiTransport& transport, int64_t seq, DType dtype, const void* in, void* out,
-                             int64_t count, Scratch& scratch, std::vector<MpiTransport::Request>& requests) {
+double allgather_oneshot(MpiTransport& transport, int64_t seq, DType dtype, const void* in, void* out, int64_t count,
+                         Scratch& scratch, std::vector<MpiTransport::Request>& requests) {
   const int p = transport.size(), me = transport.rank();
   const size_t segment = size_t(count) * dtype_size(dtype);
   auto* output = static_cast<std::byte*>(out);

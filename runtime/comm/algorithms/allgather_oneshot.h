@@ -12,12 +12,9 @@
 
 namespace shardtrain::comm {
 
-class AllgatherOneshot {
- public:
-  // `in`: this rank's `count` elements; `out`: p segments of `count` (`in`
-  // may be this rank's own). Returns when every peer's segment had arrived.
-  static double run(MpiTransport& transport, int64_t seq, DType dtype, const void* in, void* out, int64_t count,
-                    Scratch& scratch, std::vector<MpiTransport::Request>& requests);
-};
+// `in`: this rank's `count` elements; `out`: p segments of `count` (`in` may
+// be this rank's own). Returns when every peer's segment had arrived.
+double allgather_oneshot(MpiTransport& transport, int64_t seq, DType dtype, const void* in, void* out, int64_t count,
+                         Scratch& scratch, std::vector<MpiTransport::Request>& requests);
 
 }  // namespace shardtrain::comm

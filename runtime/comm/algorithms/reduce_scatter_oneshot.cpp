@@ -7,9 +7,9 @@
 
 namespace shardtrain::comm {
 
-double ReduceScatterOneshot::run(MpiTransport& transport, int64_t seq, DType dtype, const void* in, void* out,
-                                 int64_t count, float scale, Scratch& scratch,
-                                 std::vector<MpiTransport::Request>& requests) {
+double reduce_scatter_oneshot(MpiTransport& transport, int64_t seq, DType dtype, const void* in, void* out,
+                              int64_t count, float scale, Scratch& scratch,
+                              std::vector<MpiTransport::Request>& requests) {
   const int p = transport.size(), me = transport.rank();
   const size_t segment = size_t(count) * dtype_size(dtype);
   const auto* input = static_cast<const std::byte*>(in);

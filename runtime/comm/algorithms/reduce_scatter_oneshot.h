@@ -15,13 +15,10 @@
 
 namespace shardtrain::comm {
 
-class ReduceScatterOneshot {
- public:
-  // `in`: p segments of `count` elements; `out`: this rank's segment of the
-  // sum (may be `in`'s own segment). Returns when every peer's segment had
-  // arrived.
-  static double run(MpiTransport& transport, int64_t seq, DType dtype, const void* in, void* out, int64_t count,
-                    float scale, Scratch& scratch, std::vector<MpiTransport::Request>& requests);
-};
+// `in`: p segments of `count` elements; `out`: this rank's segment of the sum
+// (may be `in`'s own segment). Returns when every peer's segment had arrived.
+double reduce_scatter_oneshot(MpiTransport& transport, int64_t seq, DType dtype, const void* in, void* out,
+                              int64_t count, float scale, Scratch& scratch,
+                              std::vector<MpiTransport::Request>& requests);
 
 }  // namespace shardtrain::comm

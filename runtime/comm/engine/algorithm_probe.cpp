@@ -73,7 +73,8 @@ std::map<std::string, double> best_rounds(const SizeTimes& t, size_t op, size_t&
 // Above the largest size probed: each candidate's time as latency + bytes /
 // bandwidth through its two largest sizes, evaluated at kExtrapolateFactor
 // times the largest; the fastest there (one size only: the fastest at it).
-// Not the one-shot exchange: it receives (ranks - 1) copies.
+// Not the one-shot exchanges: they stage what they send and receive (the
+// all-reduce's, (ranks - 1) copies), and were probed only while small.
 constexpr int64_t kExtrapolateFactor = 16;
 std::string beyond(const std::map<std::string, double>& before, int64_t before_bytes,
                    const std::map<std::string, double>& last, int64_t last_bytes) {

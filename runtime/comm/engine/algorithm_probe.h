@@ -16,8 +16,8 @@
 // algorithm of the nearest size probed. Above it, each candidate's time is
 // extrapolated as latency + bytes / bandwidth through its two largest sizes
 // to 16x the largest, and the fastest there decides: near a crossover the
-// largest size alone would pick by noise. The one-shot exchange is left out
-// there (its traffic per rank grows with the ranks). Every decision uses
+// largest size alone would pick by noise. The one-shot exchanges are left out
+// there (they stage what they move, and are probed only while small). Every decision uses
 // times agreed over the ranks, so every rank stops at the same size and
 // picks the same algorithms.
 #pragma once

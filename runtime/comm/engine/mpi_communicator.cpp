@@ -47,11 +47,9 @@ void check_reducible(const std::string& comm, const char* what, const Tensor& t)
   ST_CHECK(t.dtype() != DType::i32, "comm '{}': {} reduces f32 or bf16 tensors, not i32", comm, what);
 }
 
-}  // namespace
-
-namespace {
 const char* const kAlgoNames[] = {"local", "mpi", "ring", "hierarchical", "oneshot", "shm"};
-}
+
+}  // namespace
 
 const char* MpiCommunicator::algo_name(Algo algo) { return kAlgoNames[int(algo)]; }
 
@@ -545,8 +543,8 @@ void MpiCommunicator::run(const Task& task) {
       if (algo == Algo::mpi) {
         native_->reduce_scatter(a.raw(), b.raw(), b.numel(), a.dtype(), task.scale, scratch_);
       } else if (algo == Algo::oneshot) {
-        task.work->mark_arrived(ReduceScatterOneshot::run(*transport_, seq, a.dtype(), a.raw(), b.raw(), b.numel(),
-                                                          task.scale, scratch_, oneshot_workspace_.requests));
+        task.work->mark_arrived(reduce_scatter_oneshot(*transport_, seq, a.dtype(), a.raw(), b.raw(), b.numel(),
+                                                       task.scale, scratch_, oneshot_workspace_.requests));
       } else if (algo == Algo::local) {
         if (b.raw() != a.raw() && b.nbytes() > 0) std::memcpy(b.raw(), a.raw(), b.nbytes());
         scale_inplace(b.dtype(), b.raw(), b.numel(), task.scale);
@@ -567,8 +565,8 @@ void MpiCommunicator::run(const Task& task) {
         return;
       }
       if (algo == Algo::oneshot) {
-        task.work->mark_arrived(AllgatherOneshot::run(*transport_, seq, a.dtype(), a.raw(), b.raw(), a.numel(),
-                                                      scratch_, oneshot_workspace_.requests));
+        task.work->mark_arrived(allgather_oneshot(*transport_, seq, a.dtype(), a.raw(), b.raw(), a.numel(), scratch_,
+                                                  oneshot_workspace_.requests));
         return;
       }
       const size_t elem = dtype_size(a.dtype());
