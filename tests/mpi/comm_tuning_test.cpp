@@ -7,6 +7,7 @@
 // thresholds.
 #include "tests/mpi/comm_test_util.h"
 
+#include "runtime/comm/engine/algorithm_probe.h"
 #include "runtime/comm/engine/mpi_communicator.h"
 #include "runtime/comm/engine/tuning.h"
 
@@ -130,7 +131,9 @@ TEST(CommTuning, AcrossNodesWithoutAFileAJobProbesAndCachesWhatItMeasured) {
   MPI_Barrier(MPI_COMM_WORLD);
   const Tuning cached = Tuning::load(path);
   EXPECT_EQ(cached.choices().size(), 3U);  // all-reduce, reduce-scatter, all-gather
-  EXPECT_GE(cached.applies_up_to(), 8 << 10);
+  // The budget always covers the first size; how many more it covers
+  // depends on the machine (under ASan on 4 oversubscribed ranks, one).
+  EXPECT_GE(cached.applies_up_to(), kProbeFirstBytes);
   EXPECT_NE(cached.choose("allreduce", cached.applies_up_to() + 1), "oneshot");  // above: extrapolated
   EXPECT_NE(cached.choose("allreduce", cached.applies_up_to() + 1), "");
   // The next job of this topology follows the cache; "probe" probes anew and writes nothing.
