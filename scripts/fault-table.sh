@@ -11,11 +11,13 @@
 # before (tests/fault/checkpoint_resume_test.sh with CKPT_KILL_RUNS=10), with
 # their counts. Then 10 links of an emulated node set down mid-run and a
 # 1 Mbit/s run (tests/fault/link_fault_test.sh with LINK_RUNS=10; needs
-# root, skipped otherwise). Then the object store's faults 5 times, each on
+# root, skipped otherwise). Then 10 signals at random steps, each resumed
+# (tests/fault/preemption_test.sh with PREEMPTION_RUNS=10). Then the object store's faults 5 times, each on
 # a fresh S3 server (tests/fault/object_store_test.sh). About 17 minutes on
 # 2 cores (11 for the corpus and the kills, 3.3 for the links, 2.5 for the
-# store). The same tests run in ctest with 11 corpus cases on 2 ranks and
-# one kill or cut link of each kind, and the store's faults once.
+# store, 1 for the signals). The same tests run in ctest with 11 corpus cases
+# on 2 ranks, one kill or cut link of each kind, one signal of each kind and
+# the store's faults once.
 #   scripts/fault-table.sh [CASES] [SEED]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +27,7 @@ KILL_RUNS=10 SEED=${2:-1} bash tests/fault/ddp_faults_test.sh
 DISK_FULL_RUNS=10 bash tests/fault/disk_full_test.sh || [ $? -eq 77 ]
 CKPT_KILL_RUNS=10 SEED=${2:-1} bash tests/fault/checkpoint_resume_test.sh
 LINK_RUNS=10 bash tests/fault/link_fault_test.sh || [ $? -eq 77 ]
+PREEMPTION_RUNS=10 bash tests/fault/preemption_test.sh
 passed=0
 for run in 1 2 3 4 5; do
   bash tests/fault/object_store_test.sh >"/tmp/object-store-fault-$run.txt" 2>&1 && passed=$((passed + 1))

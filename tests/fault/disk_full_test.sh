@@ -27,8 +27,8 @@ if ! mount -t tmpfs -o size=16m tmpfs fs 2>/dev/null; then
   exit 77
 fi
 trap 'umount "$work/fs" "$work/small" 2>/dev/null; rm -rf "$work"' EXIT
-run3=(--set data.train=data/train --set data.test=data/test --set data.train_limit=6400 --set train.epochs=3
-      --set target.value=0 --set telemetry.trace=true)
+run3=(--set data.train=data/train --set data.test=data/test --set data.train_limit=6400 --set data.test_limit=2000
+      --set train.epochs=3 --set target.value=0 --set telemetry.trace=true)
 common=("${run3[@]}" --set parallel.strategy=none --set '~parallel.ddp')
 failures=0
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }

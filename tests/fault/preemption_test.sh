@@ -7,7 +7,8 @@
 # bit. The same for SIGTERM during set-up with telemetry off. Also: no
 # checkpoint when checkpointing is off, and a job whose step
 # cannot finish within checkpoint.signal_grace_s ends at the grace, saying so.
-#   PREEMPTION_RUNS (default 10): signals at random steps.
+#   PREEMPTION_RUNS (default 3, one of each kind; scripts/fault-table.sh
+#   runs 10): signals at random steps.
 source "$(dirname "$0")/lib.sh" preemption
 PY=/usr/bin/python3
 "$st" prep fashion-mnist --out data >/dev/null || { echo "FAIL: prep"; exit 1; }
@@ -75,7 +76,7 @@ check_preempted() {
   fi
 }
 
-runs=${PREEMPTION_RUNS:-10}
+runs=${PREEMPTION_RUNS:-3}
 stopped_at=()
 for i in $(seq "$runs"); do
   name=p$i

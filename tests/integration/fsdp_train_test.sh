@@ -8,7 +8,7 @@ data=$(prep_fmnist)
 cfg="$SOURCE_DIR/examples/fmnist_mlp.toml"
 shardrun="$SOURCE_DIR/launch/shardrun"
 common=(--set "data.train=$data/train" --set "data.test=$data/test" --set data.train_limit=10000
-        --set train.max_steps=60 --set target.value=0)
+        --set data.test_limit=2000 --set train.max_steps=30 --set target.value=0)
 # The example's [parallel.ddp] is refused by FSDP, which does not read it.
 fsdp=(--set parallel.strategy=fsdp --set '~parallel.ddp')
 

@@ -81,17 +81,29 @@ pass "one-node Slurm up: $host idle, 4 CPUs, PMIx"
 cfg="$SOURCE_DIR/examples/fmnist_mlp.toml"
 common=(--set "data.train=$data/train" --set "data.test=$data/test" --set data.train_limit=2560
         --set data.test_limit=2000 --set train.epochs=2 --set target.value=0 --set optim.kind=adamw
-        --set optim.lr=0.002 --set comm.timeout_s=60 --set checkpoint.on_signal=true
-        --set debug.slow_rank=1 --set debug.slow_compute_ms=150)
+        --set optim.lr=0.002 --set comm.timeout_s=60 --set checkpoint.on_signal=true)
 
 # job SCRIPT_BODY: an sbatch script of 2 tasks running the body.
 job() {
   printf '#!/usr/bin/env bash\nset -euo pipefail\n%s\n' "$1"
 }
 
-# 1. A finished 2-rank run through sbatch -> shardrun -> srun.
+# job_state ID: the job's state (PENDING, RUNNING, COMPLETED, ...).
+job_state() {
+  scontrol show job "$1" -o | grep -o 'JobState=[A-Z_]*' | cut -d= -f2
+}
+
+# 1. A finished 2-rank run through sbatch -> shardrun -> srun. Polled rather
+# than `sbatch --wait`, which looks at the job after 2, 10 and 42 s: a job
+# done at 12 s was waited on for 30 s more.
 job "\"$SOURCE_DIR/launch/shardrun\" -n 2 -- \"$SHARDTRAIN\" train \"$cfg\" $(printf '%q ' "${common[@]}") --run-dir \"$WORK/run1\"" >job-1
-sbatch --wait -n 2 -o "$WORK/one.out" job-1 >/dev/null || { cat one.out; fail "sbatch job 1"; }
+id=$(sbatch --parsable -n 2 -o "$WORK/one.out" job-1)
+for _ in $(seq 1200); do
+  state=$(job_state "$id")
+  case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) break ;; esac
+  sleep 0.25
+done
+[ "$state" = COMPLETED ] || { cat one.out; fail "sbatch job 1: state $state"; }
 grep -q 'shardrun: .*srun --ntasks=2 --kill-on-bad-exit=1 --mpi=pmix --cpu-bind=none' one.out ||
   { cat one.out; fail "shardrun chose srun with PMIx"; }
 [ "$(json_get run1/result.json 'j["world_size"]')" = 2 ] || { cat one.out; fail "world size under srun"; }
@@ -99,8 +111,11 @@ grep -q 'shardrun: .*srun --ntasks=2 --kill-on-bad-exit=1 --mpi=pmix --cpu-bind=
 ref=$(json_get run1/result.json 'repr(j["final"]["test_loss"])')
 pass "sbatch -> shardrun -> srun --mpi=pmix: 2 ranks, 40 steps, final test_loss $ref"
 
-# 2. The same job requeued mid-run.
-job "\"$SOURCE_DIR/launch/shardrun\" -n 2 -- \"$SHARDTRAIN\" train \"$cfg\" $(printf '%q ' "${common[@]}") --run-dir \"$WORK/run2\" --resume auto" >job-2
+# 2. The same job requeued mid-run. Rank 1 takes 150 ms more per step, so
+# that the requeue comes while it trains (a wait changes no value: job 1's
+# result stays the reference).
+slow=(--set debug.slow_rank=1 --set debug.slow_compute_ms=150)
+job "\"$SOURCE_DIR/launch/shardrun\" -n 2 -- \"$SHARDTRAIN\" train \"$cfg\" $(printf '%q ' "${common[@]}" "${slow[@]}") --run-dir \"$WORK/run2\" --resume auto" >job-2
 id=$(sbatch --parsable --requeue --open-mode=append -n 2 -o "$WORK/two.out" job-2)
 for _ in $(seq 600); do  # until steps are running (the slow rank's 150 ms make 40 steps last 6 s or more)
   [ -s run2/telemetry/rank-00000.jsonl ] || grep -q '^\[train\]' two.out 2>/dev/null && break
@@ -109,7 +124,7 @@ done
 grep -q '^\[train\]' two.out || { cat two.out; fail "job 2 never started training"; }
 scontrol requeue "$id" || fail "scontrol requeue $id"
 for _ in $(seq 300); do
-  state=$(scontrol show job "$id" -o | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+  state=$(job_state "$id")
   # A requeued job waits for its begin time; let it start now.
   [ "$state" = PENDING ] && scontrol update JobId="$id" StartTime=now 2>/dev/null || true
   case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL) break ;; esac

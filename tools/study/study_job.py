@@ -1,10 +1,17 @@
 """Running one job of a study (a point, a calibration run) so that it can
-be ended as a whole: its own session, SIGTERM to the group, SIGKILL 15 s
-later; a timeout or Ctrl-C ends it the same way."""
+be ended as a whole: its own session, SIGTERM to the group, SIGKILL
+END_GRACE_S later; a timeout or Ctrl-C ends it the same way."""
 import os
 import signal
 import subprocess
 import time
+
+# Long enough for mpirun to pass SIGTERM on and clean up after ranks that
+# end; a job ended here has failed or been interrupted, so a training rank
+# that would first finish its step (a checkpoint on SIGTERM) saves nothing
+# the study reads, and a rank stuck in a collective on a slow link never
+# ends by itself.
+END_GRACE_S = 5
 
 
 def start(cmd, out):
@@ -14,10 +21,10 @@ def start(cmd, out):
 
 
 def end(proc):
-    """SIGTERM to the job's process group, SIGKILL 15 s later."""
+    """SIGTERM to the job's process group, SIGKILL END_GRACE_S later."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=15)
+        proc.wait(timeout=END_GRACE_S)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
