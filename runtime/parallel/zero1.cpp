@@ -12,7 +12,7 @@
 namespace shardtrain::parallel {
 namespace {
 
-constexpr int64_t kF32 = 4;
+constexpr int64_t kF32Bytes = 4;
 
 }  // namespace
 
@@ -35,7 +35,7 @@ int64_t Zero1::room(const ShardLayout& layout, int64_t flat_numel) {
 
 StrategyMemory Zero1Spec::memory(const nn::FlatParameters& flat, const PlanInputs& in) const {
   const ShardLayout l = Zero1::layout(flat, options_, in.topology.ranks);
-  const int64_t full = (flat.numel() + Zero1::room(l, flat.numel())) * kF32, shard = l.shard_numel() * kF32;
+  const int64_t full = (flat.numel() + Zero1::room(l, flat.numel())) * kF32Bytes, shard = l.shard_numel() * kF32Bytes;
   StrategyMemory m;
   m.components = {{"parameters", full},
                   {"gradients", full},
@@ -55,7 +55,7 @@ WireTheory Zero1Spec::wire_theory(const nn::FlatParameters& flat, const PlanInpu
   const double n = in.topology.ranks, psi = double(flat.parameter_count());
   const double r = double(dtype_size(options_.grad_dtype));
   if (n <= 1) return {};
-  return {(r + kF32) * (n - 1) / n * psi, fmt::format("({} + 4)(N-1)/N B", r)};
+  return {(r + kF32Bytes) * (n - 1) / n * psi, fmt::format("({} + 4)(N-1)/N B", r)};
 }
 
 int64_t Zero1Spec::collectives_per_step(const nn::FlatParameters& flat, int) const {
@@ -72,7 +72,7 @@ CommLayout Zero1Spec::comm_layout(const nn::FlatParameters& flat, const PlanInpu
   for (size_t b = 0; b < c.buckets.size(); ++b) {
     const int k = Zero1::slot(b, c.buckets.size());
     c.buckets[b].bytes = l.padded_numel(k) * int64_t(dtype_size(options_.grad_dtype));
-    c.buckets[b].gather_bytes = l.padded_numel(k) * kF32;
+    c.buckets[b].gather_bytes = l.padded_numel(k) * kF32Bytes;
   }
   return c;
 }
@@ -104,8 +104,8 @@ std::string Zero1::describe(const PlanInputs& in) const {
       "of {} elements (1/{} of each bucket) and keeps {:.2f} MiB of state (DDP: {:.2f} MiB); each bucket's "
       "updated chunks all-gathered after the step",
       ddp_.buckets().size(), name_of(ddp_.options().grad_dtype), owned, model_.flat().numel(), comm_.size(),
-      double(layout_.shard_numel() * kF32 * in.state_floats_per_param) / mib,
-      double(model_.flat().numel() * kF32 * in.state_floats_per_param) / mib);
+      double(layout_.shard_numel() * kF32Bytes * in.state_floats_per_param) / mib,
+      double(model_.flat().numel() * kF32Bytes * in.state_floats_per_param) / mib);
 }
 
 void Zero1::broadcast_parameters() {
@@ -164,7 +164,7 @@ void Zero1::gather_parameters() {
     const BlockShard& s = layout_.block(k);
     works.push_back(
         comm_.allgather(shard_params_.view(s.local_offset, {s.chunk}), params_.view(s.flat_offset, {s.chunk * n})));
-    stats_.wire_bytes += (n - 1) * s.chunk * kF32;
+    stats_.wire_bytes += (n - 1) * s.chunk * kF32Bytes;
   }
   telemetry::Span span("wait allgather", "comm");
   for (const comm::WorkPtr& w : works) {

@@ -2,11 +2,13 @@
 // toolkit's libraries are installed, every function the kernels call
 // resolves, and a call that needs no device answers. Runs without a GPU
 // (it opens the libraries only); skipped where they are not installed.
+#include <gtest/gtest.h>
+
+#ifdef SHARDTRAIN_HAVE_CUDA
+
 #include "kernels/cuda/cublas_library.h"
 
 #include "runtime/core/error.h"
-
-#include <gtest/gtest.h>
 
 #include <string>
 
@@ -42,3 +44,9 @@ TEST(CublasLibrary, EveryFunctionResolvesAndAnswersWithoutADevice) {
 
 }  // namespace
 }  // namespace shardtrain::cuda
+
+#else  // no CUDA backend in this build: nothing to open
+
+TEST(CublasLibrary, NeedsTheCudaBackend) { GTEST_SKIP() << "skipped: the CUDA backend is not built"; }
+
+#endif
