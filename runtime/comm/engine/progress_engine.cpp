@@ -4,6 +4,7 @@
 #include "runtime/core/error.h"
 
 #include <algorithm>
+#include <chrono>
 
 #ifdef __linux__
 #include <pthread.h>
@@ -58,9 +59,19 @@ void ProgressEngine::submit(Task&& task) {
     std::lock_guard lock(mu_);
     retired.swap(retired_);
     ST_CHECK(!stopping_, "communicator '{}' is shut down: no more collectives", name_);
+    const bool at_once = task.record.bytes <= kDeferBytes && waited_at_once(task.work->op(), task.record.bytes);
+    last_submitted_ = task.work.get();
     queue_.push_back(std::move(task));
     queued_.store(true, std::memory_order_release);
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    // Left to a caller that waits at once, where the engine will look again
+    // by itself (polling, or a timed sleep): see the top of the header.
+    if (at_once && queue_.size() == 1 && !busy_ && (timed_sleep_ || polling_)) {
+      deferred_at_ = now_seconds();
+      last_submit_at_.store(deferred_at_, std::memory_order_relaxed);
+      return;
+    }
+    deferred_at_ = -1;
     wake = sleeping_;
     // Yield to a polling engine (it may share this core and would otherwise
     // wait for this thread's time slice to end) only when this task comes
@@ -97,9 +108,15 @@ bool ProgressEngine::Helper::help(const Work& work) {
 
 // On a caller's thread, in Work::wait().
 bool ProgressEngine::help(const Work& work) {
-  last_help_at_.store(now_seconds(), std::memory_order_relaxed);
+  const double now = now_seconds();
+  last_help_at_.store(now, std::memory_order_relaxed);
   {
     std::lock_guard lock(mu_);
+    // A small collective waited for within kDefer_s of its issue: the next
+    // lone one of its kind is left to this caller.
+    const bool at_once = &work == last_submitted_ && now - last_submit_at_.load(std::memory_order_relaxed) < kDefer_s;
+    if (work.bytes() <= kDeferBytes) remember(work.op(), work.bytes(), at_once);
+    caller_runs_ = at_once && work.bytes() <= kDeferBytes;
     if (busy_ || stopping_) return false;
     const auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Task& t) { return t.work.get() == &work; });
     if (it == queue_.end()) return false;
@@ -107,6 +124,7 @@ bool ProgressEngine::help(const Work& work) {
     help_batch_.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(it + 1));
     queue_.erase(queue_.begin(), it + 1);
     queued_.store(!queue_.empty(), std::memory_order_relaxed);
+    deferred_at_ = -1;
     busy_ = true;
   }
   std::vector<WorkPtr> finished;  // released here, on the issuing thread
@@ -121,12 +139,28 @@ bool ProgressEngine::help(const Work& work) {
   return true;
 }
 
+bool ProgressEngine::waited_at_once(const std::string& op, int64_t bytes) const {
+  return std::any_of(at_once_.begin(), at_once_.end(), [&](const Kind& k) { return k.bytes == bytes && k.op == op; });
+}
+
+void ProgressEngine::remember(const std::string& op, int64_t bytes, bool at_once) {
+  constexpr size_t kKinds = 16;
+  const auto it =
+      std::find_if(at_once_.begin(), at_once_.end(), [&](const Kind& k) { return k.bytes == bytes && k.op == op; });
+  if (it != at_once_.end() && !at_once) at_once_.erase(it);
+  if (it != at_once_.end() || !at_once) return;
+  if (at_once_.size() == kKinds) at_once_.erase(at_once_.begin());
+  at_once_.push_back({op, bytes});
+}
+
 void ProgressEngine::loop() {
   configure_thread(name_);
   std::vector<Task> batch;
   std::vector<WorkPtr> finished;
   std::unique_lock lock(mu_);
-  const auto ready = [&] { return !busy_ && (stopping_ || !queue_.empty()); };
+  // A deferred task is the caller's until kDefer_s have passed.
+  const auto left_to_caller = [&] { return deferred_at_ >= 0 && now_seconds() - deferred_at_ < kDefer_s; };
+  const auto ready = [&] { return !busy_ && (stopping_ || (!queue_.empty() && !left_to_caller())); };
   for (;;) {
     if (!ready()) {
       // Idle. Right after a task was issued or a caller ran its own (help),
@@ -146,14 +180,30 @@ void ProgressEngine::loop() {
       polling_ = false;
       if (!ready()) {
         // Woken, it polls again if a caller helped meanwhile (then it ran
-        // the task this wake-up was for).
+        // the task this wake-up was for). While callers run their own
+        // collectives, it sleeps kDefer_s at a time, so that a collective
+        // left to one (submit) starts in time if the caller does not come.
         sleeping_ = true;
-        cv_.wait(lock);
-        sleeping_ = false;
+        const double now = now_seconds();
+        timed_sleep_ = deferred_at_ >= 0 || (caller_runs_ && now - last_activity() < kCallerRunsIdle_s);
+        if (timed_sleep_) {
+          const double until = deferred_at_ >= 0 ? deferred_at_ + kDefer_s : now + kDefer_s;
+          cv_.wait_for(lock, std::chrono::duration<double>(std::max(until - now, 1e-6)));
+        } else {
+          cv_.wait(lock);
+        }
+        sleeping_ = timed_sleep_ = false;
         continue;
       }
     }
     if (queue_.empty()) return;  // stopping, and everything queued has run
+    // A task left to its caller that the caller did not come for: the
+    // caller does not wait for its kind at once (any more).
+    if (deferred_at_ >= 0) {
+      caller_runs_ = false;
+      remember(queue_.front().work->op(), queue_.front().record.bytes, false);
+    }
+    deferred_at_ = -1;
     queued_.store(false, std::memory_order_relaxed);
     // Take everything queued at once: a caller issuing many small collectives
     // back to back then rarely meets the engine on the lock.

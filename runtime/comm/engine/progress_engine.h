@@ -10,6 +10,18 @@
 // its own thread (help(), from Work::wait()); the engine's thread meanwhile
 // runs nothing (busy_), so there is still one thread at a time.
 //
+// A caller that waits for each collective as soon as it issues it (a loss, a
+// metric, one at a time) would still lose that race: waking the engine for
+// the collective schedules it at once (its priority is raised), it takes the
+// collective, and the caller waits for the hand-off back; with more threads
+// than cores that costs several times the collective itself. So a lone
+// collective of up to kDeferBytes whose kind (op and size) the caller waited
+// for at once last time is left to it (deferred, no wake-up); a prefetch
+// (FSDP's all-gathers, issued a block ahead) is not. The engine, which then
+// sleeps at most kDefer_s at a time, takes it if the caller has not come for
+// it within kDefer_s, and forgets that kind: no collective waits more than
+// about twice that to start (the caller may be descheduled, or not wait).
+//
 // Idle, the thread sleeps on a condition variable (after a short poll when
 // collectives come back to back: loop()). Running a collective it polls
 // (MpiTransport's Backoff), so it costs CPU only while data moves. The thread starts with the
@@ -113,6 +125,12 @@ class ProgressEngine {
 
   static constexpr size_t kLookahead = 4;       // tasks prepared ahead of the running one
   static constexpr double kIdlePoll_s = 50e-6;  // see loop()
+  // How long a deferred collective (see the top) is its caller's to run.
+  static constexpr double kDefer_s = 500e-6;
+  static constexpr int64_t kDeferBytes = 256 << 10;
+  // Without a collective for this long, the engine sleeps until woken (a
+  // step's compute after its loss all-reduce is not woken into every 0.5 ms).
+  static constexpr double kCallerRunsIdle_s = 2e-3;
 
   const std::string name_;
   Executor& executor_;
@@ -130,8 +148,21 @@ class ProgressEngine {
   std::atomic<double> last_help_at_{-1};  // when a caller last entered help()
   std::vector<WorkPtr> retired_;          // finished, released by the issuing thread
   bool stopping_ = false;
-  bool busy_ = false;             // a thread (the engine's or a helper) is running tasks
-  std::vector<Task> help_batch_;  // the helper's batch (one at a time: busy_)
+  bool busy_ = false;  // a thread (the engine's or a helper) is running tasks
+  // The kinds of collective (op, bytes) last waited for at once: a few, the
+  // oldest replaced.
+  struct Kind {
+    std::string op;
+    int64_t bytes;
+  };
+  bool waited_at_once(const std::string& op, int64_t bytes) const;
+  void remember(const std::string& op, int64_t bytes, bool at_once);
+  std::vector<Kind> at_once_;
+  bool caller_runs_ = false;              // the last collective waited for was a kind waited for at once
+  bool timed_sleep_ = false;              // the engine sleeps at most kDefer_s: it will look again
+  double deferred_at_ = -1;               // when the lone queued task was left to its caller; -1: none
+  const Work* last_submitted_ = nullptr;  // compared with, never used
+  std::vector<Task> help_batch_;          // the helper's batch (one at a time: busy_)
   std::shared_ptr<Helper> helper_;
   std::thread thread_;
 };
