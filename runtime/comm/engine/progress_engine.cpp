@@ -59,7 +59,7 @@ void ProgressEngine::submit(Task&& task) {
     std::lock_guard lock(mu_);
     retired.swap(retired_);
     ST_CHECK(!stopping_, "communicator '{}' is shut down: no more collectives", name_);
-    const bool at_once = task.record.bytes <= kDeferBytes && waited_at_once(task.work->op(), task.record.bytes);
+    const bool at_once = waited_at_once(task.work->op(), task.record.bytes);  // only kinds up to kDeferBytes
     last_submitted_ = task.work.get();
     queue_.push_back(std::move(task));
     queued_.store(true, std::memory_order_release);
@@ -114,9 +114,10 @@ bool ProgressEngine::help(const Work& work) {
     std::lock_guard lock(mu_);
     // A small collective waited for within kDefer_s of its issue: the next
     // lone one of its kind is left to this caller.
+    const bool small = work.bytes() <= kDeferBytes;
     const bool at_once = &work == last_submitted_ && now - last_submit_at_.load(std::memory_order_relaxed) < kDefer_s;
-    if (work.bytes() <= kDeferBytes) remember(work.op(), work.bytes(), at_once);
-    caller_runs_ = at_once && work.bytes() <= kDeferBytes;
+    if (small) remember(work.op(), work.bytes(), at_once);
+    caller_runs_ = small && at_once;
     if (busy_ || stopping_) return false;
     const auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Task& t) { return t.work.get() == &work; });
     if (it == queue_.end()) return false;
@@ -147,10 +148,12 @@ void ProgressEngine::remember(const std::string& op, int64_t bytes, bool at_once
   constexpr size_t kKinds = 16;
   const auto it =
       std::find_if(at_once_.begin(), at_once_.end(), [&](const Kind& k) { return k.bytes == bytes && k.op == op; });
-  if (it != at_once_.end() && !at_once) at_once_.erase(it);
-  if (it != at_once_.end() || !at_once) return;
-  if (at_once_.size() == kKinds) at_once_.erase(at_once_.begin());
-  at_once_.push_back({op, bytes});
+  if (it != at_once_.end()) {
+    if (!at_once) at_once_.erase(it);
+  } else if (at_once) {
+    if (at_once_.size() == kKinds) at_once_.erase(at_once_.begin());
+    at_once_.push_back({op, bytes});
+  }
 }
 
 void ProgressEngine::loop() {
