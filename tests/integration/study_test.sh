@@ -50,9 +50,14 @@ for p in points:
     assert abs(pred["bytes_error"]) < 0.02, pred
     assert pred["planned_peak_bytes"] == p["planned_peak_bytes"], pred
 by = {p["key"]: p for p in points}
-# Shaped links are slower; FULL_SHARD sends 1.5x DDP's bytes.
+# The shaping holds: a step at 500 Mbit/s takes at least the time its
+# bytes need on that link. (Not "slower than unshaped by k": beside other
+# tests on 2 cores, the unshaped step's time is the machine's load.)
+# FULL_SHARD sends 1.5x DDP's bytes.
 for s in ("ddp", "fsdp_full"):
-    assert by[f"mlp/{s}/2x1/500mbit"]["step_s"] > 2 * by[f"mlp/{s}/2x1/unshaped"]["step_s"], s
+    p = by[f"mlp/{s}/2x1/500mbit"]
+    wire_s = p["wire_bytes"] * 8 / 500e6
+    assert p["step_s"] > 0.9 * wire_s, (s, p["step_s"], wire_s)
 ratio = by["mlp/fsdp_full/2x1/500mbit"]["wire_bytes"] / by["mlp/ddp/2x1/500mbit"]["wire_bytes"]
 assert 1.45 < ratio < 1.55, ratio
 PY

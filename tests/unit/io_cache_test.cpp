@@ -68,9 +68,11 @@ double mb_per_s(int64_t bytes, double seconds) { return double(bytes) / seconds 
 
 // The achieved rate, over a whole copy that takes about 0.8 s, never above
 // the limit (10% for the first block, sent before any wait), and not
-// stalled. How close a copy comes to the limit is a speed figure: beside
-// other tests' writes (ctest -j2, a clean CI run building the Soft-RoCE
-// image) it fell to 2.81 MB/s against 4, with nothing wrong in the limiter.
+// stalled. How close a copy comes to the limit is a speed figure: the copy
+// waits for the disk too (write-back, the final fsync), and beside other
+// tests' writes (ctest -j2 with the soak's checkpoints) the disk is the
+// load's. So the floor here is a tenth of the limit; the limiter's own
+// accuracy is AcquireAloneHoldsTheRate's, which touches no disk.
 void expect_copy_rate(double limit_mb_s, int64_t file_bytes, int64_t block_bytes) {
   TempDir dir;
   const auto data = random_bytes(file_bytes, 7);
@@ -87,7 +89,7 @@ void expect_copy_rate(double limit_mb_s, int64_t file_bytes, int64_t block_bytes
               (rate / limit_mb_s - 1) * 100);
   EXPECT_LE(rate, 1.10 * limit_mb_s);
   EXPECT_LE(mb_per_s(s.bytes, wall), 1.10 * limit_mb_s);
-  EXPECT_GE(rate, limit_mb_s / 4);
+  EXPECT_GE(rate, limit_mb_s / 10);
   EXPECT_EQ(read_bytes(dir / "dst"), data);
 }
 
