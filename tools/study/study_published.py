@@ -27,8 +27,13 @@ Method (printed with the table, and in docs/published-runs.md):
   and config (`[[run.fewer_gpus]]` with same_config = true): the model's
   whole step at that scale (its own communication on the same fabric,
   overlap simulated) is made equal to that row's published step, then the
-  larger figure is predicted with that R. Roofline: where the source has
-  no such row, R = ROOFLINE_EFFICIENCY (0.45) x the GPU's dense bf16 peak.
+  larger figure is predicted with that R. Other sources: where the source
+  has no such row, R is the median fraction of the GPU's dense bf16 peak
+  that the other sources' runs on the same GPU die reached (each solved
+  from that run's own published figure, as above; bf16 runs only, not
+  Float8), times this GPU's peak: what others' training on this chip
+  achieves, with nothing from the row's own source. Roofline: where no
+  other source ran on the die, R = ROOFLINE_EFFICIENCY (0.45) x the peak.
 - Communication: each strategy's collectives from `shardtrain plan --json`
   (model.kind gpt for MPT, llama for Llama; bf16 parameter gathers; the
   gradient reduction in the dtype the row states), with two adjustments
@@ -58,12 +63,18 @@ import study_model
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# The stated default efficiency where a source gives no smaller run of the
-# same model: the achieved rate is this fraction of the GPU's dense bf16 peak
-# (counted on the FLOPs the step runs, recompute included). Not fitted: the
-# round figure named in the issue's brief, the same for every GPU.
+# The stated default efficiency where neither the source nor any other
+# source gives a run to learn the rate from: the achieved rate is this
+# fraction of the GPU's dense bf16 peak (counted on the FLOPs the step runs,
+# recompute included). Not fitted: the round figure named in the issue's
+# brief, the same for every GPU.
 ROOFLINE_EFFICIENCY = 0.45
+# The GPU die of each part: parts of one die have the same tensor cores and
+# clocks, so what one run reaches of the peak says something of another's.
+DIE = {"a100-40gb": "GA100", "a100-80gb": "GA100", "h100-sxm": "GH100", "h200": "GH100",
+       "h100-96gb-hbm2e-500w": "GH100"}
 TARGET_MEDIAN, TARGET_WORST = 0.15, 0.30  # issue 37, part 5
+BASES = ("held-out", "other sources", "roofline")
 HBM_EFFICIENCY = 0.7  # study_cluster.py: a streaming kernel reaches ~70% of the datasheet bandwidth
 ADAMW_BYTES_PER_PARAM = 28  # study_cluster.py
 PLAN_NAME = {"ddp": "ddp", "zero1": "zero1", "fsdp_full": "fsdp full", "fsdp_grad_op": "fsdp grad_op",
@@ -222,6 +233,11 @@ def fp8_all_gather(run):
     return "enable_fsdp_float8_all_gather" in str(run["parallel"].get("precision", ""))
 
 
+def float8(run):
+    """The row trains its linear layers in Float8, not bf16."""
+    return "float8" in str(run["parallel"].get("precision", "")).lower()
+
+
 # ---- compute ------------------------------------------------------------
 
 def compute(run, tflops, hbm_TBps, n_entries):
@@ -357,6 +373,43 @@ def solve_tflops(run, plan, fabric, gpus, published, hbm_TBps):
     return math.sqrt(lo * hi)
 
 
+def implied_fraction(run, planner, data_dir):
+    """The fraction of its GPU's peak at which the model reproduces this
+    row's own published figure (its own plan, fabric and GPU count); None
+    where the peak is unknown or no rate does."""
+    hw = run["hardware"]
+    gpu = gpu_profile(hw["gpu"], data_dir)
+    if not gpu["peak_bf16_dense_tflops"]:
+        return None
+    fabric, _, _ = fabric_of(run, data_dir)
+    plan, _ = strategy_plan(run, planner(run, hw["gpus"], hw["gpus_per_node"]))
+    tf = solve_tflops(run, plan, fabric, hw["gpus"], run["figure"]["tokens_per_s_per_gpu"], gpu["hbm_TBps"])
+    return None if tf is None else tf / gpu["peak_bf16_dense_tflops"]
+
+
+def source_pool(runs, planner, data_dir):
+    """What each bf16 run reached of its GPU's peak, with its source and die:
+    where the other-sources rate is drawn from."""
+    pool = []
+    for run in runs:
+        if float8(run) or run["hardware"]["gpu"] not in DIE:
+            continue
+        try:
+            fraction = implied_fraction(run, planner, data_dir)
+        except (PublishedError, study_fabric.FabricError):
+            fraction = None
+        if fraction is not None:
+            pool.append({"id": run["id"], "source": short_source(run), "die": DIE[run["hardware"]["gpu"]],
+                         "fraction": fraction})
+    return pool
+
+
+def other_sources(run, pool):
+    """The pool's runs on this run's die from any source but its own."""
+    die = DIE.get(run["hardware"]["gpu"])
+    return [p for p in pool if p["die"] == die and p["source"] != short_source(run)]
+
+
 def calibration_row(run):
     """The same source's smallest-GPU-count row of the same model and config
     (never the row predicted), or None."""
@@ -364,8 +417,9 @@ def calibration_row(run):
     return min(same, key=lambda f: f["gpus"]) if same else None
 
 
-def predict_run(run, planner, data_dir):
-    """One row: the prediction beside the figure, or the reason there is none."""
+def predict_run(run, planner, data_dir, pool=()):
+    """One row: the prediction beside the figure, or the reason there is none.
+    `pool`: source_pool's runs, for a row whose source has no smaller run."""
     hw, fig = run["hardware"], run["figure"]
     row = {"id": run["id"], "source": short_source(run), "url": run["url"], "model": run["model"]["name"],
            "gpu": hw["gpu"], "gpus": hw["gpus"], "strategy": run["parallel"]["strategy"],
@@ -402,8 +456,16 @@ def predict_run(run, planner, data_dir):
         else:
             if not peak:
                 raise PublishedError(f"{run['id']}: no smaller row and no known peak for {hw['gpu']}")
-            tf = ROOFLINE_EFFICIENCY * peak
-            row.update({"basis": "roofline", "calibrated_from_gpus": None})
+            others = other_sources(run, pool)
+            if others:
+                fraction = statistics.median(p["fraction"] for p in others)
+                tf = fraction * peak
+                row.update({"basis": "other sources", "calibrated_from_gpus": None, "die": DIE[hw["gpu"]],
+                            "other_runs": [p["id"] for p in others],
+                            "other_sources": sorted({p["source"] for p in others})})
+            else:
+                tf = ROOFLINE_EFFICIENCY * peak
+                row.update({"basis": "roofline", "calibrated_from_gpus": None})
         row["tflops"] = tf
         row["fraction_of_peak"] = tf / peak if peak else None
         pred, parts = tokens_per_s(run, plan, fabric, hw["gpus"], tf, gpu["hbm_TBps"])
@@ -422,14 +484,14 @@ def predict_run(run, planner, data_dir):
 
 
 def predict_all(runs, planner, data_dir):
-    return [predict_run(r, planner, data_dir) for r in runs]
+    pool = source_pool(runs, planner, data_dir)
+    return [predict_run(r, planner, data_dir, pool) for r in runs]
 
 
 def summary(rows):
-    """Median and worst |error| over the predicted rows: held-out, roofline, all."""
+    """Median and worst |error| over the predicted rows, per basis and all."""
     out = {}
-    for name, keep in (("held-out", lambda r: r["basis"] == "held-out"),
-                       ("roofline", lambda r: r["basis"] == "roofline"), ("all", lambda r: True)):
+    for name, keep in [(b, lambda r, b=b: r["basis"] == b) for b in BASES] + [("all", lambda r: True)]:
         sel = [r for r in rows if keep(r) and r["error"] is not None]
         if not sel:
             out[name] = {"n": 0, "median": None, "worst": None, "worst_id": None}
@@ -451,7 +513,10 @@ METHOD = "\n".join([
     f"at an achieved rate R; AdamW and the loss at {HBM_EFFICIENCY:.0%} of HBM bandwidth.",
     "held-out: R solved so that the model's whole step (communication on the same fabric, overlap simulated) "
     "equals the same source's smallest-GPU-count row of the same model and config; never the row predicted.",
-    f"roofline: no such row in the source: R = {ROOFLINE_EFFICIENCY} x the GPU's dense bf16 peak "
+    "other sources: no such row in the source: R = the median fraction of the dense bf16 peak that the other "
+    "sources' bf16 runs on the same GPU die reached (each solved from that run's own figure), x this GPU's peak; "
+    "nothing from the row's own source.",
+    f"roofline: no other source on the die either: R = {ROOFLINE_EFFICIENCY} x the GPU's dense bf16 peak "
     "(a stated default, not fitted).",
     "Communication: the strategy's collectives from `shardtrain plan --json` (bf16 gathers, the row's reduction "
     "dtype; MPT's tied head, Float8 gathers adjusted), costed by the row's fabric file (NCCL's cost model); "
@@ -472,6 +537,9 @@ def table(rows, summ, command="shardtrain study published"):
         frac = f", {r['fraction_of_peak']:.0%} of peak" if r["fraction_of_peak"] else ""
         if r["basis"] == "held-out":
             basis = f"held-out: {r['calibrated_from_gpus']} GPUs -> {r['tflops']:.0f} TFLOP/s{frac}"
+        elif r["basis"] == "other sources":
+            basis = (f"other sources: median of {len(r['other_runs'])} {r['die']} runs "
+                     f"({', '.join(r['other_sources'])}) -> {r['tflops']:.0f} TFLOP/s{frac}")
         else:
             basis = f"roofline: {ROOFLINE_EFFICIENCY} x peak = {r['tflops']:.0f} TFLOP/s"
         lines.append(f"| {r['id']} | {src} | {r['model']} | {r['gpus']} x {r['gpu']} | {r['strategy']} | "
@@ -487,7 +555,7 @@ def table(rows, summ, command="shardtrain study published"):
                          f"{r['published_efficiency']:.3f} | {r['predicted_efficiency']:.3f} | "
                          f"{r['comm_exposed_s'] * 1e3:.0f} ms of {r['step_s'] * 1e3:.0f} ms |")
     lines.append("")
-    for name in ("held-out", "roofline", "all"):
+    for name in BASES + ("all",):
         s = summ[name]
         if s["n"]:
             lines.append(f"{name}: {s['n']} figures, median |error| {s['median']:.1%}, worst {s['worst']:.1%} "

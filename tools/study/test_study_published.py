@@ -80,6 +80,7 @@ class Summary(unittest.TestCase):
     def test_on_made_up_rows(self):
         rows = [{"id": "a", "basis": "held-out", "error": 0.05}, {"id": "b", "basis": "held-out", "error": -0.20},
                 {"id": "c", "basis": "held-out", "error": 0.10}, {"id": "d", "basis": "roofline", "error": -0.40},
+                {"id": "f", "basis": "other sources", "error": 0.12},
                 {"id": "e", "basis": "none", "error": None, "reason": "no fabric"}]
         s = pub.summary(rows)
         self.assertEqual(s["held-out"]["n"], 3)
@@ -87,7 +88,8 @@ class Summary(unittest.TestCase):
         self.assertAlmostEqual(s["held-out"]["worst"], 0.20)
         self.assertEqual(s["held-out"]["worst_id"], "b")
         self.assertEqual(s["roofline"]["n"], 1)
-        self.assertAlmostEqual(s["all"]["median"], 0.15)
+        self.assertEqual(s["other sources"]["n"], 1)
+        self.assertAlmostEqual(s["all"]["median"], 0.12)
         self.assertAlmostEqual(s["all"]["worst"], 0.40)
         self.assertEqual(s["not_predicted"], [{"id": "e", "reason": "no fabric"}])
 
@@ -99,6 +101,7 @@ class EndToEnd(unittest.TestCase):
         cls.data = pub.study_dir(SOURCE)
         cls.runs = pub.load_runs(RUNS)
         cls.planner = pub.Planner(shardtrain(), SOURCE)
+        cls.pool = pub.source_pool(cls.runs, cls.planner, cls.data)
         cls.rows = pub.predict_all(cls.runs, cls.planner, cls.data)
         cls.summary = pub.summary(cls.rows)
         cls.text = pub.table(cls.rows, cls.summary)
@@ -112,7 +115,7 @@ class EndToEnd(unittest.TestCase):
                     self.assertIn(f"not predicted: {r['id']}", self.text)
                 else:
                     self.assertGreater(r["predicted"], 0)
-                    self.assertIn(r["basis"], ("held-out", "roofline"))
+                    self.assertIn(r["basis"], pub.BASES)
                     self.assertIn(f"| {r['id']} |", self.text)
 
     def test_held_out_rows_are_calibrated_from_another_row(self):
@@ -124,16 +127,61 @@ class EndToEnd(unittest.TestCase):
                 self.assertEqual(r["calibration_published"], pub.calibration_row(run)["tokens_per_s_per_gpu"])
 
     def test_prediction_does_not_read_the_figure_it_predicts(self):
-        """Change the published figure of a held-out and of a roofline row:
-        the prediction stays the same (only the error moves)."""
+        """Change the published figure of a held-out and of an other-sources
+        row: the prediction stays the same (only the error moves)."""
         for rid in ("llmfoundry-h100-mpt13b-64", "torchtitan-a100-llama2-13b-64"):
             run = copy.deepcopy(next(r for r in self.runs if r["id"] == rid))
             before = next(r for r in self.rows if r["id"] == rid)
             run["figure"]["tokens_per_s_per_gpu"] *= 3
             run["figure"].pop("mfu", None)
-            after = pub.predict_run(run, self.planner, self.data)
+            after = pub.predict_run(run, self.planner, self.data, self.pool)
             self.assertAlmostEqual(after["predicted"], before["predicted"], delta=1e-6 * before["predicted"])
             self.assertAlmostEqual(after["tflops"], before["tflops"], delta=1e-9 * before["tflops"])
+
+    def test_other_sources_rows_read_nothing_of_their_own_source(self):
+        """Every figure of the row's own source tripled: the pool changes,
+        the row's rate and prediction do not."""
+        for r in self.rows:
+            if r["basis"] != "other sources":
+                continue
+            with self.subTest(r["id"]):
+                runs = copy.deepcopy(self.runs)
+                source = pub.short_source(next(x for x in runs if x["id"] == r["id"]))
+                for x in runs:
+                    if pub.short_source(x) == source:
+                        x["figure"]["tokens_per_s_per_gpu"] *= 3
+                pool = pub.source_pool(runs, self.planner, self.data)
+                self.assertNotEqual(pool, self.pool)
+                after = pub.predict_run(next(x for x in runs if x["id"] == r["id"]), self.planner, self.data, pool)
+                self.assertAlmostEqual(after["tflops"], r["tflops"], delta=1e-9 * r["tflops"])
+                self.assertAlmostEqual(after["predicted"], r["predicted"], delta=1e-6 * r["predicted"])
+
+    def test_other_sources_rate_is_the_median_of_runs_on_the_same_die(self):
+        pool = {p["id"]: p for p in self.pool}
+        for run, r in zip(self.runs, self.rows):
+            if r["basis"] != "other sources":
+                continue
+            with self.subTest(r["id"]):
+                others = [pool[i] for i in r["other_runs"]]
+                self.assertTrue(others)
+                for p in others:
+                    self.assertEqual(p["die"], pub.DIE[run["hardware"]["gpu"]])
+                    self.assertNotEqual(p["source"], pub.short_source(run))
+                self.assertAlmostEqual(r["fraction_of_peak"], statistics.median(p["fraction"] for p in others))
+        # No Float8 run teaches a bf16 rate.
+        self.assertFalse([p for p in self.pool if pub.float8(next(x for x in self.runs if x["id"] == p["id"]))])
+
+    def test_each_pool_fraction_reproduces_its_own_figure(self):
+        for p in self.pool:
+            run = next(x for x in self.runs if x["id"] == p["id"])
+            hw = run["hardware"]
+            with self.subTest(p["id"]):
+                gpu = pub.gpu_profile(hw["gpu"], self.data)
+                fabric, _, _ = pub.fabric_of(run, self.data)
+                plan, _ = pub.strategy_plan(run, self.planner(run, hw["gpus"], hw["gpus_per_node"]))
+                tps, _ = pub.tokens_per_s(run, plan, fabric, hw["gpus"], p["fraction"] * gpu["peak_bf16_dense_tflops"],
+                                          gpu["hbm_TBps"])
+                self.assertAlmostEqual(tps / run["figure"]["tokens_per_s_per_gpu"], 1.0, places=6)
 
     def test_calibration_reproduces_the_smaller_row(self):
         """The rate solved at the smaller size gives back that row's figure."""
@@ -153,9 +201,13 @@ class EndToEnd(unittest.TestCase):
         for r in self.rows:
             if r["error"] is not None:
                 self.assertAlmostEqual(r["error"], (r["predicted"] - r["published"]) / r["published"])
-        for name, keep in (("held-out", {"held-out"}), ("roofline", {"roofline"}), ("all", {"held-out", "roofline"})):
+        for name, keep in [(b, {b}) for b in pub.BASES] + [("all", set(pub.BASES))]:
             sel = [abs(errors[r["id"]]) for r in self.rows if r["basis"] in keep and r["id"] in errors]
             s = self.summary[name]
+            if not sel:
+                self.assertEqual(s["n"], 0)
+                self.assertIn(f"{name}: no figures", self.text)
+                continue
             self.assertEqual(s["n"], len(sel))
             self.assertAlmostEqual(s["median"], statistics.median(sel))
             self.assertAlmostEqual(s["worst"], max(sel))
@@ -172,6 +224,7 @@ class EndToEnd(unittest.TestCase):
 
     def test_method_is_stated_in_the_output(self):
         self.assertIn("held-out: R solved", self.text)
+        self.assertIn("other sources: no such row in the source", self.text)
         self.assertIn(f"R = {pub.ROOFLINE_EFFICIENCY} x the GPU's dense bf16 peak", self.text)
 
 
