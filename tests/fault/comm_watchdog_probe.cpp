@@ -5,6 +5,8 @@
 //   skip           rank 1 never issues it and sleeps (stuck in "compute")
 //   mismatch-op    rank 1 issues a broadcast where the others all-reduce
 //   mismatch-size  rank 1 all-reduces twice as many bytes
+//   mismatch-gather  the others reduce-scatter the buffer, rank 1
+//                  all-gathers into it (the same bytes, another collective)
 //   freeze         rank 1 stops its whole process (SIGSTOP): it cannot answer
 //   skip-in-group  the others issue #1, then #2 and #3 while #1 waits for a
 //                  late rank 1 (so #2 and #3 run as one group); rank 1 runs
@@ -56,11 +58,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (mode != "skip" && mode != "mismatch-op" && mode != "mismatch-size" && mode != "freeze" &&
-      mode != "skip-in-group" && mode != "late" && mode != "ok") {
-    std::fprintf(stderr,
-                 "usage: comm_watchdog_probe skip|mismatch-op|mismatch-size|freeze|skip-in-group|late|ok [--bytes N] "
-                 "[--algorithm A] [--timeout S]\n");
+  if (mode != "skip" && mode != "mismatch-op" && mode != "mismatch-size" && mode != "mismatch-gather" &&
+      mode != "freeze" && mode != "skip-in-group" && mode != "late" && mode != "ok") {
+    std::fprintf(
+        stderr,
+        "usage: comm_watchdog_probe skip|mismatch-op|mismatch-size|mismatch-gather|freeze|skip-in-group|late|ok "
+        "[--bytes N] [--algorithm A] [--timeout S]\n");
     return 2;
   }
   try {
@@ -99,6 +102,13 @@ int main(int argc, char** argv) {
         second->wait();
         third->wait();
       }
+    } else if (mode == "mismatch-gather") {
+      Tensor part = Tensor::zeros({n / world->size()});
+      Tensor whole = t.view(0, {part.numel() * world->size()});
+      if (culprit)
+        world->allgather(part, whole)->wait();
+      else
+        world->reduce_scatter(whole, part, comm::ReduceOp::sum)->wait();
     } else if (!culprit) {
       world->allreduce(t, comm::ReduceOp::sum)->wait();  // #1
     } else if (mode == "skip") {

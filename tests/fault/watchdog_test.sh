@@ -87,6 +87,12 @@ case_ mismatch-op-3 3 "mismatch-op --bytes 1048576 --algorithm ring" \
   "(allreduce #1 \(1048576 bytes, f32, ring\) on communicator 'world' \(rank [02] of 3\)|broadcast #1 \(1048576 bytes, f32, root 0, mpi\) on communicator 'world' \(rank 1 of 3\))" \
   "never arrived: (1 \(issued broadcast #1 \(1048576 bytes, f32, root 0\) instead\)|0 \(issued allreduce #1 \(1048576 bytes, f32\) instead\))"
 
+# Rank 1 all-gathers where the others reduce-scatter, in shared memory:
+# caught at once (what each rank announced, or the step's descriptors).
+case_ mismatch-gather-shm-2 2 "mismatch-gather --bytes 4096" \
+  "(reduce_scatter|allgather) #1 \([0-9]+ bytes, f32, shm\) on communicator 'world' \(rank [01] of 2\) failed: the ranks issued different collectives as #1: rank [01] runs (allgather|reduce_scatter)" \
+  "issued (allgather|reduce_scatter) #1 \([0-9]+ bytes, f32\) instead"
+
 # Rank 1 all-reduces twice the bytes: the ring notices the wrong message
 # sizes at once, MPI's collective errs or hangs until the timeout.
 case_ mismatch-size-ring-2 2 "mismatch-size --bytes 1048576 --algorithm ring" \

@@ -60,7 +60,7 @@ std::string expected_algorithm(const std::string& config, const char* op, int64_
   // Shared memory when every rank of the world is on one node (one machine
   // here), unless emulated nodes split it.
   const bool shm = o.shared_memory && w.node().size() == p;
-  if (name == "allreduce" && shm &&
+  if (shm &&
       (o.allreduce_algorithm == AllreduceAlgorithm::automatic || o.allreduce_algorithm == AllreduceAlgorithm::shm))
     return "shm";
   if (o.allreduce_algorithm == AllreduceAlgorithm::oneshot) return "oneshot";

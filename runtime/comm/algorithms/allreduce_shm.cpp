@@ -34,7 +34,8 @@ void AllreduceShm::run(const std::function<void(size_t, size_t)>& step_started) 
     for (size_t i = 0; i < planned_; ++i) {
       const Placed& p = placed_[i];
       const Op& op = ops_[p.op];
-      mine.piece[e % 2][i] = {op.seq, bytes_of(op), p.offset, p.length, op.scale, uint8_t(op.dtype), {}};
+      mine.piece[e % 2][i] = {
+          op.seq, bytes_of(op), p.offset, p.length, op.scale, uint8_t(op.dtype), uint8_t(OpCode::allreduce), {}};
     }
     mine.arrived.value.store(e, std::memory_order_release);
     const size_t pieces = agree(e);
@@ -172,14 +173,7 @@ void AllreduceShm::scatter(const std::byte* src, int64_t from, int64_t to, size_
 
 void AllreduceShm::wait_all(ShmWindow::Counter ShmWindow::Control::*counter, int64_t e, bool check) const {
   const int64_t seq = ops_[placed_[0].op].seq;
-  const uint64_t signature = ShmWindow::signature(seq, OpCode::allreduce, true);
-  Backoff backoff(policy_);
-  for (int r = 0; r < w_.size(); ++r) {
-    while ((w_.control(r).*counter).value.load(std::memory_order_acquire) < e) {
-      if (check) w_.check_peers(seq, signature);
-      backoff.idle();
-    }
-  }
+  w_.wait_all(counter, e, policy_, seq, check ? ShmWindow::signature(seq, OpCode::allreduce, true) : 0);
 }
 
 }  // namespace shardtrain::comm

@@ -2,6 +2,7 @@
 
 #include "runtime/comm/algorithms/allgather_oneshot.h"
 #include "runtime/comm/algorithms/allgather_ring.h"
+#include "runtime/comm/algorithms/allgather_shm.h"
 #include "runtime/comm/algorithms/allreduce_hierarchical.h"
 #include "runtime/comm/algorithms/allreduce_ring.h"
 #include "runtime/comm/collective_args.h"
@@ -9,6 +10,7 @@
 #include "runtime/comm/transport/mpi_world.h"
 #include "runtime/comm/algorithms/reduce_scatter_oneshot.h"
 #include "runtime/comm/algorithms/reduce_scatter_ring.h"
+#include "runtime/comm/algorithms/reduce_scatter_shm.h"
 #include "runtime/comm/algorithms/reduction.h"
 #include "runtime/comm/algorithms/ring_layout.h"
 #include "runtime/core/clock.h"
@@ -263,8 +265,8 @@ std::optional<MpiCommunicator::Algo> MpiCommunicator::tuned(OpCode op, int64_t b
   // Not measured, or not possible here: the thresholds decide.
   if (!a || *a == Algo::local) return std::nullopt;
   if (*a == Algo::mpi || *a == Algo::ring || *a == Algo::oneshot) return a;
+  if (*a == Algo::shm) return shm_ ? a : std::nullopt;
   if (op != OpCode::allreduce) return std::nullopt;
-  if (*a == Algo::shm && !shm_) return std::nullopt;
   if (*a == Algo::hierarchical && !hierarchical_possible_) return std::nullopt;
   return a;
 }
@@ -368,14 +370,14 @@ MpiCommunicator::Algo MpiCommunicator::pick(OpCode op, int64_t bytes) const {
   if (forced == A::automatic) {
     if (const std::optional<Algo> a = tuned(op, bytes)) return *a;
   } else {
-    if (forced == A::shm && op == OpCode::allreduce && shm_) return Algo::shm;
+    if (forced == A::shm && shm_) return Algo::shm;
     if (forced == A::oneshot) return Algo::oneshot;
     if (forced == A::mpi) return Algo::mpi;
     if (forced == A::ring) return Algo::ring;
     if (forced == A::hierarchical) return hierarchical ? Algo::hierarchical : Algo::ring;
   }
   // By size (CommOptions says where each threshold comes from).
-  if (op == OpCode::allreduce && shm_) return Algo::shm;
+  if (shm_) return Algo::shm;
   const int64_t small = op == OpCode::allreduce        ? options_.small_message_bytes
                         : op == OpCode::reduce_scatter ? options_.reduce_scatter_small_bytes
                                                        : options_.allgather_small_bytes;
@@ -451,7 +453,7 @@ void MpiCommunicator::execute(std::span<Task> tasks) {
     if (shm_) shm_->announce(ShmWindow::signature(current->record.seq, current->record.op, algo == Algo::shm));
     if (algo == Algo::oneshot && current->record.op == OpCode::allreduce)
       run_oneshot(tasks, current);
-    else if (algo == Algo::shm)
+    else if (algo == Algo::shm && current->record.op == OpCode::allreduce)
       run_shm(tasks, current);
     else
       run(tasks.front());
@@ -542,6 +544,9 @@ void MpiCommunicator::run(const Task& task) {
     case OpCode::reduce_scatter:  // a: input, b: output
       if (algo == Algo::mpi) {
         native_->reduce_scatter(a.raw(), b.raw(), b.numel(), a.dtype(), task.scale, scratch_);
+      } else if (algo == Algo::shm) {
+        task.work->mark_arrived(
+            reduce_scatter_shm(*shm_, shm_step_, seq, a.dtype(), a.raw(), b.raw(), b.numel(), task.scale, policy_));
       } else if (algo == Algo::oneshot) {
         task.work->mark_arrived(reduce_scatter_oneshot(*transport_, seq, a.dtype(), a.raw(), b.raw(), b.numel(),
                                                        task.scale, scratch_, oneshot_workspace_.requests));
@@ -562,6 +567,10 @@ void MpiCommunicator::run(const Task& task) {
       }
       if (algo == Algo::local) {
         if (b.raw() != a.raw() && a.nbytes() > 0) std::memcpy(b.raw(), a.raw(), a.nbytes());
+        return;
+      }
+      if (algo == Algo::shm) {
+        task.work->mark_arrived(allgather_shm(*shm_, shm_step_, seq, a.dtype(), a.raw(), b.raw(), a.numel(), policy_));
         return;
       }
       if (algo == Algo::oneshot) {

@@ -26,13 +26,13 @@ class MpiCommunicator::Prober final : public ProbeTarget {
 
   std::vector<std::string> candidates(const std::string& op, int64_t bytes) const override {
     std::vector<std::string> out = {algo_name(Algo::mpi), algo_name(Algo::ring)};
+    if (c_.shm_) out.emplace_back(algo_name(Algo::shm));
     if (op != "allreduce") {
       // One-shot stages the buffer twice (sent and received), which the
       // memory plan does not count: kept to sizes where latency rules.
       if (bytes <= kOneshotExchangeLimitBytes) out.emplace_back(algo_name(Algo::oneshot));
       return out;
     }
-    if (c_.shm_) out.emplace_back(algo_name(Algo::shm));
     // One-shot receives (ranks - 1) copies: kept where that stays small.
     if (bytes * (c_.size_ - 1) <= kOneshotLimitBytes) out.emplace_back(algo_name(Algo::oneshot));
     // As the thresholds: over nodes of one rank it is the ring with extra steps.

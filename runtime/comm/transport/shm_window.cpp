@@ -68,6 +68,17 @@ uint64_t ShmWindow::signature(int64_t seq, OpCode op, bool algorithm_shm) {
   return ((uint64_t(seq + 1) & kSeqMask) << 8) | (uint64_t(op) << 1) | (algorithm_shm ? 1 : 0);
 }
 
+void ShmWindow::wait_all(Counter Control::*counter, int64_t e, const BackoffPolicy& policy, int64_t seq,
+                         uint64_t signature) const {
+  Backoff backoff(policy);
+  for (int r = 0; r < size_; ++r) {
+    while ((control(r).*counter).value.load(std::memory_order_acquire) < e) {
+      if (signature != 0) check_peers(seq, signature);
+      backoff.idle();
+    }
+  }
+}
+
 void ShmWindow::check_peers(int64_t seq, uint64_t mine) const {
   for (int r = 0; r < size_; ++r) {
     const auto theirs = uint64_t(control(r).entered.value.load(std::memory_order_acquire));

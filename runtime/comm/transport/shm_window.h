@@ -4,8 +4,9 @@
 // the mapping): a control block of counters and descriptors, then its data
 // area. A rank writes only its own region; it reads every rank's. Counters
 // are std::atomic in the shared mapping (lock-free, so address-free: they
-// work across processes); the algorithm waits for them with the engine's
-// Backoff, like every other wait.
+// work across processes); the algorithms wait for them with the engine's
+// Backoff, like every other wait. AllreduceShm, ReduceScatterShm and
+// AllgatherShm run in it, one step counter per communicator among them.
 //
 // The control block also carries what collective the rank's engine runs now
 // (announce): a rank waiting in shared memory for a peer that is running
@@ -13,6 +14,7 @@
 // as the arrival check and the one-shot's headers do for MPI's collectives.
 #pragma once
 
+#include "runtime/comm/transport/mpi_transport.h"
 #include "runtime/comm/watchdog/comm_monitor.h"
 
 #include <mpi.h>
@@ -26,12 +28,13 @@ namespace shardtrain::comm {
 
 class ShmWindow {
  public:
-  // One piece of a step of AllreduceShm: `length` bytes at `offset` of the
-  // all-reduce #seq, which has `bytes` bytes of `dtype`, scaled by `scale`.
+  // One piece of a step of a collective in the window: `length` bytes at
+  // `offset` of collective #seq (`op`), which has `bytes` bytes of `dtype`,
+  // scaled by `scale`.
   struct Piece {
     int64_t seq = 0, bytes = 0, offset = 0, length = 0;
     float scale = 1.0f;
-    uint8_t dtype = 0, pad[3] = {};
+    uint8_t dtype = 0, op = 0, pad[2] = {};
     bool operator==(const Piece&) const = default;
   };
   static constexpr int kMaxPieces = 32;
@@ -71,6 +74,11 @@ class ShmWindow {
   }
   // Throws if some peer has announced collective #seq differently from `mine`.
   void check_peers(int64_t seq, uint64_t mine) const;
+  // Until every rank's `counter` reaches `e`, waiting with `policy`'s
+  // backoff; with a `signature` (not 0), also failing on a peer that
+  // announced collective #seq differently (check_peers).
+  void wait_all(Counter Control::*counter, int64_t e, const BackoffPolicy& policy, int64_t seq = 0,
+                uint64_t signature = 0) const;
 
  private:
   ShmWindow() = default;
