@@ -71,10 +71,17 @@ StrategyMemory FsdpSpec::memory(const nn::FlatParameters& flat, const PlanInputs
   // The reduce-scatter's staging in the communicator
   // (runtime/comm/algorithms/reduce_scatter_ring.cpp), sized by the largest Block: a ring above
   // comm.reduce_scatter_small_bytes keeps two chunks in flight and, with
-  // more than 2 ranks, two out-of-place partial sums of a segment.
+  // more than 2 ranks, two out-of-place partial sums of a segment. A group
+  // on one node reduce-scatters in its shared window instead, which stages
+  // nothing (runtime/comm/algorithms/reduce_scatter_shm.h).
   const ShardLayout layout(flat.blocks(), group);
   const int64_t padded = layout.max_padded_numel() * int64_t(dtype_size(options_.reduce_dtype));
-  if (group > 1 && padded > in.comm.reduce_scatter_small_bytes) {
+  const int per_node = std::max(1, in.topology.ranks_per_node);
+  const bool group_on_a_node = group <= per_node && per_node % group == 0;
+  const comm::AllreduceAlgorithm forced = in.comm.allreduce_algorithm;
+  const bool shared_memory = in.comm.shared_memory && group_on_a_node &&
+                             (forced == comm::AllreduceAlgorithm::automatic || forced == comm::AllreduceAlgorithm::shm);
+  if (group > 1 && padded > in.comm.reduce_scatter_small_bytes && !shared_memory) {
     const int64_t segment = padded / group;
     out.components.push_back(
         {"communication staging", 2 * std::min(segment, in.comm.chunk_bytes) + (group > 2 ? 2 * segment : 0)});
