@@ -123,7 +123,7 @@ void check_reduce_scatter(const std::string& config, DType dtype, ReduceOp op, i
 }
 
 TEST(CommCollectives, ReduceScatterEveryAlgorithmSizeDtypeOp) {
-  for (const char* config : {"auto", "shm", "oneshot", "mpi", "ring", "auto-small"})
+  for (const char* config : {"auto", "oneshot", "mpi", "ring", "auto-small"})
     for (DType dtype : kReduceDtypes)
       for (ReduceOp op : kOps)
         for (int64_t per_rank : {0, 1, 5, 1000, 100003})
@@ -158,7 +158,7 @@ void check_allgather(const std::string& config, DType dtype, int64_t per_rank, b
 }
 
 TEST(CommCollectives, AllgatherEveryAlgorithmSizeDtype) {
-  for (const char* config : {"auto", "shm", "oneshot", "mpi", "ring", "auto-small"})
+  for (const char* config : {"auto", "oneshot", "mpi", "ring", "auto-small"})
     for (DType dtype : {DType::f32, DType::bf16, DType::i32})
       for (int64_t per_rank : {0, 1, 5, 1000, 100003})
         for (bool aliased : {false, true}) check_allgather(config, dtype, per_rank, aliased);
