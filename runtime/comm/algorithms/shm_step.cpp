@@ -1,6 +1,5 @@
 #include "runtime/comm/algorithms/shm_step.h"
 
-#include "runtime/comm/algorithms/allreduce_shm.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/dtype.h"
 #include "runtime/core/error.h"
@@ -8,8 +7,6 @@
 #include <fmt/format.h>
 
 namespace shardtrain::comm {
-
-static_assert(ShmStep::kHalfBytes == AllreduceShm::kHalfBytes, "one layout of the window for every collective");
 
 ShmStep::ShmStep(ShmWindow& window, int64_t& step, int64_t seq, OpCode op, const BackoffPolicy& policy)
     : w_(window), e_(++step), seq_(seq), op_(op), policy_(policy) {

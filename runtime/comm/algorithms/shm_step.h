@@ -11,6 +11,7 @@
 //   s.done();
 #pragma once
 
+#include "runtime/comm/algorithms/allreduce_shm.h"
 #include "runtime/comm/transport/mpi_transport.h"
 #include "runtime/comm/transport/shm_window.h"
 #include "runtime/comm/watchdog/comm_monitor.h"
@@ -22,8 +23,8 @@ namespace shardtrain::comm {
 
 class ShmStep {
  public:
-  // The bytes of a half, as AllreduceShm's (the window holds two per rank).
-  static constexpr int64_t kHalfBytes = 256 << 10;
+  // The bytes of a half: the window's layout is AllreduceShm's.
+  static constexpr int64_t kHalfBytes = AllreduceShm::kHalfBytes;
 
   ShmStep(ShmWindow& window, int64_t& step, int64_t seq, OpCode op, const BackoffPolicy& policy);
 
