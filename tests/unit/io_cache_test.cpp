@@ -69,10 +69,11 @@ double mb_per_s(int64_t bytes, double seconds) { return double(bytes) / seconds 
 // The achieved rate, over a whole copy that takes about 0.8 s, never above
 // the limit (10% for the first block, sent before any wait), and not
 // stalled. How close a copy comes to the limit is a speed figure: the copy
-// waits for the disk too (write-back, the final fsync), and beside other
-// tests' writes (ctest -j2 with the soak's checkpoints) the disk is the
-// load's. So the floor here is a tenth of the limit; the limiter's own
-// accuracy is AcquireAloneHoldsTheRate's, which touches no disk.
+// waits for the disk too (write-back, the final fsync), which other tests
+// share (ctest -j2 beside the soak's checkpoints, where a copy once fell
+// under a floor of a quarter). So the floor here is a tenth of the limit;
+// the limiter's own accuracy is AcquireAloneHoldsTheRate's, which touches
+// no disk.
 void expect_copy_rate(double limit_mb_s, int64_t file_bytes, int64_t block_bytes) {
   TempDir dir;
   const auto data = random_bytes(file_bytes, 7);
