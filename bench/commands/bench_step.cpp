@@ -84,8 +84,8 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
   const double st = median(step_s), gt = median(gemm_s);
   const double step_gflops = flops / st * 1e-9, gemm_gflops = flops / gt * 1e-9;
 
-  fmt::print("bench step: {} (model {}, global batch {}, {} BLAS thread(s))\n", config.source, config.model.kind,
-             config.train.global_batch_size, cpu::blas_threads());
+  fmt::print("bench step: {} (model {}, global batch {}, {} BLAS thread(s))\n", config.source,
+             nn::model_name(config.model), config.train.global_batch_size, cpu::blas_threads());
   fmt::print("  GEMM calls per step (M x N x K, transposes, calls):\n");
   for (size_t i = 0; i < replays.size();) {  // runs of identical shapes (conv: one per sample)
     size_t j = i;
@@ -106,7 +106,7 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
 
   if (!opt.json_path.empty()) {
     nlohmann::json j = {{"config", config.source},
-                        {"model", config.model.kind},
+                        {"model", nn::model_name(config.model)},
                         {"global_batch_size", config.train.global_batch_size},
                         {"blas_threads", cpu::blas_threads()},
                         {"model_flops_per_step", flops},

@@ -99,7 +99,7 @@ int bench_telemetry(const Config& config, const BenchTelemetryOptions& opt, cons
   fmt::print(
       "bench telemetry: {} (model {}, global batch {}, {}), {} rounds x {} steps per setting, "
       "alternating; figures of rank 0\n",
-      config.source, config.model.kind, config.train.global_batch_size,
+      config.source, nn::model_name(config.model), config.train.global_batch_size,
       world > 1 ? fmt::format("ddp on {} ranks", world) : std::string("1 rank"), opt.rounds, opt.steps);
   fmt::print("  step with telemetry off   {:8.3f} ms   (rounds, ms: {:.3f})\n", m_off * 1e3,
              fmt::join(in_ms(t_off), " "));

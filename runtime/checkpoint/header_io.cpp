@@ -100,7 +100,7 @@ Header read_header_attributes(hid_t file) {
 
 std::string identity_mismatch(const Identity& saved, const Identity& expected) {
   if (saved.model != expected.model)
-    return fmt::format("it holds a model.kind = \"{}\", this config builds \"{}\"", saved.model, expected.model);
+    return fmt::format("it holds the model \"{}\", this config builds \"{}\"", saved.model, expected.model);
   if (saved.model_signature != expected.model_signature) {
     const auto a = lines(saved.model_signature), b = lines(expected.model_signature);
     for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {

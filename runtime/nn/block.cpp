@@ -15,6 +15,14 @@ SequentialBlock::SequentialBlock(std::string name, std::vector<std::unique_ptr<L
   }
 }
 
+Shape add_sequential_block(std::vector<std::unique_ptr<Block>>& blocks, std::string name,
+                           std::vector<std::unique_ptr<Layer>> layers, const Shape& in) {
+  auto block = std::make_unique<SequentialBlock>(std::move(name), std::move(layers), in);
+  Shape out = block->output_shape(in);
+  blocks.push_back(std::move(block));
+  return out;
+}
+
 void append_layer_specs(std::vector<ParamSpec>& all, const char* name, const Layer& layer, float weight_std) {
   for (ParamSpec p : layer.param_specs()) {
     if (layer.kind() == "linear") {

@@ -118,4 +118,11 @@ class SequentialBlock final : public Block {
   DType act_ = DType::f32;  // of outputs_
 };
 
+// Appends a SequentialBlock of `layers`, named `name`, for samples of shape
+// `in` to `blocks`, and returns the sample shape it outputs: how a model is
+// put together, Block after Block (models.cpp, and a custom model's
+// builder, model_registry.h).
+Shape add_sequential_block(std::vector<std::unique_ptr<Block>>& blocks, std::string name,
+                           std::vector<std::unique_ptr<Layer>> layers, const Shape& in);
+
 }  // namespace shardtrain::nn

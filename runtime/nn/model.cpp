@@ -15,6 +15,8 @@ Model::Model(std::vector<std::unique_ptr<Block>> blocks, Shape input_sample, boo
   std::vector<std::vector<ParamSpec>> specs;
   for (auto& b : blocks_) {
     shapes_.push_back(b->output_shape(shapes_.back()));
+    // Checkpoints and the strategies' records name parameters by Block.
+    ST_CHECK(std::find(names.begin(), names.end(), b->name()) == names.end(), "two Blocks are named \"{}\"", b->name());
     names.push_back(b->name());
     specs.push_back(b->param_specs());
   }

@@ -7,6 +7,7 @@
 #include "runtime/nn/linear.h"
 #include "runtime/nn/llama_block.h"
 #include "runtime/nn/maxpool2d.h"
+#include "runtime/nn/model_registry.h"
 #include "runtime/nn/rmsnorm.h"
 #include "runtime/nn/transformer.h"
 
@@ -14,14 +15,6 @@ namespace shardtrain::nn {
 namespace {
 
 using Layers = std::vector<std::unique_ptr<Layer>>;
-
-// Appends the block and returns the sample shape it outputs.
-Shape add_block(std::vector<std::unique_ptr<Block>>& blocks, std::string name, Layers layers, const Shape& in) {
-  auto block = std::make_unique<SequentialBlock>(std::move(name), std::move(layers), in);
-  Shape out = block->output_shape(in);
-  blocks.push_back(std::move(block));
-  return out;
-}
 
 // Hidden linear+relu layers then the output linear, as one block's layers.
 Layers classifier_layers(int64_t in, const std::vector<int64_t>& hidden, int64_t classes) {
@@ -42,10 +35,10 @@ std::vector<std::unique_ptr<Block>> mlp(const ModelSpec& spec, Shape shape, int6
     Layers layers;
     layers.push_back(std::make_unique<Linear>(in, spec.hidden[i]));
     layers.push_back(std::make_unique<ReLU>());
-    shape = add_block(blocks, fmt::format("fc{}", i), std::move(layers), shape);
+    shape = add_sequential_block(blocks, fmt::format("fc{}", i), std::move(layers), shape);
     in = spec.hidden[i];
   }
-  add_block(blocks, "head", classifier_layers(in, {}, classes), shape);
+  add_sequential_block(blocks, "head", classifier_layers(in, {}, classes), shape);
   return blocks;
 }
 
@@ -61,9 +54,9 @@ std::vector<std::unique_ptr<Block>> cnn(const ModelSpec& spec, Shape shape, int6
     // the ReLU on a quarter of the elements.
     layers.push_back(std::make_unique<MaxPool2d>(2, 2));
     layers.push_back(std::make_unique<ReLU>());
-    shape = add_block(blocks, fmt::format("conv{}", i), std::move(layers), shape);
+    shape = add_sequential_block(blocks, fmt::format("conv{}", i), std::move(layers), shape);
   }
-  add_block(blocks, "head", classifier_layers(shape.numel(), spec.fc_hidden, classes), shape);
+  add_sequential_block(blocks, "head", classifier_layers(shape.numel(), spec.fc_hidden, classes), shape);
   return blocks;
 }
 
@@ -80,13 +73,13 @@ std::vector<std::unique_ptr<Block>> gpt(const ModelSpec& spec, Shape shape, int6
   std::vector<std::unique_ptr<Block>> blocks;
   Layers embed;
   embed.push_back(std::make_unique<Embedding>(V, positions, C));
-  shape = add_block(blocks, "embed", std::move(embed), shape);
+  shape = add_sequential_block(blocks, "embed", std::move(embed), shape);
   for (int64_t i = 0; i < spec.n_layer; ++i)
     blocks.push_back(std::make_unique<TransformerBlock>(fmt::format("h{}", i), T, C, spec.n_head, spec.n_layer));
   Layers head;
   head.push_back(std::make_unique<LayerNorm>(C));
   head.push_back(std::make_unique<Linear>(C, V, /*bias=*/false));
-  add_block(blocks, "head", std::move(head), shape);
+  add_sequential_block(blocks, "head", std::move(head), shape);
   return blocks;
 }
 
@@ -113,7 +106,7 @@ std::vector<std::unique_ptr<Block>> llama(const ModelSpec& spec, Shape shape, in
   auto embedding = std::make_unique<Embedding>(V, 0, C);
   if (tied) embedding->share_weight(tied);
   embed.push_back(std::move(embedding));
-  shape = add_block(blocks, "embed", std::move(embed), shape);
+  shape = add_sequential_block(blocks, "embed", std::move(embed), shape);
   auto shared = std::make_shared<LlamaWorkspace>();
   for (int64_t i = 0; i < spec.n_layer; ++i)
     blocks.push_back(std::make_unique<LlamaBlock>(fmt::format("h{}", i), s, shared));
@@ -122,7 +115,7 @@ std::vector<std::unique_ptr<Block>> llama(const ModelSpec& spec, Shape shape, in
   auto classifier = std::make_unique<Linear>(C, V, /*bias=*/false);
   if (tied) classifier->use_tied_weight(tied);
   head.push_back(std::move(classifier));
-  add_block(blocks, "head", std::move(head), shape);
+  add_sequential_block(blocks, "head", std::move(head), shape);
   return blocks;
 }
 
@@ -133,7 +126,20 @@ int64_t llama_ffn_hidden(int64_t n_embd) {
   return (two_thirds + 255) / 256 * 256;
 }
 
+std::string model_name(const ModelSpec& spec) {
+  return spec.kind == ModelKind::custom ? spec.name : std::string(name_of(spec.kind));
+}
+
 void validate(const ModelSpec& spec) {
+  if (spec.kind == ModelKind::custom) {
+    ST_CHECK(!spec.name.empty(),
+             "model.kind = \"custom\" needs model.name: the name the program registered its "
+             "model under (docs/custom-models.md)");
+    checked_model(spec.name, spec.options);
+  } else {
+    ST_CHECK(spec.name.empty() && spec.options.empty(),
+             "model.name and model.options are for model.kind = \"custom\" (model.kind is \"{}\")", spec.kind);
+  }
   for (int64_t w : spec.hidden) ST_CHECK(w > 0, "model.hidden widths must be positive, got {}", w);
   for (int64_t c : spec.channels) ST_CHECK(c > 0, "model.channels must be positive, got {}", c);
   for (int64_t w : spec.fc_hidden) ST_CHECK(w > 0, "model.fc_hidden widths must be positive, got {}", w);
@@ -166,8 +172,21 @@ std::unique_ptr<Model> build_model(const ModelSpec& spec, const Shape& input_sam
     case ModelKind::cnn: blocks = cnn(spec, input_sample, num_classes); break;
     case ModelKind::gpt: blocks = gpt(spec, input_sample, num_classes); break;
     case ModelKind::llama: blocks = llama(spec, input_sample, num_classes); break;
+    case ModelKind::custom: {
+      const ModelDefinition& definition = checked_model(spec.name, spec.options);
+      blocks = with_context(fmt::format("model \"{}\"", spec.name), [&] {
+        return definition.build(ModelContext(spec, definition.options, input_sample, num_classes));
+      });
+      ST_CHECK(!blocks.empty(), "model \"{}\": its builder returned no Blocks", spec.name);
+      break;
+    }
   }
-  return std::make_unique<Model>(std::move(blocks), input_sample, layout_only);
+  auto model = std::make_unique<Model>(std::move(blocks), input_sample, layout_only);
+  ST_CHECK(spec.kind != ModelKind::custom || model->output_sample() == Shape{num_classes},
+           "model \"{}\" outputs samples of shape {}; a classifier's loss needs the logits of the data's {} "
+           "classes, [{}]",
+           spec.name, model->output_sample().str(), num_classes, num_classes);
+  return model;
 }
 
 }  // namespace shardtrain::nn

@@ -5,16 +5,22 @@
 #include "runtime/nn/model.h"
 
 #include <array>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace shardtrain::nn {
 
-enum class ModelKind { mlp, cnn, gpt, llama };
+// custom: a model a program registered (model_registry.h), named by
+// ModelSpec::name.
+enum class ModelKind { mlp, cnn, gpt, llama, custom };
 inline std::span<const EnumName<ModelKind>> enum_names(ModelKind) {
-  static constexpr std::array<EnumName<ModelKind>, 4> n = {
-      {{ModelKind::mlp, "mlp"}, {ModelKind::cnn, "cnn"}, {ModelKind::gpt, "gpt"}, {ModelKind::llama, "llama"}}};
+  static constexpr std::array<EnumName<ModelKind>, 5> n = {{{ModelKind::mlp, "mlp"},
+                                                            {ModelKind::cnn, "cnn"},
+                                                            {ModelKind::gpt, "gpt"},
+                                                            {ModelKind::llama, "llama"},
+                                                            {ModelKind::custom, "custom"}}};
   return n;
 }
 // A language model: samples of token ids, next-token labels.
@@ -37,7 +43,13 @@ struct ModelSpec {
   double rope_theta = 10000.0;              // llama: RoPE's base
   double norm_eps = 1e-5;                   // llama: RMSNorm's epsilon
   bool tie_embeddings = false;              // llama: the head's weight is the token embedding
+  std::string name;                         // custom: the registered model's name
+  std::map<std::string, double> options;    // custom: its options (model_registry.h)
 };
+
+// The model's name in logs, the MLPerf log and checkpoints: the kind, or a
+// custom model's registered name.
+std::string model_name(const ModelSpec& spec);
 
 // Llama's default SwiGLU width: 2/3 of 4C, rounded up to a multiple of 256
 // (11008 for C = 4096, as Llama-2 7B).
@@ -53,8 +65,10 @@ int64_t llama_ffn_hidden(int64_t n_embd);
 // Llama: the same samples and logits. Blocks: "embed" (token Embedding, no
 // position table), "h0".."h{n-1}" (LlamaBlock, sharing one LlamaWorkspace),
 // "head" (RmsNorm + Linear(C, V) without bias).
+// Custom: the Blocks the registered builder returns (model_registry.h).
 // An Error naming the [model] key out of range (what build_model would
-// refuse before it sees the data).
+// refuse before it sees the data); for a custom model, an unregistered name
+// or an option it does not declare.
 void validate(const ModelSpec& spec);
 
 // layout_only: see Model (for `plan`).

@@ -56,7 +56,7 @@ Checkpointing::Checkpointing(const Config& config, const std::string& run_dir, S
 
 checkpoint::Identity Checkpointing::identity() const {
   checkpoint::Identity id;
-  id.model = std::string(name_of(config_.model.kind));
+  id.model = nn::model_name(config_.model);
   const nn::FlatParameters& flat = s_.model->flat();
   for (const nn::ParamEntry& e : flat.entries())
     id.model_signature += fmt::format("{} {} @{}\n", e.name, e.spec.shape.str(), e.offset);

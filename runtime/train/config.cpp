@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -140,6 +141,31 @@ struct Convert<std::vector<int64_t>> {
   static std::string show(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 };
 
+// A table of numbers: a custom model's options (model_registry.h).
+template <>
+struct Convert<std::map<std::string, double>> {
+  static constexpr const char* name = "table of numbers";
+  static std::map<std::string, double> from(const toml::node& n) {
+    const toml::table* t = n.as_table();
+    if (!t) wrong_type("a table of numbers, e.g. { width = 256 }", n);
+    std::map<std::string, double> out;
+    for (auto&& [k, v] : *t) {
+      try {
+        out[std::string(k.str())] = Convert<double>::from(v);
+      } catch (const Error& e) {
+        throw Error(fmt::format("{}: {}", k.str(), e.what()));
+      }
+    }
+    return out;
+  }
+  static std::string show(const std::map<std::string, double>& v) {
+    std::vector<std::string> items;
+    items.reserve(v.size());
+    for (const auto& [k, x] : v) items.push_back(fmt::format("{} = {}", k, Convert<double>::show(x)));
+    return items.empty() ? "{}" : fmt::format("{{ {} }}", fmt::join(items, ", "));
+  }
+};
+
 // An enum with an enum_names table (runtime/core/enum_names.h): a string
 // naming one of its values.
 template <typename E>
@@ -247,7 +273,9 @@ const std::vector<Field>& schema() {
       KEY("data.shuffle_window", "order = \"shard\": samples shuffled together (0: one shard's worth).", data.loader.shuffle_window),
       KEY("data.last_batch", "The last partial global batch of an epoch: `\"drop\"` it, or `\"pad\"` it with samples from the start of the epoch's order.", data.loader.last_batch),
 
-      KEY("model.kind", "`\"mlp\"`, `\"cnn\"`, `\"gpt\"` or `\"llama\"` (language models on windows of token ids: bytes of text from `shardtrain prep text`, or any vocabulary from `shardtrain prep tokens`, docs/formats.md; its test_loss and test_accuracy are per token: next-token cross-entropy and accuracy).", model.kind),
+      KEY("model.kind", "`\"mlp\"`, `\"cnn\"`, `\"gpt\"` or `\"llama\"` (language models on windows of token ids: bytes of text from `shardtrain prep text`, or any vocabulary from `shardtrain prep tokens`, docs/formats.md; its test_loss and test_accuracy are per token: next-token cross-entropy and accuracy), or `\"custom\"`: a classifier a program of your own registered under model.name before it loaded the config (docs/custom-models.md; the shardtrain program registers none).", model.kind),
+      KEY("model.name", "custom: the name the program registered the model under.", model.name),
+      KEY("model.options", "custom: the numbers the registered model takes, as a table (`options = { width = 256, blocks = 3 }`, or `--set model.options.width=256`); a key it does not declare is an error, one left out takes its default.", model.options),
       KEY("model.hidden", "mlp: widths of the hidden layers (one Block each).", model.hidden),
       KEY("model.channels", "cnn: output channels of each conv-maxpool-relu stage (one Block each; pooling before the ReLU computes exactly what ReLU before pooling does, on a quarter of the elements).", model.channels),
       KEY("model.kernel_size", "cnn: square convolution kernel (odd; padded to keep height and width).", model.kernel_size),

@@ -277,7 +277,7 @@ int plan_command(const std::string& config_path, const std::vector<std::string>&
       "memory plan: {} ({}, {} parameters), {} ranks, global batch {} ({} per rank, {} micro-batch(es)), "
       "evaluation batch {}, optimizer {}\n(tensor bytes per rank at the peak, an evaluation after training; "
       "not counted: the in-memory data set, MPI and HDF5 buffers)\n\n",
-      config_path, config.model.kind, model->flat().parameter_count(), ranks, config.train.global_batch_size,
+      config_path, nn::model_name(config.model), model->flat().parameter_count(), ranks, config.train.global_batch_size,
       ceil_div(config.train.global_batch_size, ranks), config.train.accumulation_steps, config.train.eval_batch_size,
       config.optim.kind);
   std::cout << plan_table(plans);

@@ -74,7 +74,7 @@ RunContext::RunContext(const Config& config, const TrainOptions& options, const 
   for (const std::string& notice : config.notices) run.log("[init] notice: " + notice);
   if (const std::string note = blas_core_note(); !note.empty()) run.log("[init] " + note);
   if (!earlier_telemetry_.empty()) run.log(earlier_telemetry_);
-  mllog.event("submission_benchmark", config.model.kind);
+  mllog.event("submission_benchmark", nn::model_name(config.model));
   mllog.start("init_start");
   mllog.event("seed", config.train.seed);
   mllog.event("global_batch_size", config.train.global_batch_size);

@@ -70,7 +70,8 @@ std::string stream_line(const io::DatasetInfo& train, const Config& config) {
 }
 
 std::string model_line(const Config& config, const nn::Model& model) {
-  return fmt::format("[init] model {} ({} blocks):\n{}", config.model.kind, model.num_blocks(), model.summary());
+  return fmt::format("[init] model {} ({} blocks):\n{}", nn::model_name(config.model), model.num_blocks(),
+                     model.summary());
 }
 
 // "64 per rank", or for an uneven split (io::Sampler: the slices differ by

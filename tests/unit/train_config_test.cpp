@@ -1,3 +1,4 @@
+#include "runtime/nn/model_registry.h"
 #include "runtime/train/config.h"
 
 #include <gtest/gtest.h>
@@ -166,8 +167,9 @@ TEST(Config, KeysOfAStrategyNotSelectedAreANoticeFromTheFileAndAnErrorFromSet) {
 
 TEST(Config, ValuesOutOfRangeNameTheKey) {
   EXPECT_THAT(error_of("[train]\nepochs = 0\n"), HasSubstr("train.epochs must be at least 1"));
-  EXPECT_THAT(error_of("[model]\nkind = \"rnn\"\n"),
-              HasSubstr("config key model.kind: \"rnn\" is not one of \"mlp\", \"cnn\", \"gpt\" or \"llama\""));
+  EXPECT_THAT(
+      error_of("[model]\nkind = \"rnn\"\n"),
+      HasSubstr("config key model.kind: \"rnn\" is not one of \"mlp\", \"cnn\", \"gpt\", \"llama\" or \"custom\""));
   EXPECT_THAT(error_of("[target]\nvalue = 88\n"), HasSubstr("accuracy is a fraction"));
   EXPECT_THAT(error_of("[parallel]\nstrategy = \"zero\"\n"), HasSubstr("parallel.strategy \"zero\""));
   EXPECT_THAT(error_of("[optim]\nlr = -1.0\n"), HasSubstr("optim.lr must be positive"));
@@ -244,4 +246,21 @@ TEST(Config, DocsConfigMdIsCurrent) {
   doc << in.rdbuf();
   EXPECT_EQ(doc.str(), config_reference_markdown())
       << "docs/config.md is stale: run `build/bin/shardtrain config --reference > docs/config.md`";
+}
+
+TEST(Config, CustomModelsTakeTheirOptionsFromATable) {
+  nn::ModelDefinition d;
+  d.options = {{"width", 8, "hidden width"}, {"blocks", 2, "units"}};
+  d.build = [](const nn::ModelContext&) { return nn::BlockList{}; };
+  if (!nn::find_model("config_test_model")) nn::register_model("config_test_model", d);
+  const std::string text = "[model]\nkind = \"custom\"\nname = \"config_test_model\"\noptions = { width = 16 }\n";
+  const Config c = load_config(write_config(text), {"model.options.blocks=3"});
+  EXPECT_EQ(c.model.options, (std::map<std::string, double>{{"blocks", 3.0}, {"width", 16.0}}));
+  EXPECT_EQ(to_toml(load_config(write_config(to_toml(c)))), to_toml(c));
+  EXPECT_THAT(error_of(text, {"model.options.widht=3"}), HasSubstr("model.options.widht: model \"config_test_model\" "
+                                                                   "takes width, blocks"));
+  EXPECT_THAT(error_of(text, {"model.options.width=\"wide\""}), HasSubstr("width: expected a finite number"));
+  EXPECT_THAT(error_of(text, {"model.name=other"}), HasSubstr("no model named \"other\" is registered"));
+  EXPECT_THAT(error_of("[model]\nkind = \"mlp\"\noptions = { width = 16 }\n"),
+              HasSubstr("model.name and model.options are for model.kind = \"custom\""));
 }
