@@ -1,5 +1,6 @@
 # `cmake --install BUILD [--prefix P]` and `cpack -G DEB` (docs/install.md):
-# - the layers' static libraries, an umbrella shardtrain::shardtrain, and a
+# - the layers' static libraries, an umbrella shardtrain::shardtrain, the
+#   shared library (shardtrain::shardtrain_shared, cmake/shared_library.cmake), and a
 #   CMake package (shardtrainConfig.cmake, with its version file) that finds
 #   their dependencies as this build did;
 # - the headers under include/shardtrain/, at their paths in the tree
@@ -19,6 +20,10 @@ set_target_properties(shardtrain_runtime PROPERTIES EXPORT_NAME shardtrain)
 get_property(shardtrain_libraries GLOBAL PROPERTY SHARDTRAIN_LIBRARIES)
 install(TARGETS shardtrain_runtime ${shardtrain_libraries} EXPORT shardtrainTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}/shardtrain COMPONENT dev)
+if(TARGET shardtrain_shared)  # libshardtrain.so, and its links by version, in lib/
+  install(TARGETS shardtrain_shared EXPORT shardtrainTargets
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev)
+endif()
 set(shardtrain_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/shardtrain)
 install(EXPORT shardtrainTargets NAMESPACE shardtrain:: DESTINATION ${shardtrain_cmake_dir} COMPONENT dev)
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/shardtrainConfig.cmake.in

@@ -11,7 +11,7 @@ data=$(prep_fmnist)
 short=("data.train=\"$data/train\"" "data.test=\"$data/test\"" train.max_steps=40 target.value=0.99)
 
 cmake --install "$build" --prefix "$prefix" >install.txt
-for f in bin/shardtrain bin/shardrun bin/shardtrain_report.py lib/cmake/shardtrain/shardtrainConfig.cmake \
+for f in bin/shardtrain bin/shardrun bin/shardtrain_report.py lib/cmake/shardtrain/shardtrainConfig.cmake lib/libshardtrain.so \
          lib/cmake/shardtrain/shardtrainConfigVersion.cmake include/shardtrain/runtime/train/trainer.h \
          include/shardtrain/runtime/comm/communicator.h lib/shardtrain/libshardtrain_train.a \
          share/shardtrain/examples/fmnist_mlp.toml share/doc/shardtrain/config.md; do
@@ -30,6 +30,13 @@ for kv in "${short[@]}"; do set_args+=("$kv"); done
 [ "$(json_get lib-run/result.json 'j["world_size"]')" = 2 ] || fail "the consumer's run was not on 2 ranks"
 [ "$(json_get lib-run/result.json 'j["steps"]')" = 40 ] || fail "the consumer's run did not take 40 steps"
 pass "a project built against the install trained on 2 ranks: $(grep '^\[done\]' consumer-run.txt)"
+readelf -d consumer/train_from_shared_library >shared-needed.txt
+grep -q 'NEEDED.*libshardtrain\.so' shared-needed.txt || fail "train_from_shared_library does not load libshardtrain.so"
+"$SOURCE_DIR/launch/shardrun" -n 2 -- consumer/train_from_shared_library "$SOURCE_DIR/examples/fmnist_mlp.toml" \
+  shared-run "${set_args[@]}" >shared-run.txt || { cat shared-run.txt; fail "the consumer on the shared library failed"; }
+[ "$(json_get shared-run/result.json 'j["final"]')" = "$(json_get lib-run/result.json 'j["final"]')" ] ||
+  fail "the shared library's run ended otherwise than the static one's"
+pass "the same program on libshardtrain.so: the same final evaluation"
 
 # A model the library does not ship (examples/custom_model): its layer's
 # gradients checked with the library's helper, then trained on 2 ranks with
@@ -73,6 +80,8 @@ pass "the installed shardtrain trained and reported"
 deb=$(ls deb/*.deb)
 dpkg-deb --info "$deb" >deb-info.txt
 grep -q "Depends: .*libhdf5-openmpi-dev" deb-info.txt || fail "the package does not name its dependencies"
+dpkg-deb -c "$deb" >deb-contents.txt
+grep -q '/usr/lib/libshardtrain\.so\.0\.1' deb-contents.txt || fail "the package has no libshardtrain.so"
 dpkg-deb -x "$deb" root
 "root/usr/bin/shardtrain" train "root/usr/share/shardtrain/examples/fmnist_mlp.toml" "${sets[@]}" \
   --run-dir deb-run >deb-run.txt || { cat deb-run.txt; fail "the packaged program failed"; }
