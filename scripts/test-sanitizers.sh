@@ -10,6 +10,8 @@
 # libFuzzer targets (scripts/fuzz.sh) for FUZZ_SECONDS each (default 10, a
 # smoke test of the committed seeds and a little beyond; scripts/fuzz.sh
 # alone runs 30 s per target, or what it is given).
+# The tsan build also checks the build off Debian's paths: its parallel
+# HDF5, OpenBLAS and libdeflate come from a site's prefixes.
 #   scripts/test-sanitizers.sh [asan|tsan]...   # default: both
 # Suppressions (tests/sanitizers/lsan.supp) cover the uninstrumented MPI and
 # HDF5 libraries only.
@@ -46,9 +48,31 @@ for preset in "${presets[@]}"; do
   layers=$all_layers
   [ "$preset" = tsan ] && layers=$threaded_layers
   echo "== $preset: configure and build the tests"
-  cmake --preset "$preset" >/dev/null
+  if [ "$preset" = tsan ]; then
+    # This build finds parallel HDF5, OpenBLAS and libdeflate as on a
+    # cluster with modules or Spack: each under a prefix of its own, no
+    # pkg-config file (scripts/site-prefix.sh), and its tests load them
+    # from there (docs/building.md).
+    site=$PWD/build-tsan-site
+    read -ra site_args < <(scripts/site-prefix.sh "$site")
+    PKG_CONFIG_LIBDIR=/nonexistent PKG_CONFIG_PATH='' cmake --preset tsan "${site_args[@]}" >/dev/null
+    # (FindHDF5 names its library HDF5_C_LIBRARY_hdf5 where it asked
+    # h5pcc, HDF5_hdf5_LIBRARY_RELEASE where it searched HDF5_ROOT.)
+    for lib in 'HDF5_(C_LIBRARY_hdf5|hdf5_LIBRARY_RELEASE)' _st_openblas_library _st_libdeflate_library; do
+      grep -qE "^$lib:FILEPATH=$site/" build-tsan/CMakeCache.txt ||
+        { echo "tsan: $lib is not the site prefix's: $(grep -E "^$lib:" build-tsan/CMakeCache.txt)" >&2; exit 1; }
+    done
+  else
+    cmake --preset "$preset" >/dev/null
+  fi
   targets=$(cd "build-$preset" && ninja -t targets all | grep -oE "^bin/$layers[a-z0-9_]*_test" | sort -u)
   ninja -C "build-$preset" $targets shardtrain_mpi_test_main >/dev/null
+  if [ "$preset" = tsan ]; then
+    loaded=$(ldd build-tsan/bin/io_dataset_test)
+    grep -q "libhdf5.* => $site/hdf5/lib/" <<<"$loaded" ||
+      { echo "tsan: the tests do not load the site prefix's HDF5" >&2; exit 1; }
+    echo "== tsan: built against $site's HDF5, OpenBLAS and libdeflate, no pkg-config"
+  fi
   echo "== $preset: run"
   ctest --test-dir "build-$preset" --output-on-failure -j2 -L unit -R "^$layers" -E "$timed"
   # Under mpirun, LeakSanitizer reports what Open MPI's dlopen'ed components

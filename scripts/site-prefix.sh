@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A site's prefixes, as a cluster's modules or Spack lay them out: parallel
+# HDF5, OpenBLAS and libdeflate, each in a folder of its own with include/,
+# lib/ (and HDF5's bin/h5pcc), and no pkg-config file anywhere. They are
+# copies of this machine's Debian packages, their paths rewritten: what
+# changes is where they are and how a build must find them, which is what
+# scripts/test-sanitizers.sh's tsan build checks (docs/building.md).
+#   scripts/site-prefix.sh DIR
+# Prints the CMake arguments that point a build at them.
+set -euo pipefail
+site=${1:?usage: scripts/site-prefix.sh DIR}
+mkdir -p "$site"
+site=$(cd "$site" && pwd)
+multiarch=$(gcc -print-multiarch)
+usrlib=/usr/lib/$multiarch
+
+# Parallel HDF5: the headers, the shared library under its soname (the
+# programs built against it load it from here), the static ones h5pcc links
+# by default, and h5pcc, whose -show and -showconfig FindHDF5 reads,
+# pointing here.
+hdf5=$site/hdf5
+mkdir -p "$hdf5/bin" "$hdf5/include" "$hdf5/lib"
+cp /usr/include/hdf5/openmpi/*.h "$hdf5/include/"
+real=$(readlink -f "$usrlib/hdf5/openmpi/libhdf5.so")
+soname=$(objdump -p "$real" | awk '$1 == "SONAME" {print $2}')
+cp "$real" "$hdf5/lib/$soname"
+ln -sf "$soname" "$hdf5/lib/libhdf5.so"
+cp "$usrlib/libhdf5_openmpi.settings" "$hdf5/lib/"
+cp "$usrlib/hdf5/openmpi/libhdf5.a" "$usrlib/hdf5/openmpi/libhdf5_hl.a" "$hdf5/lib/"  # what h5pcc links by default
+sed -e "s|^prefix=.*|prefix=\"$hdf5\"|" -e 's|^libdir=.*|libdir="${prefix}/lib"|' \
+    -e 's|^libdevdir=.*|libdevdir="${prefix}/lib"|' -e 's|^includedir=.*|includedir="${prefix}/include"|' \
+    "$(readlink -f /usr/bin/h5pcc)" >"$hdf5/bin/h5pcc"
+chmod +x "$hdf5/bin/h5pcc"
+
+# OpenBLAS (its CBLAS headers) and libdeflate: headers and libraries.
+blas_include=/usr/include/$multiarch/openblas-pthread
+blas_lib=$(readlink -f "$usrlib/libopenblas.so.0")
+mkdir -p "$site/openblas/include" "$site/openblas/lib" "$site/libdeflate/include" "$site/libdeflate/lib"
+cp "$blas_include"/*.h "$site/openblas/include/"
+cp "$blas_lib" "$site/openblas/lib/libopenblas.so.0"
+ln -sf libopenblas.so.0 "$site/openblas/lib/libopenblas.so"
+cp /usr/include/libdeflate.h "$site/libdeflate/include/"
+cp "$usrlib/libdeflate.so.0" "$site/libdeflate/lib/"
+ln -sf libdeflate.so.0 "$site/libdeflate/lib/libdeflate.so"
+
+echo "-DHDF5_ROOT=$hdf5 -DOpenBLAS_ROOT=$site/openblas -Dlibdeflate_ROOT=$site/libdeflate"
