@@ -1,18 +1,36 @@
 #!/usr/bin/env bash
-# A site's prefixes, as a cluster's modules or Spack lay them out: parallel
-# HDF5, OpenBLAS and libdeflate, each in a folder of its own with include/,
-# lib/ (and HDF5's bin/h5pcc), and no pkg-config file anywhere. They are
-# copies of this machine's Debian packages, their paths rewritten: what
-# changes is where they are and how a build must find them, which is what
-# scripts/test-sanitizers.sh's tsan build checks (docs/building.md).
+# A site's prefixes, as a cluster's modules or Spack lay them out: Open MPI,
+# parallel HDF5, OpenBLAS and libdeflate, each in a folder of its own with
+# bin/ (mpicc, mpirun; h5pcc), include/ and lib/, and no pkg-config file
+# anywhere. They are copies of this machine's Debian packages, their paths
+# rewritten: what changes is where they are and how a build must find them,
+# which is what scripts/test-sanitizers.sh's tsan build checks
+# (docs/building.md).
 #   scripts/site-prefix.sh DIR
-# Prints the CMake arguments that point a build at them.
+# Prints the CMake arguments that point a build at them. The copied Open MPI
+# finds itself through OPAL_PREFIX=DIR/openmpi (Open MPI's own way to move
+# an installation), which configuring and running need, as a site's module
+# would set it.
 set -euo pipefail
 site=${1:?usage: scripts/site-prefix.sh DIR}
 mkdir -p "$site"
 site=$(cd "$site" && pwd)
 multiarch=$(gcc -print-multiarch)
 usrlib=/usr/lib/$multiarch
+
+# Open MPI in Debian's layout under its own prefix: the wrappers and the
+# launcher, headers, libraries (under their sonames, as the programs built
+# against them load them), components and help files.
+ompi=$site/openmpi
+ompi_lib=$ompi/lib/$multiarch/openmpi/lib
+mkdir -p "$ompi/bin" "$ompi/share"
+cp /usr/bin/opal_wrapper /usr/bin/orterun /usr/bin/orted "$ompi/bin/"
+for w in mpicc mpicxx; do ln -sf opal_wrapper "$ompi/bin/$w"; done
+for l in mpirun mpiexec; do ln -sf orterun "$ompi/bin/$l"; done
+mkdir -p "$ompi/lib/$multiarch"
+cp -rL "$usrlib/openmpi" "$ompi/lib/$multiarch/"
+for l in mpi open-rte open-pal; do cp -L "$usrlib/lib$l.so.40" "$ompi_lib/"; done
+cp -r /usr/share/openmpi "$ompi/share/"
 
 # Parallel HDF5: the headers, the shared library under its soname (the
 # programs built against it load it from here), the static ones h5pcc links
@@ -43,4 +61,4 @@ cp /usr/include/libdeflate.h "$site/libdeflate/include/"
 cp "$usrlib/libdeflate.so.0" "$site/libdeflate/lib/"
 ln -sf libdeflate.so.0 "$site/libdeflate/lib/libdeflate.so"
 
-echo "-DHDF5_ROOT=$hdf5 -DOpenBLAS_ROOT=$site/openblas -Dlibdeflate_ROOT=$site/libdeflate"
+echo "-DMPI_HOME=$ompi -DHDF5_ROOT=$hdf5 -DOpenBLAS_ROOT=$site/openblas -Dlibdeflate_ROOT=$site/libdeflate"

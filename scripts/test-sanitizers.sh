@@ -44,21 +44,26 @@ threaded_layers='(comm|telemetry|io|parallel|checkpoint|train)_'
 # 10 million samples in BuildQuickly): a sanitizer build is several times
 # slower, so they run in the release build only.
 timed='RateLimiter|StagedRate|AreFast|BuildQuickly'
+base_path=$PATH
 for preset in "${presets[@]}"; do
+  export PATH=$base_path  # the tsan build's site prefix (below) stays its own
+  unset OPAL_PREFIX
   layers=$all_layers
   [ "$preset" = tsan ] && layers=$threaded_layers
   echo "== $preset: configure and build the tests"
   if [ "$preset" = tsan ]; then
-    # This build finds parallel HDF5, OpenBLAS and libdeflate as on a
-    # cluster with modules or Spack: each under a prefix of its own, no
-    # pkg-config file (scripts/site-prefix.sh), and its tests load them
-    # from there (docs/building.md).
+    # This build finds Open MPI, parallel HDF5, OpenBLAS and libdeflate as
+    # on a cluster with modules or Spack: each under a prefix of its own, no
+    # pkg-config file (scripts/site-prefix.sh); its tests load them, and run
+    # under that Open MPI's mpirun (docs/building.md).
     site=$PWD/build-tsan-site
     read -ra site_args < <(scripts/site-prefix.sh "$site")
+    export OPAL_PREFIX=$site/openmpi PATH=$site/openmpi/bin:$PATH  # what `module load` would set
     PKG_CONFIG_LIBDIR=/nonexistent PKG_CONFIG_PATH='' cmake --preset tsan "${site_args[@]}" >/dev/null
     # (FindHDF5 names its library HDF5_C_LIBRARY_hdf5 where it asked
     # h5pcc, HDF5_hdf5_LIBRARY_RELEASE where it searched HDF5_ROOT.)
-    for lib in 'HDF5_(C_LIBRARY_hdf5|hdf5_LIBRARY_RELEASE)' _st_openblas_library _st_libdeflate_library; do
+    for lib in MPI_mpi_LIBRARY MPIEXEC_EXECUTABLE 'HDF5_(C_LIBRARY_hdf5|hdf5_LIBRARY_RELEASE)' _st_openblas_library \
+               _st_libdeflate_library; do
       grep -qE "^$lib:FILEPATH=$site/" build-tsan/CMakeCache.txt ||
         { echo "tsan: $lib is not the site prefix's: $(grep -E "^$lib:" build-tsan/CMakeCache.txt)" >&2; exit 1; }
     done
@@ -69,9 +74,11 @@ for preset in "${presets[@]}"; do
   ninja -C "build-$preset" $targets shardtrain_mpi_test_main >/dev/null
   if [ "$preset" = tsan ]; then
     loaded=$(ldd build-tsan/bin/io_dataset_test)
-    grep -q "libhdf5.* => $site/hdf5/lib/" <<<"$loaded" ||
-      { echo "tsan: the tests do not load the site prefix's HDF5" >&2; exit 1; }
-    echo "== tsan: built against $site's HDF5, OpenBLAS and libdeflate, no pkg-config"
+    [ "$(command -v mpirun)" = "$site/openmpi/bin/mpirun" ] || { echo "tsan: mpirun is not the site's" >&2; exit 1; }
+    for lib in libmpi libhdf5 libopenblas libdeflate; do
+      grep -q "$lib.* => $site/" <<<"$loaded" || { echo "tsan: the tests do not load $lib from $site" >&2; exit 1; }
+    done
+    echo "== tsan: built against $site's Open MPI, HDF5, OpenBLAS and libdeflate, no pkg-config"
   fi
   echo "== $preset: run"
   ctest --test-dir "build-$preset" --output-on-failure -j2 -L unit -R "^$layers" -E "$timed"
