@@ -3,8 +3,8 @@
 #   shared library (shardtrain::shardtrain_shared, cmake/shared_library.cmake), and a
 #   CMake package (shardtrainConfig.cmake, with its version file) that finds
 #   their dependencies as this build did;
-# - the headers under include/shardtrain/, at their paths in the tree
-#   ("runtime/train/trainer.h");
+# - the public interface's headers ("shardtrain/train.h"), and every header
+#   under include/shardtrain/ at its path in the tree ("runtime/train/trainer.h");
 # - the program, the launchers and tools it runs from its own folder, the
 #   examples and the docs.
 include(CMakePackageConfigHelpers)
@@ -34,6 +34,9 @@ install(FILES ${CMAKE_BINARY_DIR}/shardtrainConfig.cmake ${CMAKE_BINARY_DIR}/sha
               ${CMAKE_CURRENT_LIST_DIR}/shardtrain_find_dependencies.cmake
         DESTINATION ${shardtrain_cmake_dir} COMPONENT dev)
 
+# The public interface (include/shardtrain/*.h: "shardtrain/train.h"), and
+# every header of the tree, which those include.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/shardtrain DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
 foreach(dir runtime kernels io)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardtrain COMPONENT dev
           FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")

@@ -40,7 +40,9 @@ target_link_libraries(shardtrain_shared PRIVATE -Wl,--whole-archive ${shardtrain
                       PUBLIC ${shardtrain_shared_deps})
 target_link_options(shardtrain_shared PRIVATE LINKER:--no-undefined)
 target_include_directories(shardtrain_shared INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
-                                                       $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/shardtrain>)
+                                                       $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+                                                       $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/shardtrain>
+                                                       $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_compile_definitions(shardtrain_shared INTERFACE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 set_target_properties(shardtrain_shared PROPERTIES OUTPUT_NAME shardtrain VERSION ${PROJECT_VERSION}
                       SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})

@@ -18,8 +18,11 @@ function(shardtrain_library name)
   file(GLOB sources CONFIGURE_DEPENDS ${patterns})
   list(FILTER sources EXCLUDE REGEX "/main\\.cpp$")
   # Headers are included by their path in the tree ("runtime/core/tensor.h"),
-  # installed under include/shardtrain/ with the same paths (cmake/install.cmake).
-  set(includes $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/shardtrain>)
+  # installed under include/shardtrain/ with the same paths; the public
+  # interface's headers (include/shardtrain/*.h) as "shardtrain/train.h"
+  # (cmake/install.cmake).
+  set(includes $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}> $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+               $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/shardtrain> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   set_property(GLOBAL APPEND PROPERTY SHARDTRAIN_LIBRARIES ${name})
   if(NOT sources)  # a header-only layer
     add_library(${name} INTERFACE)

@@ -7,12 +7,8 @@
 // as `shardtrain train` (docs/config.md).
 #include "residual_mlp.h"
 #include "residual_unit.h"
-#include "runtime/comm/transport/mpi_env.h"
-#include "runtime/nn/gradient_check.h"
-#include "runtime/train/config.h"
-#include "runtime/train/fatal_error.h"
-#include "runtime/train/memory_plan.h"
-#include "runtime/train/trainer.h"
+#include "shardtrain/model.h"
+#include "shardtrain/train.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,7 +1,7 @@
 #include "residual_mlp.h"
 
 #include "residual_unit.h"
-#include "runtime/nn/model_registry.h"
+#include "shardtrain/model.h"
 
 #include <fmt/format.h>
 

@@ -1,8 +1,5 @@
 #include "residual_unit.h"
 
-#include "kernels/ops.h"
-#include "runtime/core/error.h"
-
 namespace resmlp {
 
 using namespace shardtrain;

@@ -6,9 +6,7 @@
 // through the two linear layers.
 #pragma once
 
-#include "runtime/nn/activation.h"
-#include "runtime/nn/layer.h"
-#include "runtime/nn/linear.h"
+#include "shardtrain/model.h"
 
 namespace resmlp {
 

@@ -14,7 +14,8 @@ short=("data.train=\"$data/train\"" "data.test=\"$data/test\"" train.max_steps=4
 cmake --install "$build" --prefix "$prefix" >install.txt
 for f in bin/shardtrain bin/shardrun bin/shardtrain_report.py lib/cmake/shardtrain/shardtrainConfig.cmake lib/libshardtrain.so \
          lib/cmake/shardtrain/shardtrainConfigVersion.cmake include/shardtrain/runtime/train/trainer.h \
-         include/shardtrain/runtime/comm/communicator.h lib/shardtrain/libshardtrain_train.a \
+         include/shardtrain/runtime/comm/communicator.h include/shardtrain/train.h include/shardtrain/model.h \
+         include/shardtrain/comm.h lib/shardtrain/libshardtrain_train.a \
          share/shardtrain/examples/fmnist_mlp.toml share/doc/shardtrain/config.md; do
   [ -e "$prefix/$f" ] || fail "cmake --install did not install $f"
 done

@@ -1,9 +1,7 @@
 // Trains what a shardtrain config file describes, through the library:
 //   mpirun -n 2 train_from_library CONFIG RUN_DIR [key=value]...
 // the user's own main calling the trainer, as `shardtrain train` does.
-#include "runtime/comm/transport/mpi_env.h"
-#include "runtime/train/config.h"
-#include "runtime/train/trainer.h"
+#include "shardtrain/train.h"
 
 #include <cstdio>
 #include <exception>
