@@ -3,7 +3,8 @@
 # shardtrain::shardtrain_shared (docs/install.md). It is made of the static
 # layers' own objects, linked whole (so every layer is built once, with
 # position-independent code: CMAKE_POSITION_INDEPENDENT_CODE in the top
-# CMakeLists.txt), and it must resolve every symbol itself (--no-undefined).
+# CMakeLists.txt), and it must resolve every symbol itself (--no-undefined,
+# but in a sanitizer's build).
 get_property(shardtrain_libraries GLOBAL PROPERTY SHARDTRAIN_LIBRARIES)
 set(shardtrain_shared_archives)
 set(shardtrain_shared_deps)
@@ -38,7 +39,9 @@ endforeach()
 add_dependencies(shardtrain_shared ${shardtrain_shared_archives})
 target_link_libraries(shardtrain_shared PRIVATE -Wl,--whole-archive ${shardtrain_shared_files} -Wl,--no-whole-archive
                       PUBLIC ${shardtrain_shared_deps})
-target_link_options(shardtrain_shared PRIVATE LINKER:--no-undefined)
+if(NOT SHARDTRAIN_SANITIZE)  # a sanitizer's runtime is the program's to link, not a library's
+  target_link_options(shardtrain_shared PRIVATE LINKER:--no-undefined)
+endif()
 target_include_directories(shardtrain_shared INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
                                                        $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
                                                        $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/shardtrain>
