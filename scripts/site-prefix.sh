@@ -47,12 +47,12 @@ cp "$usrlib/libhdf5_openmpi.settings" "$hdf5/lib/"
 cp "$usrlib/hdf5/openmpi/libhdf5.a" "$usrlib/hdf5/openmpi/libhdf5_hl.a" "$hdf5/lib/"  # what h5pcc links by default
 sed -e "s|^prefix=.*|prefix=\"$hdf5\"|" -e 's|^libdir=.*|libdir="${prefix}/lib"|' \
     -e 's|^libdevdir=.*|libdevdir="${prefix}/lib"|' -e 's|^includedir=.*|includedir="${prefix}/include"|' \
-    "$(readlink -f /usr/bin/h5pcc)" >"$hdf5/bin/h5pcc"
+    /usr/bin/h5pcc.openmpi >"$hdf5/bin/h5pcc"
 chmod +x "$hdf5/bin/h5pcc"
 
 # OpenBLAS (its CBLAS headers) and libdeflate: headers and libraries.
-blas_include=/usr/include/$multiarch/openblas-pthread
-blas_lib=$(readlink -f "$usrlib/libopenblas.so.0")
+blas_lib=$(readlink -f "$usrlib/libopenblas.so.0")  # .../openblas-pthread/ (or -openmp, -serial)
+blas_include=/usr/include/$multiarch/$(basename "$(dirname "$blas_lib")")
 mkdir -p "$site/openblas/include" "$site/openblas/lib" "$site/libdeflate/include" "$site/libdeflate/lib"
 cp "$blas_include"/*.h "$site/openblas/include/"
 cp "$blas_lib" "$site/openblas/lib/libopenblas.so.0"
