@@ -11,7 +11,8 @@ void add_s3_options(CLI::App* cmd, io::S3Options& s3) {
   cmd->add_option("--s3-connections", s3.connections, "Ranged GETs in flight per object (io.s3.connections)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  cmd->add_option("--s3-part-mib", s3.part_mib, "Bytes per ranged GET, MiB (io.s3.part_mib)")
+  cmd->add_option("--s3-part-mib", s3.part_mib,
+                  "Bytes per ranged GET, and per part of a multipart upload (at least 5 MiB), MiB (io.s3.part_mib)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   cmd->add_option("--s3-retries", s3.retries, "Retries after a transient failure (io.s3.retries)")

@@ -32,7 +32,8 @@ namespace fs = std::filesystem;
 namespace shardtrain::io {
 namespace {
 
-constexpr int64_t kMaxSinglePut = int64_t(5) << 30;  // S3's limit for one PUT
+constexpr int64_t kMinPartBytes = int64_t(5) << 20;  // S3's smallest part of a multipart upload (but the last)
+constexpr int64_t kMaxParts = 10000;                 // and its most parts
 
 void init_curl_once() {
   static std::once_flag once;
@@ -63,6 +64,7 @@ struct Response {
   long status = 0;
   std::string body;           // error bodies and get_text's text
   std::string content_range;  // "bytes 0-0/1234"
+  std::string etag;           // an uploaded part's ETag, quotes kept
   int64_t received = 0;       // body bytes (sink or body)
 };
 
@@ -115,8 +117,11 @@ struct Request {
   S3Location where;
   int64_t range_begin = -1, range_end = -1;  // inclusive; -1: whole object
   std::string payload_sha256 = kEmptyPayloadSha256;
-  std::string upload_path;  // PUT: the file to send
+  std::string query;                  // canonical (sorted keys, encoded values), "" for none
+  std::string upload_path;            // PUT: the file to send
+  const char* upload_data = nullptr;  // PUT: or these upload_bytes from memory
   int64_t upload_bytes = 0;
+  std::string post_body;  // POST: the body
   // Where a 2xx response's body goes: into `sink` (at most sink_bytes) or,
   // when sink is null, into Response::body.
   char* sink = nullptr;
@@ -146,20 +151,23 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   return bytes;
 }
 
+// The value of header `name` (lower case, with the colon) in `line`, or
+// nothing; trimmed.
+bool header_value(const std::string& line, const std::string& name, std::string& value) {
+  if (line.size() <= name.size()) return false;
+  std::string head = line.substr(0, name.size());
+  std::transform(head.begin(), head.end(), head.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  if (head != name) return false;
+  value = line.substr(name.size());
+  value.erase(0, value.find_first_not_of(' '));
+  while (!value.empty() && (value.back() == '\r' || value.back() == '\n')) value.pop_back();
+  return true;
+}
+
 size_t on_header(char* data, size_t size, size_t n, void* user) {
   auto* r = static_cast<Response*>(user);
   const std::string line(data, size * n);
-  const std::string name = "content-range:";
-  if (line.size() > name.size()) {
-    std::string head = line.substr(0, name.size());
-    std::transform(head.begin(), head.end(), head.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-    if (head == name) {
-      r->content_range = line.substr(name.size());
-      r->content_range.erase(0, r->content_range.find_first_not_of(' '));
-      while (!r->content_range.empty() && (r->content_range.back() == '\r' || r->content_range.back() == '\n'))
-        r->content_range.pop_back();
-    }
-  }
+  if (!header_value(line, "content-range:", r->content_range)) header_value(line, "etag:", r->etag);
   return size * n;
 }
 
@@ -169,6 +177,20 @@ size_t on_read(char* buffer, size_t size, size_t n, void* user) {
   auto* in = static_cast<std::ifstream*>(user);
   in->read(buffer, std::streamsize(size * n));
   return size_t(in->gcount());
+}
+
+struct MemoryUpload {
+  const char* data;
+  int64_t left;
+};
+
+size_t on_read_memory(char* buffer, size_t size, size_t n, void* user) {
+  auto* m = static_cast<MemoryUpload*>(user);
+  const size_t bytes = std::min<size_t>(size * n, size_t(m->left));
+  std::memcpy(buffer, m->data, bytes);
+  m->data += bytes;
+  m->left -= int64_t(bytes);
+  return bytes;
 }
 
 std::string sha256_file_hex(const std::string& path) {
@@ -249,7 +271,7 @@ struct S3Client::Impl {
     const std::string date = utc_now("%Y%m%dT%H%M%SZ");  // SigV4's x-amz-date
     SigV4Request sig{q.method,
                      path,
-                     "",
+                     q.query,
                      {{"host", host}, {"x-amz-date", date}, {"x-amz-content-sha256", q.payload_sha256}},
                      q.payload_sha256};
     std::string range;
@@ -273,7 +295,8 @@ struct S3Client::Impl {
 
     char error[CURL_ERROR_SIZE] = {0};
     BodyState st{&r, &q, h};
-    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+    const std::string full_url = q.query.empty() ? url : url + "?" + q.query;
+    curl_easy_setopt(h, CURLOPT_URL, full_url.c_str());
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -285,12 +308,23 @@ struct S3Client::Impl {
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &st);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
+    MemoryUpload memory{q.upload_data, q.upload_bytes};  // from the start at every try
+    if (q.method == "POST") {
+      curl_easy_setopt(h, CURLOPT_POST, 1L);
+      curl_easy_setopt(h, CURLOPT_POSTFIELDS, q.post_body.c_str());
+      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(q.post_body.size()));
+    } else if (q.method == "DELETE") {
+      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
+    }
     if (q.method == "PUT") {
       curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
       curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, curl_off_t(q.upload_bytes));
       if (upload.is_open()) {
         curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
         curl_easy_setopt(h, CURLOPT_READDATA, &upload);
+      } else if (q.upload_data != nullptr) {
+        curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read_memory);
+        curl_easy_setopt(h, CURLOPT_READDATA, &memory);
       } else {
         curl_easy_setopt(h, CURLOPT_READFUNCTION, no_upload_body);
       }
@@ -382,6 +416,118 @@ struct S3Client::Impl {
     }
     counts.bytes += r.received;
     return true;
+  }
+
+  S3Transfer single_put(const std::string& path, const S3Location& where, int64_t bytes) const {
+    Connection c;
+    Request q;
+    q.method = "PUT";
+    q.where = where;
+    q.upload_path = path;
+    q.upload_bytes = bytes;
+    q.payload_sha256 = sha256_file_hex(path);
+    S3Transfer t;
+    run(c, q, {}, nullptr, &t);
+    return t;
+  }
+
+  // S3's multipart upload: one upload started, its parts PUT by
+  // io.s3.connections threads (each part read, hashed and sent from memory,
+  // retried alone), then completed with the parts' ETags in order; on a
+  // failure the upload is aborted, so the store keeps no parts.
+  S3Transfer multipart_upload(const std::string& path, const S3Location& where, int64_t bytes, int64_t part) const {
+    Connection c;
+    Request start;
+    start.method = "POST";
+    start.where = where;
+    start.query = "uploads=";
+    S3Transfer total;
+    const std::string id = xml_field(run(c, start, {}, nullptr, &total).body, "UploadId");
+    ST_CHECK(!id.empty(), "s3://{}/{}: the store started no multipart upload (no UploadId)", where.bucket, where.key);
+    const std::string upload_id = "uploadId=" + uri_encode(id, /*keep_slash=*/false);
+    const int64_t parts = (bytes + part - 1) / part;
+    std::vector<std::string> etags(static_cast<size_t>(parts));
+    std::atomic<int64_t> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex mu;
+    std::string first_error;
+    auto worker = [&] {
+      try {
+        Connection mine;
+        std::ifstream in(path, std::ios::binary);
+        ST_CHECK(in, "{}: cannot open: {}", path, std::strerror(errno));
+        std::vector<char> buf;
+        for (int64_t p = next++; p < parts && !failed.load(); p = next++) {
+          const int64_t len = std::min(part, bytes - p * part);
+          buf.resize(size_t(len));
+          in.clear();
+          in.seekg(p * part);
+          in.read(buf.data(), std::streamsize(len));
+          ST_CHECK(in.gcount() == len, "{}: short read at byte {}", path, p * part);
+          Request q;
+          q.method = "PUT";
+          q.where = where;
+          q.query = fmt::format("partNumber={}&{}", p + 1, upload_id);
+          q.upload_data = buf.data();
+          q.upload_bytes = len;
+          q.payload_sha256 = sha256_hex(buf.data(), buf.size());
+          S3Transfer counts;
+          const Response r = run(mine, q, {}, nullptr, &counts);
+          ST_CHECK(!r.etag.empty(), "s3://{}/{}: part {} was stored without an ETag", where.bucket, where.key, p + 1);
+          std::lock_guard<std::mutex> lock(mu);
+          etags[size_t(p)] = r.etag;
+          total.requests += counts.requests;
+          total.retries += counts.retries;
+        }
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!failed.exchange(true)) first_error = e.what();
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int64_t i = 1; i < std::min<int64_t>(options.connections, parts); ++i) threads.emplace_back(worker);
+    worker();
+    for (std::thread& th : threads) th.join();
+
+    Request finish;
+    finish.where = where;
+    finish.query = upload_id;
+    if (failed.load()) {
+      abort_upload(c, finish);
+      throw Error(first_error);
+    }
+    finish.method = "POST";
+    finish.post_body = "<CompleteMultipartUpload>";
+    for (int64_t p = 0; p < parts; ++p)
+      finish.post_body +=
+          fmt::format("<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>", p + 1, etags[size_t(p)]);
+    finish.post_body += "</CompleteMultipartUpload>";
+    finish.payload_sha256 = sha256_hex(finish.post_body.data(), finish.post_body.size());
+    // S3 may answer 200 and put the error in the body.
+    const auto check = [&](const Response& r) -> std::string {
+      const std::string code = xml_field(r.body, "Code");
+      if (code.empty()) return "";
+      if (code == "InternalError" || code == "SlowDown") return "completion failed: " + code;
+      throw Error(fmt::format("s3://{}/{}: completing the upload of {} parts failed: {} ({})", where.bucket, where.key,
+                              parts, code, xml_field(r.body, "Message")));
+    };
+    try {
+      run(c, finish, check, nullptr, &total);
+    } catch (const std::exception&) {
+      abort_upload(c, finish);
+      throw;
+    }
+    total.parts = parts;
+    return total;
+  }
+
+  // Aborts the multipart upload `finish` names: the parts stored so far go.
+  // One try: the error that led here is the one to report.
+  void abort_upload(Connection& c, Request finish) const {
+    finish.method = "DELETE";
+    finish.post_body.clear();
+    finish.payload_sha256 = kEmptyPayloadSha256;
+    perform(c, finish);
   }
 
   // A lasting failure: what S3 said, and what the user should check.
@@ -530,16 +676,11 @@ S3Transfer S3Client::upload(const std::string& path, const std::string& url) {
   std::error_code ec;
   const int64_t bytes = int64_t(fs::file_size(path, ec));
   ST_CHECK(!ec, "{}: {}", path, ec.message());
-  ST_CHECK(bytes <= kMaxSinglePut, "{}: {} bytes is more than one S3 PUT takes (5 GiB)", path, bytes);
-  Connection c;
-  Request q;
-  q.method = "PUT";
-  q.where = parse_s3_url(url);
-  q.upload_path = path;
-  q.upload_bytes = bytes;
-  q.payload_sha256 = sha256_file_hex(path);
-  S3Transfer t;
-  impl_->run(c, q, {}, nullptr, &t);
+  // Parts of io.s3.part_mib, at least S3's smallest (5 MiB) and few enough
+  // for its 10000; an object that fits one part goes in one PUT.
+  const int64_t part = std::max({impl_->options.part_mib << 20, kMinPartBytes, (bytes + kMaxParts - 1) / kMaxParts});
+  S3Transfer t = bytes > part ? impl_->multipart_upload(path, parse_s3_url(url), bytes, part)
+                              : impl_->single_put(path, parse_s3_url(url), bytes);
   t.bytes = bytes;
   t.complete = true;
   t.seconds = now_seconds() - t0;

@@ -36,6 +36,7 @@ struct S3Transfer {
   double seconds = 0;     // wall time, first request to rename
   int64_t requests = 0;   // HTTP requests made, retries included
   int64_t retries = 0;    // of those, repeats after a transient failure
+  int64_t parts = 0;      // upload: the parts of a multipart upload (0: one PUT)
   bool complete = false;  // false: stopped early, nothing left behind
 };
 
@@ -63,7 +64,9 @@ class S3Client {
   // null) ends it early, leaving nothing behind.
   S3Transfer download(const std::string& url, int64_t expected_bytes, const std::string& dst,
                       RateLimiter* limiter = nullptr, const std::atomic<bool>* stop = nullptr);
-  // Uploads a local file as one object (single PUT: at most 5 GiB).
+  // Uploads a local file as one object: in one PUT where it fits one part
+  // (io.s3.part_mib, at least 5 MiB), else as S3's multipart upload, its
+  // parts io.s3.connections at a time (objects of any size S3 takes).
   S3Transfer upload(const std::string& path, const std::string& url);
   // Creates the bucket; one that this account owns already is fine.
   void create_bucket(const std::string& bucket);

@@ -344,7 +344,7 @@ const std::vector<Field>& schema() {
       KEY("io.s3.endpoint", "The S3 endpoint for s3:// splits (data.train or data.test = \"s3://bucket/prefix\", fetched into io.stage.cache_dir before training). Empty: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the AWS config file's endpoint_url, else AWS's own. Keys come from the environment or the AWS files (docs/io.md).", io.stage.s3.endpoint),
       KEY("io.s3.region", "The region requests are signed for. Empty: AWS_REGION, AWS_DEFAULT_REGION, the AWS config file, else us-east-1.", io.stage.s3.region),
       KEY("io.s3.connections", "Ranged GETs in flight per object.", io.stage.s3.connections),
-      KEY("io.s3.part_mib", "Bytes per ranged GET, MiB.", io.stage.s3.part_mib),
+      KEY("io.s3.part_mib", "Bytes per ranged GET, MiB; and per part of a multipart upload (`shardtrain upload`: at least 5 MiB, S3's smallest part).", io.stage.s3.part_mib),
       KEY("io.s3.retries", "Retries of a request after a transient failure (no connection, a cut transfer, HTTP 408, 429, 500, 502, 503, 504), with exponential backoff.", io.stage.s3.retries),
       KEY("io.stage.direct_io", "Copy with O_DIRECT, past the page cache: the copy neither evicts training's pages nor leaves dirty ones to write back (io.stage.block_kib in whole 4 KiB blocks).", io.stage.direct_io),
 

@@ -35,8 +35,9 @@ int upload_command(const std::string& split_dir, const std::string& url, bool cr
   for (size_t i = 0; i < n; ++i) {
     const std::string& file = manifest->shards[i].file;
     const io::S3Transfer t = client.upload((std::filesystem::path(split_dir) / file).string(), io::s3_child(url, file));
-    fmt::print("[upload] {}/{} {}: {:.2f} MB in {:.2f} s ({:.1f} MB/s)\n", i + 1, n, file, double(t.bytes) / 1e6,
-               t.seconds, t.seconds > 0 ? double(t.bytes) / 1e6 / t.seconds : 0.0);
+    fmt::print("[upload] {}/{} {}: {:.2f} MB in {:.2f} s ({:.1f} MB/s{})\n", i + 1, n, file, double(t.bytes) / 1e6,
+               t.seconds, t.seconds > 0 ? double(t.bytes) / 1e6 / t.seconds : 0.0,
+               t.parts > 0 ? fmt::format(", {} parts", t.parts) : "");
     std::fflush(stdout);
   }
   client.upload(io::manifest_path(split_dir), io::s3_child(url, io::kManifestFile));

@@ -4,7 +4,8 @@
 # retried, the secret key is never printed, and nothing trains from a bad
 # object.
 #  - the split round trip: upload, stage (parallel ranged GETs) byte for byte,
-#    a rerun keeps the verified copies;
+#    a rerun keeps the verified copies; a shard larger than a part uploaded
+#    in parts (S3's multipart upload) and staged back byte for byte;
 #  - a 2-rank DDP job reading data.train and data.test from s3://, and
 #    `study storage`'s object-store mode (a fetch, then the copies found);
 #  - bad credentials: a wrong access key, a wrong secret key;
@@ -46,6 +47,15 @@ s3=(--s3-part-mib 1 --s3-connections 4)
 "$st" upload --from src/train --to s3://shardtrain-test/synth/train --create-bucket "${s3[@]}" >upload.txt 2>&1 ||
   { cat upload.txt; echo "FAIL: upload"; exit 1; }
 "$st" upload --from src/test --to s3://shardtrain-test/synth/test >>upload.txt 2>&1 || { cat upload.txt; exit 1; }
+
+# A shard larger than a part (12.7 MB, parts of 5 MiB): S3's multipart
+# upload, its 3 parts 2 at a time, staged back byte for byte.
+"$st" prep synthetic --out src/big --samples 16000 --sample-bytes 784 --shards 1 --seed 3 >/dev/null || exit 1
+"$st" upload --from src/big --to s3://shardtrain-test/synth/big --s3-part-mib 5 --s3-connections 2 >big-upload.txt 2>&1 ||
+  { cat big-upload.txt; echo "FAIL: multipart upload"; exit 1; }
+check "a 12.7 MB shard went up in 3 parts" grep -q "part-00000.h5: 12.[0-9]* MB in .*, 3 parts)" big-upload.txt
+"$st" stage --from s3://shardtrain-test/synth/big --to big-cache >big-stage.txt 2>&1
+check "the multipart object staged back byte for byte" cmp -s src/big/part-00000.h5 big-cache/big/part-00000.h5
 
 same_as_source() {  # the cache's copies are the source's, no temp files left
   for f in src/train/part-*.h5; do cmp -s "$f" "$1/train/$(basename "$f")" || return 1; done
