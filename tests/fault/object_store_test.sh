@@ -5,7 +5,8 @@
 # object.
 #  - the split round trip: upload, stage (parallel ranged GETs) byte for byte,
 #    a rerun keeps the verified copies; a shard larger than a part uploaded
-#    in parts (S3's multipart upload) and staged back byte for byte;
+#    in parts (S3's multipart upload) and staged back byte for byte, and
+#    one whose parts fail for good (the proxy) aborted;
 #  - a 2-rank DDP job reading data.train and data.test from s3://, and
 #    `study storage`'s object-store mode (a fetch, then the copies found);
 #  - bad credentials: a wrong access key, a wrong secret key;
@@ -127,6 +128,17 @@ rc=$?
 stop_proxy
 check "503 without end: exit 1" test "$rc" -ne 0
 check "503 without end: given up, saying what S3 answered" grep -q 'gave up after 3 tries.*HTTP 503 SlowDown' down.txt
+
+# A multipart upload whose parts fail for good: given up, and aborted (S3
+# answers the abort with 204: the parts stored so far are gone).
+start_proxy --fail-parts 1000 --status 503 --log proxy.log
+"$st" upload --from src/big --to s3://shardtrain-test/synth/aborted --s3-part-mib 5 --s3-retries 1 >abort.txt 2>&1
+rc=$?
+stop_proxy
+check "parts failing for good: exit 1, saying what S3 answered" \
+  bash -c "[ $rc -ne 0 ] && grep -q 'gave up after 2 tries.*HTTP 503 SlowDown' abort.txt"
+check "parts failing for good: the upload aborted" \
+  grep -qE '^DELETE /shardtrain-test/synth/aborted/part-00000.h5\?uploadId=[^ ]+ 204$' proxy.log
 
 start_proxy --truncate 3 --ranged-only
 "$st" stage --from s3://shardtrain-test/synth/train --to c8 "${s3[@]}" >cut.txt 2>&1

@@ -1,12 +1,14 @@
 """An HTTP proxy in front of a real S3 server that makes some of its answers
 fail, as a loaded or flaky store does: the first --fail GETs get --status
 with S3's SlowDown error body, the next --truncate GETs get the whole
-response's headers but half its body, then the connection is cut. Everything
+response's headers but half its body, then the connection is cut; the first
+--fail-parts PUTs of a multipart upload's parts get --status too. Everything
 else passes through unchanged (the Host header too: the client signed it).
+--log appends "METHOD PATH STATUS" for every request it passed on.
 Standard library only; any python3.
 
   python3 s3_fault_proxy.py --upstream http://127.0.0.1:8000 --port-file F [--fail N] [--status 503]
-                            [--truncate N] [--ranged-only]
+                            [--truncate N] [--ranged-only] [--fail-parts N] [--log FILE]
 --ranged-only counts only the GETs of object parts (with a Range header).
 """
 import argparse
@@ -23,10 +25,13 @@ parser.add_argument("--fail", type=int, default=0)
 parser.add_argument("--status", type=int, default=503)
 parser.add_argument("--truncate", type=int, default=0)
 parser.add_argument("--ranged-only", action="store_true", help="count only GETs with a Range header (object parts)")
+parser.add_argument("--fail-parts", type=int, default=0)
+parser.add_argument("--log", default="")
 args = parser.parse_args()
 upstream = urllib.parse.urlparse(args.upstream)
 lock = threading.Lock()
 gets = [0]
+parts = [0]
 
 SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
              b"<Message>Please reduce your request rate.</Message></Error>")
@@ -46,7 +51,12 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 n = gets[0]
                 gets[0] += 1
-        if 0 <= n < args.fail:
+        failed_part = False
+        if self.command == "PUT" and "partNumber=" in self.path:
+            with lock:
+                failed_part = parts[0] < args.fail_parts
+                parts[0] += 1
+        if 0 <= n < args.fail or failed_part:
             self.send_response(args.status)
             self.send_header("Content-Type", "application/xml")
             self.send_header("Content-Length", str(len(SLOW_DOWN)))
@@ -58,6 +68,9 @@ class Handler(BaseHTTPRequestHandler):
         resp = conn.getresponse()
         data = resp.read()
         conn.close()
+        if args.log:
+            with lock, open(args.log, "a") as log:
+                log.write(f"{self.command} {self.path} {resp.status}\n")
         self.send_response(resp.status)
         for k, v in resp.getheaders():
             if k.lower() not in ("transfer-encoding", "connection"):
