@@ -4,6 +4,7 @@
 // MLP shapes with 1024^3: small-batch GEMMs run well below peak, and the
 // "step" rows are the ceiling a whole training step can reach.
 #include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/linear.h"
 #include "runtime/core/rng.h"
@@ -164,8 +165,33 @@ benchmark::internal::Benchmark* add(const std::string& name, Fn fn, Arg arg) {
   return benchmark::RegisterBenchmark(name.c_str(), fn, arg);
 }
 
+// The same under each runtime.cpu_backend that computes it differently:
+// NAME/openblas and NAME/onednn, side by side in one run.
+template <class Fn, class Arg>
+void add_per_backend(const std::string& name, Fn fn, Arg arg) {
+  for (const CpuBackend backend : {CpuBackend::openblas, CpuBackend::onednn})
+    benchmark::RegisterBenchmark(fmt::format("{}/{}", name, name_of(backend)).c_str(), [=](benchmark::State& state) {
+      const CpuBackend before = cpu_backend();
+      set_cpu_backend(backend);
+      fn(state, arg);
+      set_cpu_backend(before);
+    })->Unit(benchmark::kMillisecond);
+}
+
 void register_all() {
   add("sgemm/NN/1024x1024x1024", bm_gemm, GemmCall{false, false, 1024, 1024, 1024})->Unit(benchmark::kMillisecond);
+  // The models' products on each library: the MLP's step (batch 128), the
+  // GPT's (examples/gpt_kjv.toml: 2 x 128 wide, T 64, batch 32: 2048 rows)
+  // and the CNN's convolutions.
+  add_per_backend("backend/sgemm/NN/1024x1024x1024", bm_gemm, GemmCall{false, false, 1024, 1024, 1024});
+  add_per_backend("backend/mlp_b128/step_gemms_only", bm_mlp_step_gemms, int64_t{128});
+  add_per_backend("backend/gpt/qkv_fwd_NT/2048x384x128", bm_gemm, GemmCall{false, true, 2048, 384, 128});
+  add_per_backend("backend/gpt/mlp_dX_NN/2048x128x512", bm_gemm, GemmCall{false, false, 2048, 128, 512});
+  add_per_backend("backend/gpt/mlp_dW_TN/512x128x2048", bm_gemm, GemmCall{true, false, 512, 128, 2048});
+  add_per_backend("backend/conv2d_fwd/B128_1to32_5x5_pad2_28x28", bm_conv2d_forward, kConv1);
+  add_per_backend("backend/conv2d_bwd/B128_1to32_5x5_pad2_28x28", bm_conv2d_backward, kConv1);
+  add_per_backend("backend/conv2d_fwd/B128_32to64_5x5_pad2_14x14", bm_conv2d_forward, kConv2);
+  add_per_backend("backend/conv2d_bwd/B128_32to64_5x5_pad2_14x14", bm_conv2d_backward, kConv2);
   for (int64_t batch : {64, 128}) {
     // Each layer's GEMMs exactly as linear_forward / linear_backward issue them.
     for (int l = 0; l < 3; ++l) {

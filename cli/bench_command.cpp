@@ -26,7 +26,8 @@ void add_step(CLI::App* bench, std::vector<Command>& out) {
     train::BenchStepOptions options;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* cmd = bench->add_subcommand("step", "Training-step GFLOP/s against the same GEMMs alone");
+  CLI::App* cmd =
+      bench->add_subcommand("step", "Training-step GFLOP/s against the same products (GEMMs, convolutions) alone");
   add_config_args(cmd, a->config);
   cmd->add_option("--steps", a->options.steps, "Steps per round")
       ->check(CLI::Range(1, kMaxCount))

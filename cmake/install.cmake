@@ -67,6 +67,6 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 # What the program and the package's CMake users need, by Debian's names
 # (scripts/install-deps.sh installs the same for a build).
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
-    "openmpi-bin, libopenmpi-dev, libhdf5-openmpi-dev, libopenblas-dev, libdeflate-dev, libfmt-dev, libtomlplusplus-dev, nlohmann-json3-dev, zlib1g-dev, libcurl4-openssl-dev, libssl-dev, python3, python3-numpy")
+    "openmpi-bin, libopenmpi-dev, libhdf5-openmpi-dev, libopenblas-dev, libdnnl-dev, libdeflate-dev, libfmt-dev, libtomlplusplus-dev, nlohmann-json3-dev, zlib1g-dev, libcurl4-openssl-dev, libssl-dev, python3, python3-numpy")
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 include(CPack)

@@ -69,6 +69,9 @@ function(shardtrain_find_library name module header library prefix_var what)
 endfunction()
 
 shardtrain_find_library(shardtrain_deps::openblas openblas cblas.h openblas OpenBLAS_ROOT "OpenBLAS (its CBLAS interface)")
+# oneDNN: direct convolutions in its blocked layouts, and matrix products on
+# CPUs with bf16 kernels (kernels/cpu/cpu_backend.h). Debian ships no .pc file.
+shardtrain_find_library(shardtrain_deps::onednn dnnl oneapi/dnnl/dnnl.hpp dnnl DNNL_ROOT "oneDNN (libdnnl)")
 # CRC-32 (zlib's polynomial) with carry-less multiplication: about 4x zlib's
 # speed, for the checksums checked on every read (io/shard_format.cpp).
 shardtrain_find_library(shardtrain_deps::libdeflate libdeflate libdeflate.h deflate libdeflate_ROOT "libdeflate")

@@ -5,7 +5,9 @@
 # (the same model, optimizer, schedule, batch, data and evaluations in
 # PyTorch), one thread per process on the CPU.
 #   1. Step time on 1 rank: K steps each, the two frameworks alternating,
-#      ROUNDS rounds; the median of each framework's rounds. On a CPU with
+#      ROUNDS rounds; the median of each framework's rounds. shardtrain runs
+#      as configured (runtime.cpu_backend = auto) and with every product on
+#      OpenBLAS (runtime.cpu_backend = openblas), in the same rounds. On a CPU with
 #      AVX-512, shardtrain also runs with OPENBLAS_CORETYPE=SkylakeX set in
 #      its command (OpenBLAS's AVX-512 kernels), in the same rounds.
 #   2. Time to target with DDP on 2 ranks (shardrun / torchrun, gloo): each
@@ -42,6 +44,8 @@ for m in $MODELS; do
   for r in $(seq "$ROUNDS"); do
     $st train "$cfg" --set train.max_steps="$K" --set target.value=0 "${one[@]}" \
       --run-dir "$out/st-$m-steps-$r" --overwrite > /dev/null
+    $st train "$cfg" --set train.max_steps="$K" --set target.value=0 --set runtime.cpu_backend=openblas "${one[@]}" \
+      --run-dir "$out/st-blas-$m-steps-$r" --overwrite > /dev/null
     [ $skx = 1 ] && OPENBLAS_CORETYPE=SkylakeX $st train "$cfg" --set train.max_steps="$K" --set target.value=0 \
       "${one[@]}" --run-dir "$out/st-skx-$m-steps-$r" --overwrite > /dev/null
     OMP_NUM_THREADS=1 "$py" bench/torch_reference.py "$out/torch-$m-steps.toml" --json "$out/torch-$m-steps-$r.json" > /dev/null
@@ -66,14 +70,15 @@ def st_result(d): return json.load(open(f"{out}/{d}/result.json"))
 def st_ms(prefix, m): return statistics.median(1e3 * st_result(f"{prefix}-{m}-steps-{r}")["timing"]["step_s"] for r in range(1, rounds + 1))
 if "1" in parts:
     print("\n1. step time, 1 rank, 1 thread (median of the rounds' mean step times)")
-    print("| model | shardtrain ms | PyTorch ms | PyTorch / shardtrain |"
+    print("| model | shardtrain ms | PyTorch ms | PyTorch / shardtrain | shardtrain ms, cpu_backend = openblas | PyTorch / that |"
           + (" shardtrain ms, OPENBLAS_CORETYPE=SkylakeX | PyTorch / that |" if skx else "")
           + " test loss shardtrain / PyTorch |")
-    print("| --- | --- | --- | --- |" + (" --- | --- |" if skx else "") + " --- |")
+    print("| --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if skx else "") + " --- |")
     for m in models:
         tc = [json.load(open(f"{out}/torch-{m}-steps-{r}.json")) for r in range(1, rounds + 1)]
         ours, theirs = st_ms("st", m), statistics.median(r["step_ms_mean"] for r in tc)
-        cols = f"| {m} | {ours:.2f} | {theirs:.2f} | {theirs / ours:.2f} |"
+        blas = st_ms("st-blas", m)
+        cols = f"| {m} | {ours:.2f} | {theirs:.2f} | {theirs / ours:.2f} | {blas:.2f} | {theirs / blas:.2f} |"
         if skx:
             ours_skx = st_ms("st-skx", m)
             cols += f" {ours_skx:.2f} | {theirs / ours_skx:.2f} |"

@@ -12,8 +12,8 @@ packages=(
   openmpi-bin libopenmpi-dev libucx-dev
   # parallel HDF5 (the MPI-enabled build) and its command-line tools
   libhdf5-openmpi-dev hdf5-tools
-  # BLAS
-  libopenblas-dev
+  # BLAS; oneDNN (the CPU's convolutions, and its bf16 products)
+  libopenblas-dev libdnnl-dev
   # tests and micro-benchmarks; the format and lint checks of CI (clang-tidy
   # 22, from bookworm-security: it skips the system headers' code, a third
   # of version 14's time on this tree); clang 22 and its runtimes for the

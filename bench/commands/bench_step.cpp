@@ -3,7 +3,9 @@
 #include "bench/commands/bench_stats.h"
 
 #include "io/sampler.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/onednn_conv.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/rng.h"
 #include "runtime/train/session.h"
@@ -35,6 +37,33 @@ struct GemmReplay {
   }
 };
 
+// Buffers for replaying one recorded oneDNN convolution pass.
+struct ConvReplay {
+  cpu::ConvCall call;
+  std::vector<float> in, weight, bias, out, din, dweight, dbias;
+  explicit ConvReplay(const cpu::ConvCall& c) : call(c) {
+    const kernels::Conv2dShape& s = c.shape;
+    Rng rng(stream_key(11, uint64_t(s.B * s.C), uint64_t(s.OC * 131 + s.H)));
+    auto filled = [&](int64_t n) {
+      std::vector<float> v(static_cast<size_t>(n));
+      for (float& x : v) x = rng.uniform(-1, 1);
+      return v;
+    };
+    in = filled(s.B * s.C * s.H * s.W);
+    weight = filled(s.OC * s.C * s.K * s.K);
+    bias = filled(s.OC);
+    out = filled(s.B * s.OC * s.OH() * s.OW());  // the output's gradient in a backward pass
+    dweight.resize(weight.size());
+    dbias.resize(bias.size());
+    if (c.backward && c.input_gradient) din.resize(in.size());
+  }
+  void run() {
+    if (!call.backward) return cpu::onednn_conv_forward(out.data(), in.data(), weight.data(), bias.data(), call.shape);
+    cpu::onednn_conv_backward(din.empty() ? nullptr : din.data(), dweight.data(), dbias.data(), out.data(), in.data(),
+                              weight.data(), call.shape, false);
+  }
+};
+
 }  // namespace
 
 int bench_step(const Config& config, const BenchStepOptions& opt) {
@@ -60,16 +89,20 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
 
   for (int i = 0; i < opt.warmup; ++i) step();
   std::vector<GemmReplay> replays;
+  std::vector<ConvReplay> conv_replays;
   double flops = 0.0;
   {
     cpu::GemmRecorder recorder;
     step();
-    for (const cpu::GemmCall& c : recorder.calls()) {
-      replays.emplace_back(c);
-      flops += c.flops();
-    }
+    for (const cpu::GemmCall& c : recorder.calls()) replays.emplace_back(c);
+    for (const cpu::ConvCall& c : recorder.convs()) conv_replays.emplace_back(c);
+    flops = recorder.flops();
   }
-  for (auto& r : replays) r.run();  // warm the replay buffers
+  auto replay = [&] {
+    for (auto& r : replays) r.run();
+    for (auto& r : conv_replays) r.run();
+  };
+  replay();  // warm the replay buffers
 
   std::vector<double> step_s, gemm_s;
   for (int round = 0; round < opt.rounds; ++round) {
@@ -77,8 +110,7 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
     for (int i = 0; i < opt.steps; ++i) step();
     step_s.push_back((now_seconds() - t0) / opt.steps);
     t0 = now_seconds();
-    for (int i = 0; i < opt.steps; ++i)
-      for (auto& r : replays) r.run();
+    for (int i = 0; i < opt.steps; ++i) replay();
     gemm_s.push_back((now_seconds() - t0) / opt.steps);
   }
   const double st = median(step_s), gt = median(gemm_s);
@@ -86,6 +118,7 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
 
   fmt::print("bench step: {} (model {}, global batch {}, {} BLAS thread(s))\n", config.source,
              nn::model_name(config.model), config.train.global_batch_size, cpu::blas_threads());
+  fmt::print("  CPU backend: {}\n", cpu::cpu_backend_summary());
   fmt::print("  GEMM calls per step (M x N x K, transposes, calls):\n");
   for (size_t i = 0; i < replays.size();) {  // runs of identical shapes (conv: one per sample)
     size_t j = i;
@@ -98,17 +131,30 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
                c.trans_b ? "T" : "N", j - i, c.flops() * 1e-6 * double(j - i));
     i = j;
   }
+  if (!conv_replays.empty()) {
+    fmt::print("  oneDNN convolution passes per step (batch x channels x H x W -> out channels, kernel):\n");
+    for (const ConvReplay& r : conv_replays) {
+      const kernels::Conv2dShape& c = r.call.shape;
+      fmt::print("    {:>4} x {:>4} x {:>3} x {:>3} -> {:>4}, {}x{}  {:<17} {:8.1f} MFLOP\n", c.B, c.C, c.H, c.W, c.OC,
+                 c.K, c.K,
+                 !r.call.backward        ? "forward"
+                 : r.call.input_gradient ? "backward"
+                                         : "backward (weights)",
+                 r.call.flops() * 1e-6);
+    }
+  }
   fmt::print("  model FLOPs per step     {:.1f} MFLOP\n", flops * 1e-6);
   fmt::print("  training step            {:8.3f} ms  {:7.1f} GFLOP/s   (median of {} rounds x {} steps)\n", st * 1e3,
              step_gflops, opt.rounds, opt.steps);
-  fmt::print("  same GEMMs alone         {:8.3f} ms  {:7.1f} GFLOP/s\n", gt * 1e3, gemm_gflops);
-  fmt::print("  step / GEMM              {:8.1f} %\n", 100.0 * step_gflops / gemm_gflops);
+  fmt::print("  same products alone      {:8.3f} ms  {:7.1f} GFLOP/s\n", gt * 1e3, gemm_gflops);
+  fmt::print("  step / products          {:8.1f} %\n", 100.0 * step_gflops / gemm_gflops);
 
   if (!opt.json_path.empty()) {
     nlohmann::json j = {{"config", config.source},
                         {"model", nn::model_name(config.model)},
                         {"global_batch_size", config.train.global_batch_size},
                         {"blas_threads", cpu::blas_threads()},
+                        {"cpu_backend", cpu::cpu_backend_summary()},
                         {"model_flops_per_step", flops},
                         {"step_time_s", st},
                         {"gemm_time_s", gt},

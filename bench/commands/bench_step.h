@@ -1,13 +1,16 @@
 // `shardtrain bench step CONFIG`: how close a training step comes to the
-// GEMM speed of the machine. It records the GEMM calls of one real training
-// step (shapes and transposes, through cpu::GemmRecorder), then alternates
-// rounds of (a) real training steps on the config's data and (b) replays of
-// exactly those GEMM calls on buffers of the same shapes, and reports
-//   step GFLOP/s  = model FLOPs per step / step time
-//   GEMM GFLOP/s  = the same FLOPs / time of the replayed GEMMs alone
-// and their ratio: the share of the machine's GEMM speed the step achieves.
-// Model FLOPs are the multiply-adds of forward and backward GEMMs (2*M*N*K
-// each); elementwise work is not counted, so it can only lower the ratio.
+// speed of its own products on this machine. It records the products of one
+// real training step (GEMM shapes and transposes, and the convolution passes
+// oneDNN computes whole, through cpu::GemmRecorder), then alternates rounds
+// of (a) real training steps on the config's data and (b) replays of exactly
+// those products on buffers of the same shapes, through the same backend
+// (runtime.cpu_backend), and reports
+//   step GFLOP/s      = model FLOPs per step / step time
+//   products GFLOP/s  = the same FLOPs / time of the replayed products alone
+// and their ratio: the share of the products' speed the step achieves.
+// Model FLOPs are the multiply-adds of forward and backward products (2*M*N*K
+// per GEMM, 2*OC*OH*OW*C*K*K per convolution pass and sample); elementwise
+// work is not counted, so it can only lower the ratio.
 #pragma once
 
 #include "runtime/train/config.h"

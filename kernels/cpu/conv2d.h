@@ -1,5 +1,7 @@
-// 2-D convolution, NCHW, square kernel, by im2col + GEMM, one sample at a time
-// (the column buffer of one sample stays in cache). weight [OC, C*K*K], bias [OC].
+// 2-D convolution, NCHW, square kernel: through oneDNN's direct kernels where
+// onednn_conv_route() says so (onednn_conv.h), else by im2col + GEMM, one
+// sample at a time (the column buffer of one sample stays in cache).
+// weight [OC, C*K*K], bias [OC].
 #pragma once
 
 #include "kernels/kernel_params.h"

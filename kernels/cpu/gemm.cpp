@@ -2,7 +2,9 @@
 
 #include "runtime/core/error.h"
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/onednn_matmul.h"
 
 #include <cblas.h>
 #include <dlfcn.h>
@@ -65,6 +67,17 @@ int to_blas_int(int64_t v, const char* what) {
 
 GemmRecorder::GemmRecorder() : previous_(t_recorder) { t_recorder = this; }
 GemmRecorder::~GemmRecorder() { t_recorder = previous_; }
+
+double GemmRecorder::flops() const {
+  double total = 0.0;
+  for (const GemmCall& c : calls_) total += c.flops();
+  for (const ConvCall& c : convs_) total += c.flops();
+  return total;
+}
+
+void record_conv(const ConvCall& call) {
+  if (t_recorder != nullptr) t_recorder->convs_.push_back(call);
+}
 
 void set_blas_threads(int threads) {
   ST_CHECK(threads >= 1, "set_blas_threads: {} threads (must be >= 1)", threads);
@@ -146,6 +159,12 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
     const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
     thread_local std::vector<bf16> a16, b16;
     thread_local std::vector<float> a32, b32;
+    if (onednn_products(GemmPrecision::bf16)) {
+      pack_bf16(a16, A, a_rows, a_cols, lda);
+      pack_bf16(b16, B, b_rows, b_cols, ldb);
+      onednn_gemm_bf16(trans_a, trans_b, M, N, K, alpha, a16.data(), a_cols, b16.data(), b_cols, beta, C, ldc);
+      return;
+    }
     if (SbgemmFn fn = sbgemm()) {
       pack_bf16(a16, A, a_rows, a_cols, lda);
       pack_bf16(b16, B, b_rows, b_cols, ldb);
@@ -160,6 +179,9 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
     B = b32.data();
     lda = a_cols;
     ldb = b_cols;
+  } else if (onednn_products(GemmPrecision::f32)) {
+    onednn_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
   }
   cblas_sgemm(CblasRowMajor, ta, tb, to_blas_int(M, "M"), to_blas_int(N, "N"), to_blas_int(K, "K"), alpha, A,
               to_blas_int(lda, "lda"), B, to_blas_int(ldb, "ldb"), beta, C, to_blas_int(ldc, "ldc"));

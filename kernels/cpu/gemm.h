@@ -4,6 +4,8 @@
 // matrices as stored. One BLAS thread per rank by default (set_blas_threads).
 #pragma once
 
+#include "kernels/kernel_params.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -59,9 +61,20 @@ struct GemmCall {
   double flops() const { return 2.0 * double(M) * double(N) * double(K); }
 };
 
+// One pass of a convolution oneDNN computed whole (onednn_conv.h), as
+// recorded by GemmRecorder: the forward, or the backward (the weight
+// gradient, and the input gradient where input_gradient).
+struct ConvCall {
+  kernels::Conv2dShape shape;
+  bool backward = false, input_gradient = false;
+  double flops() const { return shape.forward_flops() * (backward && input_gradient ? 2.0 : 1.0); }
+};
+
 // While a GemmRecorder is alive on a thread, every gemm() on that thread
-// appends its shape to calls(). Used to count a training step's model FLOPs
-// and to replay exactly the step's GEMMs in the GEMM-vs-step benchmark.
+// appends its shape to calls(), and every oneDNN convolution pass to convs()
+// (im2col's convolutions are gemm() calls already). Used to count a training
+// step's model FLOPs and to replay exactly the step's products in the
+// products-vs-step benchmark.
 class GemmRecorder {
  public:
   GemmRecorder();
@@ -69,12 +82,20 @@ class GemmRecorder {
   GemmRecorder(const GemmRecorder&) = delete;
   GemmRecorder& operator=(const GemmRecorder&) = delete;
   const std::vector<GemmCall>& calls() const { return calls_; }
+  const std::vector<ConvCall>& convs() const { return convs_; }
+  // The FLOPs of everything recorded.
+  double flops() const;
 
  private:
   friend void gemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
                    float*, int64_t);
+  friend void record_conv(const ConvCall& call);
   std::vector<GemmCall> calls_;
+  std::vector<ConvCall> convs_;
   GemmRecorder* previous_;
 };
+
+// Appends to this thread's live GemmRecorder, if any.
+void record_conv(const ConvCall& call);
 
 }  // namespace shardtrain::cpu

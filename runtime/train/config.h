@@ -5,6 +5,7 @@
 #pragma once
 
 #include "io/loader_options.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/nn/models.h"
 #include "runtime/optim/optimizer.h"
@@ -93,6 +94,7 @@ struct Config {
   comm::CommOptions comm;
   struct Runtime {
     int64_t blas_threads = 1;
+    cpu::CpuBackend cpu_backend = cpu::CpuBackend::automatic;
     DeviceKind device = DeviceKind::cpu;
     Precision precision = Precision::f32;  // bf16: mixed precision (bf16 activations and GEMMs)
     GpuGemm gpu_gemm = GpuGemm::tf32;      // at precision f32

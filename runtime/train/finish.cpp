@@ -1,4 +1,5 @@
 // finish(): result.json and the run's last lines (train_loop.h).
+#include "kernels/cpu/onednn_conv.h"
 #include "kernels/devices.h"
 #include "runtime/checkpoint/checkpoint_dir.h"
 #include "runtime/comm/engine/progress_engine.h"
@@ -21,10 +22,11 @@ using nlohmann::json;
 // GPU run the plan describes the GPU's share: parameters, state,
 // activations), and on a GPU what the tensors do not show: the bytes the
 // caching allocator holds from the driver (its cached blocks included) and
-// the kernels' workspaces (cuBLAS's own not counted). Maxima over ranks.
+// the kernels' workspaces (cuBLAS's own not counted); on a CPU, oneDNN's
+// convolution buffers. Maxima over ranks.
 MemoryFigures measure_memory(const Job& job, const MemoryPlan& plan, json& per_rank) {
   const std::vector<double> mine = {double(memory_stats(job.s.device).high_water_bytes), double(gpu_reserved_bytes()),
-                                    double(gpu_workspace_bytes())};
+                                    double(gpu_workspace_bytes()), double(cpu::onednn_conv_workspace_bytes())};
   const std::vector<std::vector<double>> all =
       job.comm ? gather_from_ranks(*job.comm, mine) : std::vector<std::vector<double>>{mine};
   MemoryFigures m;
@@ -36,6 +38,7 @@ MemoryFigures measure_memory(const Job& job, const MemoryPlan& plan, json& per_r
     m.peak = std::max(m.peak, r[0]);
     m.gpu_reserved = std::max(m.gpu_reserved, r[1]);
     m.gpu_workspace = std::max(m.gpu_workspace, r[2]);
+    m.cpu_workspace = std::max(m.cpu_workspace, r[3]);
   }
   return m;
 }
@@ -90,6 +93,8 @@ int finish(Job& job, const LoopState& state, RunTelemetry& telemetry, const Memo
   if (gpu) {
     result["memory"]["gpu_reserved_bytes"] = int64_t(memory.gpu_reserved);
     result["memory"]["gpu_workspace_bytes"] = int64_t(memory.gpu_workspace);
+  } else {
+    result["memory"]["cpu_workspace_bytes"] = int64_t(memory.cpu_workspace);
   }
   run.log(memory_lines(memory, gpu));
   std::optional<StorageFigures> storage;

@@ -1,5 +1,6 @@
 #include "runtime/train/info.h"
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/devices.h"
 #include "runtime/comm/transport/mpi_env.h"
@@ -24,6 +25,8 @@ std::string build_info() {
   blas = blas.substr(0, blas.find_last_not_of(' ') + 1);
   s += fmt::format("  BLAS      {}, core {}, {} thread(s) per rank\n", blas, cpu::blas_core(), cpu::blas_threads());
   if (const std::string note = blas_core_note(); !note.empty()) s += "            " + note + "\n";
+  s += fmt::format("  oneDNN    {}\n", cpu::onednn_version());
+  s += fmt::format("  CPU       {} (runtime.cpu_backend = auto)\n", cpu::cpu_backend_summary());
   s += fmt::format("  MPI       {}\n", comm::MpiEnv::library_version());
   unsigned maj = 0, min = 0, rel = 0;
   H5get_libversion(&maj, &min, &rel);

@@ -33,6 +33,9 @@ Job::Job(const Config& cfg, RunContext& context, const comm::MpiEnv& m, std::uni
   if (!s.device.is_cpu())
     run.log(device_line(s.device, cuda_devices()[size_t(s.device.index)].name,
                         std::string(name_of(config.runtime.gpu_gemm_used()))));
+  if (s.device.is_cpu() && !s.emulated && !s.compute_profile)
+    run.log(fmt::format("[init] cpu: {} (runtime.cpu_backend = {}), {} thread(s) per rank", cpu::cpu_backend_summary(),
+                        name_of(config.runtime.cpu_backend), config.runtime.blas_threads));
   if (config.runtime.precision == Precision::bf16)
     run.log(
         "[init] precision: mixed (runtime.precision = bf16): bf16 GEMMs, transformer activations and logits; "

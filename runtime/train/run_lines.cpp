@@ -120,6 +120,11 @@ std::string memory_lines(const MemoryFigures& m, bool gpu) {
         "\n[summary] memory: a rank holds up to {:.2f} MiB of {} from the driver for tensors (cached blocks "
         "included) and {:.2f} MiB of kernel workspaces outside the plan (cuBLAS's own not counted)",
         m.gpu_reserved / (1 << 20), m.device, m.gpu_workspace / (1 << 20));
+  else if (m.cpu_workspace > 0)
+    out += fmt::format(
+        "\n[summary] memory: a rank holds up to {:.2f} MiB outside the plan for oneDNN's convolutions (their "
+        "blocked copies and scratchpads, one buffer shared by the layers)",
+        m.cpu_workspace / (1 << 20));
   return out;
 }
 

@@ -42,9 +42,11 @@ std::string eval_line(double epoch, int64_t step, double train_loss, const EvalR
 struct MemoryFigures {
   double peak = 0, planned = 0;  // bytes of tensors per rank: max over ranks, and the plan's
   double gpu_reserved = 0, gpu_workspace = 0;
+  double cpu_workspace = 0;  // oneDNN's convolution buffers (kernels/cpu/onednn_conv.h)
   std::string device;
 };
-// One line, two on a GPU (what the driver holds besides the tensors).
+// One line, two on a GPU (what the driver holds besides the tensors) or on
+// a CPU where oneDNN's convolutions held buffers.
 std::string memory_lines(const MemoryFigures& m, bool gpu);
 std::string loader_line(const io::LoaderStats& ls);
 // runtime.cuda_graphs' outcome: graphs made and micro-batches replayed,

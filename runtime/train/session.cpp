@@ -49,6 +49,7 @@ Device bring_up_gpu(const Config& config, int local_rank) {
 
 Session make_session(const Config& config, io::ShardLocator locator, int local_rank) {
   cpu::set_blas_threads(int(config.runtime.blas_threads));
+  cpu::set_cpu_backend(config.runtime.cpu_backend);
   const bool mixed = config.runtime.precision == Precision::bf16;
   cpu::set_gemm_precision(mixed ? cpu::GemmPrecision::bf16 : cpu::GemmPrecision::f32);
   Session s;

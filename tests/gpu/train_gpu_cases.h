@@ -120,14 +120,14 @@ inline double step(const Case& c, ModelRun& r, int64_t i, parallel::Ddp* ddp = n
   return p.loss_sum / double(r.buffers.labels.size());
 }
 
-// GEMM FLOPs of one training step (forward and backward), counted on the CPU.
+// Product FLOPs (GEMMs and convolutions) of one training step (forward and
+// backward), counted on the CPU.
 inline double step_flops(const Case& c) {
   cpu::set_blas_threads(int(std::max(1u, std::thread::hardware_concurrency())));
   ModelRun cpu = make_run(c, Device::cpu());
   cpu::GemmRecorder rec;
   step(c, cpu, 0);
-  double flops = 0;
-  for (const auto& call : rec.calls()) flops += call.flops();
+  const double flops = rec.flops();
   cpu::set_blas_threads(1);
   return flops;
 }

@@ -45,22 +45,53 @@ std::vector<double> naive_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K
   return out;
 }
 
+// Every transpose combination, padded strides, odd shapes (a row, a column,
+// sizes that are no multiple of any vector width) and scalars (alpha and
+// beta of 1, 0 and others), on OpenBLAS and on oneDNN.
 TEST(Gemm, AllTransposeCombinationsWithPaddedStrides) {
-  const int64_t M = 5, N = 7, K = 3, pad = 3;
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      // Each row's `pad` extra floats the GEMM must neither read into the
-      // result nor write.
-      const auto [a_rows, lda, b_rows, ldb, ldc] = stored(ta, tb, M, N, K, pad);
-      const auto A = uniform_vector(size_t(a_rows * lda), 1);
-      const auto B = uniform_vector(size_t(b_rows * ldb), 2);
-      auto C = uniform_vector(size_t(M * ldc), 3);
-      const auto expected = naive_gemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, -1.5f, C, ldc);
-      gemm(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, -1.5f, C.data(), ldc);
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = 0; j < ldc; ++j)
-          EXPECT_NEAR(C[i * ldc + j], expected[i * ldc + j], 1e-5) << "trans " << ta << tb << " at " << i << "," << j;
-    }
+  struct Case {
+    int64_t M, N, K, pad;
+    float alpha, beta;
+  };
+  const Case cases[] = {{5, 7, 3, 3, 0.5f, -1.5f},
+                        {1, 9, 17, 1, 1.0f, 0.0f},
+                        {13, 1, 5, 2, 1.0f, 1.0f},
+                        {37, 65, 129, 5, 2.0f, 0.25f},
+                        {8, 8, 8, 0, 1.0f, 1.0f}};
+  for (const cpu::CpuBackend backend : testing::kCpuBackends) {
+    const testing::ScopedCpuBackend scoped(backend);
+    for (const Case& c : cases)
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          // Each row's `pad` extra floats the GEMM must neither read into the
+          // result nor write.
+          const auto [a_rows, lda, b_rows, ldb, ldc] = stored(ta, tb, c.M, c.N, c.K, c.pad);
+          const auto A = uniform_vector(size_t(a_rows * lda), 1);
+          const auto B = uniform_vector(size_t(b_rows * ldb), 2);
+          auto C = uniform_vector(size_t(c.M * ldc), 3);
+          const auto expected = naive_gemm(ta, tb, c.M, c.N, c.K, c.alpha, A, lda, B, ldb, c.beta, C, ldc);
+          gemm(ta, tb, c.M, c.N, c.K, c.alpha, A.data(), lda, B.data(), ldb, c.beta, C.data(), ldc);
+          for (int64_t i = 0; i < c.M; ++i)
+            for (int64_t j = 0; j < ldc; ++j)
+              ASSERT_NEAR(C[i * ldc + j], expected[i * ldc + j], 1e-5 * std::sqrt(double(c.K)))
+                  << name_of(backend) << " " << c.M << "x" << c.N << "x" << c.K << " trans " << ta << tb << " at " << i
+                  << "," << j;
+        }
+  }
+}
+
+// A seed's results are the same bits in every run: a product repeated on
+// one backend gives the same bits (one thread, a fixed blocking).
+TEST(Gemm, RepeatedProductsAreBitIdentical) {
+  const int64_t M = 33, N = 47, K = 300;
+  const auto A = uniform_vector(size_t(M * K), 21), B = uniform_vector(size_t(K * N), 22);
+  for (const cpu::CpuBackend backend : testing::kCpuBackends) {
+    const testing::ScopedCpuBackend scoped(backend);
+    std::vector<float> C1(size_t(M * N)), C2(size_t(M * N), 7.0f);
+    gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C1.data(), N);
+    gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C2.data(), N);
+    EXPECT_EQ(C1, C2) << name_of(backend);
+  }
 }
 
 // bf16 precision: the product of the operands rounded to bf16 (nearest
@@ -72,42 +103,49 @@ TEST(Gemm, Bf16PrecisionMultipliesRoundedOperands) {
   struct Restore {
     ~Restore() { set_gemm_precision(GemmPrecision::f32); }
   } restore;
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      const auto [a_rows, lda, b_rows, ldb, ldc] = stored(ta, tb, M, N, K, pad);
-      const auto A = uniform_vector(size_t(a_rows * lda), 4);
-      const auto B = uniform_vector(size_t(b_rows * ldb), 5);
-      auto round = [](std::vector<float> v) {
-        for (float& x : v) x = to_f32(to_bf16(x));
-        return v;
-      };
-      const auto C0 = uniform_vector(size_t(M * ldc), 6);
-      const auto exact_rounded = naive_gemm(ta, tb, M, N, K, 1.0f, round(A), lda, round(B), ldb, 0.5f, C0, ldc);
-      const auto exact = naive_gemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.5f, C0, ldc);
-      auto C = C0;
-      set_gemm_precision(GemmPrecision::bf16);
-      gemm(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.5f, C.data(), ldc);
-      set_gemm_precision(GemmPrecision::f32);
-      double worst = 0, scale = 0;
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = 0; j < N; ++j) {
-          EXPECT_NEAR(C[i * ldc + j], exact_rounded[i * ldc + j], 1e-5) << ta << tb << " " << i << "," << j;
-          worst = std::max(worst, std::fabs(C[i * ldc + j] - exact[i * ldc + j]));
-          scale = std::max(scale, std::fabs(exact[i * ldc + j]));
-        }
-      EXPECT_GT(worst, 0.0);  // the operands were rounded
-      EXPECT_LT(worst, 1e-2 * scale);
-    }
-  std::cout << "[gemm] bf16 products through " << (native_bf16_gemm() ? "cblas_sbgemm" : "the f32 fallback") << "\n";
+  for (const cpu::CpuBackend backend : testing::kCpuBackends)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const auto [a_rows, lda, b_rows, ldb, ldc] = stored(ta, tb, M, N, K, pad);
+        const auto A = uniform_vector(size_t(a_rows * lda), 4);
+        const auto B = uniform_vector(size_t(b_rows * ldb), 5);
+        auto round = [](std::vector<float> v) {
+          for (float& x : v) x = to_f32(to_bf16(x));
+          return v;
+        };
+        const auto C0 = uniform_vector(size_t(M * ldc), 6);
+        const auto exact_rounded = naive_gemm(ta, tb, M, N, K, 1.0f, round(A), lda, round(B), ldb, 0.5f, C0, ldc);
+        const auto exact = naive_gemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.5f, C0, ldc);
+        auto C = C0;
+        const testing::ScopedCpuBackend scoped(backend);
+        set_gemm_precision(GemmPrecision::bf16);
+        gemm(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.5f, C.data(), ldc);
+        set_gemm_precision(GemmPrecision::f32);
+        double worst = 0, scale = 0;
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            EXPECT_NEAR(C[i * ldc + j], exact_rounded[i * ldc + j], 1e-5) << ta << tb << " " << i << "," << j;
+            worst = std::max(worst, std::fabs(C[i * ldc + j] - exact[i * ldc + j]));
+            scale = std::max(scale, std::fabs(exact[i * ldc + j]));
+          }
+        EXPECT_GT(worst, 0.0);  // the operands were rounded
+        EXPECT_LT(worst, 1e-2 * scale);
+      }
+  std::cout << "[gemm] bf16 products through " << (native_bf16_gemm() ? "cblas_sbgemm" : "the f32 fallback")
+            << " and, with runtime.cpu_backend = onednn, "
+            << (onednn_native_bf16() ? "oneDNN's bf16 matmul" : "the same (no bf16 kernels in oneDNN here)") << "\n";
 }
 
 TEST(Gemm, BetaZeroOverwritesGarbage) {
   const int64_t M = 4, N = 6, K = 5;
   const auto A = uniform_vector(M * K, 4), B = uniform_vector(K * N, 5);
-  std::vector<float> C(M * N, std::numeric_limits<float>::quiet_NaN());
-  gemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N);
   const auto expected = naive_gemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, std::vector<float>(M * N, 0.0f), N);
-  for (size_t i = 0; i < C.size(); ++i) EXPECT_NEAR(C[i], expected[i], 1e-5) << i;
+  for (const cpu::CpuBackend backend : testing::kCpuBackends) {
+    const testing::ScopedCpuBackend scoped(backend);
+    std::vector<float> C(M * N, std::numeric_limits<float>::quiet_NaN());
+    gemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N);
+    for (size_t i = 0; i < C.size(); ++i) EXPECT_NEAR(C[i], expected[i], 1e-5) << name_of(backend) << " " << i;
+  }
 }
 
 TEST(Gemm, EmptySumScalesCByBeta) {

@@ -3,6 +3,7 @@
 // central-difference gradient check.
 #pragma once
 
+#include "kernels/cpu/cpu_backend.h"
 #include "runtime/core/error.h"
 #include "runtime/core/rng.h"
 
@@ -16,6 +17,22 @@
 #include <vector>
 
 namespace shardtrain::testing {
+
+// Sets the CPU backend for a scope (kernels/cpu/cpu_backend.h); the one
+// before comes back at the end.
+class ScopedCpuBackend {
+ public:
+  explicit ScopedCpuBackend(cpu::CpuBackend b) : before_(cpu::cpu_backend()) { cpu::set_cpu_backend(b); }
+  ~ScopedCpuBackend() { cpu::set_cpu_backend(before_); }
+  ScopedCpuBackend(const ScopedCpuBackend&) = delete;
+  ScopedCpuBackend& operator=(const ScopedCpuBackend&) = delete;
+
+ private:
+  cpu::CpuBackend before_;
+};
+// Both libraries a product or convolution can run on, for tests that hold
+// each to the same reference.
+inline constexpr cpu::CpuBackend kCpuBackends[] = {cpu::CpuBackend::openblas, cpu::CpuBackend::onednn};
 
 // The message of the Error f() throws ("" when it throws none).
 template <typename F>

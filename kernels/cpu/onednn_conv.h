@@ -1,0 +1,40 @@
+// 2-D convolutions through oneDNN's direct kernels. oneDNN runs them in its
+// blocked layouts (channels in blocks of 8 or 16), so each call reorders the
+// NCHW input, the OIHW weight and the gradients into those layouts and the
+// results back; the copies and oneDNN's scratchpads live in one buffer per
+// thread, grown to the largest convolution's need and shared by all of them
+// (the layers run one at a time), held outside the tensor accounting as the
+// GPU's kernel workspaces are (onednn_conv_workspace_bytes). A batch goes to
+// oneDNN in chunks of at most 128 samples, which bounds that buffer whatever
+// the batch (an evaluation's can be thousands).
+//
+// conv2d.h's contract: out[B, OC, OH, OW], weight [OC, C, K, K], bias [OC];
+// din overwritten, dweight and dbias overwritten or added to.
+#pragma once
+
+#include "kernels/kernel_params.h"
+
+#include <cstddef>
+
+namespace shardtrain::cpu {
+
+// Which passes of this convolution run on oneDNN: those its primitive has a
+// direct kernel for (not its own im2col + GEMM), only while
+// onednn_convolutions() and the products are f32 (under bf16 products the
+// im2col path rounds the operands as every product does). The backward's two
+// passes go together.
+struct OnednnConvRoute {
+  bool forward = false, backward = false;
+};
+OnednnConvRoute onednn_conv_route(const kernels::Conv2dShape& s);
+
+void onednn_conv_forward(float* out, const float* in, const float* weight, const float* bias,
+                         const kernels::Conv2dShape& s);
+// din may be null (no input gradient); dbias may be null.
+void onednn_conv_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
+                          const float* weight, const kernels::Conv2dShape& s, bool accumulate);
+
+// Bytes the threads' oneDNN convolution buffers hold now.
+size_t onednn_conv_workspace_bytes();
+
+}  // namespace shardtrain::cpu

@@ -1,0 +1,77 @@
+#include "kernels/cpu/onednn_matmul.h"
+
+#include "kernels/cpu/cpu_backend.h"
+#include "runtime/core/error.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <map>
+#include <tuple>
+
+namespace shardtrain::cpu {
+namespace {
+
+using dnnl::memory;
+
+// Everything a primitive is built from.
+using ProductKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float, bool>;
+
+struct Product {
+  dnnl::matmul primitive;
+  memory a, b, c;
+};
+
+// op(X)'s [rows, cols] as a view of X stored row-major with row stride ld.
+memory::desc operand(int64_t rows, int64_t cols, bool trans, int64_t ld, memory::data_type type) {
+  return memory::desc({rows, cols}, type, trans ? memory::dims{1, ld} : memory::dims{ld, 1});
+}
+
+Product build(const ProductKey& key) {
+  const auto [ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, bf16] = key;
+  const auto type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const memory::desc a = operand(M, K, ta, lda, type), b = operand(K, N, tb, ldb, type);
+  const memory::desc c({M, N}, memory::data_type::f32, memory::dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(beta);
+    attr.set_post_ops(ops);
+  }
+  try {
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, onednn_engine());
+    return {dnnl::matmul(pd), memory(a, onednn_engine(), DNNL_MEMORY_NONE),
+            memory(b, onednn_engine(), DNNL_MEMORY_NONE), memory(c, onednn_engine(), DNNL_MEMORY_NONE)};
+  } catch (const dnnl::error& e) {
+    throw Error(fmt::format("oneDNN has no {} matmul for {}x{}x{} (trans {}{}) on this CPU ({}): {}",
+                            bf16 ? "bf16" : "f32", M, N, K, ta ? 'T' : 'N', tb ? 'T' : 'N', onednn_version(),
+                            e.what()));
+  }
+}
+
+void run(const ProductKey& key, const void* A, const void* B, float* C) {
+  match_onednn_threads();
+  thread_local std::map<ProductKey, Product> products;
+  auto it = products.find(key);
+  if (it == products.end()) it = products.emplace(key, build(key)).first;
+  Product& p = it->second;
+  p.a.set_data_handle(const_cast<void*>(A));
+  p.b.set_data_handle(const_cast<void*>(B));
+  p.c.set_data_handle(C);
+  p.primitive.execute(onednn_stream(), {{DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}});
+  onednn_stream().wait();
+}
+
+}  // namespace
+
+void onednn_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  run({trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, false}, A, B, C);
+}
+
+void onednn_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
+                      int64_t lda, const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  run({trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, true}, A, B, C);
+}
+
+}  // namespace shardtrain::cpu

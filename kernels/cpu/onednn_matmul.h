@@ -1,0 +1,20 @@
+// Row-major matrix products through oneDNN's matmul primitive, with gemm()'s
+// contract (gemm.h): C[M,N] = alpha * op(A) * op(B) + beta * C, strides as
+// stored, f32 accumulation. alpha is the primitive's output scale and beta a
+// sum post-op. Primitives are built once per shape, strides and scalars, and
+// kept for the thread (a training thread meets a handful of shapes).
+#pragma once
+
+#include "runtime/core/dtype.h"
+
+#include <cstdint>
+
+namespace shardtrain::cpu {
+
+void onednn_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// bf16 operands (A and B as stored, strides in elements), an f32 result.
+void onednn_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
+                      int64_t lda, const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+}  // namespace shardtrain::cpu
