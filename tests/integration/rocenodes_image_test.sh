@@ -13,7 +13,7 @@ start=$SECONDS
 "$rn" image
 echo "image ready ($((SECONDS - start)) s)"
 
-cache=${ROCENODES_CACHE:-/var/cache/shardtrain/rocenode}
+cache=$("$rn" image-dir)
 for f in ready vmlinuz initrd.img root.img; do
   [ -f "$cache/$f" ] || fail "the image has no $f in $cache"
 done
@@ -26,4 +26,15 @@ for p in /sbin/rocenode-init "/lib/modules/$rxe/kernel/drivers/infiniband/sw/rxe
          /root/.ssh/id_ed25519 /root/.ssh/authorized_keys; do
   has "$p" || fail "the image lacks $p"
 done
-pass "the image (kernel $rxe) holds rdma_rxe, the stub init, rdma, ib_write_bw, ucx_info, mpirun, sshd and the nodes' key"
+# Every Debian library the binary links, where this host has it (the
+# nodes run the host's build over 9p): a library missing from the recipe
+# only shows when a node starts the binary.
+# The names the loader looks up (sonames; /lib is /usr/lib in bookworm),
+# not the files behind them, whose versions may differ from the host's.
+missing=()
+while read -r lib; do
+  has "$lib" || missing+=("$lib")
+done < <(ldd "$SHARDTRAIN" | awk '/=> \// {print $3}' | sed 's|^/lib/|/usr/lib/|' | grep '^/usr/lib/' | sort -u)
+[ ${#missing[@]} -eq 0 ] ||
+  fail "the image lacks libraries $SHARDTRAIN links (add their packages to launch/rocenodes-image): ${missing[*]}"
+pass "the image (kernel $rxe) holds rdma_rxe, the stub init, rdma, ib_write_bw, ucx_info, mpirun, sshd, the nodes' key and every library shardtrain links"
