@@ -2,8 +2,8 @@
 """The same training job in PyTorch, for a side-by-side comparison.
 
 Trains what a shardtrain config describes (the resolved config that
-`shardtrain config FILE` prints) with PyTorch: the same model (MLP, CNN or
-GPT, same layer sizes and initialization rules), optimizer, learning-rate
+`shardtrain config FILE` prints) with PyTorch: the same model (MLP, CNN,
+GPT or Llama, same layer sizes and initialization rules), optimizer, learning-rate
 schedule, global batch, data (the same HDF5 shards, same normalization),
 evaluation after every epoch and at the end, and the same target. One
 process trains alone; under torchrun (WORLD_SIZE set) it is DDP over gloo
@@ -158,6 +158,81 @@ class Gpt(nn.Module):
         return self.head(self.ln_f(x))
 
 
+class RmsNorm(nn.Module):
+    def __init__(self, C, eps):
+        super().__init__()
+        self.eps, self.weight = eps, nn.Parameter(torch.ones(C))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x, cos, sin):
+    """Rotary positions with rotate-half pairing (kernels/cpu/rope.h)."""
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h], x[..., h:]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    """RMSNorm, causal grouped-query attention with rotary positions, RMSNorm,
+    SwiGLU: runtime/nn/llama_block.h, no biases."""
+
+    def __init__(self, C, n_head, n_kv_head, ffn, n_layer, eps):
+        super().__init__()
+        self.n_head, self.n_kv_head, self.hs, self.ffn = n_head, n_kv_head, C // n_head, ffn
+        self.norm1, self.norm2 = RmsNorm(C, eps), RmsNorm(C, eps)
+        self.qkv = nn.Linear(C, (n_head + 2 * n_kv_head) * self.hs, bias=False)
+        self.o = nn.Linear(C, C, bias=False)
+        self.gate_up = nn.Linear(C, 2 * ffn, bias=False)
+        self.down = nn.Linear(ffn, C, bias=False)
+        for lin, std in ((self.qkv, 0.02), (self.gate_up, 0.02),
+                         (self.o, 0.02 / math.sqrt(2 * n_layer)), (self.down, 0.02 / math.sqrt(2 * n_layer))):
+            nn.init.normal_(lin.weight, 0.0, std)
+
+    def forward(self, x, cos, sin):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.norm1(x)).split(
+            [self.n_head * self.hs, self.n_kv_head * self.hs, self.n_kv_head * self.hs], dim=2)
+        heads = lambda t, n: t.view(B, T, n, self.hs).transpose(1, 2)
+        q, k, v = heads(q, self.n_head), heads(k, self.n_kv_head), heads(v, self.n_kv_head)
+        q, k = rotate_half(q, cos, sin), rotate_half(k, cos, sin)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        x = x + self.o(a.transpose(1, 2).reshape(B, T, C))
+        gate, up = self.gate_up(self.norm2(x)).split(self.ffn, dim=2)
+        return x + self.down(F.silu(gate) * up)
+
+
+class Llama(nn.Module):
+    def __init__(self, vocab, T, m):
+        super().__init__()
+        C, n_head = m["n_embd"], m["n_head"]
+        n_kv_head = m.get("n_kv_head") or n_head
+        ffn = m.get("ffn_hidden") or 0
+        if not ffn:  # runtime/nn/models.cpp llama_ffn_hidden: 2/3 of 4C, up to a multiple of 256
+            ffn = (8 * C // 3 + 255) // 256 * 256
+        eps, theta = m.get("norm_eps", 1e-5), m.get("rope_theta", 10000.0)
+        self.wte = nn.Embedding(vocab, C)
+        nn.init.normal_(self.wte.weight, 0.0, 0.02)
+        self.blocks = nn.ModuleList(
+            LlamaBlock(C, n_head, n_kv_head, ffn, m["n_layer"], eps) for _ in range(m["n_layer"]))
+        self.norm = RmsNorm(C, eps)
+        self.head = nn.Linear(C, vocab, bias=False)
+        hs = C // n_head
+        inv = theta ** (-torch.arange(0, hs // 2, dtype=torch.float64) * 2 / hs)
+        angle = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
+        self.register_buffer("cos", angle.cos().float(), persistent=False)  # [T, hs/2], as rope.h's table
+        self.register_buffer("sin", angle.sin().float(), persistent=False)
+
+    def forward(self, ids):
+        T = ids.shape[1]
+        x = self.wte(ids)
+        cos, sin = self.cos[:T], self.sin[:T]
+        for b in self.blocks:
+            x = b(x, cos, sin)
+        return self.head(self.norm(x))
+
+
 def build_model(m, sample_shape, classes):
     if m["kind"] == "mlp":
         return Mlp(int(np.prod(sample_shape)), m["hidden"], classes)
@@ -166,6 +241,8 @@ def build_model(m, sample_shape, classes):
     if m["kind"] == "gpt":
         vocab = m["vocab_size"] or classes
         return Gpt(vocab, m["block_size"] or sample_shape[0] - 1, m["n_embd"], m["n_head"], m["n_layer"])
+    if m["kind"] == "llama":
+        return Llama(m["vocab_size"] or classes, m["block_size"] or sample_shape[0] - 1, m)
     sys.exit(f"torch_reference: model.kind {m['kind']!r} is not supported")
 
 
@@ -277,7 +354,7 @@ def main():
     if args.synthetic:
         return synthetic_throughput(args, c, dev)
 
-    lm = m["kind"] == "gpt"
+    lm = m["kind"] in ("gpt", "llama")
     xtr, ytr, attrs, classes = load_split(d["train"], d["train_limit"])
     xte, yte, _, _ = load_split(d["test"], d["test_limit"])
 

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # shardtrain against PyTorch on the same jobs, side by side in one run
 # (docs/BENCHMARKS.md, "Against PyTorch"): the reference MLP, CNN and GPT
-# configs, trained by `shardtrain train` and by bench/torch_reference.py
+# configs and the small Llama (BENCH_TORCH_MODELS, default "mlp cnn gpt
+# llama"), trained by `shardtrain train` and by bench/torch_reference.py
 # (the same model, optimizer, schedule, batch, data and evaluations in
 # PyTorch), one thread per process on the CPU.
 #   1. Step time on 1 rank: K steps each, the two frameworks alternating,
 #      ROUNDS rounds; the median of each framework's rounds. shardtrain runs
 #      as configured (runtime.cpu_backend = auto) and with every product on
-#      OpenBLAS (runtime.cpu_backend = openblas), in the same rounds. On a CPU with
-#      AVX-512, shardtrain also runs with OPENBLAS_CORETYPE=SkylakeX set in
-#      its command (OpenBLAS's AVX-512 kernels), in the same rounds.
+#      OpenBLAS (runtime.cpu_backend = openblas), in the same rounds. On a
+#      CPU with AVX-512, shardtrain also runs with OPENBLAS_CORETYPE=SkylakeX
+#      set in its command (OpenBLAS's AVX-512 kernels), in the same rounds.
 #   2. Time to target with DDP on 2 ranks (shardrun / torchrun, gloo): each
 #      config as written (MLP 88%, CNN 90.5%, GPT test loss 1.65 in 800
 #      steps), once each.
-# About 10 minutes on the 2-core VM. Needs torch, numpy and h5py for
+# About 16 minutes on the 2-core VM. Needs torch, numpy and h5py for
 # TORCH_PYTHON (default: python3 that imports torch), e.g.
 #   python3 -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch numpy h5py
 #   TORCH_PYTHON=/tmp/torchenv/bin/python3 scripts/bench-torch.sh [OUT_DIR]
@@ -24,7 +25,7 @@
 source "$(dirname "$0")/bench-common.sh"
 K=${BENCH_TORCH_STEPS:-100}
 ROUNDS=${BENCH_TORCH_ROUNDS:-3}
-MODELS=${BENCH_TORCH_MODELS:-mlp cnn gpt}
+MODELS=${BENCH_TORCH_MODELS:-mlp cnn gpt llama}
 PARTS=${BENCH_TORCH_PARTS:-1 2}
 skx=0; grep -qw avx512f /proc/cpuinfo && skx=1
 py=${TORCH_PYTHON:-python3}
@@ -32,7 +33,12 @@ py=${TORCH_PYTHON:-python3}
 torchrun=("$py" -m torch.distributed.run --standalone)
 [ -f data/kjv/train/part-00000.h5 ] || $st prep text --out data/kjv --block-size 64
 
-config_of() { case $1 in mlp) echo examples/fmnist_mlp.toml ;; cnn) echo examples/fmnist_cnn.toml ;; gpt) echo examples/gpt_kjv.toml ;; esac; }
+config_of() {
+  case $1 in
+    mlp) echo examples/fmnist_mlp.toml ;; cnn) echo examples/fmnist_cnn.toml ;;
+    gpt) echo examples/gpt_kjv.toml ;; llama) echo examples/llama_kjv.toml ;;
+  esac
+}
 echo "openblas: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}; $("$py" -c 'import torch; print("torch", torch.__version__)')"
 
 # 1. Step time, 1 rank, K steps, target off so that the runs are equal.
@@ -91,7 +97,7 @@ print("| --- | --- | --- | --- | --- | --- | --- |")
 for m in models:
     s = st_result(f"st-{m}-ddp2")
     t = json.load(open(f"{out}/torch-{m}-ddp2.json"))
-    metric = "test_accuracy" if m != "gpt" else "test_loss"
+    metric = "test_loss" if m in ("gpt", "llama") else "test_accuracy"
     fmt = (lambda v: f"{100 * v:.2f}%") if metric == "test_accuracy" else (lambda v: f"{v:.4f}")
     st_t, tc_t = s.get("time_to_target_s"), t.get("time_to_target_s")
     ratio = f"{tc_t / st_t:.2f}" if st_t and tc_t else "-"
