@@ -46,8 +46,10 @@ ST_VECTOR_CLONES void gelu_backward(float* din, const float* dout, const float* 
     // d/dx [x (1 + tanh u)/2] = (1 + tanh u)/2 + x/2 sech^2(u) du/dx
     const float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
     // Past |x| ~ 5e19 du is infinite where sech^2 is 0: the term is 0, not
-    // NaN (a select, so the loop still vectorizes; the same bits elsewhere).
-    const float term = sech2 > 0.0f ? 0.5f * x * sech2 * du : 0.0f;
+    // NaN. detail::select, not `?:`: GCC turns a float `?:` into a branch
+    // and then leaves the whole loop scalar in every clone (the same bits
+    // either way).
+    const float term = detail::select(sech2 > 0.0f, 0.5f * x * sech2 * du, 0.0f);
     din[i] = (s + term) * dout[i];
   }
 }
