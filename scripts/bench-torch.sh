@@ -11,6 +11,8 @@
 #      OpenBLAS (runtime.cpu_backend = openblas), in the same rounds. On a
 #      CPU with AVX-512, shardtrain also runs with OPENBLAS_CORETYPE=SkylakeX
 #      set in its command (OpenBLAS's AVX-512 kernels), in the same rounds.
+#   3. (BENCH_TORCH_PARTS="3", run before 2) Time to target on 1 rank, each
+#      config as written, once each.
 #   2. Time to target with DDP on 2 ranks (shardrun / torchrun, gloo): each
 #      config as written (MLP 88%, CNN 90.5%, GPT test loss 1.65 in 800
 #      steps), once each.
@@ -59,6 +61,16 @@ for m in $MODELS; do
   done
 done
 
+# 3. Time to target on 1 rank (BENCH_TORCH_PARTS="3"; about 15 minutes more).
+for m in $MODELS; do
+  [[ " $PARTS " == *" 3 "* ]] || break
+  cfg=$(config_of "$m")
+  one=($(strategy_flags "$cfg" none))
+  $st config "$cfg" "${one[@]}" > "$out/torch-$m-one.toml"
+  $st train "$cfg" "${one[@]}" --run-dir "$out/st-$m-one" --overwrite | grep -E '^\[(eval|done)\]'
+  OMP_NUM_THREADS=1 "$py" bench/torch_reference.py "$out/torch-$m-one.toml" --json "$out/torch-$m-one.json"
+done
+
 # 2. Time to target, DDP on 2 ranks.
 for m in $MODELS; do
   [[ " $PARTS " == *" 2 "* ]] || break
@@ -89,19 +101,22 @@ if "1" in parts:
             ours_skx = st_ms("st-skx", m)
             cols += f" {ours_skx:.2f} | {theirs / ours_skx:.2f} |"
         print(cols + f" {st_result(f'st-{m}-steps-1')['final']['test_loss']:.4f} / {tc[0]['final']['test_loss']:.4f} |")
-if "2" not in parts:
-    sys.exit(0)
-print("\n2. DDP on 2 ranks, the configs as written")
-print("| model | target | shardtrain: reached, time | PyTorch: reached, time | PyTorch / shardtrain time | step ms shardtrain / PyTorch | final shardtrain / PyTorch |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
-for m in models:
-    s = st_result(f"st-{m}-ddp2")
-    t = json.load(open(f"{out}/torch-{m}-ddp2.json"))
-    metric = "test_loss" if m in ("gpt", "llama") else "test_accuracy"
-    fmt = (lambda v: f"{100 * v:.2f}%") if metric == "test_accuracy" else (lambda v: f"{v:.4f}")
-    st_t, tc_t = s.get("time_to_target_s"), t.get("time_to_target_s")
-    ratio = f"{tc_t / st_t:.2f}" if st_t and tc_t else "-"
-    print(f"| {m} | {metric} | {'yes' if st_t else 'no'}, {st_t or s['train_time_s']:.1f} s | "
-          f"{'yes' if tc_t else 'no'}, {tc_t or t['train_time_s']:.1f} s | {ratio} | "
-          f"{1e3 * s['timing']['step_s']:.2f} / {t['step_ms_mean']:.2f} | {fmt(s['final'][metric])} / {fmt(t['final'][metric])} |")
+def to_target(title, suffix):
+  print(f"\n{title}")
+  print("| model | target | shardtrain: reached, time | PyTorch: reached, time | PyTorch / shardtrain time | step ms shardtrain / PyTorch | final shardtrain / PyTorch |")
+  print("| --- | --- | --- | --- | --- | --- | --- |")
+  for m in models:
+      s = st_result(f"st-{m}-{suffix}")
+      t = json.load(open(f"{out}/torch-{m}-{suffix}.json"))
+      metric = "test_loss" if m in ("gpt", "llama") else "test_accuracy"
+      fmt = (lambda v: f"{100 * v:.2f}%") if metric == "test_accuracy" else (lambda v: f"{v:.4f}")
+      st_t, tc_t = s.get("time_to_target_s"), t.get("time_to_target_s")
+      ratio = f"{tc_t / st_t:.2f}" if st_t and tc_t else "-"
+      print(f"| {m} | {metric} | {'yes' if st_t else 'no'}, {st_t or s['train_time_s']:.1f} s | "
+            f"{'yes' if tc_t else 'no'}, {tc_t or t['train_time_s']:.1f} s | {ratio} | "
+            f"{1e3 * s['timing']['step_s']:.2f} / {t['step_ms_mean']:.2f} | {fmt(s['final'][metric])} / {fmt(t['final'][metric])} |")
+if "2" in parts:
+  to_target("2. DDP on 2 ranks, the configs as written", "ddp2")
+if "3" in parts:
+  to_target("3. 1 rank, the configs as written", "one")
 PYEOF
