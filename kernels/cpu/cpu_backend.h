@@ -8,9 +8,10 @@
 //              where they are bf16 and the CPU has oneDNN's bf16 kernels
 //              (AVX512-BF16 or AMX), OpenBLAS otherwise: on AVX2 cores
 //              oneDNN's f32 matmul is no faster than OpenBLAS's sgemm and
-//              slower at some strides (docs/BENCHMARKS.md, "oneDNN").
-// A convolution pass oneDNN has no direct kernel for (its implementation is
-// not "jit") stays on im2col, whatever the setting. The route depends only on
+//              slower at some strides (docs/BENCHMARKS.md, "oneDNN for
+//              the CPU's convolutions and products").
+// A convolution pass oneDNN has no direct kernel for (it would pick its own
+// im2col + GEMM or a reference kernel) stays on im2col, whatever the setting. The route depends only on
 // the setting, the shapes and the CPU, never on timings: a seed's results are
 // the same bits in every run on one machine.
 #pragma once

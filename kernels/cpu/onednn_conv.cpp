@@ -26,7 +26,8 @@ using Type = memory::data_type;
 // The backward kernels of oneDNN 2.6 on AVX2 ran the CNN's first layer (one
 // input channel) several times slower than im2col + GEMM: with fewer input
 // channels than a channel block, the blocked weight gradient has nothing to
-// vectorize over (docs/BENCHMARKS.md, "oneDNN").
+// vectorize over (docs/BENCHMARKS.md, "oneDNN for the CPU's convolutions and
+// products").
 constexpr int64_t kMinBackwardChannels = 8;
 
 // oneDNN's own im2col + GEMM and reference kernels are not what this file is
