@@ -85,6 +85,7 @@ struct Plan {
   dnnl::convolution_backward_data data;
   dnnl::convolution_backward_weights weights;
   OnednnConvRoute route;
+  std::vector<float> zero_bias;  // the forward's bias where the layer has none
   struct Reorder {
     memory::desc from, to;
     dnnl::reorder primitive;
@@ -100,6 +101,7 @@ Plan build(const Conv2dShape& s) {
   p.user_dst = memory::desc(dst, Type::f32, Tag::nchw);
   p.user_weight = memory::desc(weight, Type::f32, Tag::oihw);
   p.bias = memory::desc({s.OC}, Type::f32, Tag::a);
+  p.zero_bias.assign(size_t(s.OC), 0.0f);
   // Layouts left to oneDNN ("any"): it picks the blocked ones its kernels use.
   const memory::desc any_src(src, Type::f32, Tag::any), any_dst(dst, Type::f32, Tag::any),
       any_weight(weight, Type::f32, Tag::any);
@@ -184,10 +186,8 @@ void forward_chunk(float* out, const float* in, const float* weight, const float
                                        {DNNL_ARG_WEIGHTS, w},
                                        {DNNL_ARG_DST, dst},
                                        {DNNL_ARG_SCRATCHPAD, scratchpad(pd.scratchpad_desc())}};
-  // No bias: zeros, so that one primitive serves both.
-  std::vector<float> zeros;
-  if (bias == nullptr) zeros.assign(size_t(s.OC), 0.0f);
-  args.emplace(DNNL_ARG_BIAS, memory(p.bias, onednn_engine(), const_cast<float*>(bias ? bias : zeros.data())));
+  // No bias: the plan's zeros, so that one primitive serves both.
+  args.emplace(DNNL_ARG_BIAS, memory(p.bias, onednn_engine(), const_cast<float*>(bias ? bias : p.zero_bias.data())));
   p.fwd.execute(onednn_stream(), args);
   if (!(pd.dst_desc() == p.user_dst)) reorder(p, dst, memory(p.user_dst, onednn_engine(), out));
   onednn_stream().wait();
