@@ -12,7 +12,8 @@ void sleep_until(double deadline_s);
 
 // A rank's compute stream, emulated: each run() is the next kernel. A
 // wake-up comes late by the kernel's timer slack or more; that lateness is
-// taken off the next wait, so hundreds of short waits add up to their sum.
+// taken off the next waits, so hundreds of short waits add up to their sum,
+// even waits shorter than a wake-up's lateness.
 // Nothing else is: time the rank spent between two waits (host work, a
 // collective it waited for) delays the next kernel, as it would delay the
 // launch on an accelerator.
@@ -22,7 +23,7 @@ class ComputeClock {
   double run(double seconds);
 
  private:
-  double late_ = 0;  // how late the last wake-up was
+  double late_ = 0;  // lateness of wake-ups not yet taken off a wait
 };
 
 // The process's clock: one rank, one compute stream.
