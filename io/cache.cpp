@@ -125,15 +125,20 @@ void ShardCache::remove_stale_temp_files() {
   }
 }
 
-void ShardCache::start(std::vector<int> order, Log log) {
-  stop();
-  remove_stale_temp_files();
+std::vector<int> ShardCache::checked_order(std::vector<int> order) const {
   const int n = int(manifest_.shards.size());
   if (order.empty()) {
     order.resize(size_t(n));
     std::iota(order.begin(), order.end(), 0);
   }
   for (int i : order) ST_CHECK(i >= 0 && i < n, "stage order: shard {} is not in {} ({} shards)", i, source_dir_, n);
+  return order;
+}
+
+void ShardCache::start(std::vector<int> order, Log log) {
+  stop();
+  remove_stale_temp_files();
+  order = checked_order(std::move(order));
   stop_.store(false);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -151,12 +156,11 @@ void ShardCache::wait() {
   if (thread_.joinable()) thread_.join();
 }
 
-StageStats ShardCache::run(const Log& progress) {
+StageStats ShardCache::run(const Log& progress, std::vector<int> order) {
   stop();
   remove_stale_temp_files();
+  order = checked_order(std::move(order));
   stop_.store(false);
-  std::vector<int> order(manifest_.shards.size());
-  std::iota(order.begin(), order.end(), 0);
   {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.done = false;

@@ -91,9 +91,10 @@ class ShardCache {
   void stop();
   // Waits for the copier to finish its order.
   void wait();
-  // Copies everything in the calling thread (for `shardtrain stage`);
+  // Copies the shards in `order` (empty: all of them) in the calling thread
+  // (for `shardtrain stage`, and an s3:// split's fetch before training);
   // `progress` gets a line per shard.
-  StageStats run(const Log& progress = {});
+  StageStats run(const Log& progress = {}, std::vector<int> order = {});
 
   // The file to read for shard `index` now; marks it used (LRU). Never
   // returns a partial or unverified copy. Thread-safe.
@@ -122,6 +123,7 @@ class ShardCache {
   void remove_stale_temp_files();  // left by a killed copier; the copier's own start only
   void mark_cached(int index, bool kept);
   void check_index(int index) const;
+  std::vector<int> checked_order(std::vector<int> order) const;  // empty: every shard
 
   std::string source_dir_, cache_dir_;
   StageOptions options_;

@@ -76,6 +76,12 @@ struct LoaderOptions {
   // another node holds is read from it over MPI. Empty: off.
   std::string peer_cache_dir;
   int64_t peer_ranks_per_node = 0;  // 0: the ranks sharing memory are a node (MPI's view)
+  // stream, peer cache: the split directory is this node's part of the peer
+  // cache, fetched from an object store: its manifest lists every shard, but
+  // only the shards this node holds are there; each of the others is known
+  // from the node that holds it (io/peer_metadata.h). Set by the trainer for
+  // an s3:// split, not a config key.
+  bool peer_sparse_split = false;
   // stream: deliver the samples' stored bytes (LoadedBatch::raw) instead of
   // normalized floats: token ids of text data. Set by the trainer for a
   // language model, not a config key.

@@ -176,8 +176,8 @@ void PeerCache::finish_move(PeerTransfer& t) {
 }
 
 std::string PeerCache::describe() const {
-  return fmt::format("peer cache: node {} of {} holds every {}th shard in {}", layout_.node, layout_.nodes,
-                     layout_.nodes, dir_);
+  return fmt::format("peer cache: node {} of {} holds the shards s with s % {} = {} in {}", layout_.node, layout_.nodes,
+                     layout_.nodes, layout_.node, dir_);
 }
 
 }  // namespace shardtrain::io

@@ -36,6 +36,9 @@ struct PeerLayout {
 // their lowest rank), or every `ranks_per_node` consecutive ranks when > 0.
 PeerLayout peer_layout(MPI_Comm comm, int ranks_per_node);
 
+// The node that holds shard `shard` of a split among `nodes` nodes.
+inline int peer_owner(int shard, int nodes) { return shard % nodes; }
+
 // "%h": this host's name; "%n": the node's index; "%%": "%".
 std::string expand_node_dir(const std::string& pattern, int node);
 
@@ -61,7 +64,7 @@ class PeerCache {
             const Manifest* manifest);
 
   const PeerLayout& layout() const { return layout_; }
-  int owner(int shard) const { return shard % layout_.nodes; }
+  int owner(int shard) const { return peer_owner(shard, layout_.nodes); }
   bool held_here(int shard) const { return owner(shard) == layout_.node; }
   // This node's copy of a shard it holds.
   const std::string& local_path(int shard) const { return local_paths_[size_t(shard)]; }

@@ -7,6 +7,7 @@
 #include "io/normalize.h"
 #include "io/page_cache.h"
 #include "io/peer_cache.h"
+#include "io/peer_metadata.h"
 #include "io/positional_read.h"
 #include "io/read_pool.h"
 #include "io/shard_format.h"
@@ -41,10 +42,15 @@ constexpr int64_t kGo = 0, kStop = 1, kFailed = 2;
 
 // Whether the split's files hold more bytes than the page cache can keep
 // for this process (the node's memory, or its cgroup's limit), so that it
-// cannot keep them from one epoch to the next.
+// cannot keep them from one epoch to the next. The files this node has: a
+// sparse split's other shards are in other nodes' page caches.
 bool larger_than_memory(const DatasetInfo& info) {
   double bytes = 0;
-  for (const std::string& f : info.shard_files) bytes += double(std::filesystem::file_size(f));
+  for (const std::string& f : info.shard_files) {
+    std::error_code absent;
+    const auto size = std::filesystem::file_size(f, absent);
+    if (!absent) bytes += double(size);
+  }
   const int64_t memory = memory_for_page_cache();
   return memory > 0 && bytes > double(memory);
 }
@@ -109,8 +115,10 @@ struct StreamLoader::Impl {
   int shard_of(int64_t index) const {
     return int(std::upper_bound(shard_begin.begin(), shard_begin.end(), index) - shard_begin.begin()) - 1;
   }
-  void open_shard(int s, const std::string& path) {
-    shards[size_t(s)] = std::make_unique<ShardReader>(path, fapl.get());
+  // `access`: MPI-IO's (collective, every rank opens every shard), or
+  // HDF5's default for a shard only this node holds (peer_sparse_split).
+  void open_shard(int s, const std::string& path, hid_t access) {
+    shards[size_t(s)] = std::make_unique<ShardReader>(path, access);
     shard_samples[size_t(s)] = shards[size_t(s)]->header().num_samples;
     open_paths[size_t(s)] = path;
     for (int* fd : {&page_fds[size_t(s)], &direct_fds[size_t(s)]}) {
@@ -148,6 +156,28 @@ struct StreamLoader::Impl {
     // Every rank opens and closes the same shards in the same order (the
     // layout is the file's): MPI-IO's collective close stays matched.
     shards[size_t(s)].reset();
+  }
+  // The split's shard files: those in its directory, or every one a sparse
+  // split's manifest lists (this node has only its own).
+  void list_source_files(const std::optional<Manifest>& manifest);
+  // A sparse split: every shard's header, labels, checksums and extents,
+  // read by its node's first rank and shared with all (collective);
+  // `layout` gets the nodes.
+  std::vector<ShardMetadata> share_sparse_metadata(PeerLayout& layout) const;
+  // Each shard's header, checked as a set (and against the manifest); its
+  // labels and checksums into `labels` and `checksums`. A sparse split's
+  // come from `remote`, moved out.
+  std::vector<ShardHeaderOf> read_headers_and_labels(const std::optional<Manifest>& manifest,
+                                                     std::vector<ShardMetadata>& remote);
+  // Opens every shard (`sparse` null: collectively through MPI-IO); a
+  // sparse split's own shards alone, the others known from `remote`.
+  void open_shards(const PeerLayout* sparse, const std::vector<ShardMetadata>& remote);
+  // A shard another node holds (peer_sparse_split): what its node read of
+  // it; the peer cache's exchange brings its samples.
+  void know_remote_shard(int s, const ShardMetadata& md, int node) {
+    shard_samples[size_t(s)] = md.header.num_samples;
+    extents[size_t(s)] = md.extents;
+    open_paths[size_t(s)] = fmt::format("{} on node {}", source_files[size_t(s)], node);
   }
   ~Impl() {
     for (int fd : page_fds)
@@ -287,17 +317,20 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
   // (libhdf5 can hang or crash on corrupt metadata, docs/reliability.md):
   // what it lists, their sizes, and with verify_checksums their CRC-32s,
   // each rank its share (shard s on rank s % world). Then all agree.
+  // A sparse split (an s3:// split under the peer cache) holds this node's
+  // shards only; its fetch checked each of them against the manifest's
+  // CRC-32, and what the loader needs of the others comes from their nodes.
+  const bool sparse = options.peer_sparse_split;
   std::string problem;
   std::optional<Manifest> manifest;
   try {
     h5::silence_errors();
-    m.source_files = shard_format::list_shard_files(m.split_dir);
     if (std::filesystem::is_directory(m.split_dir)) manifest = read_manifest(m.split_dir);
-    if (manifest) check_manifest_lists_files(m.split_dir, *manifest);
+    m.list_source_files(manifest);
     // Without a manifest there is nothing to check against: the init line says so.
     info_.checksums_verified = options.verify_checksums && options.verify_files && manifest.has_value();
     info_.files_not_read = options.verify_checksums && !options.verify_files;
-    if (info_.checksums_verified) {
+    if (info_.checksums_verified && !sparse) {
       for (size_t s = size_t(rank); s < manifest->shards.size(); s += size_t(world))
         verify_shard(m.source_files[s], manifest->shards[s]);
     }
@@ -311,19 +344,26 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     throw;
   }
   problem.clear();
+  // A sparse split: each shard's header, labels, checksums and extents, read
+  // by its node's first rank and shared with all (collective).
+  PeerLayout layout;
+  std::vector<ShardMetadata> remote;
+  if (sparse) {
+    try {
+      remote = m.share_sparse_metadata(layout);
+    } catch (...) {
+      MPI_Comm_free(&m.comm);
+      throw;
+    }
+  }
   // 2. Every rank checks the split on its own (POSIX HDF5, no collective):
   // headers against the manifest, the shard set, labels. Then all agree.
   try {
-    if (manifest) check_manifest_against_files(m.split_dir, *manifest);
-    const std::vector<ShardHeaderOf> headers = read_shard_headers(m.source_files);
-    check_shard_set(m.split_dir, headers);
+    const std::vector<ShardHeaderOf> headers = m.read_headers_and_labels(manifest, remote);
     int64_t total = 0;
     for (const ShardHeaderOf& h : headers) {
-      const ShardReader r(h.path);
       m.shard_begin.push_back(total);
       shard_sizes_.push_back(h.header.num_samples);
-      m.labels.push_back(r.read_labels());
-      m.checksums.push_back(options.verify_checksums ? r.read_checksums() : std::vector<uint32_t>());
       total += h.header.num_samples;
     }
     ST_CHECK(total > 0, "{}: the split has no samples", m.split_dir);
@@ -361,12 +401,14 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     m.make_pool(info_);
     problem.clear();
     try {
-      for (size_t s = 0; s < m.source_files.size(); ++s) m.open_shard(int(s), m.source_files[s]);
+      m.open_shards(sparse ? &layout : nullptr, remote);
     } catch (const std::exception& e) {
       problem = e.what();
     }
     comm::agree_or_throw(m.comm, problem);
-    if (!options.peer_cache_dir.empty()) m.use_peer_cache(manifest, global_batch, seed);
+    // A sparse split's shards were checked as they were fetched: the peer
+    // cache keeps them without reading them again.
+    if (!options.peer_cache_dir.empty()) m.use_peer_cache(sparse ? std::nullopt : manifest, global_batch, seed);
   } catch (...) {
     m.shards.clear();
     MPI_Comm_free(&m.comm);
@@ -560,7 +602,7 @@ void StreamLoader::Impl::reopen_cached_shards() {
       continue;
     }
     shards[s].reset();  // collective close
-    open_shard(int(s), want[s]);
+    open_shard(int(s), want[s], fapl.get());
   }
 }
 
@@ -777,6 +819,71 @@ void StreamLoader::Impl::finish_batch(InFlight& b) {
       cold_touched[s] = true;
       cold_bytes += bytes;
     }
+  }
+}
+
+void StreamLoader::Impl::list_source_files(const std::optional<Manifest>& manifest) {
+  if (!options.peer_sparse_split) {
+    source_files = shard_format::list_shard_files(split_dir);
+    if (manifest) check_manifest_lists_files(split_dir, *manifest);
+    return;
+  }
+  ST_CHECK(manifest.has_value() && !options.peer_cache_dir.empty(),
+           "{}: a split that holds one node's shards needs its manifest and io.peer_cache.dir", split_dir);
+  source_files.reserve(manifest->shards.size());
+  for (const ManifestShard& shard : manifest->shards)
+    source_files.push_back((std::filesystem::path(split_dir) / shard.file).string());
+}
+
+std::vector<ShardMetadata> StreamLoader::Impl::share_sparse_metadata(PeerLayout& layout) const {
+  layout = peer_layout(comm, int(options.peer_ranks_per_node));
+  std::vector<int> reader_of(source_files.size());
+  for (size_t s = 0; s < source_files.size(); ++s)
+    reader_of[s] = layout.ranks_of_node[size_t(peer_owner(int(s), layout.nodes))].front();
+  return share_shard_metadata(comm, reader_of, [&](int s) {
+    const ShardReader r(source_files[size_t(s)]);
+    ShardMetadata md{r.header(), r.read_labels(),
+                     options.verify_checksums ? r.read_checksums() : std::vector<uint32_t>(), std::nullopt};
+    std::string why;
+    md.extents = r.x_extents(&why);
+    return md;
+  });
+}
+
+std::vector<ShardHeaderOf> StreamLoader::Impl::read_headers_and_labels(const std::optional<Manifest>& manifest,
+                                                                       std::vector<ShardMetadata>& remote) {
+  std::vector<ShardHeaderOf> headers;
+  if (options.peer_sparse_split) {
+    for (size_t s = 0; s < remote.size(); ++s) {
+      const int64_t listed = manifest ? manifest->shards[s].num_samples : remote[s].header.num_samples;
+      ST_CHECK(remote[s].header.num_samples == listed, "{}: {} samples, but {} says {}", source_files[s],
+               remote[s].header.num_samples, manifest_path(split_dir), listed);
+      headers.push_back({source_files[s], remote[s].header});
+      labels.push_back(std::move(remote[s].labels));
+      checksums.push_back(std::move(remote[s].checksums));
+    }
+    check_shard_set(split_dir, headers);
+    return headers;
+  }
+  if (manifest) check_manifest_against_files(split_dir, *manifest);
+  headers = read_shard_headers(source_files);
+  check_shard_set(split_dir, headers);
+  for (const ShardHeaderOf& h : headers) {
+    const ShardReader r(h.path);
+    labels.push_back(r.read_labels());
+    checksums.push_back(options.verify_checksums ? r.read_checksums() : std::vector<uint32_t>());
+  }
+  return headers;
+}
+
+void StreamLoader::Impl::open_shards(const PeerLayout* sparse, const std::vector<ShardMetadata>& remote) {
+  for (size_t s = 0; s < source_files.size(); ++s) {
+    if (sparse == nullptr)
+      open_shard(int(s), source_files[s], fapl.get());
+    else if (const int node = peer_owner(int(s), sparse->nodes); node == sparse->node)
+      open_shard(int(s), source_files[s], H5P_DEFAULT);
+    else
+      know_remote_shard(int(s), remote[s], node);
   }
 }
 

@@ -349,7 +349,7 @@ const std::vector<Field>& schema() {
       KEY("io.s3.retries", "Retries of a request after a transient failure (no connection, a cut transfer, HTTP 408, 429, 500, 502, 503, 504), with exponential backoff.", io.stage.s3.retries),
       KEY("io.stage.direct_io", "Copy with O_DIRECT, past the page cache: the copy neither evicts training's pages nor leaves dirty ones to write back (io.stage.block_kib in whole 4 KiB blocks).", io.stage.direct_io),
 
-      KEY("io.peer_cache.dir", "A cache tier shared by the job's nodes: each of N nodes holds every N-th shard of data.train in this node-local directory (`%h`: the host name, `%n`: the node's index), copied once from data.train at start (verified copies found there are kept); a rank reads the other nodes' shards from them over MPI, so the shared store is read once per job. Empty: off. Needs the read pool (docs/io.md).", data.loader.peer_cache_dir),
+      KEY("io.peer_cache.dir", "A cache tier shared by the job's nodes: each of N nodes holds every N-th shard of data.train in this node-local directory (`%h`: the host name, `%n`: the node's index), copied once from data.train at start (verified copies found there are kept; an s3:// data.train: each node fetches its share from the store); a rank reads the other nodes' shards from them over MPI, so the shared store is read once per job. Empty: off. Needs the read pool (docs/io.md).", data.loader.peer_cache_dir),
       KEY("io.peer_cache.ranks_per_node", "0: the ranks sharing memory are a node (MPI's view). k > 0: every k consecutive ranks are a node (to try the tier on one machine).", data.loader.peer_ranks_per_node),
   };
   for (Field& f : run_fields()) table.push_back(std::move(f));

@@ -78,8 +78,10 @@ Job::Job(const Config& cfg, RunContext& context, const comm::MpiEnv& m, std::uni
   if (s.train_stream) run.log(stream_line(s.train_info(), config));
   if (s.train_stream && !s.train_stream->stats().peer_cache.empty()) {
     const io::LoaderStats ls = s.train_stream->stats();
-    run.log(fmt::format("[init] data: {}; rank 0 copied {:.1f} MB from the shared store", ls.peer_cache,
-                        double(ls.staged_bytes) / 1e6));
+    run.log(config.data.loader.peer_sparse_split
+                ? fmt::format("[init] data: {}; each node fetched its share from the object store", ls.peer_cache)
+                : fmt::format("[init] data: {}; rank 0 copied {:.1f} MB from the shared store", ls.peer_cache,
+                              double(ls.staged_bytes) / 1e6));
   }
   run.log(model_line(config, model));
   if (const std::string line = strategy->describe(plan_inputs); !line.empty()) run.log("[init] " + line);

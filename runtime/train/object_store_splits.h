@@ -3,9 +3,12 @@
 // into the node-local cache (io.stage.cache_dir), every object checked
 // against the split's manifest (io/cache.h, io/s3/client.h); copies found
 // there already and matching are kept. The job then reads the local copies,
-// with every loader mode. A shard that cannot be fetched whole and correct
-// ends the job on every rank before training: nothing trains from a bad
-// object.
+// with every loader mode. With the peer cache (io.peer_cache.dir) each node
+// fetches only the shards of data.train it holds, into that directory, and
+// serves them to the other nodes: the store is read once per job (the test
+// split, read whole by every rank, is fetched whole on each node). A shard
+// that cannot be fetched whole and correct ends the job on every rank before
+// training: nothing trains from a bad object.
 #pragma once
 
 #include "runtime/comm/transport/mpi_env.h"

@@ -7,8 +7,10 @@
 #    a rerun keeps the verified copies; a shard larger than a part uploaded
 #    in parts (S3's multipart upload) and staged back byte for byte, and
 #    one whose parts fail for good (the proxy) aborted;
-#  - a 2-rank DDP job reading data.train and data.test from s3://, and
-#    `study storage`'s object-store mode (a fetch, then the copies found);
+#  - a 2-rank DDP job reading data.train and data.test from s3://, the
+#    same under the peer cache (each of 2 nodes fetches only its shards and
+#    serves them to the other), and `study storage`'s object-store mode (a
+#    fetch, then the copies found);
 #  - bad credentials: a wrong access key, a wrong secret key;
 #  - a missing bucket, a missing split;
 #  - 503 SlowDown answers (through a fault proxy): retried, then the copy;
@@ -79,6 +81,32 @@ check "a DDP job trains from s3://" grep -q '"status": "completed"' run1/result.
 check "the job logged what it fetched" grep -q 'data: s3://shardtrain-test/synth/train fetched' job1.txt
 timeout 180 "${mpirun[@]}" -np 2 "$st" "${job[@]}" --run-dir run2 >job2.txt 2>&1
 check "a second job keeps the cached copies" grep -q '4 of 4 shard(s) already in the cache' job2.txt
+
+# The peer cache over s3://: 2 nodes of one rank each on this host
+# (io.peer_cache.ranks_per_node = 1). Each node fetches only the 2 of the 4
+# shards it holds (s % 2), byte for byte, and reads the other 2 from the
+# other node over MPI: the store is read once per job.
+peer=(train "$cfg" --set data.train=s3://shardtrain-test/synth/train --set data.test=s3://shardtrain-test/synth/test
+      --set "io.peer_cache.dir=$work/peer/node%n" --set io.peer_cache.ranks_per_node=1 --set data.loader=stream
+      --set io.s3.part_mib=1 --set model.kind=mlp --set train.max_steps=5 --set parallel.strategy=ddp
+      --set target.value=0 --set comm.timeout_s=30)
+timeout 180 "${mpirun[@]}" -np 2 "$st" "${peer[@]}" --run-dir run-peer >peer.txt 2>&1
+check "peer cache over s3://: a DDP job trains" grep -q '"status": "completed"' run-peer/result.json
+check "peer cache over s3://: each node fetched its 2 of the 4 shards" grep -q 'on each node: its 2 of the 4 shard(s)' peer.txt
+held_by_node() {  # held_by_node N SHARD...: node N's directory holds exactly these shards, the source's bytes
+  local dir="$work/peer/node$1/train"
+  shift
+  [ "$(cd "$dir" && ls part-*.h5 | tr '\n' ' ')" = "$(printf 'part-%05d.h5 ' "$@")" ] || return 1
+  for s in "$@"; do cmp -s "$dir/$(printf 'part-%05d.h5' "$s")" "src/train/$(printf 'part-%05d.h5' "$s")" || return 1; done
+}
+check "peer cache over s3://: node 0 holds shards 0 and 2" held_by_node 0 0 2
+check "peer cache over s3://: node 1 holds shards 1 and 3" held_by_node 1 1 3
+check "peer cache over s3://: half the samples came from the other node" python3 - run-peer/result.json <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["storage"]["peer_cache"]
+assert t["peer_bytes"] > 0 and t["node_cache_bytes"] > 0, t
+assert t["shared_store_bytes"] == 0, t  # nothing copied from a shared file system: the fetch read the store
+PY
 
 # `study storage`'s object-store mode: its first point fetches, the next
 # finds the copies; the tier's table says so.

@@ -9,12 +9,17 @@
 // was read; stopping early (before all batches were read) ends cleanly on
 // every rank; and the peer cache tier (io.peer_cache.dir): the same batches,
 // every sample once, the shared store copied once, copies kept or renewed;
-// samples larger than a reader's block arrive whole and checked.
+// a sparse split (each node fetched only its shards from an object store):
+// the same batches, the other nodes' shards known from their nodes'
+// metadata, a held shard missing an error on every rank; samples larger than
+// a reader's block arrive whole and checked.
 #include "io/dataset.h"
 #include "io/dataset_writer.h"
 #include "io/hdf5_handle.h"
+#include "io/manifest.h"
 #include "io/page_cache.h"
 #include "io/peer_cache.h"
+#include "io/peer_metadata.h"
 #include "io/stream_loader.h"
 #include "runtime/core/error.h"
 #include "runtime/core/rng.h"
@@ -385,6 +390,34 @@ int64_t sum_over_ranks(int64_t v) {
   return v;
 }
 
+// Reads two epochs, each batch checked against the in-memory data set:
+// `epochs` gets this rank's sample indices of each, `from_peers` the bytes
+// of those in shards another node of `layout` holds (what the peer cache's
+// exchange must have brought).
+void read_two_epochs(io::StreamLoader& loader, const io::InMemoryDataset& memory, const io::PeerLayout& layout,
+                     int64_t& from_peers, std::array<std::vector<int64_t>, 2>& epochs) {
+  io::Sampler sampler(loader.size(), kGlobalBatch, rank(), world(), 9);
+  const int64_t per_epoch = sampler.batches_per_epoch();
+  loader.start({0, 0}, 2 * per_epoch);
+  std::vector<int64_t> idx;
+  std::vector<float> x(size_t(sampler.local_batch() * kSample.numel()));
+  std::vector<int32_t> y(size_t(sampler.local_batch()));
+  for (int64_t e = 0; e < 2; ++e) {
+    for (int64_t b = 0; b < per_epoch; ++b) {
+      const io::LoadedBatch& got = loader.next();
+      sampler.batch_indices(e, b, idx);
+      memory.gather(idx.data(), int64_t(idx.size()), x.data(), y.data());
+      ASSERT_EQ(values(got.x), x) << "epoch " << e << " batch " << b;
+      ASSERT_EQ(got.y, y);
+      epochs[size_t(e)].insert(epochs[size_t(e)].end(), idx.begin(), idx.end());
+      for (const int64_t i : idx) {
+        const int shard = i < kShardSizes[0] ? 0 : i < kShardSizes[0] + kShardSizes[1] ? 1 : 2;
+        if (io::peer_owner(shard, layout.nodes) != layout.node) from_peers += kSample.numel();
+      }
+    }
+  }
+}
+
 // Every batch as the in-memory data set gives it, every sample of an epoch
 // delivered to exactly one rank once; the shared store's shards emptied
 // once the loader is up (so no sample can come from them), copied once in
@@ -408,27 +441,13 @@ void expect_peer_batches(int ranks_per_node) {
     if (rank() == 0)
       for (const auto& f : io::shard_format::list_shard_files(dir)) fs::resize_file(f, 0);
     MPI_Barrier(MPI_COMM_WORLD);
-    io::Sampler sampler(loader.size(), kGlobalBatch, rank(), world(), 9);
-    const int64_t per_epoch = sampler.batches_per_epoch();
-    loader.start({0, 0}, 2 * per_epoch);
-    std::vector<int64_t> idx, epoch_idx;
-    std::vector<float> x(size_t(sampler.local_batch() * kSample.numel()));
-    std::vector<int32_t> y(size_t(sampler.local_batch()));
     int64_t from_peers = 0;
-    for (int64_t e = 0; e < 2; ++e) {
-      epoch_idx.clear();
-      for (int64_t b = 0; b < per_epoch; ++b) {
-        const io::LoadedBatch& got = loader.next();
-        sampler.batch_indices(e, b, idx);
-        memory.gather(idx.data(), int64_t(idx.size()), x.data(), y.data());
-        ASSERT_EQ(values(got.x), x) << "epoch " << e << " batch " << b;
-        ASSERT_EQ(got.y, y);
-        epoch_idx.insert(epoch_idx.end(), idx.begin(), idx.end());
-        for (const int64_t i : idx) {
-          const int shard = i < kShardSizes[0] ? 0 : i < kShardSizes[0] + kShardSizes[1] ? 1 : 2;
-          if (shard % layout.nodes != layout.node) from_peers += kSample.numel();
-        }
-      }
+    std::array<std::vector<int64_t>, 2> epochs;
+    read_two_epochs(loader, memory, layout, from_peers, epochs);
+    if (::testing::Test::HasFatalFailure()) return;
+    const int64_t per_epoch = io::Sampler(loader.size(), kGlobalBatch, rank(), world(), 9).batches_per_epoch();
+    for (size_t e = 0; e < epochs.size(); ++e) {
+      const std::vector<int64_t>& epoch_idx = epochs[e];
       std::vector<int64_t> all(epoch_idx.size() * size_t(world()));
       MPI_Allgather(epoch_idx.data(), int(epoch_idx.size()), MPI_INT64_T, all.data(), int(epoch_idx.size()),
                     MPI_INT64_T, MPI_COMM_WORLD);
@@ -440,7 +459,8 @@ void expect_peer_batches(int ranks_per_node) {
     EXPECT_EQ(s.peer_bytes, from_peers);
     EXPECT_EQ(sum_over_ranks(s.served_bytes), sum_over_ranks(s.peer_bytes));
     EXPECT_EQ(sum_over_ranks(s.staged_bytes), store_bytes) << "the shared store is copied once per job";
-    EXPECT_THAT(s.peer_cache, HasSubstr(fmt::format("of {} holds every", layout.nodes)));
+    EXPECT_THAT(s.peer_cache, HasSubstr(fmt::format("of {} holds the shards s with s % {} = {}", layout.nodes,
+                                                    layout.nodes, layout.node)));
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank() == 0 && setup.ranks_per_node > 0) fs::remove_all(dir + "-peers");
@@ -513,6 +533,144 @@ TEST(PeerCache, NeedsTheReadPool) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("io.peer_cache.dir needs the read pool"));
   }
+  remove_split(dir);
+}
+
+// The metadata of the shards a node does not hold, as it travels: packed and
+// unpacked unchanged, and bytes that end inside a record refused.
+TEST(PeerMetadata, PacksAndUnpacksUnchanged) {
+  io::ShardMetadata a;
+  a.header.split = "train";
+  a.header.num_classes = 7;
+  a.header.shard_index = 2;
+  a.header.num_shards = 3;
+  a.header.num_samples = 5;
+  a.header.sample_shape = Shape{3, 4};
+  a.header.dtype = io::SampleDType::u16;
+  a.header.normalize_mean = 0.25f;
+  a.header.normalize_std = 0.5f;
+  a.labels = {1, 2, 3, 4, 5};
+  a.checksums = {9, 8, 7, 6, 5};
+  a.extents = io::SampleExtents{5, 2, 24, {4096, 8192, 12288}};
+  io::ShardMetadata b;  // no checksums, no extents
+  b.header.num_samples = 1;
+  b.labels = {0};
+  const std::vector<uint8_t> bytes = io::pack_shard_metadata({{2, a}, {0, b}});
+  const auto back = io::unpack_shard_metadata(bytes.data(), bytes.size());
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].first, 2);
+  const io::ShardMetadata& c = back[0].second;
+  EXPECT_EQ(c.header.split, "train");
+  EXPECT_EQ(c.header.num_classes, 7);
+  EXPECT_EQ(c.header.shard_index, 2);
+  EXPECT_EQ(c.header.num_shards, 3);
+  EXPECT_EQ(c.header.num_samples, 5);
+  EXPECT_EQ(c.header.sample_shape, (Shape{3, 4}));
+  EXPECT_EQ(c.header.dtype, io::SampleDType::u16);
+  EXPECT_EQ(c.header.normalize_mean, 0.25f);
+  EXPECT_EQ(c.header.normalize_std, 0.5f);
+  EXPECT_EQ(c.labels, a.labels);
+  EXPECT_EQ(c.checksums, a.checksums);
+  ASSERT_TRUE(c.extents.has_value());
+  EXPECT_EQ(c.extents->chunk_rows, 2);
+  EXPECT_EQ(c.extents->sample_bytes, 24u);
+  EXPECT_EQ(c.extents->chunk_offset, a.extents->chunk_offset);
+  EXPECT_EQ(back[1].first, 0);
+  EXPECT_FALSE(back[1].second.extents.has_value());
+  EXPECT_TRUE(back[1].second.checksums.empty());
+  for (size_t cut : {size_t(1), bytes.size() / 2, bytes.size() - 1}) {
+    try {
+      io::unpack_shard_metadata(bytes.data(), cut);
+      ADD_FAILURE() << "bytes cut at " << cut << " of " << bytes.size() << " were unpacked";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("shard metadata"));
+    }
+  }
+}
+
+// Every rank gets every shard's metadata from the rank that read it; a read
+// that fails on one rank fails on all, before anything moves.
+TEST(PeerMetadata, EveryRankGetsEveryShardFromItsReader) {
+  const int n = 2 * world() + 1;
+  std::vector<int> reader_of;
+  for (int s = 0; s < n; ++s) reader_of.push_back((s * 7) % world());
+  const auto all = io::share_shard_metadata(MPI_COMM_WORLD, reader_of, [&](int s) {
+    EXPECT_EQ(reader_of[size_t(s)], rank()) << "shard " << s << " read on another rank than its reader";
+    io::ShardMetadata m;
+    m.header.num_samples = s + 1;
+    m.labels.assign(size_t(s + 1), int32_t(rank()));
+    return m;
+  });
+  ASSERT_EQ(int(all.size()), n);
+  for (int s = 0; s < n; ++s) {
+    EXPECT_EQ(all[size_t(s)].header.num_samples, s + 1);
+    EXPECT_EQ(all[size_t(s)].labels, std::vector<int32_t>(size_t(s + 1), int32_t(reader_of[size_t(s)])));
+  }
+  try {
+    io::share_shard_metadata(MPI_COMM_WORLD, reader_of, [&](int s) -> io::ShardMetadata {
+      if (s == n - 1) throw Error("part-00009.h5: cannot open");
+      return {};
+    });
+    ADD_FAILURE() << "a failed read was not thrown";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("part-00009.h5: cannot open"));
+  }
+}
+
+// A sparse split: the shards of a split spread over the nodes (each rank a
+// node here), each node's directory holding the manifest and only the shards
+// it holds, as an s3:// split's fetch leaves them under the peer cache.
+// Every batch is the in-memory data set's, nothing is copied, and each rank
+// received over MPI exactly its samples of the other nodes' shards.
+TEST(PeerSparseSplit, TheSameBatchesFromEachNodesShare) {
+  const std::string dir = make_split("sparse");
+  const std::string pattern = dir + "-nodes/node%n/train";
+  if (rank() == 0) {
+    io::write_split_manifest(dir);
+    const std::vector<std::string> files = io::shard_format::list_shard_files(dir);
+    for (int node = 0; node < world(); ++node) {
+      const std::string mine = io::expand_node_dir(pattern, node);
+      fs::create_directories(mine);
+      fs::copy_file(io::manifest_path(dir), io::manifest_path(mine));
+      for (size_t s = 0; s < files.size(); ++s)
+        if (io::peer_owner(int(s), world()) == node)
+          fs::copy_file(files[s], mine + "/" + fs::path(files[s]).filename().string());
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  io::LoaderOptions o;
+  o.mode = io::LoaderMode::stream;
+  o.prefetch_batches = 2;
+  o.reads_in_flight = 3;
+  o.peer_cache_dir = pattern;
+  o.peer_ranks_per_node = 1;
+  o.peer_sparse_split = true;
+  const std::string mine = io::expand_node_dir(pattern, rank());
+  const io::InMemoryDataset memory = io::InMemoryDataset::load(dir);
+  {
+    io::StreamLoader loader(mine, o, kGlobalBatch, 9);
+    EXPECT_EQ(loader.size(), memory.size());
+    int64_t from_peers = 0;
+    std::array<std::vector<int64_t>, 2> epochs;
+    read_two_epochs(loader, memory, io::peer_layout(MPI_COMM_WORLD, 1), from_peers, epochs);
+    if (::testing::Test::HasFatalFailure()) return;
+    const io::LoaderStats s = loader.stats();
+    EXPECT_EQ(s.peer_bytes, from_peers);
+    EXPECT_EQ(sum_over_ranks(s.staged_bytes), 0) << "a sparse split's shards are in place: nothing is copied";
+  }
+  // A shard its node should hold is missing: every rank fails, naming it.
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string gone = io::expand_node_dir(pattern, 0) + "/" + io::shard_format::shard_file_name(0);
+  if (rank() == 0) fs::remove(gone);
+  MPI_Barrier(MPI_COMM_WORLD);
+  try {
+    io::StreamLoader loader(mine, o, kGlobalBatch, 9);
+    ADD_FAILURE() << "a sparse split without its node's shard was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(io::shard_format::shard_file_name(0)));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank() == 0) fs::remove_all(dir + "-nodes");
   remove_split(dir);
 }
 
