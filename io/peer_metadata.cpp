@@ -52,7 +52,7 @@ class Unpacker {
     const auto n = get<uint64_t>();
     ST_CHECK(n <= uint64_t(end_ - p_) / sizeof(T), "shard metadata: a list of {} items runs past the end", n);
     std::vector<T> v(static_cast<size_t>(n));
-    std::memcpy(v.data(), p_, size_t(n) * sizeof(T));
+    if (n > 0) std::memcpy(v.data(), p_, size_t(n) * sizeof(T));  // an empty vector's data() may be null
     p_ += size_t(n) * sizeof(T);
     return v;
   }
