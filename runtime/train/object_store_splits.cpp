@@ -69,11 +69,15 @@ std::string fetch_split(const std::string& key, const std::string& url, const Co
         run.log(fmt::format("[init] data: fetching {} from {} into {} on each node: {}, {:.1f} MB", url,
                             cache.store_description(), local_dir, share, double(total) / 1e6));
       const double t0 = now_seconds();
-      const io::StageStats s = cache.run(
-          [&](const std::string& line) {
-            if (mpi.rank() == 0) run.log("[init] fetch " + line);
-          },
-          order);
+      // A node may hold none of a split of fewer shards than nodes (run()
+      // would take an empty order for every shard).
+      io::StageStats s;
+      if (!order.empty())
+        s = cache.run(
+            [&](const std::string& line) {
+              if (mpi.rank() == 0) run.log("[init] fetch " + line);
+            },
+            order);
       if (s.shards_failed > 0 || size_t(s.shards_cached) != order.size())
         throw Error(
             fmt::format("{} = \"{}\": {} of {} shard(s) could not be fetched whole and matching the "

@@ -107,6 +107,14 @@ t = json.load(open(sys.argv[1]))["storage"]["peer_cache"]
 assert t["peer_bytes"] > 0 and t["node_cache_bytes"] > 0, t
 assert t["shared_store_bytes"] == 0, t  # nothing copied from a shared file system: the fetch read the store
 PY
+# 5 nodes for 4 shards: node 4 holds none, fetches none, and trains on
+# what the others serve.
+peer5=("${peer[@]}" --set train.global_batch_size=120)
+peer5[7]="io.peer_cache.dir=$work/peer5/node%n"
+timeout 180 "${mpirun[@]}" -np 5 "$st" "${peer5[@]}" --run-dir run-peer5 >peer5.txt 2>&1
+check "peer cache over s3://, 5 nodes for 4 shards: trains" grep -q '"status": "completed"' run-peer5/result.json
+check "peer cache over s3://, 5 nodes for 4 shards: node 4 fetched nothing" \
+  test -z "$(find "$work/peer5/node4/train" -name 'part-*')"
 
 # `study storage`'s object-store mode: its first point fetches, the next
 # finds the copies; the tier's table says so.
