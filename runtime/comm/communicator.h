@@ -140,6 +140,15 @@ struct CommOptions {
   // ranks, so the others see this rank late and this rank sees its own
   // communication slow.
   double debug_delay_s = 0.0;
+  // The strategy runs collectives on node(), cross_node() or groups() while
+  // the world runs its own (HYBRID): then the world's MPI-library
+  // collectives across nodes are the non-blocking calls, polled (as on a
+  // group across nodes: Open MPI 4.1's blocking collectives over TCP stall
+  // while another thread of the process is in a collective on another
+  // communicator; docs/comm.md). Not a [comm] key: the job sets it from the
+  // strategy. Off otherwise, since polling made DDP's steps over several
+  // nodes slower (docs/BENCHMARKS.md, "HYBRID's world beside its groups").
+  bool world_beside_groups = false;
 };
 
 // An Error naming the [comm] key out of range (the one place its limits

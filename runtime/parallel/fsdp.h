@@ -106,6 +106,7 @@ class FsdpSpec final : public StrategySpec {
   explicit FsdpSpec(const ParallelOptions& options) : options_(options.fsdp) {}
   std::string name() const override;
   std::string options_section() const override { return "fsdp"; }
+  bool uses_groups() const override { return options_.mode == ShardingMode::hybrid; }
   std::vector<ParallelOptions> plan_variants(const ParallelOptions& base, const Topology& t) const override;
   StrategyMemory memory(const nn::FlatParameters& flat, const PlanInputs& in) const override;
   WireTheory wire_theory(const nn::FlatParameters& flat, const PlanInputs& in) const override;

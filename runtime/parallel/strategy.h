@@ -112,6 +112,9 @@ class StrategySpec {
   virtual void check(const Topology& t) const;
   // Whether it needs a communicator over the job's ranks.
   virtual bool communicates() const { return true; }
+  // Whether it runs collectives on the world's node(), cross_node() or
+  // groups() while the world runs its own (comm::CommOptions::world_beside_groups).
+  virtual bool uses_groups() const { return false; }
   // The [parallel.X] section whose options it reads ("ddp" for ddp and
   // zero1), empty for none: keys under any other section are an error.
   virtual std::string options_section() const { return ""; }

@@ -51,6 +51,7 @@ Job::Job(const Config& cfg, RunContext& context, const comm::MpiEnv& m, std::uni
   comm::Communicator* grad_comm = nullptr;  // where gradients travel
   if (spec->communicates()) {
     comm::CommOptions comm_options = config.comm;
+    comm_options.world_beside_groups = spec->uses_groups();
     if (config.debug.slow_rank == mpi.rank() && config.debug.slow_comm_ms > 0) {
       // Spread the per-step delay over the step's collectives.
       comm_options.debug_delay_s =

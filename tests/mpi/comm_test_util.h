@@ -54,6 +54,13 @@ inline CommOptions options_for(const std::string& config) {
   } else if (config == "emulated-nodes") {
     // The thresholds, on emulated nodes of 2 ranks (1 on odd worlds).
     o.ranks_per_node = world_size() % 2 == 0 ? 2 : 1;
+  } else if (config == "beside-groups") {
+    // As HYBRID's world: emulated nodes of 2 ranks, the world's MPI-library
+    // collectives polled (CommOptions::world_beside_groups).
+    o.ranks_per_node = world_size() % 2 == 0 ? 2 : 1;
+    o.world_beside_groups = true;
+    o.oneshot_bytes = 0;
+    o.small_message_bytes = 4096;
   } else if (config == "auto-small") {
     // Point to point only: auto all-reduces one-shot while (ranks - 1) times
     // the size is at most 1 KiB, with MPI's own up to 2 KiB, by ring beyond

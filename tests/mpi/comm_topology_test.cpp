@@ -7,6 +7,7 @@
 #include "runtime/comm/routing_communicator.h"
 
 #include <algorithm>
+#include <thread>
 
 namespace shardtrain::comm::testing {
 namespace {
@@ -124,6 +125,47 @@ TEST(CommTopology, GroupsAcrossNodesKeepOffTheMpiLibrarysCollectives) {
   gathered->wait();
   EXPECT_EQ(gathered->algorithm(), "ring");
   EXPECT_EQ(b.f32()[0], float(cross.size() * cross.size()));
+}
+
+// HYBRID's world runs its own collectives (the stop flag's all-reduce) while
+// the groups run theirs on other threads; the world's MPI-library
+// collectives across nodes are then the non-blocking calls, polled. Every
+// rank polls the same ones (a blocking call does not match a non-blocking
+// one), and the sums come out right beside the groups' rings.
+TEST(CommTopology, WorldBesideGroupsPollsTheMpiLibrarysCollectives) {
+  Communicator& w = world("beside-groups");
+  Communicator& cross = w.cross_node();
+  if (cross.size() < 2) GTEST_SKIP() << "one node";
+  const int rounds = 20;
+  std::thread groups([&] {
+    const std::vector<float> ones(4096, 1.0f);
+    for (int i = 0; i < rounds; ++i) {
+      Tensor b = to_tensor(ones, DType::f32);
+      cross.allreduce(b, ReduceOp::sum)->wait();
+      EXPECT_EQ(b.f32()[4095], float(cross.size()));
+    }
+  });
+  for (int i = 0; i < rounds; ++i) {
+    // 64 B: the MPI library's all-reduce; 6 KiB and 64 KiB: hierarchical
+    // (on nodes of 2), its segments across nodes of 3 KiB by the MPI
+    // library's, of 32 KiB by the ring.
+    for (const auto& [n, algorithm] :
+         {std::pair<int64_t, std::string>{16, "mpi"}, {1536, "hierarchical"}, {16384, "hierarchical"}}) {
+      Tensor a = to_tensor(std::vector<float>(size_t(n), float(w.rank() + 1)), DType::f32);
+      WorkPtr work = w.allreduce(a, ReduceOp::sum);
+      work->wait();
+      const std::string by_size = n * 4 <= 4096 ? "mpi" : "ring";  // nodes of one rank (odd worlds)
+      EXPECT_EQ(work->algorithm(), w.node().size() == 2 ? algorithm : by_size);
+      const float sum = float(w.size() * (w.size() + 1) / 2);
+      EXPECT_EQ(a.f32()[0], sum);
+      EXPECT_EQ(a.f32()[n - 1], sum);
+    }
+    Tensor flag = Tensor::empty({1}, DType::i32);
+    flag.i32()[0] = w.rank() == 0 ? 7 : 0;
+    w.broadcast(flag, 0)->wait();
+    EXPECT_EQ(flag.i32()[0], 7);
+  }
+  groups.join();
 }
 
 // A routing communicator's node() and cross_node() route too: host tensors

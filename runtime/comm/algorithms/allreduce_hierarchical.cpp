@@ -10,7 +10,7 @@ namespace shardtrain::comm {
 
 AllreduceHierarchical::AllreduceHierarchical(MpiTransport& node, MpiTransport& cross, int64_t seq, DType dtype,
                                              void* buf, int64_t numel, float scale, const CommOptions& options,
-                                             Scratch& scratch)
+                                             Scratch& scratch, bool poll_native)
     : node_(node),
       cross_(cross),
       seq_(seq),
@@ -19,7 +19,8 @@ AllreduceHierarchical::AllreduceHierarchical(MpiTransport& node, MpiTransport& c
       numel_(numel),
       scale_(scale),
       options_(options),
-      scratch_(scratch) {}
+      scratch_(scratch),
+      poll_native_(poll_native) {}
 
 void AllreduceHierarchical::run() {
   const size_t elem = dtype_size(dtype_);
@@ -34,7 +35,7 @@ void AllreduceHierarchical::run() {
 
   // 2. Across nodes, on this rank's segment only (the average's scale here).
   if (int64_t(mine.count * int64_t(elem)) <= options_.small_message_bytes)
-    MpiNative(cross_.comm()).allreduce(shard, mine.count, dtype_, scale_);
+    MpiNative(cross_.comm(), poll_native_ ? &cross_.policy() : nullptr).allreduce(shard, mine.count, dtype_, scale_);
   else
     AllreduceRing(cross_, seq_, dtype_, shard, mine.count, scale_, options_.chunk_bytes, scratch_).run();
 

@@ -24,8 +24,10 @@ class AllreduceHierarchical {
  public:
   // `node` and `cross` are transports over the node's ranks and over the ranks
   // with this node-local index (the same number of ranks on every node).
+  // `poll_native`: a small segment's MPI-library all-reduce across nodes is
+  // the non-blocking call polled with cross's policy (MpiNative).
   AllreduceHierarchical(MpiTransport& node, MpiTransport& cross, int64_t seq, DType dtype, void* buf, int64_t numel,
-                        float scale, const CommOptions& options, Scratch& scratch);
+                        float scale, const CommOptions& options, Scratch& scratch, bool poll_native = false);
 
   void run();
 
@@ -39,6 +41,7 @@ class AllreduceHierarchical {
   float scale_;
   const CommOptions& options_;
   Scratch& scratch_;
+  bool poll_native_;
 };
 
 }  // namespace shardtrain::comm

@@ -149,6 +149,8 @@ void MpiCommunicator::make_sub_communicators() {
     hier_node_transport_ = std::make_unique<MpiTransport>(hier_node_, policy_);
     hier_cross_transport_ = std::make_unique<MpiTransport>(hier_cross_, policy_);
   }
+  polls_native_ = options_.world_beside_groups && nodes >= 2;
+  if (polls_native_) native_ = std::make_unique<MpiNative>(comm_, &policy_);
   node_.reset(new MpiCommunicator(node, Kind::node, options_, policy_, watchdog_));
   cross_.reset(new MpiCommunicator(cross, Kind::cross, options_, policy_, watchdog_));
   ST_CHECK(hierarchical_possible_ || options_.allreduce_algorithm != AllreduceAlgorithm::hierarchical,
@@ -538,7 +540,7 @@ void MpiCommunicator::run(const Task& task) {
             .run();
       else
         AllreduceHierarchical(*hier_node_transport_, *hier_cross_transport_, seq, a.dtype(), a.raw(), a.numel(),
-                              task.scale, options_, scratch_)
+                              task.scale, options_, scratch_, polls_native_)
             .run();
       return;
     case OpCode::reduce_scatter:  // a: input, b: output

@@ -161,6 +161,9 @@ class MpiCommunicator final : public Communicator, private Executor {
   // thread of the process is in a collective on another communicator
   // (docs/comm.md).
   bool beside_others_ = false;
+  // The world's MPI-library collectives are polled (CommOptions::world_beside_groups,
+  // over several nodes): MpiNative's and the hierarchical all-reduce's step across nodes.
+  bool polls_native_ = false;
   bool hierarchical_possible_ = false;  // the same number of ranks on every node
   bool hierarchical_useful_ = false;    // and >= 2 nodes with >= 2 ranks each
   TopologyFingerprint fingerprint_;
