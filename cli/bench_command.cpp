@@ -186,6 +186,8 @@ void add_comm(CLI::App* bench, std::vector<Command>& out) {
   cmd->add_option("--mode", o->mode, "throughput (back to back, as nccl-tests), latency (one at a time) or both")
       ->capture_default_str();
   cmd->add_flag("!--no-shared-memory", o->comm.shared_memory, "Do not use the shared-memory all-reduce");
+  cmd->add_flag("!--no-arrival-check", o->comm.check_arrival,
+                "Do not wait for every rank before each of the MPI library's collectives (comm.check_arrival)");
   cmd->add_flag("--tune-algorithms", o->tune,
                 "Time every algorithm of each op and size (latency mode), and the job-start probes' choice beside "
                 "them, and write the fastest into the tuning file of this topology, which comm.tuning = \"auto\" "

@@ -182,6 +182,7 @@ void write_json(const BenchCommOptions& options, const std::vector<Row>& rows, i
                    {"dtype", options.dtype},
                    {"buffers", r.buffers},
                    {"busy_threads", options.busy_threads},
+                   {"arrival_check", options.comm.check_arrival},
                    {"time_us", r.time_us},
                    {"algbw_gbs", r.algbw_gbs},
                    {"busbw_gbs", r.busbw_gbs},

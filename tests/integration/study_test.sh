@@ -78,7 +78,9 @@ pass "table.md and report.html (4 plots, model against measurement among them)"
 "$SHARDTRAIN" study fit --out fit.toml --name "2 emulated nodes at 500mbit" --host-cores "$(nproc)" --shared-by all \
   2x1=s/calibration/comm-2x1-500mbit.json \
   >fit.txt || { cat fit.txt; fail "study fit"; }
-grep -q '^kind = "measured"' fit.toml && [ "$(grep -c '^\[\[table\]\]' fit.toml)" = 3 ] ||
+# Each op twice: with the arrival check, and without (its ":ahead" table).
+grep -q '^kind = "measured"' fit.toml && [ "$(grep -c '^\[\[table\]\]' fit.toml)" = 6 ] &&
+  [ "$(grep -c '^op = ".*:ahead"$' fit.toml)" = 3 ] ||
   { cat fit.toml; fail "the fitted fabric file"; }
 "$SHARDTRAIN" study predict --fabric fit.toml --models mlp --nodes 2 --gpus-per-node 1 \
   --compute s/calibration/compute-mlp-w2.json --strategies ddp,fsdp_full --data "$WORK_ROOT" >fitted.txt ||

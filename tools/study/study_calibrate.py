@@ -18,8 +18,11 @@ resumed study and `study predict --validate` reuse it):
             library's algorithms do not scale smoothly between powers of
             2: an all-reduce of 3.2 MB took 103 ms where interpolating
             gave 77, docs/BENCHMARKS.md), plus
-            anchors for other sizes; `study fit` turns the runs of one rate
-            into a measured fabric file (DIR/fabric-RATE.toml).
+            anchors for other sizes; the world's collectives again without
+            the arrival check (OP:ahead: what one costs when the runtime
+            checked it while the one before it ran); `study fit` turns the
+            runs of one rate into a measured fabric file
+            (DIR/fabric-RATE.toml).
 """
 import glob
 import json
@@ -217,22 +220,29 @@ def calibrate_comm(args, cluster, nodes, g, rate, sizes):
     for r in rows:
         if r["impl"] == "shardtrain":
             have.setdefault(r["op"], set()).add(r["bytes"])
-    for op in COMM_OPS + tuple(sorted(o for o in sizes if o not in COMM_OPS)):
+    # The world's collectives across nodes also without the arrival check:
+    # what one costs when the runtime checked it ahead (study_fabric.AHEAD).
+    ahead = tuple(op + study_fabric.AHEAD for op in COMM_OPS if op in sizes and nodes > 1)
+    for op in COMM_OPS + ahead + tuple(sorted(o for o in sizes if o not in COMM_OPS)):
+        base = op.removesuffix(study_fabric.AHEAD)
         # bench comm rounds a size down to whole elements per rank
         unit = 4 * nodes * g
-        # A group's own table (op@group) is read only at the points' sizes:
-        # two anchors suffice to interpolate there.
-        anchors = set(ANCHORS[:2] if "@" in op else ANCHORS)
-        want = sorted({max(unit, b // unit * unit) for b in sizes.get(op, set()) | anchors} - have.get(op, set()))
+        # A group's own table (op@group) and the world's without the check
+        # are read only at the points' sizes (and the latter only up to its
+        # largest): two anchors suffice to interpolate there.
+        anchors = set(ANCHORS[:2] if "@" in op or op != base else ANCHORS)
+        want = sorted({max(unit, b // unit * unit) for b in sizes.get(base, set()) | anchors} - have.get(op, set()))
         if not want:
             continue
         log(f"calibrating {op}: {nodes} node(s) x {g} rank(s), links {rate}, {len(want)} size(s) up to "
             f"{max(want) / 2**20:.2f} MiB")
-        bench_op, _, group = op.partition("@")  # "allreduce@cross": on the groups across nodes, all at once
+        bench_op, _, group = base.partition("@")  # "allreduce@cross": on the groups across nodes, all at once
         tail = [os.path.join(args.bin_dir, "shardtrain"), "bench", "comm", "--mode", "latency", "--ops", bench_op,
                 "--sizes", ",".join(str(b) for b in want), "--rounds", "3", "--json", path + ".part"]
         if group:
             tail += ["--group", group]
+        if op != base:
+            tail += ["--no-arrival-check"]
         cmd = cluster.command(study_points.Point("mlp", "ddp", nodes, g, rate), args.bin_dir, tail)
         if cmd is None:
             raise RuntimeError(f"emulated nodes {nodes} x {g} at {rate} could not be brought up")
@@ -269,11 +279,15 @@ def fit(study_dir, rate):
 
 def add_bench_rows(rows, bench_json, nodes, g):
     """Adds the shardtrain rows of a `bench comm --json` file (latency mode);
-    a size measured twice keeps its last measurement."""
+    a size measured twice keeps its last measurement. Rows timed without
+    the arrival check (--no-arrival-check) go to the OP:ahead tables."""
     with open(bench_json) as f:
         data = json.load(f)
     for r in data:
         if r["impl"] == "shardtrain" and r["mode"] == "latency" and r["ok"]:
-            pts = dict(rows.get((r["op"], nodes, g), []))
+            op = r["op"]
+            if r.get("arrival_check") is False and not op.endswith(study_fabric.AHEAD):
+                op += study_fabric.AHEAD
+            pts = dict(rows.get((op, nodes, g), []))
             pts[r["bytes"]] = r["time_us"] * 1e-6
-            rows[(r["op"], nodes, g)] = sorted(pts.items())
+            rows[(op, nodes, g)] = sorted(pts.items())

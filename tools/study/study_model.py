@@ -133,6 +133,8 @@ def simulate(script, compute, cost, slowdown=1.0, link=None):
     the collectives that cross nodes cost what the link's state gives."""
     t = compute.data_s + compute.other_s
     engine_free = {}
+    last = {}  # per group: the collective issued last
+    taken = {}  # per group: when its engine took the batch that collective is in
     span = {}
     exposed = 0.0
     for kind, arg in script.events:
@@ -144,9 +146,17 @@ def simulate(script, compute, cost, slowdown=1.0, link=None):
             t = advance(t, arg * compute.optimizer_s, span.values(), slowdown)
         elif kind == "issue":
             c = script.collectives[arg]
-            start = max(t, engine_free.get(c["group"], 0.0))
+            g = c["group"]
+            start = max(t, engine_free.get(g, 0.0))
+            if g in taken and t <= taken[g]:
+                # Queued when the engine took the batch of the group's last
+                # collective: the engine prepares it while that one runs.
+                c = dict(c, behind=last[g])
+            else:
+                taken[g] = start  # the head of the engine's next batch
             end = start + (link.cost(start, c) if link is not None else cost(c))
-            engine_free[c["group"]] = end
+            engine_free[g] = end
+            last[g] = script.collectives[arg]
             span[arg] = (start, end)
         elif kind == "wait":
             end = span[arg][1]
