@@ -252,18 +252,14 @@ struct StreamLoader::Impl {
   }
   // The batch slots, allocated once: prefetch_batches ready for training,
   // one being filled and the consumer's kHeldBatches. With options.raw they
-  // hold the samples as stored (a language model's token ids, of any
-  // integer dtype).
+  // hold the samples as stored (a language model's token ids, which the
+  // trainer checks are integers, or an emulated accelerator's bytes).
   void make_slots(const DatasetInfo& split) {
-    ST_CHECK(!options.raw || holds_token_ids(split.dtype),
-             "{}: raw samples (a language model's token ids) need integer data (uint8, uint16 or int32), the "
-             "split holds {}",
-             split_dir, shard_format::dtype_name(split.dtype));
     slots.resize(size_t(options.prefetch_batches + 1 + kHeldBatches));
     const Shape shape = batched(sampler->local_batch(), split.sample_shape);
     for (LoadedBatch& b : slots) {
       if (options.raw) {
-        b.raw.bytes.resize(size_t(sampler->local_batch()) * sample_bytes);
+        b.raw.storage = std::make_unique<Storage>(size_t(sampler->local_batch()) * sample_bytes, Device::cpu());
         b.raw.dtype = split.dtype;
       } else {
         b.x = options.pinned_slots ? Tensor::empty_pinned(shape) : Tensor::empty(shape);
@@ -644,7 +640,7 @@ void StreamLoader::Impl::finish_range(size_t s, size_t begin, size_t end, const 
   for (size_t i = begin; i < end; ++i) {
     const int64_t pos = plan.order[i].second;
     if (options.raw)
-      std::memcpy(out.raw.bytes.data() + size_t(pos) * sample_bytes, raw + i * sample_bytes, sample_bytes);
+      std::memcpy(out.raw.data() + size_t(pos) * sample_bytes, raw + i * sample_bytes, sample_bytes);
     else
       normalize_sample(info, raw + i * sample_bytes, out.x.f32() + pos * info.sample_numel());
     out.y[size_t(pos)] = labels[s][size_t(plan.order[i].first - shard_begin[s])];
@@ -678,7 +674,7 @@ void StreamLoader::Impl::read_piece(const Piece& p, const Plan& plan, LoadedBatc
       const auto [sample, pos] = plan.order[p.begin + k];
       if (check) crc = shard_format::sample_crc32_update(within == 0 ? 0 : crc, data + done, len);
       if (options.raw)
-        std::memcpy(out.raw.bytes.data() + size_t(pos) * sample_bytes + within, data + done, len);
+        std::memcpy(out.raw.data() + size_t(pos) * sample_bytes + within, data + done, len);
       else
         normalize_values(info, data + done, int64_t(len / value_bytes),
                          out.x.f32() + pos * info.sample_numel() + int64_t(within / value_bytes));

@@ -52,13 +52,16 @@ struct LoadedBatch {
   // the step's input itself, read where the loader wrote it (no copy);
   // page-locked with options.pinned_slots, so that a GPU copies from it.
   Tensor x;
-  // options.raw: local_batch samples as stored (integer splits: token ids),
-  // with the split's dtype, so that a consumer reads the ids at their width
-  // (1, 2 or 4 bytes; lm_batch_from_windows takes samples()).
+  // options.raw: local_batch samples as stored (a language model's token
+  // ids, or an emulated accelerator's bytes), with the split's dtype, so
+  // that a consumer reads the ids at their width (1, 2 or 4 bytes;
+  // lm_batch_from_windows takes samples()). Allocated as tensors are, so
+  // that the memory high-water mark counts them.
   struct Raw {
-    std::vector<uint8_t> bytes;
+    std::unique_ptr<Storage> storage;
     SampleDType dtype = SampleDType::u8;
-    RawSamples samples() const { return {bytes.data(), dtype}; }
+    uint8_t* data() const { return static_cast<uint8_t*>(storage->data()); }
+    RawSamples samples() const { return {data(), dtype}; }
   } raw;
   std::vector<int32_t> y;  // local_batch
   // What reading it cost (this rank).

@@ -9,13 +9,18 @@
 # DLIO is a benchmark's tool, not a dependency of shardtrain: it goes into
 # its own virtual environment (DIR/venv, Debian's /usr/bin/python3), from
 # PyPI: dlio-benchmark 2.0.0 without its declared dependencies (its
-# nvidia-dali-cuda110 comes from NVIDIA's index, not PyPI, and torch's
-# PyPI wheels bring several GB of CUDA libraries), then what its TensorFlow
-# path imports, and tensorflow-cpu. DALI's tfrecord2idx, which DLIO's
-# generator calls, is scripts/dlio/tfrecord2idx. So the workloads run with
-# DLIO's TensorFlow loader: resnet50 and cosmoflow as MLPerf Storage
-# configures them; unet3d's config asks for the PyTorch loader and is not
-# run (shardtrain's study refuses it on this host too: docs/io.md).
+# nvidia-dali-cuda110 comes from NVIDIA's index, not PyPI, and is only for
+# DALI's loader), then what its TensorFlow path imports, tensorflow-cpu,
+# and torch (PyPI's wheel with its CUDA libraries: about 7 GB in all) for
+# unet3d, whose config asks for DLIO's PyTorch loader. DALI's tfrecord2idx,
+# which DLIO's generator calls, is scripts/dlio/tfrecord2idx. resnet50 and
+# cosmoflow run with DLIO's TensorFlow loader, as MLPerf Storage
+# configures them. shardtrain's study hands unet3d's accelerators the
+# stored bytes (--input bytes: as floats one accelerator's batches would
+# need 29 GB of this host's memory, docs/io.md); the other two get floats,
+# as training does.
+#
+#   WORKLOADS="unet3d" scripts/study-dlio.sh    runs only those named
 #
 # Each run is one epoch, N = 1, 2, ... ranks until one misses the AU or N
 # reaches MAX_N (default 8). Modes: page-cache (the files read once before
@@ -41,6 +46,12 @@ if [ ! -f "$venv/.installed" ]; then
     PyYAML tensorflow-cpu
   touch "$venv/.installed"
 fi
+workloads=(${WORKLOADS:-resnet50 cosmoflow unet3d})
+if [[ " ${workloads[*]} " == *" unet3d "* ]] && [ ! -f "$venv/.torch" ]; then
+  log "installing torch into $venv for DLIO's PyTorch loader (PyPI, about 6 GB with its CUDA libraries)"
+  "$venv/bin/pip" install -q torch
+  touch "$venv/.torch"
+fi
 export PATH="$PWD/scripts/dlio:$PATH"
 mpirun=(mpirun --oversubscribe --bind-to none -x PATH)
 [ "$(id -u)" -ne 0 ] || mpirun+=(--allow-run-as-root)
@@ -48,7 +59,12 @@ mpirun=(mpirun --oversubscribe --bind-to none -x PATH)
 # ---- the workloads, at the size of a data set this host holds -----------
 # name files samples-per-file sample-bytes (MLPerf Storage's sample sizes
 # and samples per file; fewer files than its configs, the same for both).
-workloads=("resnet50 16 1251 114660" "cosmoflow 1024 1 2828486")
+# unet3d: 28 files of 147 MB (4.1 GB), so that the data set, DLIO's
+# PyTorch loader (4 read workers per rank, each a batch of 7 samples
+# ahead) and shardtrain's 7 batch slots per rank (7.2 GB as stored) fit
+# this host's memory beside each other at N = 1 and 2.
+declare -A layout=([resnet50]="16 1251 114660" [cosmoflow]="1024 1 2828486" [unet3d]="28 1 146600628")
+declare -A input=([resnet50]=floats [cosmoflow]=floats [unet3d]=bytes)
 accelerators=(a100 h100)
 modes=(page-cache cold)
 
@@ -64,8 +80,9 @@ dlio() {  # WORKLOAD_GPU OUT N FILES FOLDER [hydra overrides...]
 warm() { find "$1" -type f -exec cat {} + >/dev/null; }
 cold() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 
-for w in "${workloads[@]}"; do
-  read -r name files per_file bytes <<<"$w"
+for name in "${workloads[@]}"; do
+  [ -n "${layout[$name]:-}" ] || { echo "study-dlio: unknown workload $name (resnet50, cosmoflow, unet3d)" >&2; exit 2; }
+  read -r files per_file bytes <<<"${layout[$name]}"
   data=$dir/data/$name
   samples=$((files * per_file))
   # DLIO's data: its own generator (TFRecord, its sample sizes drawn around the mean).
@@ -92,8 +109,14 @@ for w in "${workloads[@]}"; do
           if [ "$mode" = cold ]; then cold; else warm "$data/dlio/train"; fi
           rm -rf "$out"
           mkdir -p "$(dirname "$out")"
+          # unet3d's 28 files are 4 steps of one rank: from the page cache it
+          # runs its config's 5 epochs, so that DLIO's AU covers 20 steps;
+          # cold, one (a second epoch would come from the page cache).
+          epochs=1
+          [ "$name" != unet3d ] || [ "$mode" != page-cache ] || epochs=5
           dlio "${name}_$gpu" "$out" "$n" "$files" "$data/dlio" ++workload.workflow.generate_data=False \
-            ++workload.workflow.train=True ++workload.train.epochs=1 >"$out.txt" 2>&1 ||
+            ++workload.workflow.train=True ++workload.workflow.checkpoint=False \
+            ++workload.train.epochs=$epochs >"$out.txt" 2>&1 ||
             { tail -20 "$out.txt"; exit 1; }
         fi
         verdict=$(/usr/bin/python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["metric"]; print(m["train_au_meet_expectation"], round(m["train_au_mean_percentage"], 1), round(m["train_io_mean_MB_per_second"]))' "$out/summary.json")
@@ -105,8 +128,8 @@ for w in "${workloads[@]}"; do
 
   log "$name: shardtrain study storage"
   "$st" study storage --out "$dir/shardtrain-$name" --data "$data/shardtrain/train" --test "$data/shardtrain/test" \
-    --accelerator "$name:a100" --accelerator "$name:h100" --modes page-cache,cold --max-accelerators "$max_n" \
-    --seconds 5 | tail -n 12
+    --accelerator "$name:a100" --accelerator "$name:h100" --input "${input[$name]}" --modes page-cache,cold \
+    --max-accelerators "$max_n" --seconds 5 | tail -n 12
 done
 
 # ---- side by side -------------------------------------------------------
@@ -118,7 +141,7 @@ print("| workload | accelerator | mode | DLIO: accelerators at AU (first miss: A
 print("| --- | --- | --- | --- | --- | --- |")
 for study in sorted(glob.glob(f"{out}/shardtrain-*/table.md")):
     ours = {}
-    for m in re.finditer(r"^\| (\S+)-(a100|h100) \| (\S+) \| (\d+) \|$", open(study).read(), re.M):
+    for m in re.finditer(r"^\| (\S+?)-(a100|h100)(?:-bytes)? \| (\S+) \| (\d+) \|$", open(study).read(), re.M):
         ours[(m.group(1), m.group(2), m.group(3))] = int(m.group(4))
     for (name, gpu, mode), count in sorted(ours.items()):
         kept, miss = 0, ""

@@ -24,8 +24,22 @@ inline std::span<const EnumName<EmulatedCompute>> enum_names(EmulatedCompute) {
   return n;
 }
 
+// runtime.emulate.input (runtime.device = "emulated", a streamed split):
+// what the loader hands the accelerator. "floats": each sample checked and
+// converted to normalized floats on the host, as shardtrain feeds a CPU or
+// GPU step; "bytes": checked and handed as stored, as a pipeline that
+// converts on the accelerator would (and as DLIO reads): a quarter of the
+// host memory and no conversion on the host's cores.
+enum class EmulatedInput { floats, bytes };
+inline std::span<const EnumName<EmulatedInput>> enum_names(EmulatedInput) {
+  static constexpr std::array<EnumName<EmulatedInput>, 2> n = {
+      {{EmulatedInput::floats, "floats"}, {EmulatedInput::bytes, "bytes"}}};
+  return n;
+}
+
 struct EmulateOptions {
   EmulatedCompute compute = EmulatedCompute::real;
+  EmulatedInput input = EmulatedInput::floats;
   double sample_ms = 0;  // compute per sample, ms (0: from `profile`)
   std::string profile;   // a run directory: its measured compute per sample; compute = profile: a profile file
   double scale = 1.0;    // multiplies the profile's time (0.5: an accelerator twice as fast)

@@ -84,7 +84,8 @@ Job::Job(const Config& cfg, RunContext& context, const comm::MpiEnv& m, std::uni
                 : fmt::format("[init] data: {}; rank 0 copied {:.1f} MB from the shared store", ls.peer_cache,
                               double(ls.staged_bytes) / 1e6));
   }
-  run.log(model_line(config, model));
+  run.log(s.emulated ? "[init] model: none, an emulated accelerator's steps wait (a one-value linear layer stands in)"
+                     : model_line(config, model));
   if (const std::string line = strategy->describe(plan_inputs); !line.empty()) run.log("[init] " + line);
   // Checked against the smallest rank's share, the same answer on every
   // rank: a rank that alone refused would leave the others waiting in their
@@ -101,7 +102,11 @@ Job::Job(const Config& cfg, RunContext& context, const comm::MpiEnv& m, std::uni
 
 MemoryPlan Job::memory_plan() const {
   PlanData data;
-  data.sample = s.model->input_sample();
+  // The data's, not the model's: an emulated accelerator's stand-in model
+  // reads one value (session.cpp).
+  data.sample = s.language_model ? Shape{s.lm_tokens} : s.train_info().sample_shape;
+  data.stored_sample_bytes =
+      s.train_info().sample_numel() * int64_t(io::shard_format::dtype_size(s.train_info().dtype));
   data.classes = s.train_info().num_classes;
   data.tokens = buffers.tokens;
   data.test_samples = s.test_data.size();

@@ -3,6 +3,7 @@
 #include "io/dataset.h"
 #include "io/stream_loader.h"
 #include "runtime/nn/models.h"
+#include "runtime/train/session.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -102,16 +103,22 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
   }
   // The step's input (the whole local batch) and the evaluation's input
   // batch. The logits' gradient overwrites the logits (train::forward_backward).
-  add("step input", local * data.sample.numel() * kF32);
-  add("evaluation input", eval * data.sample.numel() * kF32);
+  // An emulated accelerator's bytes stay in the loader's slots: its step
+  // input is one value per sample (train::make_step_buffers), and it is
+  // never evaluated.
+  const bool input_unread =
+      config.runtime.device == DeviceKind::emulated && config.runtime.emulate.input == EmulatedInput::bytes;
+  add("step input", local * (input_unread ? 1 : data.sample.numel()) * kF32);
+  if (config.runtime.device != DeviceKind::emulated) add("evaluation input", eval * data.sample.numel() * kF32);
   // The streaming loader's batch slots, which the step reads in place
   // (io::StreamLoader): the queue, the one being filled and the step's
-  // two. Host memory on a GPU (page-locked, not counted); a language
-  // model's hold token ids as stored, outside the tensors counted.
-  if (config.data.loader.mode == io::LoaderMode::stream && config.runtime.device != DeviceKind::cuda &&
-      !nn::is_language_model(config.model.kind))
+  // two; of floats, or of the samples as stored where the loader hands
+  // them raw (a language model's token ids, an emulated accelerator's
+  // bytes). Host memory on a GPU, not counted.
+  const bool raw_slots = input_unread || nn::is_language_model(config.model.kind);
+  if (config.data.loader.mode == io::LoaderMode::stream && config.runtime.device != DeviceKind::cuda)
     add("stream loader's batches", (config.data.loader.prefetch_batches + 1 + io::StreamLoader::kHeldBatches) * local *
-                                       data.sample.numel() * kF32);
+                                       (raw_slots ? data.stored_sample_bytes : data.sample.numel() * kF32));
   // On a GPU the step also holds a second input slot (the next batch is
   // copied while this one computes), the labels of both slots, and a loss
   // per label row (train::StepBuffers); their pinned host twins are host
@@ -235,6 +242,8 @@ PlanData read_plan_data(const Config& config, const PlanDataOverride& given) {
     // A language model that names its sequence length and vocabulary, its
     // data not at hand: none needed (a model too large for any data here).
     // Where the data is, its windows (which may be shorter) are planned.
+    // Its token ids' stored width is unknown: the loader's slots of them
+    // (stored_sample_bytes 0) are left out, megabytes beside such a model.
     data.sample = Shape{config.model.block_size};
     data.classes = config.model.vocab_size;
     data.test_samples = std::numeric_limits<int32_t>::max();
@@ -246,6 +255,7 @@ PlanData read_plan_data(const Config& config, const PlanDataOverride& given) {
     data.classes = info.num_classes;
     data.test_samples = test.size();
     data.sample = info.sample_shape;
+    data.stored_sample_bytes = info.sample_numel() * int64_t(io::shard_format::dtype_size(info.dtype));
     // Windows of T+1 tokens: the model reads T, predicts T labels.
     if (nn::is_language_model(config.model.kind)) data.sample = Shape{info.sample_shape[0] - 1};
   }
@@ -261,8 +271,7 @@ int plan_command(const std::string& config_path, const std::vector<std::string>&
   const Config config = load_config(config_path, overrides, /*for_plan=*/true);
   for (const std::string& notice : config.notices) std::cerr << "shardtrain: notice: " << notice << "\n";
   const PlanData data = read_plan_data(config, given);
-  const std::unique_ptr<nn::Model> model =
-      nn::build_model(config.model, data.sample, data.classes, /*layout_only=*/true);
+  const std::unique_ptr<nn::Model> model = build_job_model(config, data.sample, data.classes, /*layout_only=*/true);
   model->set_plan_device(config.runtime.device == DeviceKind::cuda ? Device::cuda(0) : Device::cpu());
   model->set_activation_dtype(config.runtime.precision == Precision::bf16 ? DType::bf16 : DType::f32);
   model->set_activation_checkpointing(config.parallel.activation_checkpointing, int(config.parallel.checkpoint_every));

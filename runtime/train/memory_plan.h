@@ -38,6 +38,7 @@ struct PlanData {
   int64_t classes = 0;  // logits per row
   int64_t tokens = 1;   // label rows per sample (T for a language model)
   int64_t test_samples = 0;
+  int64_t stored_sample_bytes = 0;  // a sample as the split stores it
 };
 
 // Where a plan's job runs: `ranks`, with the nodes comm.ranks_per_node

@@ -47,6 +47,20 @@ Device bring_up_gpu(const Config& config, int local_rank) {
   return Device::cuda(index);
 }
 
+std::unique_ptr<nn::Model> build_job_model(const Config& config, const Shape& input_sample, int64_t num_classes,
+                                           bool layout_only) {
+  if (config.runtime.device != DeviceKind::emulated)
+    return nn::build_model(config.model, input_sample, num_classes, layout_only);
+  // An emulated accelerator runs no model (timed_step waits instead): one
+  // linear layer over a single value stands in for config.model, so that
+  // the strategy's start (a broadcast of the parameters) and the memory
+  // held have nothing that grows with the samples: config.model's MLP over
+  // a 147 MB sample would be gigabytes of weights per rank.
+  nn::ModelSpec stand_in;
+  stand_in.hidden = {};
+  return nn::build_model(stand_in, Shape{1}, num_classes, layout_only);
+}
+
 Session make_session(const Config& config, io::ShardLocator locator, int local_rank) {
   cpu::set_blas_threads(int(config.runtime.blas_threads));
   cpu::set_cpu_backend(config.runtime.cpu_backend);
@@ -62,9 +76,12 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
   if (config.data.loader.mode == io::LoaderMode::stream) {  // data.train_limit is refused with it (config.cpp)
     s.train_stream = with_context("data.train", [&] {
       io::LoaderOptions loader = config.data.loader;
-      loader.raw =
-          nn::is_language_model(config.model.kind);  // token ids, turned into x and labels per step (lm_batch.h)
-      loader.pinned_slots = !s.device.is_cpu();      // the step's input, copied to the GPU from there
+      // Token ids, turned into x and labels per step (lm_batch.h); or an
+      // emulated accelerator's bytes, which nothing on the host reads.
+      s.input_unread =
+          config.runtime.device == DeviceKind::emulated && config.runtime.emulate.input == EmulatedInput::bytes;
+      loader.raw = nn::is_language_model(config.model.kind) || s.input_unread;
+      loader.pinned_slots = !s.device.is_cpu();  // the step's input, copied to the GPU from there
       return std::make_unique<io::StreamLoader>(config.data.train, loader, config.train.global_batch_size,
                                                 uint64_t(config.train.seed), std::move(locator));
     });
@@ -91,10 +108,8 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
                info->path, io::shard_format::dtype_name(info->dtype), info->sample_shape.str());
     s.language_model = true;
     s.lm_tokens = tr.sample_shape[0] - 1;
-    s.model = nn::build_model(config.model, Shape{s.lm_tokens}, tr.num_classes);
-  } else {
-    s.model = nn::build_model(config.model, tr.sample_shape, tr.num_classes);
   }
+  s.model = build_job_model(config, s.language_model ? Shape{s.lm_tokens} : tr.sample_shape, tr.num_classes);
   s.model->set_plan_device(config.runtime.device == DeviceKind::cuda ? Device::cuda(0) : Device::cpu());
   s.model->set_activation_dtype(mixed ? DType::bf16 : DType::f32);
   s.model->set_activation_checkpointing(config.parallel.activation_checkpointing,
@@ -180,9 +195,11 @@ StepBuffers StepBuffers::language_model(int64_t T, int64_t vocab, int64_t batch,
 
 StepBuffers make_step_buffers(const Session& s, int64_t batch) {
   const io::DatasetInfo& info = s.train_info();
+  // Input nothing reads: one value per sample, not a batch of floats.
+  const Shape sample = s.input_unread ? Shape{1} : info.sample_shape;
   StepBuffers b = s.language_model
                       ? StepBuffers::language_model(s.lm_tokens, info.num_classes, batch, s.device, info.dtype)
-                      : StepBuffers(info.sample_shape, info.num_classes, batch, s.device);
+                      : StepBuffers(sample, info.num_classes, batch, s.device);
   if (s.cuda_graphs && !s.device.is_cpu()) b.graphs = std::make_shared<StepGraphs>(gpu_graph_backend(s.device));
   return b;
 }

@@ -45,12 +45,20 @@ struct Session {
   // runtime.emulate.compute = "profile": the model's Blocks, its optimizer
   // and its loss wait these times instead of computing.
   std::optional<ComputeProfile> compute_profile;
+  // runtime.emulate.input = "bytes": the batches stay as stored in the
+  // streaming loader's slots, and no step on the host reads them.
+  bool input_unread = false;
   // Whether the model really computes (evaluation needs it).
   bool computes() const { return !emulated && !compute_profile; }
 
   const io::DatasetInfo& train_info() const { return train_stream ? train_stream->info() : train_data.info(); }
   int64_t train_size() const { return train_info().num_samples; }
 };
+
+// The job's model over `input_sample`: config.model, or for
+// runtime.device = "emulated", which runs none, a one-value stand-in.
+std::unique_ptr<nn::Model> build_job_model(const Config& config, const Shape& input_sample, int64_t num_classes,
+                                           bool layout_only = false);
 
 // With data.loader = "stream", collective over MPI_COMM_WORLD (every rank
 // calls it) and MPI must be initialized; `locator` says where staged shards

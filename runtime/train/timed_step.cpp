@@ -39,7 +39,7 @@ StepPhases timed_step(const Config& config, Session& s, io::Sampler& sampler, St
       if (s.language_model) {  // windows of T+1 token ids: x and the T next-token labels
         lm_batch_from_windows(b.raw.samples(), sampler.local_batch(), s.lm_tokens, buffers.x_host.i32(),
                               buffers.labels.data());
-      } else {
+      } else if (!s.input_unread) {
         buffers.use_input(b.x);  // no copy: the step reads the loader's slot
         std::copy(b.y.begin(), b.y.end(), buffers.labels.begin());
       }

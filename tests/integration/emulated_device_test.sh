@@ -68,7 +68,23 @@ sample_ms=$(json_get prof/result.json "j['emulated_device']['sample_s'] * 1e3")
 grep -q "the median compute of .* steps in one x 2" out.txt || fail "the profile's source is not logged"
 pass "a profile's time taken over and scaled: $sample_ms ms per sample"
 
+# runtime.emulate.input = "bytes": the same waits on the stored bytes; the
+# plan holds the loader's 7 slots of 32 samples at 16384 bytes, not floats.
+"$SHARDTRAIN" train emu.toml --set run.dir=bytes --set parallel.strategy=none --set runtime.emulate.input=bytes |
+  tee out.txt
+check_compute bytes 1 48
+"$SHARDTRAIN" plan emu.toml --set runtime.emulate.input=bytes --ranks 1 --json > plan.json
+"$PY" - plan.json <<'PY' || fail "the plan of an emulated accelerator's bytes"
+import json, sys
+p = json.load(open(sys.argv[1]))[0]["components"]
+assert p["stream loader's batches"] == 7 * 32 * 16384, p
+assert p["step input"] == 32 * 4 and "evaluation input" not in p, p
+PY
+pass "input = bytes: 32 samples x 1.5 ms, the slots planned as stored"
+
 expect_error "needs the accelerator's time" "$SHARDTRAIN" train emu.toml --set '~runtime.emulate.sample_ms'
+expect_error "needs runtime.device = \"emulated\" and data.loader = \"stream\"" "$SHARDTRAIN" train emu.toml \
+  --set runtime.device=cpu --set runtime.emulate.input=bytes
 expect_error "not both" "$SHARDTRAIN" train emu.toml --set runtime.emulate.profile=one
 expect_error "trains nothing" "$SHARDTRAIN" train emu.toml --set target.value=0.5
 mkdir -p empty
@@ -105,6 +121,12 @@ cfg = open(f"{sys.argv[1]}/points/cosmoflow-h100-page-cache-1/config.toml").read
 assert "global_batch_size = 1\n" in cfg and abs(float(re.search(r"sample_ms = (\S+)", cfg)[1]) - 3.5) < 1e-9, cfg
 assert abs(p["sample_s"] - 0.0035) < 1e-12 and p["status"] == "ok", p
 PY
+"$SHARDTRAIN" study storage --out cosmo/bytes --data cosmo/train --test cosmo/test --accelerator cosmoflow:h100 \
+  --input bytes --modes page-cache --max-accelerators 1 --seconds 0.1 --min-steps 20 | tee out.txt
+grep -q "cosmoflow-h100-bytes, page-cache: 1 accelerator(s) at AU >= 70%" out.txt ||
+  fail "cosmoflow:h100 on the stored bytes did not run at its AU"
+grep -q '^input = "bytes"$' cosmo/bytes/points/cosmoflow-h100-bytes-page-cache-1/config.toml ||
+  fail "--input bytes did not reach the job's config"
 expect_error "resnet50 reads 114660 bytes per sample, 1251 to a file" \
   "$SHARDTRAIN" study storage --out bad --data d/train --test d/test --accelerator resnet50:a100
 expect_error "expected WORKLOAD:GPU, WORKLOAD one of unet3d, resnet50, cosmoflow" \

@@ -268,6 +268,10 @@ def main():
     sto.add_argument("--store", help="the same split in an S3 store (s3://bucket/prefix, keys from the environment "
                      "or the AWS files), for the object-store mode")
     sto.add_argument("--memory-limit", default="4G", help="the memory-limit mode's cgroup limit (the whole job)")
+    sto.add_argument("--input", choices=["floats", "bytes"], default="floats",
+                     help="what the loader hands the accelerators (runtime.emulate.input): floats converted on "
+                     "the host, as training does, or the stored bytes, as a pipeline converting on the "
+                     "accelerator would (and as DLIO reads)")
     sto.add_argument("--batch", type=positive, default=32, help="samples per accelerator per step")
     sto.add_argument("--au", type=float, default=0.90, help="the AU every accelerator must reach")
     sto.add_argument("--max-accelerators", type=positive, default=16)

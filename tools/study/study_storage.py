@@ -86,20 +86,24 @@ def parse_workload(text):
 
 
 # The streaming loader's batch slots per rank (data.prefetch_batches = 4,
-# one being filled, the step's two: io::StreamLoader), each of floats.
+# one being filled, the step's two: io::StreamLoader), each of floats, or
+# of the stored bytes with --input bytes (runtime.emulate.input).
 LOADER_SLOTS = 4 + 1 + 2
 
 
 def check_workload_data(acc, split):
     """The split must hold the workload's samples, as many to a file, and
-    one accelerator's batches of floats must fit in this host's memory."""
+    one accelerator's batches must fit in this host's memory."""
     w = WORKLOADS[acc["workload"]]
-    need = LOADER_SLOTS * w["batch"] * w["sample_bytes"] * 4
+    floats = acc.get("input", "floats") == "floats"
+    need = LOADER_SLOTS * w["batch"] * w["sample_bytes"] * (4 if floats else 1)
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if need > memory:
         raise ValueError(f"{acc['name']}: one accelerator's loader holds {LOADER_SLOTS} batches of {w['batch']} "
-                         f"samples of {w['sample_bytes']} bytes as floats, {need / 1e9:.1f} GB, more than this "
-                         f"host's {memory / 1e9:.1f} GB: the conversion to floats happens on the host")
+                         f"samples of {w['sample_bytes']} bytes {'as floats' if floats else 'as stored'}, "
+                         f"{need / 1e9:.1f} GB, more than this host's {memory / 1e9:.1f} GB"
+                         + (": the conversion to floats happens on the host; --input bytes hands the "
+                            "accelerators the stored bytes" if floats else ""))
     with open(os.path.join(split, "manifest.json")) as f:
         m = json.load(f)
     per_file = {s["num_samples"] for s in m["shards"]}
@@ -156,6 +160,8 @@ def read_in(files):
 def point_config(args, acc, mode, n, steps):
     emulate = {"sample_ms": acc["sample_ms"]} if "sample_ms" in acc else \
         {"profile": acc["profile"], "scale": acc["scale"]}
+    if acc.get("input", "floats") != "floats":
+        emulate["input"] = acc["input"]
     cfg = {
         "train": {"epochs": 1000, "max_steps": steps, "global_batch_size": n * acc.get("batch", args.batch),
                   "progress_every_s": 30},
@@ -407,6 +413,9 @@ def main(args):
         accelerators = [parse_accelerator(a) for a in args.accelerator]
     except ValueError as e:
         raise SystemExit(f"shardtrain study storage: --accelerator {e}")
+    if args.input != "floats":  # its own points: a study resumed with the other input runs them anew
+        for acc in accelerators:
+            acc.update(name=f"{acc['name']}-{args.input}", input=args.input)
     for split in (args.data, args.test):
         if not os.path.exists(os.path.join(split, "manifest.json")):
             raise SystemExit(f"shardtrain study storage: {split} is not a split (no manifest.json; "
