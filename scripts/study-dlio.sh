@@ -59,11 +59,15 @@ mpirun=(mpirun --oversubscribe --bind-to none -x PATH)
 # ---- the workloads, at the size of a data set this host holds -----------
 # name files samples-per-file sample-bytes (MLPerf Storage's sample sizes
 # and samples per file; fewer files than its configs, the same for both).
-# unet3d: 28 files of 147 MB (4.1 GB), so that the data set, DLIO's
-# PyTorch loader (4 read workers per rank, each a batch of 7 samples
-# ahead) and shardtrain's 7 batch slots per rank (7.2 GB as stored) fit
-# this host's memory beside each other at N = 1 and 2.
+# unet3d: 28 files of 147 MB (4.1 GB) from the page cache, so that the
+# data set, DLIO's PyTorch loader (4 read workers per rank, each a batch
+# of 7 samples ahead) and shardtrain's 7 batch slots per rank (7.2 GB as
+# stored) fit this host's memory beside each other at N = 1 and 2. Cold,
+# 112 files (16.4 GB, on disk only): with 28, one rank's epoch is 4 steps,
+# all of which DLIO's 4 workers read during the wait for the first batch,
+# which its AU leaves out (docs/storage.md).
 declare -A layout=([resnet50]="16 1251 114660" [cosmoflow]="1024 1 2828486" [unet3d]="28 1 146600628")
+declare -A cold_files=([unet3d]=112)
 declare -A input=([resnet50]=floats [cosmoflow]=floats [unet3d]=bytes)
 accelerators=(a100 h100)
 modes=(page-cache cold)
@@ -80,33 +84,43 @@ dlio() {  # WORKLOAD_GPU OUT N FILES FOLDER [hydra overrides...]
 warm() { find "$1" -type f -exec cat {} + >/dev/null; }
 cold() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 
+# make_data NAME FILES PER_FILE BYTES SUFFIX: both tools' data sets in
+# $data/dlio$SUFFIX and $data/shardtrain$SUFFIX.
+make_data() {
+  local name=$1 files=$2 per_file=$3 bytes=$4 sfx=$5
+  # DLIO's: its own generator (its formats, its sample sizes drawn around the mean).
+  if [ ! -f "$data/dlio$sfx/.done" ]; then
+    log "$name: DLIO writes $files files of $per_file samples"
+    rm -rf "$data/dlio$sfx"
+    mkdir -p "$data"
+    dlio "${name}_h100" "$data/dlio-gen$sfx" 2 "$files" "$data/dlio$sfx" ++workload.workflow.generate_data=True \
+      ++workload.workflow.train=False >"$data-dlio-gen$sfx.txt" 2>&1 || { tail -20 "$data-dlio-gen$sfx.txt"; exit 1; }
+    touch "$data/dlio$sfx/.done"
+  fi
+  # shardtrain's: the same samples of the mean size, in as many HDF5 shards.
+  if [ ! -f "$data/shardtrain$sfx/train/manifest.json" ]; then
+    log "$name: shardtrain writes $((files * per_file)) samples of $bytes bytes in $files shards"
+    "$st" prep synthetic --out "$data/shardtrain$sfx/train" --samples "$((files * per_file))" --sample-bytes "$bytes" \
+      --shards "$files"
+    "$st" prep synthetic --out "$data/shardtrain$sfx/test" --samples 1 --sample-bytes "$bytes" --split test
+  fi
+}
+
 for name in "${workloads[@]}"; do
   [ -n "${layout[$name]:-}" ] || { echo "study-dlio: unknown workload $name (resnet50, cosmoflow, unet3d)" >&2; exit 2; }
   read -r files per_file bytes <<<"${layout[$name]}"
   data=$dir/data/$name
-  samples=$((files * per_file))
-  # DLIO's data: its own generator (TFRecord, its sample sizes drawn around the mean).
-  if [ ! -f "$data/dlio/.done" ]; then
-    log "$name: DLIO writes $files files of $per_file samples"
-    rm -rf "$data/dlio"
-    mkdir -p "$data"
-    dlio "${name}_h100" "$data/dlio-gen" 2 "$files" "$data/dlio" ++workload.workflow.generate_data=True \
-      ++workload.workflow.train=False >"$data-dlio-gen.txt" 2>&1 || { tail -20 "$data-dlio-gen.txt"; exit 1; }
-    touch "$data/dlio/.done"
-  fi
-  # shardtrain's: the same samples of the mean size, in as many HDF5 shards.
-  if [ ! -f "$data/shardtrain/train/manifest.json" ]; then
-    log "$name: shardtrain writes $samples samples of $bytes bytes in $files shards"
-    "$st" prep synthetic --out "$data/shardtrain/train" --samples "$samples" --sample-bytes "$bytes" --shards "$files"
-    "$st" prep synthetic --out "$data/shardtrain/test" --samples 1 --sample-bytes "$bytes" --split test
-  fi
-
-  for gpu in "${accelerators[@]}"; do
-    for mode in "${modes[@]}"; do
+  for mode in "${modes[@]}"; do
+    n_files=$files
+    [ "$mode" != cold ] || n_files=${cold_files[$name]:-$files}
+    sfx=""
+    [ "$n_files" = "$files" ] || sfx="-$n_files"
+    make_data "$name" "$n_files" "$per_file" "$bytes" "$sfx"
+    for gpu in "${accelerators[@]}"; do
       for n in $(seq 1 "$max_n"); do
-        out=$dir/dlio/${name}_$gpu/$mode/n$n
+        out=$dir/dlio/${name}_$gpu/$mode$sfx/n$n
         if [ ! -f "$out/summary.json" ]; then
-          if [ "$mode" = cold ]; then cold; else warm "$data/dlio/train"; fi
+          if [ "$mode" = cold ]; then cold; else warm "$data/dlio$sfx/train"; fi
           rm -rf "$out"
           mkdir -p "$(dirname "$out")"
           # unet3d's 28 files are 4 steps of one rank: from the page cache it
@@ -114,29 +128,28 @@ for name in "${workloads[@]}"; do
           # cold, one (a second epoch would come from the page cache).
           epochs=1
           [ "$name" != unet3d ] || [ "$mode" != page-cache ] || epochs=5
-          dlio "${name}_$gpu" "$out" "$n" "$files" "$data/dlio" ++workload.workflow.generate_data=False \
+          dlio "${name}_$gpu" "$out" "$n" "$n_files" "$data/dlio$sfx" ++workload.workflow.generate_data=False \
             ++workload.workflow.train=True ++workload.workflow.checkpoint=False \
             ++workload.train.epochs=$epochs >"$out.txt" 2>&1 ||
             { tail -20 "$out.txt"; exit 1; }
         fi
         verdict=$(/usr/bin/python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["metric"]; print(m["train_au_meet_expectation"], round(m["train_au_mean_percentage"], 1), round(m["train_io_mean_MB_per_second"]))' "$out/summary.json")
-        log "DLIO ${name}_$gpu $mode N=$n: $verdict"
+        log "DLIO ${name}_$gpu $mode ($n_files files) N=$n: $verdict"
         [[ $verdict == success* ]] || break
       done
     done
+    log "$name: shardtrain study storage, $mode ($n_files files)"
+    "$st" study storage --out "$dir/shardtrain-$name-$mode$sfx" --data "$data/shardtrain$sfx/train" \
+      --test "$data/shardtrain$sfx/test" --accelerator "$name:a100" --accelerator "$name:h100" \
+      --input "${input[$name]}" --modes "$mode" --max-accelerators "$max_n" --seconds 5 | tail -n 8
   done
-
-  log "$name: shardtrain study storage"
-  "$st" study storage --out "$dir/shardtrain-$name" --data "$data/shardtrain/train" --test "$data/shardtrain/test" \
-    --accelerator "$name:a100" --accelerator "$name:h100" --input "${input[$name]}" --modes page-cache,cold \
-    --max-accelerators "$max_n" --seconds 5 | tail -n 12
 done
 
 # ---- side by side -------------------------------------------------------
 /usr/bin/python3 - "$dir" "$max_n" <<'PY' | tee "$dir/table.md"
 import glob, json, os, re, sys
 out, max_n = sys.argv[1], int(sys.argv[2])
-print("| workload | accelerator | mode | DLIO: accelerators at AU (first miss: AU %, MB/s) "
+print("| workload | accelerator | mode | DLIO: accelerators at AU (first miss: AU %, DLIO's MiB/s) "
       "| shardtrain: accelerators at AU | shardtrain >= DLIO |")
 print("| --- | --- | --- | --- | --- | --- |")
 for study in sorted(glob.glob(f"{out}/shardtrain-*/table.md")):
@@ -144,16 +157,19 @@ for study in sorted(glob.glob(f"{out}/shardtrain-*/table.md")):
     for m in re.finditer(r"^\| (\S+?)-(a100|h100)(?:-bytes)? \| (\S+) \| (\d+) \|$", open(study).read(), re.M):
         ours[(m.group(1), m.group(2), m.group(3))] = int(m.group(4))
     for (name, gpu, mode), count in sorted(ours.items()):
+        # The data set's suffix (-FILES where the mode has its own size) from the study's directory.
+        sfx = os.path.basename(os.path.dirname(study))[len(f"shardtrain-{name}-{mode}"):]
         kept, miss = 0, ""
         for n in range(1, max_n + 1):
-            path = f"{out}/dlio/{name}_{gpu}/{mode}/n{n}/summary.json"
+            path = f"{out}/dlio/{name}_{gpu}/{mode}{sfx}/n{n}/summary.json"
             if not os.path.exists(path):
                 break
             m = json.load(open(path))["metric"]
             if m["train_au_meet_expectation"] != "success":
-                miss = f" ({n}: {m['train_au_mean_percentage']:.1f}%, {m['train_io_mean_MB_per_second']:.0f} MB/s)"
+                miss = f" ({n}: {m['train_au_mean_percentage']:.1f}%, {m['train_io_mean_MB_per_second']:.0f})"
                 break
             kept = n
         cap = ", the cap" if kept == max_n else ""
-        print(f"| {name} | {gpu} | {mode} | {kept}{cap}{miss} | {count} | {'yes' if count >= kept else 'no'} |")
+        files = f" ({sfx[1:]} files)" if sfx else ""
+        print(f"| {name} | {gpu} | {mode}{files} | {kept}{cap}{miss} | {count} | {'yes' if count >= kept else 'no'} |")
 PY
