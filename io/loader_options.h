@@ -82,6 +82,10 @@ struct LoaderOptions {
   // from the node that holds it (io/peer_metadata.h). Set by the trainer for
   // an s3:// split, not a config key.
   bool peer_sparse_split = false;
+  // With peer_sparse_split: the bytes this rank fetched from the object
+  // store into its node's part (its node's first rank; 0 on the others),
+  // for the loader's figures. Set by the trainer, not a config key.
+  int64_t peer_fetched_bytes = 0;
   // stream: deliver the samples' stored bytes (LoadedBatch::raw) instead of
   // normalized floats: token ids of text data. Set by the trainer for a
   // language model, not a config key.

@@ -910,6 +910,7 @@ void StreamLoader::Impl::use_peer_cache(const std::optional<Manifest>& manifest,
                                sampler_options(options, info.shard_sizes));
   stats.peer_cache = peers->describe();
   stats.staged_bytes = peers->staged_bytes();
+  stats.fetched_bytes = options.peer_fetched_bytes;
 }
 
 void StreamLoader::Impl::start_exchange(InFlight& b) {

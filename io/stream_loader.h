@@ -80,9 +80,10 @@ struct LoaderStats {
   std::string actual_io_mode;       // what HDF5 did on this rank's last collective read of samples
   std::string no_collective_cause;  // why not collective, when it was not
   // io.peer_cache.dir (this rank): bytes received from other nodes' ranks
-  // (of `bytes`), sent to them, and copied from the shared store at start.
+  // (of `bytes`), sent to them, copied from the shared store at start, and
+  // fetched from an object store before the loader started (an s3:// split).
   std::string peer_cache;  // "" when off
-  int64_t peer_bytes = 0, served_bytes = 0, staged_bytes = 0;
+  int64_t peer_bytes = 0, served_bytes = 0, staged_bytes = 0, fetched_bytes = 0;
 };
 
 // Which file to read a shard from: whether this node has it cached, and the

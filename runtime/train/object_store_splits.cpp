@@ -125,8 +125,10 @@ Config fetch_object_store_splits(const Config& config, const comm::MpiEnv& mpi, 
   if (!peer_dir.empty() && (train_s3 || test_s3))  // the same on every rank: one collective or none
     peers = io::peer_layout(MPI_COMM_WORLD, int(config.data.loader.peer_ranks_per_node));
   if (train_s3) {
+    const size_t before = figures.size();
     local.data.train =
         fetch_split("data.train", config.data.train, config, mpi, peers, peers.has_value(), run, figures);
+    if (figures.size() > before) local.data.loader.peer_fetched_bytes = figures.back()["bytes"].get<int64_t>();
     local.io.stage.enabled = false;  // the copies are local already
     if (peers) {
       // Each node holds its share in its peer cache directory, where the

@@ -21,7 +21,7 @@ StorageFigures measure_storage(comm::Communicator* comm, const std::vector<std::
   const int64_t now = io::storage_read_bytes();
   const double mine_storage = now >= 0 && storage_bytes_at_start >= 0 ? double(now - storage_bytes_at_start) : -1;
   const std::vector<double> mine = {mine_storage, double(loader.bytes), double(loader.staged_bytes),
-                                    double(loader.peer_bytes)};
+                                    double(loader.peer_bytes), double(loader.fetched_bytes)};
   const std::vector<std::vector<double>> all =
       comm ? gather_from_ranks(*comm, mine) : std::vector<std::vector<double>>{mine};
   StorageFigures f;
@@ -31,6 +31,7 @@ StorageFigures measure_storage(comm::Communicator* comm, const std::vector<std::
     f.loader_bytes += r[1];
     f.staged_bytes += r[2];
     f.peer_bytes += r[3];
+    f.fetched_bytes += r[4];
     f.storage_bytes = r[0] < 0 || f.storage_bytes < 0 ? -1 : f.storage_bytes + r[0];
   }
   for (const std::string& file : shard_files) {
@@ -58,6 +59,7 @@ nlohmann::json to_json(const StorageFigures& f) {
           {"storage_read_bytes", f.storage_bytes >= 0 ? json(f.storage_bytes) : json(nullptr)},
           {"cache_hit_ratio", hit >= 0 ? json(hit) : json(nullptr)},
           {"peer_cache", f.peer_cache ? json{{"shared_store_bytes", f.staged_bytes},
+                                             {"object_store_bytes", f.fetched_bytes},
                                              {"node_cache_bytes", f.loader_bytes - f.peer_bytes},
                                              {"peer_bytes", f.peer_bytes}}
                                       : json(nullptr)}};
@@ -77,9 +79,11 @@ std::string storage_line(const StorageFigures& f) {
                                  memory, f.data_bytes / std::max(f.memory_bytes, 1.0), read);
   if (f.peer_cache)
     line += fmt::format(
-        "\n[summary] storage tiers (all ranks): {:.3f} GB copied from the shared store at start, {:.3f} GB read "
-        "from the nodes' own copies, {:.3f} GB from other nodes over MPI",
-        f.staged_bytes / 1e9, (f.loader_bytes - f.peer_bytes) / 1e9, f.peer_bytes / 1e9);
+        "\n[summary] storage tiers (all ranks): {:.3f} GB {} at start, {:.3f} GB read from the nodes' own copies, "
+        "{:.3f} GB from other nodes over MPI",
+        (f.fetched_bytes > 0 ? f.fetched_bytes : f.staged_bytes) / 1e9,
+        f.fetched_bytes > 0 ? "fetched from the object store" : "copied from the shared store",
+        (f.loader_bytes - f.peer_bytes) / 1e9, f.peer_bytes / 1e9);
   return line;
 }
 

@@ -22,11 +22,12 @@ struct StorageFigures {
   std::string limit_file;     // where it is set
   double loader_bytes = 0;    // bytes the loaders read, all ranks
   double storage_bytes = -1;  // bytes that came from storage, all ranks (-1: not counted here)
-  // io.peer_cache.dir, all ranks: copied from the shared store at start, and
-  // of loader_bytes, received from other nodes (the rest came from the
-  // node's own copies).
+  // io.peer_cache.dir, all ranks: copied from the shared store at start,
+  // fetched from an object store before (an s3:// split), and of
+  // loader_bytes, received from other nodes (the rest came from the node's
+  // own copies).
   bool peer_cache = false;
-  double staged_bytes = 0, peer_bytes = 0;
+  double staged_bytes = 0, fetched_bytes = 0, peer_bytes = 0;
   double hit_ratio() const;  // 1 - storage/loader, within [0, 1]; -1 when unknown
 };
 

@@ -99,6 +99,7 @@ held_by_node() {  # held_by_node N SHARD...: node N's directory holds exactly th
   [ "$(cd "$dir" && ls part-*.h5 | tr '\n' ' ')" = "$(printf 'part-%05d.h5 ' "$@")" ] || return 1
   for s in "$@"; do cmp -s "$dir/$(printf 'part-%05d.h5' "$s")" "src/train/$(printf 'part-%05d.h5' "$s")" || return 1; done
 }
+check "peer cache over s3://: the tiers line names the fetch" grep -q 'GB fetched from the object store at start' peer.txt
 check "peer cache over s3://: node 0 holds shards 0 and 2" held_by_node 0 0 2
 check "peer cache over s3://: node 1 holds shards 1 and 3" held_by_node 1 1 3
 check "peer cache over s3://: half the samples came from the other node" python3 - run-peer/result.json <<'PY'
@@ -106,6 +107,8 @@ import json, sys
 t = json.load(open(sys.argv[1]))["storage"]["peer_cache"]
 assert t["peer_bytes"] > 0 and t["node_cache_bytes"] > 0, t
 assert t["shared_store_bytes"] == 0, t  # nothing copied from a shared file system: the fetch read the store
+fetched = sum(f["bytes"] for f in json.load(open("run-peer/object_store.json")) if f["key"] == "data.train")
+assert 0 < fetched < t["object_store_bytes"], (t, fetched)  # rank 0's node, and the other's
 PY
 # 5 nodes for 4 shards: node 4 holds none, fetches none, and trains on
 # what the others serve.
