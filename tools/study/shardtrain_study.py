@@ -298,6 +298,9 @@ def main():
     ing.add_argument("--writer-io-max", type=float, default=0, metavar="MB/s",
                      help="the writer in a cgroup the kernel throttles to this write rate on the data's disk "
                      "(io.max, or cgroup v1's blkio; root)")
+    ing.add_argument("--writer-inside-limit", action="store_true",
+                     help="run the writer inside the job's memory cgroup (--memory-limit, root): its page cache "
+                     "is charged with the job's and evicts it")
     ing.add_argument("--point-timeout", type=positive, default=900, help="seconds a job may take")
     args = parser.parse_args()
     args.bin_dir = HERE

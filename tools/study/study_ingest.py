@@ -5,8 +5,10 @@ this host, under a memory limit when given, once alone and then once per
 writer setting while `shardtrain stage` copies a second data set next to
 its data again and again, at each block size, unlimited and rate-limited,
 and at each CPU priority asked for (`--writer-nice`: the writer shares the
-job's cores), buffered or with O_DIRECT (`--writer-direct`), and in a cgroup
-whose writes the kernel throttles (`--writer-io-max`, study_write_limit.py).
+job's cores), buffered or with O_DIRECT (`--writer-direct`), in a cgroup
+whose writes the kernel throttles (`--writer-io-max`, study_write_limit.py),
+and inside the job's own memory limit (`--writer-inside-limit`: the
+writer's page cache is charged where the job's is, and evicts it).
 The job's step time (the median over its measured steps, the slowest rank's)
 against the alone run is the slowdown; its data wait and AU stand beside it,
 and what the host went through meanwhile (study_host.py: the share of the
@@ -17,6 +19,7 @@ Points go to OUT/points.jsonl as they finish (a run resumes from them), the
 table to OUT/table.md.
 """
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -45,9 +48,12 @@ class Writer:
     """`shardtrain stage` of the source split into a scratch directory, over
     and over until stopped: a writer as steady as the job is long."""
 
-    def __init__(self, args, block_kib, rate):
+    def __init__(self, args, block_kib, rate, job_output=None):
         self.args, self.block_kib, self.rate = args, block_kib, rate
         self.proc, self.copies, self.stopped = None, 0, False
+        # --writer-inside-limit: the job's memory cgroup, once memlimit has
+        # said where it is (in the job's output); the writer waits for it.
+        self.job_output, self.cgroup = job_output, None
         # --writer-io-max: the kernel throttles the writer's writes to the disk.
         self.limit = study_write_limit.WriteLimit(args.ingest_dir, args.writer_io_max) if args.writer_io_max else None
         self.start_s = time.monotonic()
@@ -60,14 +66,44 @@ class Writer:
                "--block-kib", str(self.block_kib), "--rate-mb-s", str(self.rate), "--no-verify"]
         if self.args.writer_direct:
             cmd.append("--direct-io")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                     preexec_fn=self.limit.enter if self.limit else None)
+        enter = self.limit.enter if self.limit else None
+        if self.cgroup:
+            cgroup = self.cgroup
+
+            def enter():
+                with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                    f.write(str(os.getpid()))
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                         preexec_fn=enter)
+        except subprocess.SubprocessError:
+            if not self.cgroup or os.path.isdir(self.cgroup):
+                raise
+            self.proc, self.stopped = None, True  # the job is done: memlimit removed its cgroup
+
+    def _find_cgroup(self):
+        """The cgroup `memlimit` made for the job ("memlimit: ... in DIR"), or None before it says."""
+        with open(self.job_output) as f:
+            for line in f:
+                m = re.match(r"memlimit: memory\.(?:max|limit_in_bytes) = \d+ \(\S+\) in (\S+)$", line.strip())
+                if m:
+                    return m.group(1)
+        return None
 
     def poll(self):
+        if self.job_output and not self.cgroup:
+            self.cgroup = self._find_cgroup()
+            if not self.cgroup:
+                return
+        if self.stopped:
+            return
         if self.proc is None:
             return self._start()
         rc = self.proc.poll()
         if rc is None:
+            return
+        if rc < 0 and self.cgroup:  # memlimit ends what is left in its cgroup once the job is done
+            self.stopped = True
             return
         if rc != 0:
             raise SystemExit(f"shardtrain study ingest: the writer failed: {self.proc.stderr.read().strip()}")
@@ -101,7 +137,8 @@ def run_point(args, key, block_kib, rate):
     for s in args.set or []:
         cmd += ["--set", s]
     out_path = os.path.join(point_dir, "output.txt")
-    writer = Writer(args, block_kib, rate) if block_kib else None
+    inside = out_path if args.writer_inside_limit else None
+    writer = Writer(args, block_kib, rate, inside) if block_kib else None
     start = time.monotonic()
     host_before = study_host.snapshot()
     with open(out_path, "w") as out:
@@ -125,7 +162,9 @@ def run_point(args, key, block_kib, rate):
     point = {"key": key, "block_kib": block_kib, "rate_mb_s": rate, "written_mb_s": written,
              "writer_nice": args.writer_nice if block_kib else None,
              "writer_direct": bool(args.writer_direct) if block_kib else None,
-             "writer_io_max_mb_s": args.writer_io_max if block_kib else None, "host": host}
+             "writer_io_max_mb_s": args.writer_io_max if block_kib else None,
+             "writer_inside_limit": bool(args.writer_inside_limit) if block_kib else None,
+             "writer_cgroup": writer.cgroup if writer else None, "host": host}
     if job.returncode != 0:
         point.update(status="failed", error=study_job.last_error(out_path))
         return point
@@ -167,7 +206,8 @@ def table(points, order):
             continue
         slow = p["step_median_s"] / base["step_median_s"] if base and base["status"] == "ok" else None
         nice = f"{p.get('writer_nice') or 0}, {'O_DIRECT' if p.get('writer_direct') else 'buffered'}" + \
-            (f", io.max {p['writer_io_max_mb_s']:g} MB/s" if p.get("writer_io_max_mb_s") else "") \
+            (f", io.max {p['writer_io_max_mb_s']:g} MB/s" if p.get("writer_io_max_mb_s") else "") + \
+            (", inside the job's memory limit" if p.get("writer_inside_limit") else "") \
             if p["block_kib"] else ""
         out.append(f"| {block} | {rate} | {nice} | {p['written_mb_s']:.0f} | {1e3 * p['step_median_s']:.1f} | "
                    f"{'' if slow is None else f'{slow:.2f}x'} | {study_storage.pct(p['data_wait_frac'])} | "
@@ -191,7 +231,10 @@ def main(args):
     os.makedirs(args.ingest_dir, exist_ok=True)
     points = study_storage.load_points(args.out)
     suffix = (f"/nice{args.writer_nice}" if args.writer_nice else "") + ("/direct" if args.writer_direct else "") + \
-        (f"/iomax{args.writer_io_max:g}" if args.writer_io_max else "")
+        (f"/iomax{args.writer_io_max:g}" if args.writer_io_max else "") + \
+        ("/inside" if args.writer_inside_limit else "")
+    if args.writer_inside_limit and not args.memory_limit:
+        raise SystemExit("shardtrain study ingest: --writer-inside-limit needs --memory-limit (the job's cgroup)")
     if args.writer_io_max:
         try:  # the cgroup can be made and entered here (root, a controller), before any point runs
             limit = study_write_limit.WriteLimit(args.ingest_dir, args.writer_io_max)
