@@ -16,6 +16,11 @@ random streams).
     python3 bench/torch_reference.py /tmp/mlp.toml --json out.json
     torchrun --standalone --nproc_per_node 2 bench/torch_reference.py /tmp/mlp.toml
 
+--amp bf16 runs the forward and the loss, in training and evaluation,
+under bf16 autocast (PyTorch's mixed precision: bf16 products and
+convolutions, f32 weights and optimizer), beside shardtrain's
+runtime.precision = "bf16".
+
 With --synthetic (a GPT only) it times --steps steps on random token
 windows of the config's vocabulary and context instead, without data or
 evaluation, optionally under bf16 autocast (--amp bf16), torch.compile
@@ -334,7 +339,8 @@ def main():
     ap.add_argument("--synthetic", action="store_true",
                     help="gpt only: time --steps steps on random tokens, no data, no evaluation")
     ap.add_argument("--steps", type=int, default=12, help="--synthetic: steps to run (default 12)")
-    ap.add_argument("--amp", default="none", choices=["none", "bf16"], help="--synthetic: autocast the forward to bf16")
+    ap.add_argument("--amp", default="none", choices=["none", "bf16"],
+                    help="autocast the forward and the loss to bf16 (mixed precision)")
     ap.add_argument("--compile", action="store_true", help="--synthetic: torch.compile the model")
     ap.add_argument("--fused-adamw", action="store_true", help="--synthetic: AdamW's fused CUDA kernel")
     args = ap.parse_args()
@@ -396,8 +402,9 @@ def main():
             for s in range(first, last, tr["eval_batch_size"]):
                 idx = torch.arange(s, min(last, s + tr["eval_batch_size"]))
                 x, y = batch(Xte, Yte, idx)
-                logits = model(x)
-                logits, y = logits.reshape(-1, logits.shape[-1]), y.reshape(-1)
+                with autocast():
+                    logits = model(x)
+                logits, y = logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1)
                 loss += F.cross_entropy(logits, y, reduction="sum").item()
                 correct += (logits.argmax(-1) == y).sum().item()
                 count += y.numel()
@@ -406,6 +413,9 @@ def main():
             dist.all_reduce(t)
         net.train()
         return t[0].item() / t[2].item(), t[1].item() / t[2].item()
+
+    def autocast():
+        return torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=args.amp == "bf16")
 
     def reached(loss, acc):
         return acc >= tgt["value"] if tgt["metric"] == "test_accuracy" else loss <= tgt["value"]
@@ -431,9 +441,10 @@ def main():
             x, y = batch(Xtr, Ytr, idx)
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, o["lr"], sch, total)
-            logits = net(x)
-            # The mean over the global batch: DDP averages the ranks' means.
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            with autocast():
+                logits = net(x)
+                # The mean over the global batch: DDP averages the ranks' means.
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if o["clip_grad_norm"] > 0:
@@ -462,6 +473,7 @@ def main():
         "world_size": world,
         "threads": args.threads,
         "model": m["kind"],
+        "amp": args.amp,
         "steps": step,
         "time_to_target_s": time_to_target,
         "train_time_s": train_s,

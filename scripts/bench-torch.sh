@@ -16,6 +16,10 @@
 #   2. Time to target with DDP on 2 ranks (shardrun / torchrun, gloo): each
 #      config as written (MLP 88%, CNN 90.5%, GPT test loss 1.65 in 800
 #      steps), once each.
+# BENCH_TORCH_PRECISION=bf16: shardtrain with runtime.precision = "bf16"
+# and PyTorch under bf16 autocast (--amp bf16), in every part; part 1 then
+# runs shardtrain as configured only (the OpenBLAS columns would be sgemm
+# on rounded operands, not bf16 products).
 # About 16 minutes on the 2-core VM. Needs torch, numpy and h5py for
 # TORCH_PYTHON (default: python3 that imports torch), e.g.
 #   python3 -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch numpy h5py
@@ -29,7 +33,14 @@ K=${BENCH_TORCH_STEPS:-100}
 ROUNDS=${BENCH_TORCH_ROUNDS:-3}
 MODELS=${BENCH_TORCH_MODELS:-mlp cnn gpt llama}
 PARTS=${BENCH_TORCH_PARTS:-1 2}
+PRECISION=${BENCH_TORCH_PRECISION:-f32}
+case $PRECISION in
+  f32) prec=() amp=() ;;
+  bf16) prec=(--set runtime.precision=bf16) amp=(--amp bf16) ;;
+  *) echo "bench-torch: BENCH_TORCH_PRECISION=$PRECISION: f32 or bf16" >&2; exit 2 ;;
+esac
 skx=0; grep -qw avx512f /proc/cpuinfo && skx=1
+blas=1; [ "$PRECISION" = f32 ] || { blas=0; skx=0; }
 py=${TORCH_PYTHON:-python3}
 "$py" -c 'import torch, h5py, numpy' || { echo "bench-torch: $py cannot import torch, h5py and numpy (see the header)" >&2; exit 1; }
 torchrun=("$py" -m torch.distributed.run --standalone)
@@ -50,13 +61,14 @@ for m in $MODELS; do
   one=($(strategy_flags "$cfg" none))
   $st config "$cfg" --set train.max_steps="$K" --set target.value=0 "${one[@]}" > "$out/torch-$m-steps.toml"
   for r in $(seq "$ROUNDS"); do
-    $st train "$cfg" --set train.max_steps="$K" --set target.value=0 "${one[@]}" \
+    $st train "$cfg" --set train.max_steps="$K" --set target.value=0 "${one[@]}" "${prec[@]}" \
       --run-dir "$out/st-$m-steps-$r" --overwrite > /dev/null
-    $st train "$cfg" --set train.max_steps="$K" --set target.value=0 --set runtime.cpu_backend=openblas "${one[@]}" \
-      --run-dir "$out/st-blas-$m-steps-$r" --overwrite > /dev/null
-    [ $skx = 1 ] && OPENBLAS_CORETYPE=SkylakeX $st train "$cfg" --set train.max_steps="$K" --set target.value=0 \
+    [ $blas = 0 ] || $st train "$cfg" --set train.max_steps="$K" --set target.value=0 \
+      --set runtime.cpu_backend=openblas "${one[@]}" --run-dir "$out/st-blas-$m-steps-$r" --overwrite > /dev/null
+    [ $skx = 0 ] || OPENBLAS_CORETYPE=SkylakeX $st train "$cfg" --set train.max_steps="$K" --set target.value=0 \
       "${one[@]}" --run-dir "$out/st-skx-$m-steps-$r" --overwrite > /dev/null
-    OMP_NUM_THREADS=1 "$py" bench/torch_reference.py "$out/torch-$m-steps.toml" --json "$out/torch-$m-steps-$r.json" > /dev/null
+    OMP_NUM_THREADS=1 "$py" bench/torch_reference.py "$out/torch-$m-steps.toml" "${amp[@]}" \
+      --json "$out/torch-$m-steps-$r.json" > /dev/null
     echo "step time $m round $r done"
   done
 done
@@ -67,8 +79,8 @@ for m in $MODELS; do
   cfg=$(config_of "$m")
   one=($(strategy_flags "$cfg" none))
   $st config "$cfg" "${one[@]}" > "$out/torch-$m-one.toml"
-  $st train "$cfg" "${one[@]}" --run-dir "$out/st-$m-one" --overwrite | grep -E '^\[(eval|done)\]'
-  OMP_NUM_THREADS=1 "$py" bench/torch_reference.py "$out/torch-$m-one.toml" --json "$out/torch-$m-one.json"
+  $st train "$cfg" "${one[@]}" "${prec[@]}" --run-dir "$out/st-$m-one" --overwrite | grep -E '^\[(eval|done)\]'
+  OMP_NUM_THREADS=1 "$py" bench/torch_reference.py "$out/torch-$m-one.toml" "${amp[@]}" --json "$out/torch-$m-one.json"
 done
 
 # 2. Time to target, DDP on 2 ranks.
@@ -76,27 +88,32 @@ for m in $MODELS; do
   [[ " $PARTS " == *" 2 "* ]] || break
   cfg=$(config_of "$m")
   $st config "$cfg" > "$out/torch-$m-ddp2.toml"
-  $run -n 2 -- $st train "$cfg" --run-dir "$out/st-$m-ddp2" --overwrite | grep -E '^\[(eval|done)\]'
-  OMP_NUM_THREADS=1 "${torchrun[@]}" --nproc_per_node 2 bench/torch_reference.py "$out/torch-$m-ddp2.toml" \
+  $run -n 2 -- $st train "$cfg" "${prec[@]}" --run-dir "$out/st-$m-ddp2" --overwrite | grep -E '^\[(eval|done)\]'
+  OMP_NUM_THREADS=1 "${torchrun[@]}" --nproc_per_node 2 bench/torch_reference.py "$out/torch-$m-ddp2.toml" "${amp[@]}" \
     --json "$out/torch-$m-ddp2.json" 2>&1 | grep -v '^W[0-9]\|^\*\*\*\*'
 done
 
-"$py" - "$out" "$ROUNDS" "$MODELS" "$PARTS" "$skx" <<'PYEOF'
+"$py" - "$out" "$ROUNDS" "$MODELS" "$PARTS" "$skx" "$blas" "$PRECISION" <<'PYEOF'
 import json, os, statistics, sys
 out, rounds, models, parts, skx = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split(), sys.argv[5] == "1"
+blas, precision = sys.argv[6] == "1", sys.argv[7]
+print(f"precision: {precision} (shardtrain runtime.precision; PyTorch {'bf16 autocast' if precision == 'bf16' else 'f32'})")
 def st_result(d): return json.load(open(f"{out}/{d}/result.json"))
 def st_ms(prefix, m): return statistics.median(1e3 * st_result(f"{prefix}-{m}-steps-{r}")["timing"]["step_s"] for r in range(1, rounds + 1))
 if "1" in parts:
     print("\n1. step time, 1 rank, 1 thread (median of the rounds' mean step times)")
-    print("| model | shardtrain ms | PyTorch ms | PyTorch / shardtrain | shardtrain ms, cpu_backend = openblas | PyTorch / that |"
+    print("| model | shardtrain ms | PyTorch ms | PyTorch / shardtrain |"
+          + (" shardtrain ms, cpu_backend = openblas | PyTorch / that |" if blas else "")
           + (" shardtrain ms, OPENBLAS_CORETYPE=SkylakeX | PyTorch / that |" if skx else "")
           + " test loss shardtrain / PyTorch |")
-    print("| --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if skx else "") + " --- |")
+    print("| --- | --- | --- | --- |" + (" --- | --- |" if blas else "") + (" --- | --- |" if skx else "") + " --- |")
     for m in models:
         tc = [json.load(open(f"{out}/torch-{m}-steps-{r}.json")) for r in range(1, rounds + 1)]
         ours, theirs = st_ms("st", m), statistics.median(r["step_ms_mean"] for r in tc)
-        blas = st_ms("st-blas", m)
-        cols = f"| {m} | {ours:.2f} | {theirs:.2f} | {theirs / ours:.2f} | {blas:.2f} | {theirs / blas:.2f} |"
+        cols = f"| {m} | {ours:.2f} | {theirs:.2f} | {theirs / ours:.2f} |"
+        if blas:
+            ours_blas = st_ms("st-blas", m)
+            cols += f" {ours_blas:.2f} | {theirs / ours_blas:.2f} |"
         if skx:
             ours_skx = st_ms("st-skx", m)
             cols += f" {ours_skx:.2f} | {theirs / ours_skx:.2f} |"
