@@ -69,12 +69,18 @@ class Scratch {
   size_t capacity_ = 0, used_ = 0;
 };
 
+// Whether this process's products are bf16 and oneDNN has bf16 kernels
+// for this CPU: then the convolutions' operands are bf16 too. Without
+// those kernels bf16 products keep im2col, whose GEMMs round the operands.
+bool bf16_operands() { return gemm_precision() == GemmPrecision::bf16 && onednn_native_bf16(); }
+
 Scratch& scratch() {
   thread_local Scratch s;
   return s;
 }
 
-using ConvKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+// The shape, and whether the operands are bf16.
+using ConvKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
 
 struct Plan {
   memory::desc user_src, user_dst, user_weight, bias;
@@ -85,6 +91,7 @@ struct Plan {
   dnnl::convolution_backward_data data;
   dnnl::convolution_backward_weights weights;
   OnednnConvRoute route;
+  bool bf16 = false;
   std::vector<float> zero_bias;  // the forward's bias where the layer has none
   struct Reorder {
     memory::desc from, to;
@@ -93,8 +100,12 @@ struct Plan {
   std::vector<Reorder> reorders;
 };
 
-Plan build(const Conv2dShape& s) {
+// bf16: the operands (input, weight, output gradient) are rounded to bf16
+// by the reorders into oneDNN's layouts, as every bf16 product rounds them
+// (gemm.h), and the results (output, gradients) come back in f32.
+Plan build(const Conv2dShape& s, bool bf16) {
   Plan p;
+  p.bf16 = bf16;
   const memory::dims src{s.B, s.C, s.H, s.W}, dst{s.B, s.OC, s.OH(), s.OW()}, weight{s.OC, s.C, s.K, s.K};
   const memory::dims strides{s.stride, s.stride}, pad{s.pad, s.pad};
   p.user_src = memory::desc(src, Type::f32, Tag::nchw);
@@ -103,8 +114,10 @@ Plan build(const Conv2dShape& s) {
   p.bias = memory::desc({s.OC}, Type::f32, Tag::a);
   p.zero_bias.assign(size_t(s.OC), 0.0f);
   // Layouts left to oneDNN ("any"): it picks the blocked ones its kernels use.
-  const memory::desc any_src(src, Type::f32, Tag::any), any_dst(dst, Type::f32, Tag::any),
-      any_weight(weight, Type::f32, Tag::any);
+  const Type operand = bf16 ? Type::bf16 : Type::f32;
+  const memory::desc any_src(src, operand, Tag::any), any_dst(dst, Type::f32, Tag::any),
+      any_weight(weight, operand, Tag::any), any_diff_dst(dst, operand, Tag::any),
+      any_diff_src(src, Type::f32, Tag::any), any_diff_weight(weight, Type::f32, Tag::any);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const auto algo = dnnl::algorithm::convolution_direct;
@@ -113,11 +126,11 @@ Plan build(const Conv2dShape& s) {
                                       strides, pad, pad),
       attr, onednn_engine());
   p.data_pd = dnnl::convolution_backward_data::primitive_desc(
-      dnnl::convolution_backward_data::desc(algo, any_src, any_weight, any_dst, strides, pad, pad), attr,
+      dnnl::convolution_backward_data::desc(algo, any_diff_src, any_weight, any_diff_dst, strides, pad, pad), attr,
       onednn_engine(), p.fwd_pd);
   p.weights_pd = dnnl::convolution_backward_weights::primitive_desc(
-      dnnl::convolution_backward_weights::desc(algo, any_src, any_weight, p.bias, any_dst, strides, pad, pad), attr,
-      onednn_engine(), p.fwd_pd);
+      dnnl::convolution_backward_weights::desc(algo, any_src, any_diff_weight, p.bias, any_diff_dst, strides, pad, pad),
+      attr, onednn_engine(), p.fwd_pd);
   p.route.forward = direct(p.fwd_pd.impl_info_str());
   p.route.backward =
       s.C >= kMinBackwardChannels && direct(p.data_pd.impl_info_str()) && direct(p.weights_pd.impl_info_str());
@@ -129,19 +142,20 @@ Plan build(const Conv2dShape& s) {
   return p;
 }
 
-Plan& plan_for(const Conv2dShape& s) {
+Plan& plan_for(const Conv2dShape& s, bool bf16) {
   // Before any primitive exists: oneDNN sizes its kernels' work split and
   // scratchpads for the thread count at creation.
   match_onednn_threads();
   thread_local std::map<ConvKey, Plan> plans;
-  const ConvKey key{s.B, s.C, s.H, s.W, s.OC, s.K, s.stride, s.pad};
+  const ConvKey key{s.B, s.C, s.H, s.W, s.OC, s.K, s.stride, s.pad, bf16};
   auto it = plans.find(key);
   if (it == plans.end()) {
     try {
-      it = plans.emplace(key, build(s)).first;
+      it = plans.emplace(key, build(s, bf16)).first;
     } catch (const dnnl::error& e) {
-      throw Error(fmt::format("oneDNN convolution {}x{}x{}x{} -> {} channels, kernel {} stride {} pad {} ({}): {}", s.B,
-                              s.C, s.H, s.W, s.OC, s.K, s.stride, s.pad, onednn_version(), e.what()));
+      throw Error(fmt::format("oneDNN convolution {}x{}x{}x{} -> {} channels, kernel {} stride {} pad {}, {} ({}): {}",
+                              s.B, s.C, s.H, s.W, s.OC, s.K, s.stride, s.pad, bf16 ? "bf16" : "f32", onednn_version(),
+                              e.what()));
     }
   }
   return it->second;
@@ -174,7 +188,7 @@ memory as_wanted(Plan& p, const memory::desc& wanted, const memory::desc& user, 
 memory scratchpad(const memory::desc& desc) { return {desc, onednn_engine(), scratch().take(desc.get_size())}; }
 
 void forward_chunk(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& s) {
-  Plan& p = plan_for(s);
+  Plan& p = plan_for(s, bf16_operands());
   ST_ASSERT(p.route.forward);
   const auto& pd = p.fwd_pd;
   scratch().begin(bytes_if(pd.src_desc(), p.user_src) + bytes_if(pd.weights_desc(), p.user_weight) +
@@ -195,7 +209,7 @@ void forward_chunk(float* out, const float* in, const float* weight, const float
 
 void backward_chunk(float* din, float* dweight, float* dbias, const float* dout, const float* in, const float* weight,
                     const Conv2dShape& s, bool accumulate) {
-  Plan& p = plan_for(s);
+  Plan& p = plan_for(s, bf16_operands());
   ST_ASSERT(p.route.backward);
   const auto& wpd = p.weights_pd;
   const auto& dpd = p.data_pd;
@@ -237,6 +251,17 @@ void backward_chunk(float* din, float* dweight, float* dbias, const float* dout,
     reorder(p, dw, user_dw);
   }
   onednn_stream().wait();
+  // bf16: oneDNN summed the rounded output gradient; the bias gradient is
+  // the f32 one's sum, as im2col's (a sum, no product to speed up).
+  if (p.bf16) {
+    const int64_t P = s.OH() * s.OW();
+    for (int64_t oc = 0; oc < s.OC; ++oc) {
+      double sum = 0;
+      for (int64_t b = 0; b < s.B; ++b)
+        for (const float* g = dout + (b * s.OC + oc) * P; g != dout + (b * s.OC + oc + 1) * P; ++g) sum += *g;
+      db[oc] = float(sum);
+    }
+  }
   if (dbias != nullptr)
     for (int64_t oc = 0; oc < s.OC; ++oc) dbias[oc] = accumulate ? dbias[oc] + db[oc] : db[oc];
 
@@ -273,11 +298,12 @@ void for_each_chunk(const Conv2dShape& s, Fn fn) {
 }  // namespace
 
 OnednnConvRoute onednn_conv_route(const Conv2dShape& s) {
-  // bf16 products keep im2col, whose GEMMs round the operands (gemm.h).
-  if (!onednn_convolutions() || s.B == 0 || gemm_precision() != GemmPrecision::f32) return {};
+  const bool bf16 = bf16_operands();
+  if (!onednn_convolutions() || s.B == 0 || (gemm_precision() != GemmPrecision::f32 && !bf16)) return {};
   // The first chunk and the last (which may be shorter) must both be direct.
-  const OnednnConvRoute first = plan_for(chunk_of(s, std::min(kChunk, s.B))).route;
-  const OnednnConvRoute last = plan_for(chunk_of(s, s.B % kChunk == 0 ? std::min(kChunk, s.B) : s.B % kChunk)).route;
+  const OnednnConvRoute first = plan_for(chunk_of(s, std::min(kChunk, s.B)), bf16).route;
+  const OnednnConvRoute last =
+      plan_for(chunk_of(s, s.B % kChunk == 0 ? std::min(kChunk, s.B) : s.B % kChunk), bf16).route;
   return {first.forward && last.forward, first.backward && last.backward};
 }
 

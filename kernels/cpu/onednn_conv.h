@@ -20,9 +20,10 @@ namespace shardtrain::cpu {
 
 // Which passes of this convolution run on oneDNN: those its primitive has a
 // direct kernel for (not its own im2col + GEMM), only while
-// onednn_convolutions() and the products are f32 (under bf16 products the
-// im2col path rounds the operands as every product does). The backward's two
-// passes go together.
+// onednn_convolutions(), and with bf16 products only where oneDNN has bf16
+// kernels for this CPU (onednn_native_bf16: the operands go to oneDNN as
+// bf16, the results come back in f32; elsewhere the im2col path rounds the
+// operands as every product does). The backward's two passes go together.
 struct OnednnConvRoute {
   bool forward = false, backward = false;
 };

@@ -212,6 +212,33 @@ TEST(Conv2d, OnednnBackwardMatchesIm2col) {
   }
 }
 
+// Under bf16 products, oneDNN's bf16 convolutions (where the CPU has bf16
+// kernels) give what im2col's products of the same rounded operands give,
+// to f32 accumulation: the output and all three gradients.
+TEST(Conv2d, OnednnBf16MatchesIm2colOnTheSameRoundedOperands) {
+  if (!onednn_native_bf16()) GTEST_SKIP() << "oneDNN has no bf16 kernels for this CPU (" << onednn_version() << ")";
+  set_gemm_precision(GemmPrecision::bf16);
+  for (const auto& s : kBlockedShapes) {
+    const auto in = uniform_vector(s.B * s.C * s.H * s.W, 51), w = uniform_vector(s.OC * s.C * s.K * s.K, 52);
+    const auto b = uniform_vector(s.OC, 53), dout = uniform_vector(s.B * s.OC * s.OH() * s.OW(), 54);
+    std::vector<float> col(s.col_floats());
+    auto run = [&](CpuBackend backend) {
+      const testing::ScopedCpuBackend scoped(backend);
+      EXPECT_EQ(onednn_conv_route(s).forward, backend == CpuBackend::onednn) << name(s);
+      std::vector<float> out(dout.size()), din(in.size()), dw(w.size()), db(size_t(s.OC));
+      conv2d_forward(out.data(), in.data(), w.data(), b.data(), col.data(), s);
+      conv2d_backward(din.data(), dw.data(), db.data(), dout.data(), in.data(), w.data(), col.data(), s, false);
+      return std::vector<std::vector<float>>{out, din, dw, db};
+    };
+    const auto want = run(CpuBackend::openblas), got = run(CpuBackend::onednn);
+    const double tol = 1e-5 * std::sqrt(double(s.B * s.OH() * s.OW() * s.OC));
+    for (size_t t = 0; t < want.size(); ++t)
+      for (size_t i = 0; i < want[t].size(); ++i)
+        ASSERT_NEAR(got[t][i], want[t][i], tol) << name(s) << " result " << t << " @" << i;
+  }
+  set_gemm_precision(GemmPrecision::f32);
+}
+
 // The route depends on the setting, the shape and the precision only.
 TEST(Conv2d, OnednnRouteFollowsTheSettingTheChannelsAndThePrecision) {
   const Conv2dShape one_channel{4, 1, 28, 28, 32, 5, 1, 2}, many{4, 32, 14, 14, 64, 5, 1, 2};
@@ -227,7 +254,9 @@ TEST(Conv2d, OnednnRouteFollowsTheSettingTheChannelsAndThePrecision) {
     EXPECT_TRUE(onednn_conv_route(one_channel).forward);
     EXPECT_FALSE(onednn_conv_route(one_channel).backward);  // fewer channels than a block: im2col
     set_gemm_precision(GemmPrecision::bf16);
-    EXPECT_FALSE(onednn_conv_route(many).forward);  // im2col rounds the operands
+    // oneDNN's bf16 kernels where the CPU has them, else im2col rounds the operands.
+    EXPECT_EQ(onednn_conv_route(many).forward, onednn_native_bf16());
+    EXPECT_EQ(onednn_conv_route(many).backward, onednn_native_bf16());
     set_gemm_precision(GemmPrecision::f32);
   }
 }
