@@ -61,7 +61,7 @@ InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit, bo
   info.checksums_verified = verify && manifest.has_value();
   info.samples_verified = verify && h0.version >= 2;
 
-  const size_t sample_bytes = size_t(info.sample_numel()) * shard_format::dtype_size(info.dtype);
+  const size_t sample_bytes = info.sample_bytes();
   try {
     ds.x_.resize(size_t(info.num_samples) * sample_bytes);
     ds.y_.resize(size_t(info.num_samples));
@@ -93,9 +93,11 @@ InMemoryDataset InMemoryDataset::load(const std::string& path, int64_t limit, bo
   return ds;
 }
 
+size_t DatasetInfo::sample_bytes() const { return size_t(sample_numel()) * shard_format::dtype_size(dtype); }
+
 void InMemoryDataset::gather(const int64_t* indices, int64_t n, float* x_out, int32_t* y_out) const {
   const int64_t numel = info_.sample_numel();
-  const size_t sample_bytes = size_t(numel) * shard_format::dtype_size(info_.dtype);
+  const size_t sample_bytes = info_.sample_bytes();
   for (int64_t i = 0; i < n; ++i) {
     const int64_t index = indices[i];
     ST_CHECK(index >= 0 && index < size(), "{}: sample index {} is out of range [0, {})", info_.path, index, size());
@@ -108,7 +110,7 @@ void InMemoryDataset::gather_bytes(const int64_t* indices, int64_t n, uint8_t* x
   ST_CHECK(holds_token_ids(info_.dtype),
            "{}: raw samples (token ids) need an integer split (uint8, uint16 or int32), this one is {}", info_.path,
            shard_format::dtype_name(info_.dtype));
-  const size_t sample_bytes = size_t(info_.sample_numel()) * shard_format::dtype_size(info_.dtype);
+  const size_t sample_bytes = info_.sample_bytes();
   for (int64_t i = 0; i < n; ++i) {
     const int64_t index = indices[i];
     ST_CHECK(index >= 0 && index < size(), "{}: sample index {} is out of range [0, {})", info_.path, index, size());

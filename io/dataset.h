@@ -56,6 +56,7 @@ struct DatasetInfo {
   // not asked to, or the split is format version 1).
   bool samples_verified = false;
   int64_t sample_numel() const { return sample_shape.numel(); }
+  size_t sample_bytes() const;  // a sample as stored: sample_numel() values of dtype
 };
 
 class InMemoryDataset {

@@ -375,7 +375,7 @@ StreamLoader::StreamLoader(std::string split_dir, const LoaderOptions& options, 
     info_.normalize_mean = h0.normalize_mean;
     info_.normalize_std = h0.normalize_std;
     info_.samples_verified = options.verify_checksums && h0.version >= 2;
-    m.sample_bytes = size_t(info_.sample_numel()) * shard_format::dtype_size(info_.dtype);
+    m.sample_bytes = info_.sample_bytes();
     m.sampler =
         std::make_unique<Sampler>(total, global_batch, rank, world, seed, sampler_options(options, shard_sizes_));
     m.info = info_;

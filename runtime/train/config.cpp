@@ -485,7 +485,7 @@ void validate(const Config& c, bool for_plan) {
             "runtime.device = \"emulated\" trains nothing: unset target.value and checkpoint.every_steps");
   }
   require(c.runtime.emulate.input == EmulatedInput::floats ||
-              (c.runtime.device == DeviceKind::emulated && c.data.loader.mode == io::LoaderMode::stream),
+              (c.runtime.input_unread() && c.data.loader.mode == io::LoaderMode::stream),
           "runtime.emulate.input = \"bytes\" is an emulated accelerator's streamed input: it needs "
           "runtime.device = \"emulated\" and data.loader = \"stream\"");
   if (c.runtime.emulate.compute == EmulatedCompute::profile) {

@@ -104,6 +104,9 @@ struct Config {
     GpuAttention gpu_attention = GpuAttention::cudnn;
     bool cuda_graphs = true;
     EmulateOptions emulate;  // device = "emulated"
+    // An emulated accelerator's input as stored (emulate.input = "bytes"):
+    // the batches stay in the streaming loader's slots, no host step reads them.
+    bool input_unread() const { return device == DeviceKind::emulated && emulate.input == EmulatedInput::bytes; }
   } runtime;
   struct Telemetry {
     bool enabled = true;

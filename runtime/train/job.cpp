@@ -105,8 +105,7 @@ MemoryPlan Job::memory_plan() const {
   // The data's, not the model's: an emulated accelerator's stand-in model
   // reads one value (session.cpp).
   data.sample = s.language_model ? Shape{s.lm_tokens} : s.train_info().sample_shape;
-  data.stored_sample_bytes =
-      s.train_info().sample_numel() * int64_t(io::shard_format::dtype_size(s.train_info().dtype));
+  data.stored_sample_bytes = int64_t(s.train_info().sample_bytes());
   data.classes = s.train_info().num_classes;
   data.tokens = buffers.tokens;
   data.test_samples = s.test_data.size();

@@ -106,8 +106,7 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
   // An emulated accelerator's bytes stay in the loader's slots: its step
   // input is one value per sample (train::make_step_buffers), and it is
   // never evaluated.
-  const bool input_unread =
-      config.runtime.device == DeviceKind::emulated && config.runtime.emulate.input == EmulatedInput::bytes;
+  const bool input_unread = config.runtime.input_unread();
   add("step input", local * (input_unread ? 1 : data.sample.numel()) * kF32);
   if (config.runtime.device != DeviceKind::emulated) add("evaluation input", eval * data.sample.numel() * kF32);
   // The streaming loader's batch slots, which the step reads in place
@@ -255,7 +254,7 @@ PlanData read_plan_data(const Config& config, const PlanDataOverride& given) {
     data.classes = info.num_classes;
     data.test_samples = test.size();
     data.sample = info.sample_shape;
-    data.stored_sample_bytes = info.sample_numel() * int64_t(io::shard_format::dtype_size(info.dtype));
+    data.stored_sample_bytes = int64_t(info.sample_bytes());
     // Windows of T+1 tokens: the model reads T, predicts T labels.
     if (nn::is_language_model(config.model.kind)) data.sample = Shape{info.sample_shape[0] - 1};
   }

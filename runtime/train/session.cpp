@@ -73,14 +73,13 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
   s.test_data = with_context("data.test", [&] {
     return io::InMemoryDataset::load(config.data.test, config.data.test_limit, config.data.loader.verify_checksums);
   });
+  s.input_unread = config.runtime.input_unread();           // streamed only (config.cpp)
   if (config.data.loader.mode == io::LoaderMode::stream) {  // data.train_limit is refused with it (config.cpp)
     s.train_stream = with_context("data.train", [&] {
       io::LoaderOptions loader = config.data.loader;
       // Token ids, turned into x and labels per step (lm_batch.h); or an
       // emulated accelerator's bytes, which nothing on the host reads.
-      s.input_unread =
-          config.runtime.device == DeviceKind::emulated && config.runtime.emulate.input == EmulatedInput::bytes;
-      loader.raw = nn::is_language_model(config.model.kind) || s.input_unread;
+      loader.raw = nn::is_language_model(config.model.kind) || config.runtime.input_unread();
       loader.pinned_slots = !s.device.is_cpu();  // the step's input, copied to the GPU from there
       return std::make_unique<io::StreamLoader>(config.data.train, loader, config.train.global_batch_size,
                                                 uint64_t(config.train.seed), std::move(locator));
