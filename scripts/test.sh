@@ -41,7 +41,18 @@ fi
 # two at a time left the cores idle almost half the time
 # (docs/BENCHMARKS.md, "How long CI takes"). Both parts run, and either's
 # failure fails the suite.
-rc=0
-"${run[@]}" -j2 -LE fault || rc=$?
-"${run[@]}" -j4 -L fault || rc=$?
+rc=0 logs=()
+for part in "-j2 -LE fault" "-j4 -L fault"; do
+  # shellcheck disable=SC2086  # the part's words are ctest's arguments
+  "${run[@]}" $part || rc=$?
+  log=$(mktemp /tmp/shardtrain-ctest-log.XXXXXX)
+  cp build/Testing/Temporary/LastTest.log "$log" 2>/dev/null && logs+=("$log")
+done
+# The suite prints thousands of lines, and a reader of its tail alone (CI
+# keeps the last screenful) would see only a failed test's name: its
+# verdict lines and last lines are repeated here, at the very end.
+if [ "$rc" -ne 0 ] && [ ${#logs[@]} -gt 0 ]; then
+  scripts/ctest-failures.sh "${logs[@]}" || true
+fi
+rm -f "${logs[@]}"
 exit "$rc"

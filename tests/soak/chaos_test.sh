@@ -21,14 +21,23 @@ dir=$(mktemp -d /tmp/shardtrain-chaos-test.XXXXXX)
 trap 'umount -l "$dir/run-fs" 2>/dev/null; rm -rf "$dir"' EXIT
 CHAOS_BIN="${PROBE_DIR:?}/shardtrain" /usr/bin/python3 "$SOURCE_DIR/scripts/chaos.py" --dir "$dir" --seed 7 \
   --faults 10 --minutes 0 --steps 900 --every 50 --timeout 30 --wait 2 4 --fs-mib 256 \
-  --skip link_cut,link_1mbit,link_10mbit_minute,sigusr1
-rc=$?
+  --skip link_cut,link_1mbit,link_10mbit_minute,sigusr1 2>&1 | tee "$dir/chaos.txt"
+rc=${PIPESTATUS[0]}
 if [ "$rc" -ne 0 ]; then
   # The directory goes at exit: what the jobs printed, for the failure's
-  # cause (the last segments, with the ranks' own last lines).
-  for f in $(ls "$dir"/segment-*.txt 2>/dev/null | tail -3); do
-    echo "--- $(basename "$f"), its last 40 lines:"
-    grep -v '^\[train\]' "$f" | tail -40
+  # cause: the segment each fault not met as expected ended (or, with
+  # none, the last segments), without the progress lines; then the
+  # verdict again, last.
+  segments=$(/usr/bin/python3 -c 'import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if not r.get("ok"): print("segment-%03d.txt" % r["segment"])' "$dir/faults.jsonl" 2>/dev/null)
+  [ -n "$segments" ] || segments=$(cd "$dir" && ls segment-*.txt 2>/dev/null | tail -3)
+  for f in $segments; do
+    echo "--- $f, its last 40 lines:"
+    grep -v '^\[train\]' "$dir/$f" | tail -40
   done
+  echo "--- the verdict:"
+  grep -E '(BAD|FAIL) ' "$dir/chaos.txt"
 fi
 exit "$rc"

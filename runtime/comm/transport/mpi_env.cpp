@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <csignal>
 #include <cstdlib>
 
 namespace shardtrain::comm {
@@ -22,6 +23,15 @@ MpiEnv::MpiEnv(int* argc, char*** argv) {
   // checkpoint's failure path when it does not). So it is set for every
   // job; the user's own setting wins. docs/reliability.md has the runs.
   ::setenv("OMPI_MCA_sharedfp", "individual", /*overwrite=*/0);
+  // Open MPI's TCP transport writes to its sockets without MSG_NOSIGNAL:
+  // when a rank on another node dies (kill -9, the OOM killer), a rank
+  // that was sending to it is killed by SIGPIPE, and mpirun, which names
+  // only the first rank to end abnormally, may then blame that innocent
+  // rank ("signal 13") instead of the one that died. Ignored, the write
+  // fails with EPIPE, the transport reports the lost peer, and the rank
+  // ends on that error while the dead rank's own signal is what mpirun
+  // reports.
+  std::signal(SIGPIPE, SIG_IGN);
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
   ST_CHECK(provided >= MPI_THREAD_SERIALIZED,

@@ -2,6 +2,8 @@
 // MPI_THREAD_MULTIPLE, so that progress-engine threads may own communicators),
 // finalized at exit. A program started without mpirun is a world of one rank
 // (MPI singleton). Also tells the node-local rank, which picks a rank's GPU.
+// It ignores SIGPIPE for the process: a peer's death is an error the
+// transport reports, not a signal that ends this rank too.
 #pragma once
 
 #include <string>
