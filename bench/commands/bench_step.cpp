@@ -5,6 +5,7 @@
 #include "io/sampler.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_replay.h"
 #include "kernels/cpu/onednn_conv.h"
 #include "runtime/core/clock.h"
 #include "runtime/core/rng.h"
@@ -14,28 +15,12 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 
 namespace shardtrain::train {
 namespace {
 
 using bench::median;
-
-// Operand buffers for replaying one recorded GEMM with dense strides.
-struct GemmReplay {
-  cpu::GemmCall call;
-  std::vector<float> a, b, c;
-  explicit GemmReplay(const cpu::GemmCall& g)
-      : call(g), a(size_t(g.M * g.K)), b(size_t(g.K * g.N)), c(size_t(g.M * g.N)) {
-    Rng rng(stream_key(7, uint64_t(g.M), uint64_t(g.N * 131 + g.K)));
-    for (float& x : a) x = rng.uniform(-1, 1);
-    for (float& x : b) x = rng.uniform(-1, 1);
-  }
-  void run() {
-    const int64_t lda = call.trans_a ? call.M : call.K, ldb = call.trans_b ? call.K : call.N;
-    cpu::gemm(call.trans_a, call.trans_b, call.M, call.N, call.K, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
-              call.N);
-  }
-};
 
 // Buffers for replaying one recorded oneDNN convolution pass.
 struct ConvReplay {
@@ -88,18 +73,18 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
   };
 
   for (int i = 0; i < opt.warmup; ++i) step();
-  std::vector<GemmReplay> replays;
+  std::optional<cpu::GemmReplay> gemms;
   std::vector<ConvReplay> conv_replays;
   double flops = 0.0;
   {
     cpu::GemmRecorder recorder;
     step();
-    for (const cpu::GemmCall& c : recorder.calls()) replays.emplace_back(c);
+    gemms.emplace(recorder.calls());
     for (const cpu::ConvCall& c : recorder.convs()) conv_replays.emplace_back(c);
     flops = recorder.flops();
   }
   auto replay = [&] {
-    for (auto& r : replays) r.run();
+    gemms->run();
     for (auto& r : conv_replays) r.run();
   };
   replay();  // warm the replay buffers
@@ -120,13 +105,13 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
              nn::model_name(config.model), config.train.global_batch_size, cpu::blas_threads());
   fmt::print("  CPU backend: {}\n", cpu::cpu_backend_summary());
   fmt::print("  GEMM calls per step (M x N x K, transposes, calls):\n");
-  for (size_t i = 0; i < replays.size();) {  // runs of identical shapes (conv: one per sample)
+  const std::vector<cpu::GemmCall>& calls = gemms->calls();
+  for (size_t i = 0; i < calls.size();) {  // runs of identical shapes (conv: one per sample)
     size_t j = i;
-    while (j < replays.size() && replays[j].call.M == replays[i].call.M && replays[j].call.N == replays[i].call.N &&
-           replays[j].call.K == replays[i].call.K && replays[j].call.trans_a == replays[i].call.trans_a &&
-           replays[j].call.trans_b == replays[i].call.trans_b)
+    while (j < calls.size() && calls[j].M == calls[i].M && calls[j].N == calls[i].N && calls[j].K == calls[i].K &&
+           calls[j].trans_a == calls[i].trans_a && calls[j].trans_b == calls[i].trans_b)
       ++j;
-    const cpu::GemmCall& c = replays[i].call;
+    const cpu::GemmCall& c = calls[i];
     fmt::print("    {:>6} x {:>6} x {:>6}  {}{}  x{:<4} {:8.1f} MFLOP\n", c.M, c.N, c.K, c.trans_a ? "T" : "N",
                c.trans_b ? "T" : "N", j - i, c.flops() * 1e-6 * double(j - i));
     i = j;
@@ -143,6 +128,8 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
                  r.call.flops() * 1e-6);
     }
   }
+  fmt::print("  GEMMs replayed on {} buffer(s), {:.1f} MB: the step's memory they touched, at the step's offsets\n",
+             gemms->buffers(), double(gemms->bytes()) * 1e-6);
   fmt::print("  model FLOPs per step     {:.1f} MFLOP\n", flops * 1e-6);
   fmt::print("  training step            {:8.3f} ms  {:7.1f} GFLOP/s   (median of {} rounds x {} steps)\n", st * 1e3,
              step_gflops, opt.rounds, opt.steps);

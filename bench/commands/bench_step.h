@@ -3,8 +3,9 @@
 // real training step (GEMM shapes and transposes, and the convolution passes
 // oneDNN computes whole, through cpu::GemmRecorder), then alternates rounds
 // of (a) real training steps on the config's data and (b) replays of exactly
-// those products on buffers of the same shapes, through the same backend
-// (runtime.cpu_backend), and reports
+// those products (shapes, strides, alpha and beta) on buffers shared between
+// calls as the step shared its matrices, through the same backend and
+// precision (runtime.cpu_backend, runtime.precision), and reports
 //   step GFLOP/s      = model FLOPs per step / step time
 //   products GFLOP/s  = the same FLOPs / time of the replayed products alone
 // and their ratio: the share of the products' speed the step achieves.

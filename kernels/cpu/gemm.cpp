@@ -134,7 +134,8 @@ int blas_threads() {
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   configured_threads();
-  if (t_recorder != nullptr) t_recorder->calls_.push_back({trans_a, trans_b, M, N, K});
+  if (t_recorder != nullptr)
+    t_recorder->calls_.push_back({trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C});
   if (M == 0 || N == 0) return;
   // Row strides must cover the stored width (row-major: op(A) = A^T stores K rows of M).
   ST_CHECK(lda >= std::max<int64_t>(1, trans_a ? M : K) && ldb >= std::max<int64_t>(1, trans_b ? K : N) &&

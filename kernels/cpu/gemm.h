@@ -54,10 +54,16 @@ std::string suggested_blas_core(const char* coretype_env, const std::string& cor
 // variable to set (for a process that could not restart itself).
 std::string blas_core_warning();
 
-// The shape of one gemm() call, as recorded by GemmRecorder.
+// One gemm() call, as recorded by GemmRecorder: its shape, and (zero where
+// a call is made up rather than recorded) its strides, scalars and operand
+// addresses. The addresses are only compared: which calls of a step read or
+// wrote the same matrix, so that a replay can share memory as the step did.
 struct GemmCall {
   bool trans_a, trans_b;
   int64_t M, N, K;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  float alpha = 1.0f, beta = 0.0f;
+  const float *a = nullptr, *b = nullptr, *c = nullptr;
   double flops() const { return 2.0 * double(M) * double(N) * double(K); }
 };
 
@@ -71,7 +77,7 @@ struct ConvCall {
 };
 
 // While a GemmRecorder is alive on a thread, every gemm() on that thread
-// appends its shape to calls(), and every oneDNN convolution pass to convs()
+// appends its call to calls(), and every oneDNN convolution pass to convs()
 // (im2col's convolutions are gemm() calls already). Used to count a training
 // step's model FLOPs and to replay exactly the step's products in the
 // products-vs-step benchmark.

@@ -1,0 +1,54 @@
+// The GEMMs of one recorded training step (GemmRecorder), replayed on memory
+// laid out as the step's was: every stretch of memory the step's products
+// read or wrote (each operand's extent by its address and strides,
+// overlapping extents joined: the heads of one attention tensor are one
+// stretch) becomes one buffer, and each call addresses it at the step's
+// offsets, with the step's strides, alpha and beta. The products then meet
+// the caches as they did in the step: an activation written by one call and
+// read by the next, a weight read by the forward and the backward, views
+// into one tensor. `shardtrain bench step` times them against the step.
+// (A buffer per call instead makes the working set the sum of every call's
+// operands; in bf16, where gemm() packs every operand afresh, such a replay
+// ran slower than the step itself.)
+#pragma once
+
+#include "kernels/cpu/gemm.h"
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace shardtrain::cpu {
+
+class GemmReplay {
+ public:
+  // The buffers are filled with values uniform in [-1, 1].
+  explicit GemmReplay(const std::vector<GemmCall>& calls);
+  const std::vector<GemmCall>& calls() const { return calls_; }
+  // Every call once, in the recorded order, through gemm() (this process's
+  // backend and precision).
+  void run();
+  // The replay's address of the step's `address` (one of the operands).
+  float* at(const float* address);
+  // The buffers: how many, and their bytes (the step's memory the products touched).
+  size_t buffers() const { return stretches_.size(); }
+  int64_t bytes() const;
+
+ private:
+  struct Operand {
+    const float* address;
+    int64_t floats;  // its extent: (rows - 1) * stride + cols
+  };
+  struct Stretch {
+    uintptr_t end = 0;
+    std::vector<float> memory;
+    float* base = nullptr;
+  };
+  static std::array<Operand, 3> operands(const GemmCall& c);
+
+  std::vector<GemmCall> calls_;
+  std::map<uintptr_t, Stretch> stretches_;  // by the step's start address
+};
+
+}  // namespace shardtrain::cpu

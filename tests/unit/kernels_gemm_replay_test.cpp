@@ -1,0 +1,84 @@
+// GemmReplay lays the replayed products out as the recorded step did:
+// calls that shared a matrix share a buffer, views into one tensor are one
+// buffer at the step's offsets, and data flows from call to call as in the
+// step.
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_replay.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace shardtrain::cpu {
+namespace {
+
+// C[M,N] = A[M,K] B[K,N], dense and row-major, in double.
+std::vector<double> reference(const float* A, const float* B, int64_t M, int64_t N, int64_t K) {
+  std::vector<double> C(size_t(M * N), 0.0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t k = 0; k < K; ++k) C[size_t(i * N + j)] += double(A[i * K + k]) * double(B[k * N + j]);
+  return C;
+}
+
+TEST(GemmReplay, SharesTheStepsMatricesAndItsDataFlow) {
+  // A two-layer forward, h = x W1 then y = h W2, recorded on real buffers.
+  std::vector<float> x(4 * 8, 0.5f), w1(8 * 6, 0.25f), h(4 * 6), w2(6 * 5, -0.5f), y(4 * 5);
+  std::vector<GemmCall> calls;
+  {
+    GemmRecorder recorder;
+    gemm(false, false, 4, 6, 8, 1.0f, x.data(), 8, w1.data(), 6, 0.0f, h.data(), 6);
+    gemm(false, false, 4, 5, 6, 1.0f, h.data(), 6, w2.data(), 5, 0.0f, y.data(), 5);
+    calls = recorder.calls();
+  }
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1].a, h.data());
+  GemmReplay replay(calls);
+  EXPECT_EQ(replay.buffers(), 5u);  // x, W1, h, W2, y: h written once and read once
+  EXPECT_EQ(replay.bytes(), int64_t(sizeof(float)) * (4 * 8 + 8 * 6 + 4 * 6 + 6 * 5 + 4 * 5));
+  replay.run();
+  // The second call read what the first wrote in the replay's own memory.
+  const std::vector<double> expect_h = reference(replay.at(x.data()), replay.at(w1.data()), 4, 6, 8);
+  const std::vector<double> expect_y = reference(replay.at(h.data()), replay.at(w2.data()), 4, 5, 6);
+  for (size_t i = 0; i < expect_h.size(); ++i) EXPECT_NEAR(replay.at(h.data())[i], expect_h[i], 1e-4);
+  for (size_t i = 0; i < expect_y.size(); ++i) EXPECT_NEAR(replay.at(y.data())[i], expect_y[i], 1e-4);
+  EXPECT_NE(replay.at(h.data()), h.data());  // its own memory, not the step's
+}
+
+TEST(GemmReplay, ViewsIntoOneTensorAreOneBufferAtTheStepsOffsets) {
+  // Two heads of a [4 x 12] tensor (columns 0-5 and 6-11, row stride 12),
+  // each times one [6 x 3] weight, written into one [4 x 6] output.
+  std::vector<float> t(4 * 12, 1.0f), w(6 * 3, 1.0f), out(4 * 6);
+  std::vector<GemmCall> calls;
+  {
+    GemmRecorder recorder;
+    gemm(false, false, 4, 3, 6, 1.0f, t.data(), 12, w.data(), 3, 0.0f, out.data(), 6);
+    gemm(false, false, 4, 3, 6, 1.0f, t.data() + 6, 12, w.data(), 3, 0.0f, out.data() + 3, 6);
+    calls = recorder.calls();
+  }
+  GemmReplay replay(calls);
+  EXPECT_EQ(replay.buffers(), 3u);  // t, w, out: each pair of views is one stretch
+  EXPECT_EQ(replay.bytes(), int64_t(sizeof(float)) * (4 * 12 + 6 * 3 + 4 * 6));
+  EXPECT_EQ(replay.at(t.data() + 6), replay.at(t.data()) + 6);
+  EXPECT_EQ(replay.at(out.data() + 3), replay.at(out.data()) + 3);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(replay.at(t.data())) % 64, 0u);
+}
+
+TEST(GemmReplay, KeepsTheStepsAlphaAndBeta) {
+  // C = 2 A B + C: run twice, C grows by 2 A B each time.
+  std::vector<float> a(2 * 3, 1.0f), b(3 * 2, 1.0f), c(2 * 2, 0.0f);
+  std::vector<GemmCall> calls;
+  {
+    GemmRecorder recorder;
+    gemm(false, false, 2, 2, 3, 2.0f, a.data(), 3, b.data(), 2, 1.0f, c.data(), 2);
+    calls = recorder.calls();
+  }
+  GemmReplay replay(calls);
+  const std::vector<double> ab = reference(replay.at(a.data()), replay.at(b.data()), 2, 2, 3);
+  std::vector<float> before(replay.at(c.data()), replay.at(c.data()) + 4);
+  replay.run();
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(replay.at(c.data())[i], before[i] + 2.0 * ab[i], 1e-5);
+}
+
+}  // namespace
+}  // namespace shardtrain::cpu
