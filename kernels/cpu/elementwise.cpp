@@ -1,5 +1,9 @@
 #include "kernels/cpu/elementwise.h"
 
+#include "kernels/cpu/vec_math.h"
+
+#include <bit>
+
 namespace shardtrain::cpu {
 
 double sum_squares(const float* x, int64_t n) {
@@ -29,12 +33,37 @@ void accumulate(float* __restrict y, const float* __restrict x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-void f32_to_bf16(bf16* out, const float* in, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = to_bf16(in[i]);
+namespace {
+
+// to_bf16's rounding as integer data flow with the NaN case selected by a
+// mask rather than returned early: the early return kept GCC from
+// vectorizing the loops below, and every bf16 product packs its operands
+// through them. Same bits as to_bf16 for every input
+// (kernels_elementwise_test).
+inline uint16_t rounded_to_bf16(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;  // to nearest, ties to even
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  const uint32_t nan = 0u - uint32_t((u & 0x7fffffffu) > 0x7f800000u);
+  return uint16_t((quiet_nan & nan) | (rounded & ~nan));
 }
 
-void bf16_to_f32(float* out, const bf16* in, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = to_f32(in[i]);
+}  // namespace
+
+ST_VECTOR_CLONES void f32_to_bf16(bf16* out, const float* in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i].bits = rounded_to_bf16(in[i]);
+}
+
+// One call for the whole matrix: a product's operand is often a head's
+// slice (32 or 64 columns of a wider tensor), and a call per row cost more
+// than the conversion itself.
+ST_VECTOR_CLONES void f32_to_bf16_rows(bf16* out, const float* in, int64_t rows, int64_t cols, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c].bits = rounded_to_bf16(in[r * ld + c]);
+}
+
+ST_VECTOR_CLONES void bf16_to_f32(float* out, const bf16* in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::bit_cast<float>(uint32_t(in[i].bits) << 16);
 }
 
 void u8_to_f32_normalized(float* __restrict out, const uint8_t* __restrict in, int64_t n, float mean, float std) {

@@ -21,6 +21,8 @@ void accumulate(float* y, const float* x, int64_t n);
 
 // Round-to-nearest-even conversions (bf16 storage and communication).
 void f32_to_bf16(bf16* out, const float* in, int64_t n);
+// The rows x cols matrix at `in` (row stride ld) packed densely into `out`.
+void f32_to_bf16_rows(bf16* out, const float* in, int64_t rows, int64_t cols, int64_t ld);
 void bf16_to_f32(float* out, const bf16* in, int64_t n);
 
 // Pixels to network input: out = (in / 255 - mean) / std.

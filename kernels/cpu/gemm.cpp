@@ -45,16 +45,18 @@ SbgemmFn sbgemm() {
 }
 
 // The rows x cols matrix at `m` (row stride ld) packed and rounded to bf16.
+// The buffer only grows: resizing it down and up again between products of
+// different shapes would zero its new elements at every call.
 void pack_bf16(std::vector<bf16>& out, const float* m, int64_t rows, int64_t cols, int64_t ld) {
-  out.resize(size_t(rows * cols));
-  for (int64_t r = 0; r < rows; ++r) f32_to_bf16(out.data() + r * cols, m + r * ld, cols);
+  if (out.size() < size_t(rows * cols)) out.resize(size_t(rows * cols));
+  f32_to_bf16_rows(out.data(), m, rows, cols, ld);
 }
 // The same, kept as f32 values (the fallback's operands).
 void pack_rounded(std::vector<float>& out, std::vector<bf16>& tmp, const float* m, int64_t rows, int64_t cols,
                   int64_t ld) {
   pack_bf16(tmp, m, rows, cols, ld);
-  out.resize(tmp.size());
-  bf16_to_f32(out.data(), tmp.data(), int64_t(tmp.size()));
+  if (out.size() < size_t(rows * cols)) out.resize(size_t(rows * cols));
+  bf16_to_f32(out.data(), tmp.data(), rows * cols);
 }
 
 // CBLAS takes int dimensions (32-bit OpenBLAS interface).

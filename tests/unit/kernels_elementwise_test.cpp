@@ -64,6 +64,40 @@ TEST(Bf16, RoundTripsRepresentableValues) {
   }
 }
 
+TEST(Bf16, ArraysConvertAsEveryElementAlone) {
+  // The array conversion is vectorized (and cloned per instruction set):
+  // every element, in the vector body and the tail, must get to_bf16's bits.
+  // Bit patterns across the whole f32 range, each low half's ties and
+  // carries included, plus the special values, in an array whose length is
+  // no multiple of a vector.
+  std::vector<uint32_t> patterns;
+  for (uint64_t hi = 0; hi < 0x10000; hi += 3)
+    for (uint32_t lo : {0x0000u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) patterns.push_back(uint32_t(hi << 16) | lo);
+  for (uint32_t special : {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u, 0xFFFFFFFFu, 0x7F7FFFFFu, 0x00000001u})
+    patterns.push_back(special);
+  patterns.push_back(0x3F808000u);
+  std::vector<float> in(patterns.size());
+  for (size_t i = 0; i < in.size(); ++i) in[i] = std::bit_cast<float>(patterns[i]);
+  std::vector<bf16> out(in.size());
+  f32_to_bf16(out.data(), in.data(), int64_t(in.size()));
+  std::vector<float> back(in.size());
+  bf16_to_f32(back.data(), out.data(), int64_t(out.size()));
+  for (size_t i = 0; i < in.size(); ++i) {
+    ASSERT_EQ(out[i].bits, to_bf16(in[i]).bits) << std::hex << patterns[i];
+    ASSERT_EQ(std::bit_cast<uint32_t>(back[i]), uint32_t(out[i].bits) << 16) << std::hex << patterns[i];
+  }
+}
+
+TEST(Bf16, MatrixRowsPackDensely) {
+  // A 5 x 3 slice of a matrix with row stride 7, starting at column 2.
+  std::vector<float> m(5 * 7);
+  for (size_t i = 0; i < m.size(); ++i) m[i] = 1.0f + float(i) / 1024.0f + float(i) * 3e-6f;
+  std::vector<bf16> out(5 * 3);
+  f32_to_bf16_rows(out.data(), m.data() + 2, 5, 3, 7);
+  for (int r = 0; r < 5; ++r)
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(out[size_t(r * 3 + c)].bits, to_bf16(m[size_t(r * 7 + 2 + c)]).bits);
+}
+
 TEST(Elementwise, SumSquaresIsExactForSmallIntegers) {
   std::vector<float> x(1001);
   double expected = 0.0;
