@@ -8,6 +8,7 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/flash_attention.h"
 #include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/optimizer_update.h"
 #include "kernels/cpu/pool.h"
@@ -25,6 +26,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #ifdef SHARDTRAIN_HAVE_CUDA
 #include "kernels/cuda/activation.h"
@@ -166,6 +168,8 @@ bool linear_keeps_bf16(Device device) {
 #endif
 }
 
+bool cpu_linear_reads_bf16() { return cpu::bf16_operand_products(); }
+
 int64_t linear_kept_elements(int64_t rows, int64_t IC, int64_t OC, DType in) {
 #ifdef SHARDTRAIN_HAVE_CUDA
   return cuda::linear_kept_bf16_elements(rows, IC, OC, in == DType::bf16);
@@ -214,6 +218,20 @@ void linear_forward_impl(const char* fn, const Tensor& out, const Tensor& pre, c
                                       out16, false, false, keep_has_weight}));
     return;
   }
+  if (cpu::bf16_operand_products()) {
+    // The products take bf16 operands: the input is rounded once (or read
+    // as the bf16 it is), with no f32 copy of it for gemm() to round again.
+    thread_local std::vector<bf16> x16, w16;
+    if (!in16) cpu::pack_bf16(x16, in.f32(), N, IC, IC);
+    cpu::pack_bf16(w16, weight.f32(), OC, IC, IC);
+    const bf16* x = in16 ? in.bf16_data() : x16.data();
+    const F32Stand y(fn, out, false, 1), p(fn, pre, false, 2);
+    cpu::linear_forward_bf16(pre.defined() ? p.get() : y.get(), x, w16.data(), opt(bias), N, IC, OC);
+    if (pre.defined()) cpu::gelu_forward(y.get(), p.get(), N * OC);
+    y.store();
+    p.store();
+    return;
+  }
   const F32Stand x(fn, in, true, 0), y(fn, out, false, 1), p(fn, pre, false, 2);
   if (!pre.defined()) {
     cpu::linear_forward(y.get(), x.get(), weight.f32(), opt(bias), N, IC, OC);
@@ -248,6 +266,23 @@ void linear_backward_impl(const char* fn, const Tensor& din, const Tensor& dweig
         din.defined() ? din.raw() : nullptr, dweight.f32(), opt(dbias), dout.raw(), in.raw(), weight.f32(), N, IC, OC,
         accumulate,
         {kept.defined() ? kept.raw() : nullptr, pre.defined() ? pre.raw() : nullptr, in16, false, dout16, din16}));
+    return;
+  }
+  if (cpu::bf16_operand_products()) {
+    // The output's gradient rounded once for both products (or read as the
+    // bf16 it is), the input as in the forward; the bias gradient sums the
+    // gradient's own values.
+    thread_local std::vector<bf16> g16, x16, w16;
+    if (!dout16) cpu::pack_bf16(g16, dout.f32(), N, OC, OC);
+    if (!in16) cpu::pack_bf16(x16, in.f32(), N, IC, IC);
+    cpu::pack_bf16(w16, weight.f32(), OC, IC, IC);
+    const F32Stand p(fn, pre, true, 2), dx(fn, din, false, 0);
+    cpu::linear_backward_bf16(dx.get(), dweight.f32(), dout16 ? dout.bf16_data() : g16.data(),
+                              in16 ? in.bf16_data() : x16.data(), w16.data(), N, IC, OC, accumulate);
+    if (dbias.defined() && dout16) cpu::bias_gradient(dbias.f32(), dout.bf16_data(), N, OC, accumulate);
+    if (dbias.defined() && !dout16) cpu::bias_gradient(dbias.f32(), dout.f32(), N, OC, accumulate);
+    if (pre.defined() && din.defined()) cpu::gelu_backward(dx.get(), dx.get(), p.get(), N * IC);
+    dx.store();
     return;
   }
   const F32Stand x(fn, in, true, 0), g(fn, dout, true, 1), p(fn, pre, true, 2), dx(fn, din, false, 0);

@@ -14,7 +14,10 @@
 // reduction stay f32. A bf16 output is the f32 result rounded once (to
 // nearest even); a bf16 input is read exactly. On a GPU the kernels take
 // bf16 directly (cuBLASLt's output types, cuDNN's attention, the LayerNorm
-// kernels); elsewhere the op widens to f32, runs the f32 kernel and rounds.
+// kernels); elsewhere the op widens to f32, runs the f32 kernel and rounds,
+// except that the CPU's linear layers, where the products take bf16
+// operands (cpu::bf16_operand_products), hand them their bf16 inputs as
+// they are and round f32 ones once, widening only what they write.
 #pragma once
 
 #include "kernels/kernel_params.h"
@@ -52,6 +55,10 @@ void linear_backward_through_gelu(const Tensor& dpre, const Tensor& dweight, con
                                   const Tensor& kept = Tensor());
 // True on a GPU whose GEMMs are bf16 (each GEMM would convert its operands).
 bool linear_keeps_bf16(Device device);
+// True where the CPU's products take bf16 operands (cpu::bf16_operand_products):
+// the linear ops then read their bf16 inputs and output gradients as they
+// are and widen only what they write (a memory plan counts that).
+bool cpu_linear_reads_bf16();
 // A bf16 input is itself the kept copy: only the weight's is made.
 int64_t linear_kept_elements(int64_t rows, int64_t IC, int64_t OC, DType in = DType::f32);
 

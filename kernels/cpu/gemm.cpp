@@ -45,12 +45,6 @@ SbgemmFn sbgemm() {
 }
 
 // The rows x cols matrix at `m` (row stride ld) packed and rounded to bf16.
-// The buffer only grows: resizing it down and up again between products of
-// different shapes would zero its new elements at every call.
-void pack_bf16(std::vector<bf16>& out, const float* m, int64_t rows, int64_t cols, int64_t ld) {
-  if (out.size() < size_t(rows * cols)) out.resize(size_t(rows * cols));
-  f32_to_bf16_rows(out.data(), m, rows, cols, ld);
-}
 // The same, kept as f32 values (the fallback's operands).
 void pack_rounded(std::vector<float>& out, std::vector<bf16>& tmp, const float* m, int64_t rows, int64_t cols,
                   int64_t ld) {
@@ -65,7 +59,48 @@ int to_blas_int(int64_t v, const char* what) {
   return int(v);
 }
 
+// Row strides must cover the stored width (row-major: op(A) = A^T stores K rows of M).
+void check_strides(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc) {
+  ST_CHECK(lda >= std::max<int64_t>(1, trans_a ? M : K) && ldb >= std::max<int64_t>(1, trans_b ? K : N) &&
+               ldc >= std::max<int64_t>(1, N),
+           "gemm: strides lda={} ldb={} ldc={} too small for M={} N={} K={} (trans {}{})", lda, ldb, ldc, M, N, K,
+           trans_a ? 'T' : 'N', trans_b ? 'T' : 'N');
+}
+
+// C = alpha op(A) op(B) + beta C on bf16 operands, by the bf16 kernel
+// bf16_operand_products() found.
+void bf16_products(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A, int64_t lda,
+                   const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (onednn_products(GemmPrecision::bf16)) {
+    onednn_gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  const SbgemmFn fn = sbgemm();
+  ST_CHECK(fn != nullptr, "gemm_bf16: no bf16 kernel here (bf16_operand_products() is false)");
+  fn(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, to_blas_int(M, "M"),
+     to_blas_int(N, "N"), to_blas_int(K, "K"), alpha, reinterpret_cast<const uint16_t*>(A), to_blas_int(lda, "lda"),
+     reinterpret_cast<const uint16_t*>(B), to_blas_int(ldb, "ldb"), beta, C, to_blas_int(ldc, "ldc"));
+}
+
+// C = beta C for an empty sum (K = 0): beta = 0 writes zeros (never reads C, as BLAS).
+void scale_rows(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) {
+    float* row = C + i * ldc;
+    if (beta == 0.0f)
+      std::fill(row, row + N, 0.0f);
+    else
+      for (int64_t j = 0; j < N; ++j) row[j] *= beta;
+  }
+}
+
 }  // namespace
+
+// The buffer only grows: resizing it down and up again between products of
+// different shapes would zero its new elements at every call.
+void pack_bf16(std::vector<bf16>& out, const float* m, int64_t rows, int64_t cols, int64_t ld) {
+  if (out.size() < size_t(rows * cols)) out.resize(size_t(rows * cols));
+  f32_to_bf16_rows(out.data(), m, rows, cols, ld);
+}
 
 GemmRecorder::GemmRecorder() : previous_(t_recorder) { t_recorder = this; }
 GemmRecorder::~GemmRecorder() { t_recorder = previous_; }
@@ -79,6 +114,10 @@ double GemmRecorder::flops() const {
 
 void record_conv(const ConvCall& call) {
   if (t_recorder != nullptr) t_recorder->convs_.push_back(call);
+}
+
+void record_gemm(const GemmCall& call) {
+  if (t_recorder != nullptr) t_recorder->calls_.push_back(call);
 }
 
 void set_blas_threads(int threads) {
@@ -127,6 +166,9 @@ std::string blas_core_warning() {
 void set_gemm_precision(GemmPrecision precision) { g_precision = precision; }
 GemmPrecision gemm_precision() { return g_precision; }
 bool native_bf16_gemm() { return sbgemm() != nullptr; }
+bool bf16_operand_products() {
+  return g_precision == GemmPrecision::bf16 && (onednn_products(GemmPrecision::bf16) || sbgemm() != nullptr);
+}
 
 int blas_threads() {
   configured_threads();
@@ -136,25 +178,10 @@ int blas_threads() {
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   configured_threads();
-  if (t_recorder != nullptr)
-    t_recorder->calls_.push_back({trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C});
+  record_gemm({trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C});
   if (M == 0 || N == 0) return;
-  // Row strides must cover the stored width (row-major: op(A) = A^T stores K rows of M).
-  ST_CHECK(lda >= std::max<int64_t>(1, trans_a ? M : K) && ldb >= std::max<int64_t>(1, trans_b ? K : N) &&
-               ldc >= std::max<int64_t>(1, N),
-           "gemm: strides lda={} ldb={} ldc={} too small for M={} N={} K={} (trans {}{})", lda, ldb, ldc, M, N, K,
-           trans_a ? 'T' : 'N', trans_b ? 'T' : 'N');
-  if (K == 0) {
-    // An empty sum: C = beta*C, and beta = 0 writes zeros (never reads C, as BLAS).
-    for (int64_t i = 0; i < M; ++i) {
-      float* row = C + i * ldc;
-      if (beta == 0.0f)
-        std::fill(row, row + N, 0.0f);
-      else
-        for (int64_t j = 0; j < N; ++j) row[j] *= beta;
-    }
-    return;
-  }
+  check_strides(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+  if (K == 0) return scale_rows(M, N, beta, C, ldc);
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   if (g_precision == GemmPrecision::bf16) {
     // Operands as stored: A is (trans_a ? K x M : M x K), B (trans_b ? N x K : K x N).
@@ -162,18 +189,10 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
     const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
     thread_local std::vector<bf16> a16, b16;
     thread_local std::vector<float> a32, b32;
-    if (onednn_products(GemmPrecision::bf16)) {
+    if (bf16_operand_products()) {
       pack_bf16(a16, A, a_rows, a_cols, lda);
       pack_bf16(b16, B, b_rows, b_cols, ldb);
-      onednn_gemm_bf16(trans_a, trans_b, M, N, K, alpha, a16.data(), a_cols, b16.data(), b_cols, beta, C, ldc);
-      return;
-    }
-    if (SbgemmFn fn = sbgemm()) {
-      pack_bf16(a16, A, a_rows, a_cols, lda);
-      pack_bf16(b16, B, b_rows, b_cols, ldb);
-      fn(CblasRowMajor, ta, tb, to_blas_int(M, "M"), to_blas_int(N, "N"), to_blas_int(K, "K"), alpha,
-         reinterpret_cast<const uint16_t*>(a16.data()), to_blas_int(a_cols, "lda"),
-         reinterpret_cast<const uint16_t*>(b16.data()), to_blas_int(b_cols, "ldb"), beta, C, to_blas_int(ldc, "ldc"));
+      bf16_products(trans_a, trans_b, M, N, K, alpha, a16.data(), a_cols, b16.data(), b_cols, beta, C, ldc);
       return;
     }
     pack_rounded(a32, a16, A, a_rows, a_cols, lda);
@@ -188,6 +207,18 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
   }
   cblas_sgemm(CblasRowMajor, ta, tb, to_blas_int(M, "M"), to_blas_int(N, "N"), to_blas_int(K, "K"), alpha, A,
               to_blas_int(lda, "lda"), B, to_blas_int(ldb, "ldb"), beta, C, to_blas_int(ldc, "ldc"));
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A, int64_t lda,
+               const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  configured_threads();
+  GemmCall call{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
+  call.bf16_operands = true;
+  record_gemm(call);
+  if (M == 0 || N == 0) return;
+  check_strides(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+  if (K == 0) return scale_rows(M, N, beta, C, ldc);
+  bf16_products(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace shardtrain::cpu

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "kernels/kernel_params.h"
+#include "runtime/core/dtype.h"
 
 #include <cstdint>
 #include <string>
@@ -29,6 +30,20 @@ void set_gemm_precision(GemmPrecision precision);
 GemmPrecision gemm_precision();
 // Whether bf16 GEMMs run on the library's own bf16 kernel (cblas_sbgemm).
 bool native_bf16_gemm();
+// Whether gemm() hands bf16 operands to a bf16 kernel here (the precision is
+// bf16, and oneDNN's matmul or OpenBLAS's sbgemm has one): then a caller
+// that holds an operand in bf16 already (mixed precision's activations), or
+// uses one in several products, may round it once and call gemm_bf16.
+bool bf16_operand_products();
+// gemm() on operands already rounded to bf16, stored as gemm()'s A and B
+// (row strides lda and ldb): the same products, and the same results, as
+// gemm() on the f32 values they were rounded from. Only where
+// bf16_operand_products(). Recorded by GemmRecorder (bf16_operands).
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A, int64_t lda,
+               const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// The rows x cols matrix at `m` (row stride ld) rounded to bf16 into `out`,
+// densely (row stride cols); `out` only grows.
+void pack_bf16(std::vector<bf16>& out, const float* m, int64_t rows, int64_t cols, int64_t ld);
 
 // Threads OpenBLAS may use in this process (default 1: one rank per core).
 void set_blas_threads(int threads);
@@ -54,16 +69,19 @@ std::string suggested_blas_core(const char* coretype_env, const std::string& cor
 // variable to set (for a process that could not restart itself).
 std::string blas_core_warning();
 
-// One gemm() call, as recorded by GemmRecorder: its shape, and (zero where
-// a call is made up rather than recorded) its strides, scalars and operand
-// addresses. The addresses are only compared: which calls of a step read or
-// wrote the same matrix, so that a replay can share memory as the step did.
+// One gemm() or gemm_bf16() call, as recorded by GemmRecorder: its shape,
+// and (zero where a call is made up rather than recorded) its strides,
+// scalars and operand addresses, and whether A and B were bf16 already
+// (gemm_bf16). The addresses are only compared: which calls of a step read
+// or wrote the same matrix, so that a replay can share memory as the step did.
 struct GemmCall {
   bool trans_a, trans_b;
   int64_t M, N, K;
   int64_t lda = 0, ldb = 0, ldc = 0;
   float alpha = 1.0f, beta = 0.0f;
-  const float *a = nullptr, *b = nullptr, *c = nullptr;
+  const void *a = nullptr, *b = nullptr;
+  const float* c = nullptr;
+  bool bf16_operands = false;
   double flops() const { return 2.0 * double(M) * double(N) * double(K); }
 };
 
@@ -93,15 +111,15 @@ class GemmRecorder {
   double flops() const;
 
  private:
-  friend void gemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
-                   float*, int64_t);
+  friend void record_gemm(const GemmCall& call);
   friend void record_conv(const ConvCall& call);
   std::vector<GemmCall> calls_;
   std::vector<ConvCall> convs_;
   GemmRecorder* previous_;
 };
 
-// Appends to this thread's live GemmRecorder, if any.
+// Append to this thread's live GemmRecorder, if any.
 void record_conv(const ConvCall& call);
+void record_gemm(const GemmCall& call);
 
 }  // namespace shardtrain::cpu

@@ -1,5 +1,6 @@
 #include "kernels/cpu/gemm_replay.h"
 
+#include "runtime/core/dtype.h"
 #include "runtime/core/rng.h"
 
 #include <algorithm>
@@ -13,35 +14,52 @@ int64_t stride(int64_t recorded, int64_t cols) { return recorded > 0 ? recorded 
 }  // namespace
 
 std::array<GemmReplay::Operand, 3> GemmReplay::operands(const GemmCall& c) {
-  auto operand = [](const float* address, int64_t rows, int64_t cols, int64_t ld) {
-    return Operand{address, rows == 0 || cols == 0 ? 0 : (rows - 1) * stride(ld, cols) + cols};
+  auto operand = [](const void* address, int64_t rows, int64_t cols, int64_t ld, bool is_bf16) {
+    const int64_t elements = rows == 0 || cols == 0 ? 0 : (rows - 1) * stride(ld, cols) + cols;
+    return Operand{address, elements * int64_t(is_bf16 ? sizeof(bf16) : sizeof(float)), is_bf16};
   };
-  return {operand(c.a, c.trans_a ? c.K : c.M, c.trans_a ? c.M : c.K, c.lda),
-          operand(c.b, c.trans_b ? c.N : c.K, c.trans_b ? c.K : c.N, c.ldb), operand(c.c, c.M, c.N, c.ldc)};
+  return {operand(c.a, c.trans_a ? c.K : c.M, c.trans_a ? c.M : c.K, c.lda, c.bf16_operands),
+          operand(c.b, c.trans_b ? c.N : c.K, c.trans_b ? c.K : c.N, c.ldb, c.bf16_operands),
+          operand(c.c, c.M, c.N, c.ldc, false)};
 }
 
 GemmReplay::GemmReplay(const std::vector<GemmCall>& calls) : calls_(calls) {
-  std::map<uintptr_t, uintptr_t> extents;  // start -> end, in bytes of the step's memory
+  struct Extent {
+    uintptr_t end = 0;
+    bool bf16 = false;
+  };
+  std::map<uintptr_t, Extent> extents;  // by start, in bytes of the step's memory
   for (const GemmCall& c : calls_)
     for (const Operand& o : operands(c))
-      if (o.floats > 0) {
-        uintptr_t& end = extents[uintptr_t(o.address)];
-        end = std::max(end, uintptr_t(o.address) + uintptr_t(o.floats) * sizeof(float));
+      if (o.bytes > 0) {
+        Extent& e = extents[uintptr_t(o.address)];
+        e.end = std::max(e.end, uintptr_t(o.address) + uintptr_t(o.bytes));
+        e.bf16 = e.bf16 || o.bf16;
       }
-  for (auto [start, end] : extents) {  // in order of address: the overlapping joined
+  for (const auto& [start, e] : extents) {  // in order of address: the overlapping joined
     if (!stretches_.empty() && start < stretches_.rbegin()->second.end) {
       Stretch& last = stretches_.rbegin()->second;
-      last.end = std::max(last.end, end);
+      last.end = std::max(last.end, e.end);
+      last.bf16 = last.bf16 || e.bf16;
     } else {
-      stretches_[start].end = end;
+      Stretch& s = stretches_[start];
+      s.end = e.end;
+      s.bf16 = e.bf16;
     }
   }
   Rng rng(stream_key(7, uint64_t(calls_.size()), uint64_t(stretches_.size())));
   for (auto& [start, stretch] : stretches_) {
     // 64-byte aligned, as the runtime's allocator aligns a tensor.
-    stretch.memory.resize((stretch.end - start) / sizeof(float) + 16);
-    stretch.base = stretch.memory.data() + (64 - uintptr_t(stretch.memory.data()) % 64) % 64 / sizeof(float);
-    for (float& x : stretch.memory) x = rng.uniform(-1, 1);
+    const size_t bytes = stretch.end - start;
+    stretch.memory.resize((bytes + sizeof(float) - 1) / sizeof(float) + 16);
+    auto* raw = reinterpret_cast<std::byte*>(stretch.memory.data());
+    stretch.base = raw + (64 - uintptr_t(raw) % 64) % 64;
+    if (stretch.bf16) {
+      auto* values = reinterpret_cast<bf16*>(stretch.base);
+      for (size_t i = 0; i < bytes / sizeof(bf16); ++i) values[i] = to_bf16(rng.uniform(-1, 1));
+    } else {
+      for (float& x : stretch.memory) x = rng.uniform(-1, 1);
+    }
   }
 }
 
@@ -51,17 +69,24 @@ int64_t GemmReplay::bytes() const {
   return total;
 }
 
-float* GemmReplay::at(const float* address) {
+void* GemmReplay::at_bytes(const void* address) {
   auto it = stretches_.upper_bound(uintptr_t(address));
   if (it == stretches_.begin()) return nullptr;  // an empty operand: never read
   --it;
-  return it->second.base + (uintptr_t(address) - it->first) / sizeof(float);
+  return it->second.base + (uintptr_t(address) - it->first);
 }
 
 void GemmReplay::run() {
-  for (const GemmCall& c : calls_)
-    gemm(c.trans_a, c.trans_b, c.M, c.N, c.K, c.alpha, at(c.a), stride(c.lda, c.trans_a ? c.M : c.K), at(c.b),
-         stride(c.ldb, c.trans_b ? c.K : c.N), c.beta, at(c.c), stride(c.ldc, c.N));
+  for (const GemmCall& c : calls_) {
+    const int64_t lda = stride(c.lda, c.trans_a ? c.M : c.K), ldb = stride(c.ldb, c.trans_b ? c.K : c.N);
+    float* C = at(c.c);
+    if (c.bf16_operands)
+      gemm_bf16(c.trans_a, c.trans_b, c.M, c.N, c.K, c.alpha, at(static_cast<const bf16*>(c.a)), lda,
+                at(static_cast<const bf16*>(c.b)), ldb, c.beta, C, stride(c.ldc, c.N));
+    else
+      gemm(c.trans_a, c.trans_b, c.M, c.N, c.K, c.alpha, at(static_cast<const float*>(c.a)), lda,
+           at(static_cast<const float*>(c.b)), ldb, c.beta, C, stride(c.ldc, c.N));
+  }
 }
 
 }  // namespace shardtrain::cpu

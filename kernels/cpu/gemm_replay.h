@@ -15,6 +15,7 @@
 #include "kernels/cpu/gemm.h"
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -30,22 +31,26 @@ class GemmReplay {
   // backend and precision).
   void run();
   // The replay's address of the step's `address` (one of the operands).
-  float* at(const float* address);
+  float* at(const float* address) { return static_cast<float*>(at_bytes(address)); }
+  bf16* at(const bf16* address) { return static_cast<bf16*>(at_bytes(address)); }
   // The buffers: how many, and their bytes (the step's memory the products touched).
   size_t buffers() const { return stretches_.size(); }
   int64_t bytes() const;
 
  private:
   struct Operand {
-    const float* address;
-    int64_t floats;  // its extent: (rows - 1) * stride + cols
+    const void* address;
+    int64_t bytes;  // its extent: ((rows - 1) * stride + cols) elements
+    bool bf16;
   };
   struct Stretch {
     uintptr_t end = 0;
+    bool bf16 = false;  // filled with bf16 values (gemm_bf16's operands)
     std::vector<float> memory;
-    float* base = nullptr;
+    std::byte* base = nullptr;
   };
   static std::array<Operand, 3> operands(const GemmCall& c);
+  void* at_bytes(const void* address);
 
   std::vector<GemmCall> calls_;
   std::map<uintptr_t, Stretch> stretches_;  // by the step's start address

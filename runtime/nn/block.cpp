@@ -1,5 +1,7 @@
 #include "runtime/nn/block.h"
 
+#include "kernels/ops.h"
+
 #include <algorithm>
 
 namespace shardtrain::nn {
@@ -74,10 +76,16 @@ int64_t SequentialBlock::activation_bytes(int64_t batch) const {
 int64_t SequentialBlock::widened_bytes(int64_t batch, bool /*training*/) const {
   if (act_ != DType::bf16) return 0;
   // A layer widens its output and, after the first, its bf16 input; its
-  // backward the same sizes (the output's gradient, the input).
+  // backward the same sizes (the output's gradient, the input). A linear
+  // layer that reads its bf16 operands as they are widens only what it
+  // writes: its output, and backward the input's gradient.
+  const bool linear_reads_bf16 = ops::cpu_linear_reads_bf16();
   int64_t floats = 0;
-  for (size_t i = 0; i < layers_.size(); ++i)
-    floats = std::max(floats, batch * ((i > 0 ? shapes_[i].numel() : 0) + shapes_[i + 1].numel()));
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const int64_t in = i > 0 ? shapes_[i].numel() : 0, out = shapes_[i + 1].numel();
+    const bool reads_bf16 = linear_reads_bf16 && layers_[i]->kind() == "linear";
+    floats = std::max(floats, batch * (reads_bf16 ? std::max(in, out) : in + out));
+  }
   return int64_t(sizeof(float)) * floats;
 }
 

@@ -73,6 +73,10 @@ int64_t TransformerBlock::widened_bytes(int64_t batch, bool training) const {
   // In C-wide floats per token, the most one op widens: fc's forward (its
   // input, the GELU's input and output: 1 + 4 + 4) and fc_proj's backward
   // through the GELU (its input, the GELU's input and its gradient: 4 + 4 + 4).
+  // Where the linear ops read their bf16 inputs as they are, both without
+  // the input (8), as much as the attention's backward (qkv, its gradient,
+  // the output and its gradient: 3 + 3 + 1 + 1).
+  if (ops::cpu_linear_reads_bf16()) return int64_t(sizeof(float)) * batch * T_ * C_ * 8;
   return int64_t(sizeof(float)) * batch * T_ * C_ * (training ? 12 : 9);
 }
 

@@ -2,6 +2,8 @@
 
 #include "io/dataset.h"
 #include "io/stream_loader.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/gemm.h"
 #include "runtime/nn/models.h"
 #include "runtime/train/session.h"
 
@@ -93,6 +95,10 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
   // around the f32 kernel, one op at a time; the loss does so with the
   // logits and their gradient (two copies training, one evaluating).
   if (config.runtime.device == DeviceKind::cpu && config.runtime.precision == Precision::bf16) {
+    // Which copies depends on the products this process would run (the
+    // job's own settings: make_session sets the same).
+    cpu::set_cpu_backend(config.runtime.cpu_backend);
+    cpu::set_gemm_precision(cpu::GemmPrecision::bf16);
     const int64_t logits = kF32 * model.output_sample().numel();  // per sample
     const bool bf16_logits = model.block(model.num_blocks() - 1).widened_bytes(1, false) > 0;
     const int64_t share = ceil_div(data.test_samples, ranks);  // the evaluation's samples on this rank

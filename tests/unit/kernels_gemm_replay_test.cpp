@@ -5,6 +5,8 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_replay.h"
 
+#include "tests/unit/kernels_test_util.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -78,6 +80,32 @@ TEST(GemmReplay, KeepsTheStepsAlphaAndBeta) {
   std::vector<float> before(replay.at(c.data()), replay.at(c.data()) + 4);
   replay.run();
   for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(replay.at(c.data())[i], before[i] + 2.0 * ab[i], 1e-5);
+}
+
+TEST(GemmReplay, ReplaysBf16OperandsAsBf16) {
+  const testing::ScopedBf16Products bf16_products;
+  if (!bf16_operand_products()) GTEST_SKIP() << "no bf16 products on this CPU";
+  std::vector<bf16> a(4 * 8, to_bf16(0.5f)), b(8 * 3, to_bf16(0.25f));
+  std::vector<float> c(4 * 3);
+  std::vector<GemmCall> calls;
+  {
+    GemmRecorder recorder;
+    gemm_bf16(false, false, 4, 3, 8, 1.0f, a.data(), 8, b.data(), 3, 0.0f, c.data(), 3);
+    calls = recorder.calls();
+  }
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_TRUE(calls[0].bf16_operands);
+  GemmReplay replay(calls);
+  EXPECT_EQ(replay.bytes(), int64_t(sizeof(bf16)) * (4 * 8 + 8 * 3) + int64_t(sizeof(float)) * 4 * 3);
+  replay.run();
+  const bf16* ra = replay.at(a.data());
+  const bf16* rb = replay.at(b.data());
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) {
+      double want = 0;
+      for (int k = 0; k < 8; ++k) want += double(to_f32(ra[i * 8 + k])) * double(to_f32(rb[k * 3 + j]));
+      EXPECT_NEAR(replay.at(c.data())[i * 3 + j], want, 1e-4);
+    }
 }
 
 }  // namespace

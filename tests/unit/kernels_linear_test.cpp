@@ -1,5 +1,8 @@
 #include "kernels/cpu/linear.h"
 
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/gemm.h"
+
 #include "tests/unit/kernels_test_util.h"
 
 #include <gtest/gtest.h>
@@ -97,6 +100,49 @@ TEST(Linear, EmptyBatchOverwritesWithZeros) {
   linear_backward(nullptr, dW.data(), db.data(), nullptr, nullptr, W.data(), 0, IC, OC, false);
   EXPECT_EQ(dW, std::vector<float>(OC * IC, 0.0f));
   EXPECT_EQ(db, std::vector<float>(OC, 0.0f));
+}
+
+}  // namespace
+}  // namespace shardtrain::cpu
+
+namespace shardtrain::cpu {
+namespace {
+
+// The bf16-operand forms give the f32 forms' results bit for bit in bf16
+// precision: the operands are the same rounded values, the products the
+// same kernel. Where the CPU has no bf16 kernel there is nothing to compare.
+TEST(Linear, Bf16OperandFormsMatchTheF32FormsInBf16Precision) {
+  const testing::ScopedBf16Products bf16_products;
+  if (!bf16_operand_products()) GTEST_SKIP() << "no bf16 products on this CPU";
+  const int64_t rows = 37, ic = 53, oc = 29;  // odd sizes: the kernels' tails
+  const auto x = uniform_vector(rows * ic, 1), w = uniform_vector(oc * ic, 2), b = uniform_vector(oc, 3);
+  const auto g = uniform_vector(rows * oc, 4);
+  std::vector<bf16> x16(x.size()), w16(w.size()), g16(g.size());
+  f32_to_bf16(x16.data(), x.data(), int64_t(x.size()));
+  f32_to_bf16(w16.data(), w.data(), int64_t(w.size()));
+  f32_to_bf16(g16.data(), g.data(), int64_t(g.size()));
+
+  std::vector<float> y(rows * oc), y16(rows * oc);
+  linear_forward(y.data(), x.data(), w.data(), b.data(), rows, ic, oc);
+  linear_forward_bf16(y16.data(), x16.data(), w16.data(), b.data(), rows, ic, oc);
+  EXPECT_EQ(y, y16);
+
+  for (bool accumulate : {false, true}) {
+    std::vector<float> dx(rows * ic), dw(oc * ic, 0.5f), db(oc, 0.25f);
+    std::vector<float> dx16(rows * ic), dw16(oc * ic, 0.5f), db16(oc, 0.25f);
+    linear_backward(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), rows, ic, oc, accumulate);
+    linear_backward_bf16(dx16.data(), dw16.data(), g16.data(), x16.data(), w16.data(), rows, ic, oc, accumulate);
+    bias_gradient(db16.data(), g.data(), rows, oc, accumulate);
+    EXPECT_EQ(dx, dx16) << "accumulate " << accumulate;
+    EXPECT_EQ(dw, dw16) << "accumulate " << accumulate;
+    EXPECT_EQ(db, db16) << "accumulate " << accumulate;
+  }
+  // The bias gradient of a bf16 output gradient sums its values as f32.
+  std::vector<float> g_rounded(g.size()), db_f32(oc), db_b16(oc);
+  bf16_to_f32(g_rounded.data(), g16.data(), int64_t(g16.size()));
+  bias_gradient(db_f32.data(), g_rounded.data(), rows, oc, false);
+  bias_gradient(db_b16.data(), g16.data(), rows, oc, false);
+  EXPECT_EQ(db_f32, db_b16);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/gemm.h"
 #include "runtime/core/error.h"
 #include "runtime/core/rng.h"
 
@@ -29,6 +30,15 @@ class ScopedCpuBackend {
 
  private:
   cpu::CpuBackend before_;
+};
+// The process's product precision bf16 for a scope (kernels/cpu/gemm.h),
+// f32 again at its end.
+class ScopedBf16Products {
+ public:
+  ScopedBf16Products() { cpu::set_gemm_precision(cpu::GemmPrecision::bf16); }
+  ~ScopedBf16Products() { cpu::set_gemm_precision(cpu::GemmPrecision::f32); }
+  ScopedBf16Products(const ScopedBf16Products&) = delete;
+  ScopedBf16Products& operator=(const ScopedBf16Products&) = delete;
 };
 // Both libraries a product or convolution can run on, for tests that hold
 // each to the same reference.
