@@ -1,5 +1,6 @@
 #include "kernels/cpu/conv2d.h"
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/onednn_conv.h"
 #include "kernels/cpu/vec_math.h"
@@ -218,6 +219,7 @@ void col2im(float* image, const float* col, const Conv2dShape& s) {
 void conv2d_forward(float* out, const float* in, const float* weight, const float* bias, float* col,
                     const Conv2dShape& s) {
   if (onednn_conv_route(s).forward) return onednn_conv_forward(out, in, weight, bias, s);
+  const Im2colProducts on_openblas;
   const int64_t P = s.OH() * s.OW(), CKK = s.C * s.K * s.K;
   for (int64_t b = 0; b < s.B; ++b) {
     const float* image = in + b * s.C * s.H * s.W;
@@ -238,6 +240,7 @@ void conv2d_forward(float* out, const float* in, const float* weight, const floa
 void conv2d_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in, const float* weight,
                      float* col, const Conv2dShape& s, bool accumulate) {
   if (onednn_conv_route(s).backward) return onednn_conv_backward(din, dweight, dbias, dout, in, weight, s, accumulate);
+  const Im2colProducts on_openblas;
   const int64_t P = s.OH() * s.OW(), CKK = s.C * s.K * s.K, image_size = s.C * s.H * s.W;
   if (s.B == 0 && !accumulate) {  // no samples: the sums are empty
     std::fill(dweight, dweight + s.OC * CKK, 0.0f);

@@ -10,6 +10,7 @@ namespace shardtrain::cpu {
 namespace {
 
 std::atomic<CpuBackend> g_backend{CpuBackend::automatic};
+thread_local bool t_im2col = false;  // an Im2colProducts is alive on this thread
 
 dnnl_cpu_isa_t effective_isa() { return dnnl_get_effective_cpu_isa(); }
 
@@ -47,11 +48,20 @@ bool onednn_native_bf16() {
   return (unsigned(effective_isa()) & bf16) == bf16;
 }
 
+bool onednn_avx512() {
+  const auto avx512 = unsigned(dnnl_cpu_isa_avx512_core);
+  return (unsigned(effective_isa()) & avx512) == avx512;
+}
+
+Im2colProducts::Im2colProducts() : before_(t_im2col) { t_im2col = true; }
+Im2colProducts::~Im2colProducts() { t_im2col = before_; }
+
 bool onednn_products(GemmPrecision precision) {
   switch (g_backend.load()) {
     case CpuBackend::openblas: return false;
     case CpuBackend::onednn: return precision == GemmPrecision::f32 || onednn_native_bf16();
-    case CpuBackend::automatic: return precision == GemmPrecision::bf16 && onednn_native_bf16();
+    case CpuBackend::automatic:
+      return precision == GemmPrecision::bf16 ? onednn_native_bf16() : onednn_avx512() && !t_im2col;
   }
   return false;
 }

@@ -4,12 +4,15 @@
 //              layouts), matrix products through oneDNN's matmul (bf16 ones
 //              where the CPU has its bf16 kernels; elsewhere they stay on
 //              OpenBLAS, as oneDNN has none to run them)
-//   automatic  convolutions through oneDNN; matrix products through oneDNN
-//              where they are bf16 and the CPU has oneDNN's bf16 kernels
-//              (AVX512-BF16 or AMX), OpenBLAS otherwise: on AVX2 cores
-//              oneDNN's f32 matmul is no faster than OpenBLAS's sgemm and
-//              slower at some strides (docs/BENCHMARKS.md, "oneDNN for
-//              the CPU's convolutions and products").
+//   automatic  convolutions through oneDNN; bf16 matrix products through
+//              oneDNN where the CPU has its bf16 kernels (AVX512-BF16 or
+//              AMX), f32 ones where it has its AVX-512 kernels; OpenBLAS
+//              otherwise: on AVX2 cores oneDNN's f32 matmul is no faster
+//              than OpenBLAS's sgemm and slower at some strides, on an
+//              AVX-512 core it was faster at every model shape but
+//              im2col's per-sample products, which stay on OpenBLAS
+//              (docs/BENCHMARKS.md, "oneDNN for the CPU's convolutions and
+//              products", "f32 products on oneDNN on AVX-512 cores").
 // A convolution pass oneDNN has no direct kernel for (it would pick its own
 // im2col + GEMM or a reference kernel) stays on im2col, whatever the setting. The route depends only on
 // the setting, the shapes and the CPU, never on timings: a seed's results are
@@ -46,6 +49,21 @@ bool onednn_convolutions();
 bool onednn_products(GemmPrecision precision);
 // Whether oneDNN runs bf16 products on bf16 hardware here.
 bool onednn_native_bf16();
+// Whether oneDNN runs its AVX-512 kernels here.
+bool onednn_avx512();
+// While one is alive on a thread, that thread's f32 products under
+// `automatic` stay on OpenBLAS: im2col's per-sample GEMMs (a convolution
+// pass oneDNN has no direct kernel for), where OpenBLAS was the faster.
+class Im2colProducts {
+ public:
+  Im2colProducts();
+  ~Im2colProducts();
+  Im2colProducts(const Im2colProducts&) = delete;
+  Im2colProducts& operator=(const Im2colProducts&) = delete;
+
+ private:
+  bool before_;
+};
 
 // oneDNN's version and the instruction set its kernels use ("2.6.3 (avx2)").
 std::string onednn_version();

@@ -252,3 +252,36 @@ TEST(BlasCore, SuggestedOnlyForAGenericCoreTheUserDidNotChoose) {
 
 }  // namespace
 }  // namespace shardtrain::cpu
+
+namespace shardtrain::cpu {
+namespace {
+
+// Where a product runs depends on the setting, the precision, the CPU and
+// whether it is one of im2col's, never on timings.
+TEST(CpuBackend, ProductRouteFollowsTheSettingTheCpuAndIm2col) {
+  {
+    const testing::ScopedCpuBackend scoped(CpuBackend::openblas);
+    EXPECT_FALSE(onednn_products(GemmPrecision::f32));
+    EXPECT_FALSE(onednn_products(GemmPrecision::bf16));
+  }
+  {
+    const testing::ScopedCpuBackend scoped(CpuBackend::onednn);
+    EXPECT_TRUE(onednn_products(GemmPrecision::f32));
+    const Im2colProducts im2col;  // an explicit setting is kept in im2col too
+    EXPECT_TRUE(onednn_products(GemmPrecision::f32));
+  }
+  const testing::ScopedCpuBackend scoped(CpuBackend::automatic);
+  EXPECT_EQ(onednn_products(GemmPrecision::f32), onednn_avx512());
+  EXPECT_EQ(onednn_products(GemmPrecision::bf16), onednn_native_bf16());
+  {
+    const Im2colProducts im2col;
+    EXPECT_FALSE(onednn_products(GemmPrecision::f32));
+    EXPECT_EQ(onednn_products(GemmPrecision::bf16), onednn_native_bf16());
+    { const Im2colProducts nested; }
+    EXPECT_FALSE(onednn_products(GemmPrecision::f32));  // the outer scope still holds
+  }
+  EXPECT_EQ(onednn_products(GemmPrecision::f32), onednn_avx512());
+}
+
+}  // namespace
+}  // namespace shardtrain::cpu
