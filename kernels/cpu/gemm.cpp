@@ -44,8 +44,8 @@ SbgemmFn sbgemm() {
   return fn;
 }
 
-// The rows x cols matrix at `m` (row stride ld) packed and rounded to bf16.
-// The same, kept as f32 values (the fallback's operands).
+// The rows x cols matrix at `m` (row stride ld) rounded to bf16 and kept
+// as f32 values, densely (the fallback's operands).
 void pack_rounded(std::vector<float>& out, std::vector<bf16>& tmp, const float* m, int64_t rows, int64_t cols,
                   int64_t ld) {
   pack_bf16(tmp, m, rows, cols, ld);
