@@ -2,8 +2,6 @@
 
 #include "io/dataset.h"
 #include "io/stream_loader.h"
-#include "kernels/cpu/cpu_backend.h"
-#include "kernels/cpu/gemm.h"
 #include "runtime/nn/models.h"
 #include "runtime/train/session.h"
 
@@ -93,12 +91,9 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
     add("bf16 copies for the backward", model.kept_bf16_bytes(capacity));
   // Mixed precision on the CPU: each op widens its bf16 tensors to f32
   // around the f32 kernel, one op at a time; the loss does so with the
-  // logits and their gradient (two copies training, one evaluating).
+  // logits and their gradient (two copies training, one evaluating). Which
+  // copies depends on the products this process runs (set_cpu_products).
   if (config.runtime.device == DeviceKind::cpu && config.runtime.precision == Precision::bf16) {
-    // Which copies depends on the products this process would run (the
-    // job's own settings: make_session sets the same).
-    cpu::set_cpu_backend(config.runtime.cpu_backend);
-    cpu::set_gemm_precision(cpu::GemmPrecision::bf16);
     const int64_t logits = kF32 * model.output_sample().numel();  // per sample
     const bool bf16_logits = model.block(model.num_blocks() - 1).widened_bytes(1, false) > 0;
     const int64_t share = ceil_div(data.test_samples, ranks);  // the evaluation's samples on this rank
@@ -276,6 +271,7 @@ int plan_command(const std::string& config_path, const std::vector<std::string>&
   const Config config = load_config(config_path, overrides, /*for_plan=*/true);
   for (const std::string& notice : config.notices) std::cerr << "shardtrain: notice: " << notice << "\n";
   const PlanData data = read_plan_data(config, given);
+  set_cpu_products(config);
   const std::unique_ptr<nn::Model> model = build_job_model(config, data.sample, data.classes, /*layout_only=*/true);
   model->set_plan_device(config.runtime.device == DeviceKind::cuda ? Device::cuda(0) : Device::cpu());
   model->set_activation_dtype(config.runtime.precision == Precision::bf16 ? DType::bf16 : DType::f32);

@@ -61,11 +61,15 @@ std::unique_ptr<nn::Model> build_job_model(const Config& config, const Shape& in
   return nn::build_model(stand_in, Shape{1}, num_classes, layout_only);
 }
 
-Session make_session(const Config& config, io::ShardLocator locator, int local_rank) {
-  cpu::set_blas_threads(int(config.runtime.blas_threads));
+void set_cpu_products(const Config& config) {
   cpu::set_cpu_backend(config.runtime.cpu_backend);
   const bool mixed = config.runtime.precision == Precision::bf16;
   cpu::set_gemm_precision(mixed ? cpu::GemmPrecision::bf16 : cpu::GemmPrecision::f32);
+}
+
+Session make_session(const Config& config, io::ShardLocator locator, int local_rank) {
+  cpu::set_blas_threads(int(config.runtime.blas_threads));
+  set_cpu_products(config);
   Session s;
   // The GPU first: the streaming loader's batch slots are page-locked for it.
   if (config.runtime.device == DeviceKind::cuda) s.device = bring_up_gpu(config, local_rank);
@@ -110,7 +114,7 @@ Session make_session(const Config& config, io::ShardLocator locator, int local_r
   }
   s.model = build_job_model(config, s.language_model ? Shape{s.lm_tokens} : tr.sample_shape, tr.num_classes);
   s.model->set_plan_device(config.runtime.device == DeviceKind::cuda ? Device::cuda(0) : Device::cpu());
-  s.model->set_activation_dtype(mixed ? DType::bf16 : DType::f32);
+  s.model->set_activation_dtype(config.runtime.precision == Precision::bf16 ? DType::bf16 : DType::f32);
   s.model->set_activation_checkpointing(config.parallel.activation_checkpointing,
                                         int(config.parallel.checkpoint_every));
   if (config.runtime.device == DeviceKind::emulated) s.emulated.emplace(config.runtime.emulate);

@@ -60,6 +60,12 @@ struct Session {
 std::unique_ptr<nn::Model> build_job_model(const Config& config, const Shape& input_sample, int64_t num_classes,
                                            bool layout_only = false);
 
+// The CPU's products as the config asks (runtime.cpu_backend, and bf16
+// operands under runtime.precision = "bf16"): process-wide, set by
+// make_session, and by `shardtrain plan`, whose plan of a bf16 job's copies
+// depends on which products run.
+void set_cpu_products(const Config& config);
+
 // With data.loader = "stream", collective over MPI_COMM_WORLD (every rank
 // calls it) and MPI must be initialized; `locator` says where staged shards
 // are (io/cache.h). After it returns, only the loader's thread calls HDF5.
