@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace shardtrain::telemetry {
 namespace {
@@ -184,6 +185,36 @@ void write_atomically(const std::string& dir, const std::string& path, const std
   ST_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '{}': {}", tmp, std::strerror(errno));
 }
 
+// When the file cannot be written (a full disk is one of the failures that
+// stop a job), the dump's gist goes to stderr instead, so that what each
+// rank was doing is not lost with it: the reason, the context, and each
+// thread's newest span with how long ago it ended (a thread stuck in
+// something that records no span shows as one whose newest span ended long
+// before now).
+std::string gist(const std::string& reason, const std::string& context, double now_s,
+                 const std::vector<SpanEvent>& spans) {
+  std::vector<const SpanEvent*> newest;
+  for (const SpanEvent& e : spans) {
+    auto it = std::find_if(newest.begin(), newest.end(), [&](const SpanEvent* n) { return n->tid == e.tid; });
+    if (it == newest.end())
+      newest.push_back(&e);
+    else if (e.end_s >= (*it)->end_s)
+      *it = &e;
+  }
+  std::sort(newest.begin(), newest.end(), [](const SpanEvent* a, const SpanEvent* b) { return a->end_s < b->end_s; });
+  std::string text = fmt::format("reason: {}; state: {}", reason, context.empty() ? "(none)" : context);
+  if (newest.empty()) return text + "; no spans recorded";
+  text += "; each thread's newest span:";
+  for (const SpanEvent* e : newest) {
+    text += fmt::format(" [thread {}: {} ({}", e->tid, e->name != nullptr ? e->name : "",
+                        e->category != nullptr ? e->category : "");
+    if (e->seq >= 0) text += fmt::format(" #{}", e->seq);
+    if (e->detail != nullptr) text += fmt::format(" {}", e->detail);
+    text += fmt::format(") ended {:.1f} s ago]", now_s - e->end_s);
+  }
+  return text;
+}
+
 }  // namespace
 
 void FlightRecorder::arm(const std::string& run_dir, int rank, size_t spans_per_thread,
@@ -238,13 +269,22 @@ void FlightRecorder::dump(const std::string& reason) noexcept {
     text.pop_back();  // the closing brace
     text += ",\n \"spans\": [";
     const char* sep = "\n  ";
-    for (const SpanEvent& e : Recorder::instance().recent(settings.spans)) {
+    const std::vector<SpanEvent> spans = Recorder::instance().recent(settings.spans);
+    for (const SpanEvent& e : spans) {
       text += sep;
       text += span_json(e).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
       sep = ",\n  ";
     }
     text += "\n]}\n";
-    write_atomically(settings.dir, settings.path, text);
+    try {
+      write_atomically(settings.dir, settings.path, text);
+    } catch (const std::exception& e) {
+      std::remove((settings.path + ".tmp").c_str());  // a part-written dump helps nobody and keeps the disk full
+      const std::string line =
+          fmt::format("shardtrain: flight recorder: cannot write {}: {}; rank {}'s dump, in short: {}", path, e.what(),
+                      settings.rank, gist(settings.first_reason, context, head["now_s"].get<double>(), spans));
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shardtrain: flight recorder: cannot write %s: %s\n", path.c_str(), e.what());
   } catch (...) {

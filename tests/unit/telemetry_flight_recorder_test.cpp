@@ -79,6 +79,30 @@ TEST(FlightRecorder, DumpNeverThrows) {
   EXPECT_NO_THROW(FlightRecorder::dump("cannot be written"));
 }
 
+// A dump the disk has no room for (its temporary file is /dev/full here)
+// goes to stderr in short, and leaves no temporary file.
+TEST(FlightRecorder, DumpThatCannotBeWrittenGoesToStderrInShort) {
+  Recorder::instance().enable(4096, true);
+  const fs::path dir = fresh_dir("full");
+  FlightRecorder::arm(dir.string(), 4, 16, [] { return std::string("in step 9"); });
+  fs::create_directories(dir / "flight");
+  const fs::path tmp = dir / "flight" / "rank-00004.json.tmp";
+  fs::create_symlink("/dev/full", tmp);
+  { Span s("the last span", "compute", 5); }
+  ::testing::internal::CaptureStderr();
+  FlightRecorder::dump("shardtrain: watchdog: allreduce #104 stuck");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err,
+              ::testing::HasSubstr("flight recorder: cannot write " + (dir / "flight" / "rank-00004.json").string()));
+  EXPECT_THAT(err, ::testing::HasSubstr("No space left on device"));
+  EXPECT_THAT(err, ::testing::HasSubstr("rank 4's dump, in short: reason: shardtrain: watchdog: allreduce #104 stuck; "
+                                        "state: in step 9; each thread's newest span: [thread "));
+  EXPECT_THAT(err, ::testing::ContainsRegex("the last span \\(compute #5\\) ended [0-9.]+ s ago\\]"));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(tmp)));
+  EXPECT_FALSE(fs::exists(dir / "flight" / "rank-00004.json"));
+  fs::remove_all(dir);
+}
+
 TEST(FlightRecorder, SigtermDumpsAndExitsWith143) {
   Recorder::instance().enable(4096, true);
   const fs::path dir = fresh_dir("sigterm");
