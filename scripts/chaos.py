@@ -40,6 +40,15 @@ ENDING = {
 # Faults that only slow the job down: it must keep going.
 DELAYING = {"slow_rank", "link_1mbit", "link_10mbit_minute", "peer_cache_removed"}
 KINDS = list(ENDING) + sorted(DELAYING)
+# Faults that end the job within seconds (1.6-5.5 s measured; docs/reliability.md),
+# and when one that has not is probed (Soak.probe): every ending kind but the
+# cut link, which takes comm.timeout_s.
+PROMPT = set(ENDING) - {"link_cut"}
+PROMPT_S = 12
+# x86-64 numbers of the system calls a waiting thread is in (probe).
+SYSCALLS = {"0": "read", "1": "write", "7": "poll", "23": "select", "24": "sched_yield", "35": "nanosleep",
+            "61": "wait4", "202": "futex", "230": "clock_nanosleep", "232": "epoll_wait", "270": "pselect6",
+            "271": "ppoll", "281": "epoll_pwait", "running": "user space"}
 DESCRIPTION = {
     "kill9": "kill -9 of a random rank",
     "kill_in_checkpoint": "kill -9 of a random rank while a checkpoint is written",
@@ -116,6 +125,7 @@ class Soak:
             "comm.timeout_s": self.a.timeout, "target.value": 0,
         }
         args = [ST, "train", os.path.join(REPO, "examples", "gpt_kjv.toml")]
+        sets.update(dict(kv.split("=", 1) for kv in self.a.set))
         for k, v in sets.items():
             args += ["--set", f"{k}={v}"]
         return args + ["--run-dir", run_dir]
@@ -202,6 +212,90 @@ class Soak:
             return self.job.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             return None
+
+    def probe(self, n, why):
+        """What a job that should have ended is doing: each rank's threads
+        (state, wait channel, system call, the top of the kernel stack) and
+        each node's TCP sockets (queues, timers), whole in probe-NNN.txt.
+        Returns its path and the gist (a line per rank and per node)."""
+        def read(path):
+            try:
+                return open(path, errors="replace").read().strip()
+            except OSError as e:
+                return f"({e.strerror})"
+        lines, gist = [f"probe: {why}"], []
+        for rank, pid in sorted(self.ranks().items()):
+            lines.append(f"rank {rank} (pid {pid}):")
+            try:
+                tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
+            except OSError as e:
+                gist.append(f"rank {rank}: ({e.strerror})")
+                continue
+            waits = {}
+            for tid in tids:
+                t = f"/proc/{pid}/task/{tid}"
+                stat = read(f"{t}/stat")
+                state = stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else "?"
+                call = read(f"{t}/syscall").split(" ")[0]
+                call = SYSCALLS.get(call, call)
+                stack = [l.split()[-1] for l in read(f"{t}/stack").splitlines()[:4] if l.split()]
+                lines.append(f"  thread {tid} {read(f'{t}/comm')}: state {state}, wchan {read(f'{t}/wchan')}, "
+                             f"syscall {call}, kernel stack {' < '.join(stack)}")
+                key = f"{state} in {call}"
+                waits[key] = waits.get(key, 0) + 1
+            gist.append(f"rank {rank}: {len(tids)} threads: " +
+                        ", ".join(f"{c} {k}" for k, c in sorted(waits.items(), key=lambda kv: -kv[1])))
+            stacks = self.stacks(pid)
+            if stacks:
+                lines += ["  " + l for l in stacks[0]]
+                gist.append(f"rank {rank}'s threads in shardtrain's code: " + stacks[1])
+        for i in range(2):
+            r = subprocess.run(["ip", "netns", "exec", f"{self.prefix}{i}", "ss", "-tnoi"], capture_output=True,
+                               text=True)
+            out = (r.stdout + r.stderr).splitlines()
+            lines.append(f"node {i}'s TCP sockets:")
+            lines += ["  " + l for l in out]
+            rows = [l.split() for l in out if l[:1].isalpha() and not l.startswith("State")]
+            queued = [f"{f[3]}->{f[4]} recv-q {f[1]} send-q {f[2]}" for f in rows if len(f) >= 5 and (f[1] != "0" or f[2] != "0")]
+            gist.append(f"node {i}: {len(rows)} TCP sockets, {len(queued)} with bytes queued" +
+                        (": " + "; ".join(queued[:6]) if queued else ""))
+        path = os.path.join(self.dir, f"probe-{n:03d}.txt")
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        log(f"#{n}: {why}: probed ({path}):")
+        for line in gist:
+            log("      " + line)
+        return {"path": path, "gist": gist}
+
+    @staticmethod
+    def stacks(pid):
+        """Every thread's stack by gdb (scripts/install-deps.sh installs it):
+        (the lines, the gist: each thread's two innermost frames of
+        shardtrain's own code, identical ones counted), or None without gdb."""
+        if shutil.which("gdb") is None:
+            return None
+        try:
+            r = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx", "-ex", "set pagination off",
+                                "-ex", "thread apply all bt 24"], capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            return [f"gdb -p {pid}: no answer within 60 s"], "(gdb did not answer)"
+        out = [l for l in r.stdout.splitlines() if l.startswith(("Thread ", "#"))]
+        threads, current = [], None
+        for l in out:
+            if l.startswith("Thread "):
+                name = re.search(r'"([^"]*)"\)', l)
+                current = [name.group(1) if name else "?", []]
+                threads.append(current)
+            elif current is not None:
+                fn = re.search(r"\b(shardtrain::[\w:<>~]+)", l.replace("(anonymous namespace)::", ""))
+                if fn and len(current[1]) < 2:
+                    current[1].append(fn.group(1).replace("shardtrain::", ""))
+        counts = {}
+        for name, frames in threads:
+            key = (f"{name}: " if name != "shardtrain" else "") + (" < ".join(frames) or "(outside it)")
+            counts[key] = counts.get(key, 0) + 1
+        gist = "; ".join(f"{c}x {k}" if c > 1 else k for k, c in sorted(counts.items(), key=lambda kv: kv[1]))
+        return out, gist
 
     def kill_nodes_processes(self):
         for i in range(2):
@@ -463,7 +557,16 @@ class Soak:
                     break
                 continue
             limit = {"link_cut": self.a.timeout + 45, "sigterm": 60, "sigusr1": 60}.get(kind, 120)
-            rc = self.wait_end(limit)
+            rc = None
+            if kind in PROMPT:
+                # These end the job within seconds: one still running at
+                # PROMPT_S is stuck somewhere, and what its ranks are doing
+                # then is the evidence (the watchdog ends it later).
+                rc = self.wait_end(max(0.0, t0 + PROMPT_S - time.time()))
+                if rc is None:
+                    rec["probe"] = self.probe(n, f"#{n} {kind}: the job still runs {PROMPT_S} s after the fault")
+            if rc is None:
+                rc = self.wait_end(max(0.0, t0 + limit - time.time()))
             if rc is None:
                 rec.update(ok=False, hang=True, last=f"no end within {limit} s")
                 self.kill_job()
@@ -578,7 +681,12 @@ def main():
     p.add_argument("--skip", default="", help="kinds left out, comma-separated")
     p.add_argument("--only", default="", help="only these kinds, comma-separated")
     p.add_argument("--fs-mib", type=int, default=768, help="the run directory's tmpfs")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting of the trained job's, over the soak's own (repeatable), e.g. "
+                        "comm.allreduce_algorithm=mpi")
     a = p.parse_args()
+    if any("=" not in kv for kv in a.set):
+        sys.exit(f"chaos: --set takes KEY=VALUE, not {[kv for kv in a.set if '=' not in kv]}")
     a.skip = [k for k in a.skip.split(",") if k]
     if a.only:
         a.skip = [k for k in KINDS if k not in a.only.split(",")]

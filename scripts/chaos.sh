@@ -20,7 +20,7 @@
 # and Debian's python3 with h5py (scripts/install-deps.sh). About 60
 # minutes with the defaults (12 of them the uninterrupted run).
 #   scripts/chaos.sh [--seed S] [--faults N] [--minutes M] [--steps N] [--dir DIR]
-#                    [--only k1,k2] [--skip k1,k2]   (scripts/chaos.sh --help)
+#                    [--only k1,k2] [--skip k1,k2] [--set KEY=VALUE ...]   (scripts/chaos.sh --help)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3  # Debian's, with h5py and numpy

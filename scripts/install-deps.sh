@@ -31,8 +31,9 @@ packages=(
   python3 python3-numpy python3-h5py python3-matplotlib
   # a venv for the PyPI packages below
   python3-venv
-  # emulated multi-node tests (ip, tc), fault tests (pgrep)
-  iproute2 procps
+  # emulated multi-node tests (ip, tc), fault tests (pgrep); the chaos soak
+  # takes the stacks of a job that should have ended with gdb
+  iproute2 procps gdb
   # the Slurm test (a one-node Slurm of its own, munge for its credentials);
   # UCX's tools, which `shardtrain doctor` asks what UCX reaches
   slurmctld slurmd slurm-client munge ucx-utils

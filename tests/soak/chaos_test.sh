@@ -37,6 +37,14 @@ for l in open(sys.argv[1]):
     echo "--- $f, its last 40 lines:"
     grep -v '^\[train\]' "$dir/$f" | tail -40
   done
+  # What the ranks of a job that should have ended were doing (chaos.py's
+  # probe; the whole of it was in the directory).
+  /usr/bin/python3 -c 'import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if not r.get("ok") and r.get("probe"):
+        print("--- #%d %s, probed %s:" % (r["n"], r["kind"], r["probe"]["path"].rsplit("/", 1)[-1]))
+        for g in r["probe"]["gist"]: print("  " + g)' "$dir/faults.jsonl" 2>/dev/null
   echo "--- the verdict:"
   grep -E '(BAD|FAIL) ' "$dir/chaos.txt"
 fi
