@@ -256,7 +256,8 @@ class Soak:
             lines.append(f"node {i}'s TCP sockets:")
             lines += ["  " + l for l in out]
             rows = [l.split() for l in out if l[:1].isalpha() and not l.startswith("State")]
-            queued = [f"{f[3]}->{f[4]} recv-q {f[1]} send-q {f[2]}" for f in rows if len(f) >= 5 and (f[1] != "0" or f[2] != "0")]
+            queued = [f"{f[3]}->{f[4]} recv-q {f[1]} send-q {f[2]}" for f in rows
+                      if len(f) >= 5 and (f[1] != "0" or f[2] != "0")]
             gist.append(f"node {i}: {len(rows)} TCP sockets, {len(queued)} with bytes queued" +
                         (": " + "; ".join(queued[:6]) if queued else ""))
         path = os.path.join(self.dir, f"probe-{n:03d}.txt")
