@@ -82,6 +82,11 @@ void bf16_products(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
      reinterpret_cast<const uint16_t*>(B), to_blas_int(ldb, "ldb"), beta, C, to_blas_int(ldc, "ldc"));
 }
 
+// C's rows set to the bias, for a product then added with beta = 1.
+void fill_bias_rows(float* C, const float* bias, int64_t M, int64_t N, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) std::copy(bias, bias + N, C + i * ldc);
+}
+
 // C = beta C for an empty sum (K = 0): beta = 0 writes zeros (never reads C, as BLAS).
 void scale_rows(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
   for (int64_t i = 0; i < M; ++i) {
@@ -219,6 +224,27 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
   check_strides(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   if (K == 0) return scale_rows(M, N, beta, C, ldc);
   bf16_products(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+               int64_t ldb, const float* bias, float* C, int64_t ldc) {
+  configured_threads();
+  if (g_precision == GemmPrecision::bf16 || !onednn_products(GemmPrecision::f32) || M == 0 || N == 0 || K == 0) {
+    fill_bias_rows(C, bias, M, N, ldc);
+    gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, ldc);
+    return;
+  }
+  GemmCall call{trans_a, trans_b, M, N, K, lda, ldb, ldc, 1.0f, 0.0f, A, B, C};
+  call.bias = bias;
+  record_gemm(call);
+  check_strides(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+  onednn_gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias);
+}
+
+void gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda,
+                    const bf16* B, int64_t ldb, const float* bias, float* C, int64_t ldc) {
+  fill_bias_rows(C, bias, M, N, ldc);
+  gemm_bf16(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, ldc);
 }
 
 }  // namespace shardtrain::cpu

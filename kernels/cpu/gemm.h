@@ -41,6 +41,17 @@ bool bf16_operand_products();
 // bf16_operand_products(). Recorded by GemmRecorder (bf16_operands).
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A, int64_t lda,
                const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// C[M,N] = op(A) op(B) + bias, the bias [N] added to every row (a linear
+// layer's forward; alpha 1). Where oneDNN computes an f32 product the bias
+// is added in its epilogue, so C is written once and never read (recorded
+// by GemmRecorder with `bias` set); elsewhere, and for gemm_bf16_bias's bf16
+// operands (where oneDNN's epilogue measured no faster: docs/BENCHMARKS.md,
+// "The bias added in oneDNN's epilogue"), C's rows start as the bias and
+// the product is added with beta = 1.
+void gemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+               int64_t ldb, const float* bias, float* C, int64_t ldc);
+void gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda,
+                    const bf16* B, int64_t ldb, const float* bias, float* C, int64_t ldc);
 // The rows x cols matrix at `m` (row stride ld) rounded to bf16 into `out`,
 // densely (row stride cols); `out` only grows.
 void pack_bf16(std::vector<bf16>& out, const float* m, int64_t rows, int64_t cols, int64_t ld);
@@ -81,6 +92,7 @@ struct GemmCall {
   float alpha = 1.0f, beta = 0.0f;
   const void *a = nullptr, *b = nullptr;
   const float* c = nullptr;
+  const float* bias = nullptr;  // gemm_bias's, where oneDNN adds it (f32 operands, alpha 1, beta 0)
   bool bf16_operands = false;
   double flops() const { return 2.0 * double(M) * double(N) * double(K); }
 };

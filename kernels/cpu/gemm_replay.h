@@ -3,7 +3,7 @@
 // read or wrote (each operand's extent by its address and strides,
 // overlapping extents joined: the heads of one attention tensor are one
 // stretch) becomes one buffer, and each call addresses it at the step's
-// offsets, with the step's strides, alpha and beta. The products then meet
+// offsets, with the step's strides, alpha and beta (and bias). The products then meet
 // the caches as they did in the step: an activation written by one call and
 // read by the next, a weight read by the forward and the backward, views
 // into one tensor. `shardtrain bench step` times them against the step.
@@ -49,7 +49,7 @@ class GemmReplay {
     std::vector<float> memory;
     std::byte* base = nullptr;
   };
-  static std::array<Operand, 3> operands(const GemmCall& c);
+  static std::array<Operand, 4> operands(const GemmCall& c);
   void* at_bytes(const void* address);
 
   std::vector<GemmCall> calls_;

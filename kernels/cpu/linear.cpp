@@ -9,14 +9,6 @@ namespace shardtrain::cpu {
 
 namespace {
 
-// Bias fused: out starts as the bias rows and the GEMM adds in*W^T on top
-// (beta = 1), so out is written once instead of once more for the bias.
-float fill_bias(float* out, const float* bias, int64_t N, int64_t OC) {
-  if (bias == nullptr) return 0.0f;
-  for (int64_t n = 0; n < N; ++n) std::copy(bias, bias + OC, out + n * OC);
-  return 1.0f;
-}
-
 template <typename T>
 float widened(T x) {
   if constexpr (std::is_same_v<T, bf16>)
@@ -47,9 +39,11 @@ void column_sums(float* dbias, const T* dout, int64_t N, int64_t OC, bool accumu
 
 void linear_forward(float* out, const float* in, const float* weight, const float* bias, int64_t N, int64_t IC,
                     int64_t OC) {
-  const float beta = fill_bias(out, bias, N, OC);
   // W is [OC, IC] (PyTorch layout), so in[N,IC] * W^T is the "NT" GEMM.
-  gemm(false, true, N, OC, IC, 1.0f, in, IC, weight, IC, beta, out, OC);
+  if (bias != nullptr)
+    gemm_bias(false, true, N, OC, IC, in, IC, weight, IC, bias, out, OC);
+  else
+    gemm(false, true, N, OC, IC, 1.0f, in, IC, weight, IC, 0.0f, out, OC);
 }
 
 void linear_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in, const float* weight,
@@ -63,8 +57,10 @@ void linear_backward(float* din, float* dweight, float* dbias, const float* dout
 
 void linear_forward_bf16(float* out, const bf16* in, const bf16* weight, const float* bias, int64_t N, int64_t IC,
                          int64_t OC) {
-  const float beta = fill_bias(out, bias, N, OC);
-  gemm_bf16(false, true, N, OC, IC, 1.0f, in, IC, weight, IC, beta, out, OC);
+  if (bias != nullptr)
+    gemm_bf16_bias(false, true, N, OC, IC, in, IC, weight, IC, bias, out, OC);
+  else
+    gemm_bf16(false, true, N, OC, IC, 1.0f, in, IC, weight, IC, 0.0f, out, OC);
 }
 
 void linear_backward_bf16(float* din, float* dweight, const bf16* dout, const bf16* in, const bf16* weight, int64_t N,

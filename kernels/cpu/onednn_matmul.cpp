@@ -7,6 +7,7 @@
 
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 namespace shardtrain::cpu {
 namespace {
@@ -14,11 +15,12 @@ namespace {
 using dnnl::memory;
 
 // Everything a primitive is built from.
-using ProductKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float, bool>;
+using ProductKey =
+    std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float, bool, bool>;
 
 struct Product {
   dnnl::matmul primitive;
-  memory a, b, c;
+  memory a, b, c, bias;
 };
 
 // op(X)'s [rows, cols] as a view of X stored row-major with row stride ld.
@@ -27,10 +29,11 @@ memory::desc operand(int64_t rows, int64_t cols, bool trans, int64_t ld, memory:
 }
 
 Product build(const ProductKey& key) {
-  const auto [ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, bf16] = key;
+  const auto [ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, bf16, has_bias] = key;
   const auto type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   const memory::desc a = operand(M, K, ta, lda, type), b = operand(K, N, tb, ldb, type);
   const memory::desc c({M, N}, memory::data_type::f32, memory::dims{ldc, 1});
+  const memory::desc bias({1, N}, memory::data_type::f32, memory::dims{N, 1});
   dnnl::primitive_attr attr;
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
   if (beta != 0.0f) {
@@ -39,9 +42,11 @@ Product build(const ProductKey& key) {
     attr.set_post_ops(ops);
   }
   try {
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, onednn_engine());
+    const dnnl::matmul::primitive_desc pd(has_bias ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c),
+                                          attr, onednn_engine());
     return {dnnl::matmul(pd), memory(a, onednn_engine(), DNNL_MEMORY_NONE),
-            memory(b, onednn_engine(), DNNL_MEMORY_NONE), memory(c, onednn_engine(), DNNL_MEMORY_NONE)};
+            memory(b, onednn_engine(), DNNL_MEMORY_NONE), memory(c, onednn_engine(), DNNL_MEMORY_NONE),
+            memory(bias, onednn_engine(), DNNL_MEMORY_NONE)};
   } catch (const dnnl::error& e) {
     throw Error(fmt::format("oneDNN has no {} matmul for {}x{}x{} (trans {}{}) on this CPU ({}): {}",
                             bf16 ? "bf16" : "f32", M, N, K, ta ? 'T' : 'N', tb ? 'T' : 'N', onednn_version(),
@@ -49,7 +54,7 @@ Product build(const ProductKey& key) {
   }
 }
 
-void run(const ProductKey& key, const void* A, const void* B, float* C) {
+void run(const ProductKey& key, const void* A, const void* B, float* C, const float* bias) {
   match_onednn_threads();
   thread_local std::map<ProductKey, Product> products;
   auto it = products.find(key);
@@ -58,20 +63,25 @@ void run(const ProductKey& key, const void* A, const void* B, float* C) {
   p.a.set_data_handle(const_cast<void*>(A));
   p.b.set_data_handle(const_cast<void*>(B));
   p.c.set_data_handle(C);
-  p.primitive.execute(onednn_stream(), {{DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}});
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}};
+  if (bias != nullptr) {
+    p.bias.set_data_handle(const_cast<float*>(bias));
+    args.emplace(DNNL_ARG_BIAS, p.bias);
+  }
+  p.primitive.execute(onednn_stream(), args);
   onednn_stream().wait();
 }
 
 }  // namespace
 
 void onednn_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  run({trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, false}, A, B, C);
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const float* bias) {
+  run({trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, false, bias != nullptr}, A, B, C, bias);
 }
 
 void onednn_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
                       int64_t lda, const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  run({trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, true}, A, B, C);
+  run({trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, true, false}, A, B, C, nullptr);
 }
 
 }  // namespace shardtrain::cpu

@@ -11,8 +11,10 @@
 
 namespace shardtrain::cpu {
 
+// `bias` (may be null): [N] added to every row of the product, in the
+// primitive's epilogue (then alpha 1 and beta 0).
 void onednn_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const float* bias = nullptr);
 // bf16 operands (A and B as stored, strides in elements), an f32 result.
 void onednn_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
                       int64_t lda, const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc);

@@ -148,6 +148,33 @@ TEST(Gemm, BetaZeroOverwritesGarbage) {
   }
 }
 
+// gemm_bias: every row gets the bias, over garbage in C and with C's rows
+// padded (the padding untouched), on both backends; where oneDNN adds the
+// bias in its epilogue the call is recorded with it, as the replay needs.
+TEST(Gemm, BiasIsAddedToEveryRowAndRecorded) {
+  const int64_t M = 37, N = 65, K = 19, ldc = N + 3;
+  const auto A = uniform_vector(M * K, 21), B = uniform_vector(N * K, 22), bias = uniform_vector(N, 23);
+  std::vector<float> rows(size_t(M * ldc), 0.0f);
+  for (int64_t i = 0; i < M; ++i) std::copy(bias.begin(), bias.end(), rows.begin() + i * ldc);
+  const auto expected = naive_gemm(false, true, M, N, K, 1.0f, A, K, B, K, 1.0f, rows, ldc);
+  for (const cpu::CpuBackend backend : testing::kCpuBackends) {
+    const testing::ScopedCpuBackend scoped(backend);
+    std::vector<float> C(size_t(M * ldc), std::numeric_limits<float>::quiet_NaN());
+    for (int64_t i = 0; i < M; ++i) C[size_t(i * ldc + N)] = 7.0f;  // padding
+    GemmRecorder recorder;
+    gemm_bias(false, true, M, N, K, A.data(), K, B.data(), K, bias.data(), C.data(), ldc);
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j)
+        EXPECT_NEAR(C[size_t(i * ldc + j)], expected[size_t(i * ldc + j)], 1e-5) << name_of(backend) << " " << i;
+      EXPECT_EQ(C[size_t(i * ldc + N)], 7.0f) << name_of(backend) << " row " << i;
+    }
+    ASSERT_EQ(recorder.calls().size(), 1u) << name_of(backend);
+    const GemmCall& call = recorder.calls()[0];
+    EXPECT_EQ(call.bias != nullptr, onednn_products(GemmPrecision::f32)) << name_of(backend);
+    EXPECT_EQ(call.beta, call.bias != nullptr ? 0.0f : 1.0f) << name_of(backend);
+  }
+}
+
 TEST(Gemm, EmptySumScalesCByBeta) {
   std::vector<float> C = {1, 2, 3, 4, 5, 6};
   gemm(false, false, 2, 3, 0, 1.0f, nullptr, 1, nullptr, 3, 0.5f, C.data(), 3);
