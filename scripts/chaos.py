@@ -42,7 +42,8 @@ DELAYING = {"slow_rank", "link_1mbit", "link_10mbit_minute", "peer_cache_removed
 KINDS = list(ENDING) + sorted(DELAYING)
 # Faults that end the job within seconds (1.6-5.5 s measured; docs/reliability.md),
 # and when one that has not is probed (Soak.probe): every ending kind but the
-# cut link, which takes comm.timeout_s.
+# cut link, which takes comm.timeout_s. A full disk ends the job at the next
+# checkpoint, so its probe waits as long again as --every steps take.
 PROMPT = set(ENDING) - {"link_cut"}
 PROMPT_S = 12
 # x86-64 numbers of the system calls a waiting thread is in (probe).
@@ -90,6 +91,7 @@ class Soak:
         self.job = None
         self.out = None
         self.kinds = [k for k in KINDS if k not in a.skip]
+        self.step_s = 0.0  # the uninterrupted run's seconds per step (reference)
 
     # --- set-up ---------------------------------------------------------------
     def setup(self):
@@ -488,17 +490,19 @@ class Soak:
         key_path, key = os.path.join(self.dir, "reference.args"), " ".join(self.train_args(self.ref))
         if os.path.exists(final) and os.path.exists(key_path) and open(key_path).read() == key:
             log(f"reference: {final} is there (an earlier soak's, with the same arguments)")
-            return
-        shutil.rmtree(self.ref, ignore_errors=True)
-        log(f"reference: {self.a.steps} steps uninterrupted (4 ranks, 2 emulated nodes)")
-        t0 = time.time()
-        self.job = self.launch(self.ref, os.path.join(self.dir, "reference.txt"), resume=False)
-        rc = self.job.wait()
-        if rc != 0 or not os.path.exists(final):
-            sys.exit(f"chaos: the reference run failed (exit {rc}): {self.output()[-2000:]}")
-        with open(key_path, "w") as f:
-            f.write(key)
-        log(f"reference: done in {time.time() - t0:.0f} s")
+        else:
+            shutil.rmtree(self.ref, ignore_errors=True)
+            log(f"reference: {self.a.steps} steps uninterrupted (4 ranks, 2 emulated nodes)")
+            t0 = time.time()
+            self.job = self.launch(self.ref, os.path.join(self.dir, "reference.txt"), resume=False)
+            rc = self.job.wait()
+            if rc != 0 or not os.path.exists(final):
+                sys.exit(f"chaos: the reference run failed (exit {rc}): {self.output()[-2000:]}")
+            with open(key_path, "w") as f:
+                f.write(key)
+            log(f"reference: done in {time.time() - t0:.0f} s")
+        result = json.load(open(os.path.join(self.ref, "result.json")))
+        self.step_s = result["train_time_s"] / result["steps"]
 
     def start_segment(self, retry=True):
         """Starts the job again; the seconds until it trains, or None. A start
@@ -563,9 +567,10 @@ class Soak:
                 # These end the job within seconds: one still running at
                 # PROMPT_S is stuck somewhere, and what its ranks are doing
                 # then is the evidence (the watchdog ends it later).
-                rc = self.wait_end(max(0.0, t0 + PROMPT_S - time.time()))
+                prompt_s = PROMPT_S + (self.a.every * self.step_s if kind == "disk_full" else 0.0)
+                rc = self.wait_end(max(0.0, t0 + prompt_s - time.time()))
                 if rc is None:
-                    rec["probe"] = self.probe(n, f"#{n} {kind}: the job still runs {PROMPT_S} s after the fault")
+                    rec["probe"] = self.probe(n, f"#{n} {kind}: the job still runs {prompt_s:.0f} s after the fault")
             if rc is None:
                 rc = self.wait_end(max(0.0, t0 + limit - time.time()))
             if rc is None:
