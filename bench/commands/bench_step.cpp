@@ -109,11 +109,13 @@ int bench_step(const Config& config, const BenchStepOptions& opt) {
   for (size_t i = 0; i < calls.size();) {  // runs of identical shapes (conv: one per sample)
     size_t j = i;
     while (j < calls.size() && calls[j].M == calls[i].M && calls[j].N == calls[i].N && calls[j].K == calls[i].K &&
-           calls[j].trans_a == calls[i].trans_a && calls[j].trans_b == calls[i].trans_b)
+           calls[j].trans_a == calls[i].trans_a && calls[j].trans_b == calls[i].trans_b &&
+           calls[j].batch == calls[i].batch)
       ++j;
     const cpu::GemmCall& c = calls[i];
-    fmt::print("    {:>6} x {:>6} x {:>6}  {}{}  x{:<4} {:8.1f} MFLOP\n", c.M, c.N, c.K, c.trans_a ? "T" : "N",
-               c.trans_b ? "T" : "N", j - i, c.flops() * 1e-6 * double(j - i));
+    fmt::print("    {:>6} x {:>6} x {:>6}  {}{}  x{:<4} {:8.1f} MFLOP{}\n", c.M, c.N, c.K, c.trans_a ? "T" : "N",
+               c.trans_b ? "T" : "N", j - i, c.flops() * 1e-6 * double(j - i),
+               c.batch != 1 ? fmt::format("  (each call a batch of {})", c.batch) : "");
     i = j;
   }
   if (!conv_replays.empty()) {

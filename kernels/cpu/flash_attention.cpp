@@ -1,6 +1,7 @@
 #include "kernels/cpu/flash_attention.h"
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/one_tile_attention.h"
 #include "kernels/cpu/vec_math.h"
 #include "runtime/core/error.h"
 
@@ -20,6 +21,8 @@ namespace {
 // were 5-30% slower, their diagonal tiles computing more of the masked half.
 // 64 x 64 also keeps each tile (scores, and the q, k, v rows they come from)
 // at 16 KiB, in L1/L2.
+// one_tile_attention.cpp's kTile is this edge: up to it, each head is one
+// tile, and that kernel batches the heads' products instead.
 constexpr int64_t kBr = 64;
 constexpr int64_t kBc = 64;
 
@@ -77,6 +80,7 @@ ST_VECTOR_CLONES float row_dot(const float* a, const float* b, int64_t n) {
 void flash_attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t KV,
                              int64_t hs) {
   check_sizes("flash_attention_forward", B, T, H, KV, hs);
+  if (one_tile_attention_fits(T)) return one_tile_attention_forward(out, lse, qkv, B, T, H, KV, hs);
   const int64_t C3 = (H + 2 * KV) * hs, HC = H * hs, group = H / KV;
   const int64_t br = std::min(kBr, T), bc = std::min(kBc, T);
   const float scale = 1.0f / std::sqrt(float(hs));
@@ -125,6 +129,7 @@ int64_t flash_attention_scratch_floats(int64_t T, int64_t hs) {
 void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* out,
                               const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs) {
   check_sizes("flash_attention_backward", B, T, H, KV, hs);
+  if (one_tile_attention_fits(T)) return one_tile_attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hs);
   const int64_t C3 = (H + 2 * KV) * hs, HC = H * hs, group = H / KV;
   const int64_t br = std::min(kBr, T), bc = std::min(kBc, T);
   const float scale = 1.0f / std::sqrt(float(hs));

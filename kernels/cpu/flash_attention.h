@@ -12,9 +12,9 @@
 // The score and weighted-sum products are cpu::gemm calls on tiles of 64
 // query rows by 64 key columns (flash_attention.cpp says why that size); the
 // softmax runs on a tile at a time, and tiles entirely above the diagonal are
-// never computed. Single-threaded, and the same inputs give the same bits on
-// every call (activation checkpointing recomputes the forward and relies on
-// it).
+// never computed. A sequence of at most one tile (T <= 64) goes to
+// one_tile_attention.h instead, which batches every head's products. Single-threaded, and the same inputs give the same
+// bits on every call (activation checkpointing recomputes the forward and relies on it).
 #pragma once
 
 #include <cstdint>

@@ -180,12 +180,12 @@ int blas_threads() {
   return openblas_get_num_threads();
 }
 
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  configured_threads();
-  record_gemm({trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C});
+namespace {
+
+// gemm()'s products, unrecorded.
+void products(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+              const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  check_strides(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   if (K == 0) return scale_rows(M, N, beta, C, ldc);
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   if (g_precision == GemmPrecision::bf16) {
@@ -212,6 +212,61 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
   }
   cblas_sgemm(CblasRowMajor, ta, tb, to_blas_int(M, "M"), to_blas_int(N, "N"), to_blas_int(K, "K"), alpha, A,
               to_blas_int(lda, "lda"), B, to_blas_int(ldb, "ldb"), beta, C, to_blas_int(ldc, "ldc"));
+}
+
+// `count` matrices of rows x cols, `between` floats apart (row stride ld),
+// rounded to bf16 into `out` densely: [count, rows, cols].
+void pack_bf16_batch(std::vector<bf16>& out, const float* m, int64_t count, int64_t rows, int64_t cols, int64_t ld,
+                     int64_t between) {
+  const int64_t each = rows * cols;
+  if (out.size() < size_t(count * each)) out.resize(size_t(count * each));
+  for (int64_t i = 0; i < count; ++i) f32_to_bf16_rows(out.data() + i * each, m + i * between, rows, cols, ld);
+}
+
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  configured_threads();
+  record_gemm({trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C});
+  if (M == 0 || N == 0) return;
+  check_strides(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+  products(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_batched(int64_t count, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb, int64_t stride_b,
+                  float beta, float* C, int64_t ldc, int64_t stride_c) {
+  configured_threads();
+  ST_CHECK(count >= 0, "gemm_batched: count = {} (must be >= 0)", count);
+  GemmCall call{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
+  call.batch = count;
+  call.stride_a = stride_a;
+  call.stride_b = stride_b;
+  call.stride_c = stride_c;
+  record_gemm(call);
+  if (count == 0 || M == 0 || N == 0) return;
+  check_strides(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+  ST_CHECK(count == 1 || stride_c >= (M - 1) * ldc + N,
+           "gemm_batched: products {} floats apart would overlap in C ({} x {}, ldc {})", stride_c, M, N, ldc);
+  if (K > 0 && onednn_products(g_precision)) {
+    if (g_precision == GemmPrecision::f32) {
+      onednn_gemm_batched(count, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
+                          stride_c, false);
+      return;
+    }
+    const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
+    const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+    thread_local std::vector<bf16> a16, b16;
+    pack_bf16_batch(a16, A, count, a_rows, a_cols, lda, stride_a);
+    pack_bf16_batch(b16, B, count, b_rows, b_cols, ldb, stride_b);
+    onednn_gemm_batched(count, trans_a, trans_b, M, N, K, alpha, a16.data(), a_cols, a_rows * a_cols, b16.data(),
+                        b_cols, b_rows * b_cols, beta, C, ldc, stride_c, true);
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i)
+    products(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta, C + i * stride_c,
+             ldc);
 }
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A, int64_t lda,

@@ -52,6 +52,17 @@ void gemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, cons
                int64_t ldb, const float* bias, float* C, int64_t ldc);
 void gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda,
                     const bf16* B, int64_t ldb, const float* bias, float* C, int64_t ldc);
+// `count` products as gemm() computes each, C_i = alpha op(A_i) op(B_i) +
+// beta C_i, with A_i = A + i * stride_a, B_i = B + i * stride_b and
+// C_i = C + i * stride_c (strides in floats; the C_i must not overlap).
+// Where oneDNN computes the products they are one primitive, which for
+// small products (an attention head's 64 x 64 tile) saves most of the
+// per-call cost and runs oneDNN's brgemm kernels where each operand is dense
+// (stride = rows x ld); elsewhere, a gemm() per product. Recorded by
+// GemmRecorder as one call (batch = count).
+void gemm_batched(int64_t count, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb, int64_t stride_b,
+                  float beta, float* C, int64_t ldc, int64_t stride_c);
 // The rows x cols matrix at `m` (row stride ld) rounded to bf16 into `out`,
 // densely (row stride cols); `out` only grows.
 void pack_bf16(std::vector<bf16>& out, const float* m, int64_t rows, int64_t cols, int64_t ld);
@@ -94,7 +105,10 @@ struct GemmCall {
   const float* c = nullptr;
   const float* bias = nullptr;  // gemm_bias's, where oneDNN adds it (f32 operands, alpha 1, beta 0)
   bool bf16_operands = false;
-  double flops() const { return 2.0 * double(M) * double(N) * double(K); }
+  // gemm_batched's: its count and the operands' strides between products.
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  double flops() const { return 2.0 * double(batch) * double(M) * double(N) * double(K); }
 };
 
 // One pass of a convolution oneDNN computed whole (onednn_conv.h), as

@@ -14,13 +14,15 @@ int64_t stride(int64_t recorded, int64_t cols) { return recorded > 0 ? recorded 
 }  // namespace
 
 std::array<GemmReplay::Operand, 4> GemmReplay::operands(const GemmCall& c) {
-  auto operand = [](const void* address, int64_t rows, int64_t cols, int64_t ld, bool is_bf16) {
-    const int64_t elements = rows == 0 || cols == 0 ? 0 : (rows - 1) * stride(ld, cols) + cols;
+  // A batch's operand spans its last product's end.
+  auto operand = [&c](const void* address, int64_t rows, int64_t cols, int64_t ld, int64_t between, bool is_bf16) {
+    const int64_t one = rows == 0 || cols == 0 ? 0 : (rows - 1) * stride(ld, cols) + cols;
+    const int64_t elements = one == 0 || c.batch == 0 ? 0 : (c.batch - 1) * between + one;
     return Operand{address, elements * int64_t(is_bf16 ? sizeof(bf16) : sizeof(float)), is_bf16};
   };
-  return {operand(c.a, c.trans_a ? c.K : c.M, c.trans_a ? c.M : c.K, c.lda, c.bf16_operands),
-          operand(c.b, c.trans_b ? c.N : c.K, c.trans_b ? c.K : c.N, c.ldb, c.bf16_operands),
-          operand(c.c, c.M, c.N, c.ldc, false), operand(c.bias, c.bias ? 1 : 0, c.N, 0, false)};
+  return {operand(c.a, c.trans_a ? c.K : c.M, c.trans_a ? c.M : c.K, c.lda, c.stride_a, c.bf16_operands),
+          operand(c.b, c.trans_b ? c.N : c.K, c.trans_b ? c.K : c.N, c.ldb, c.stride_b, c.bf16_operands),
+          operand(c.c, c.M, c.N, c.ldc, c.stride_c, false), operand(c.bias, c.bias ? 1 : 0, c.N, 0, 0, false)};
 }
 
 GemmReplay::GemmReplay(const std::vector<GemmCall>& calls) : calls_(calls) {
@@ -80,7 +82,11 @@ void GemmReplay::run() {
   for (const GemmCall& c : calls_) {
     const int64_t lda = stride(c.lda, c.trans_a ? c.M : c.K), ldb = stride(c.ldb, c.trans_b ? c.K : c.N);
     float* C = at(c.c);
-    if (c.bias != nullptr)
+    if (c.batch != 1)
+      gemm_batched(c.batch, c.trans_a, c.trans_b, c.M, c.N, c.K, c.alpha, at(static_cast<const float*>(c.a)), lda,
+                   c.stride_a, at(static_cast<const float*>(c.b)), ldb, c.stride_b, c.beta, C, stride(c.ldc, c.N),
+                   c.stride_c);
+    else if (c.bias != nullptr)
       gemm_bias(c.trans_a, c.trans_b, c.M, c.N, c.K, at(static_cast<const float*>(c.a)), lda,
                 at(static_cast<const float*>(c.b)), ldb, at(c.bias), C, stride(c.ldc, c.N));
     else if (c.bf16_operands)

@@ -1,6 +1,7 @@
 #include "kernels/cpu/flash_attention.h"
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/one_tile_attention.h"
 #include "runtime/core/error.h"
 #include "tests/unit/kernels_test_util.h"
 
@@ -8,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <vector>
 
@@ -32,8 +34,12 @@ void PrintTo(const Shape& s, std::ostream* os) {
 }
 
 // Sequence lengths: below one tile, a few tiles and not a multiple of any
-// power-of-two tile, and exactly two tiles of 64 (one of 128).
-constexpr int64_t kShortT = 7, kLongT = 203, kEvenT = 128;
+// power-of-two tile, and exactly two tiles of 64 (one of 128); exactly one
+// tile and one row more (T up to one tile runs one_tile_attention.h's kernel).
+constexpr int64_t kShortT = 7, kLongT = 203, kEvenT = 128, kTileT = 64;
+// Sequences of T = kTileT (H 4, KV 2, hs 8) that one_tile_attention takes in
+// more than one chunk, the last one shorter.
+constexpr int64_t kChunkedB = 7;
 
 struct Reference {
   std::vector<double> out, lse;
@@ -135,7 +141,8 @@ TEST_P(FlashAttentionShapes, ForwardMatchesNaiveReference) {
 }
 
 // Against the materialized kernel run on the key/value heads repeated (the
-// definition of grouped-query attention), forward and backward.
+// definition of grouped-query attention), forward and backward, on both
+// CPU backends.
 TEST_P(FlashAttentionShapes, MatchesMaterializedAttention) {
   const Shape s = GetParam();
   const int64_t C = s.H * s.hs;
@@ -148,11 +155,15 @@ TEST_P(FlashAttentionShapes, MatchesMaterializedAttention) {
   attention_backward(dwide.data(), scratch.data(), dout.data(), wide.data(), att.data(), s.B, s.T, C, s.H);
   const auto expected = reduce_kv(dwide, s);
 
-  const auto f = forward(qkv, s);
-  for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(f.out[i], out[i], 1e-5) << "out " << i;
-  const auto dqkv = backward(dout, qkv, f, s);
-  for (size_t i = 0; i < dqkv.size(); ++i)
-    ASSERT_NEAR(dqkv[i], expected[i], 1e-5 * (1.0 + std::fabs(expected[i]))) << "dqkv " << i;
+  // The tiles' products (or the batched ones) on each backend.
+  for (const cpu::CpuBackend backend : testing::kCpuBackends) {
+    const testing::ScopedCpuBackend scoped(backend);
+    const auto f = forward(qkv, s);
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(f.out[i], out[i], 1e-5) << name_of(backend) << " out " << i;
+    const auto dqkv = backward(dout, qkv, f, s);
+    for (size_t i = 0; i < dqkv.size(); ++i)
+      ASSERT_NEAR(dqkv[i], expected[i], 1e-5 * (1.0 + std::fabs(expected[i]))) << name_of(backend) << " dqkv " << i;
+  }
 }
 
 TEST_P(FlashAttentionShapes, BackwardWritesEveryElement) {
@@ -176,23 +187,25 @@ TEST_P(FlashAttentionShapes, SameBitsEveryCall) {
 
 // {B, T, H, KV, hs}: grouped (KV = 2 and 1 for 4 query heads) and plain
 // multi-head (KV == H), each below one tile, over several tiles and at an
-// exact multiple of the tile.
+// exact multiple of the tile; one whole tile, over several chunks of
+// sequences, and one row past it; the reference GPT's heads.
 INSTANTIATE_TEST_SUITE_P(Kernels, FlashAttentionShapes,
                          ::testing::Values(Shape{2, kShortT, 4, 2, 8}, Shape{2, kShortT, 4, 1, 8},
                                            Shape{2, kShortT, 4, 4, 8}, Shape{1, kLongT, 4, 2, 16},
                                            Shape{1, kLongT, 4, 1, 16}, Shape{1, kLongT, 4, 4, 16},
-                                           Shape{2, kEvenT, 4, 2, 8}, Shape{1, kEvenT, 2, 2, 64}),
+                                           Shape{2, kEvenT, 4, 2, 8}, Shape{1, kEvenT, 2, 2, 64},
+                                           Shape{kChunkedB, kTileT, 4, 2, 8}, Shape{1, kTileT + 1, 4, 2, 8},
+                                           Shape{2, kTileT, 4, 4, 32}),
                          [](const ::testing::TestParamInfo<Shape>& param) {
                            const Shape& s = param.param;
                            return fmt::format("B{}_T{}_H{}_KV{}_hs{}", s.B, s.T, s.H, s.KV, s.hs);
                          });
 
-TEST(FlashAttention, OutputAtTDoesNotDependOnLaterPositions) {
-  const Shape s{2, kLongT, 4, 2, 8};
+// Changing position `later` changes exactly the outputs at t >= later.
+void expect_causal(const Shape& s, std::initializer_list<int64_t> positions) {
   const auto qkv = uniform_vector(s.qkv_size(), 8);
   const auto base = forward(qkv, s);
-  // Positions at tile edges and inside tiles, for any power-of-two tile up to 128.
-  for (int64_t later : {1, 5, 63, 64, 65, 127, 128, 129, 200, 202}) {
+  for (int64_t later : positions) {
     auto changed = qkv;
     for (int64_t b = 0; b < s.B; ++b)
       for (int64_t c = 0; c < s.C3(); ++c) changed[size_t((b * s.T + later) * s.C3() + c)] += 5.0f;
@@ -203,17 +216,31 @@ TEST(FlashAttention, OutputAtTDoesNotDependOnLaterPositions) {
         const size_t at = size_t((b * s.T + t) * HC);
         const bool same = std::memcmp(f.out.data() + at, base.out.data() + at, size_t(HC) * sizeof(float)) == 0;
         if (t < later)
-          ASSERT_TRUE(same) << "position " << t << " changed with position " << later;
+          ASSERT_TRUE(same) << "T " << s.T << ": position " << t << " changed with position " << later;
         else
-          ASSERT_FALSE(same) << "position " << t << " ignored position " << later;
+          ASSERT_FALSE(same) << "T " << s.T << ": position " << t << " ignored position " << later;
       }
   }
 }
 
+// Positions at tile edges and inside tiles, for any power-of-two tile up to
+// 128; within one tile, at the edges of the 16-key blocks its rows compute.
+TEST(FlashAttention, OutputAtTDoesNotDependOnLaterPositions) {
+  expect_causal({2, kLongT, 4, 2, 8}, {1, 5, 63, 64, 65, 127, 128, 129, 200, 202});
+  expect_causal({2, kTileT, 4, 2, 8}, {1, 5, 15, 16, 17, 31, 32, 33, 48, 62, 63});
+}
+
+TEST(FlashAttention, OneTileChunksOfSequencesLeaveARemainder) {
+  const int64_t chunk = one_tile_attention_chunk(kChunkedB, kTileT, 4, 2, 8);
+  EXPECT_GT(chunk, 1);
+  EXPECT_NE(kChunkedB % chunk, 0);  // the shape above runs a shorter last chunk
+  EXPECT_TRUE(one_tile_attention_fits(kTileT));
+  EXPECT_FALSE(one_tile_attention_fits(kTileT + 1));
+}
+
 // Scores ~1e5 and a maximum that jumps between key tiles: the running
 // rescaling must not overflow, and the backward's exp(S - lse) neither.
-TEST(FlashAttention, LargeScoresStayFinite) {
-  const Shape s{1, kLongT, 2, 1, 4};
+void expect_finite_with_large_scores(const Shape& s) {
   auto qkv = uniform_vector(s.qkv_size(), 9, -1.0f, 1.0f);
   for (float& x : qkv) x *= 300.0f;
   const auto f = forward(qkv, s);
@@ -227,6 +254,11 @@ TEST(FlashAttention, LargeScoresStayFinite) {
   for (float x : f.out) ASSERT_LE(std::fabs(x), vmax * (1.0f + 1e-5f));
   const auto dqkv = backward(uniform_vector(s.out_size(), 10), qkv, f, s);
   for (float g : dqkv) ASSERT_TRUE(std::isfinite(g));
+}
+
+TEST(FlashAttention, LargeScoresStayFinite) {
+  expect_finite_with_large_scores({1, kLongT, 2, 1, 4});
+  expect_finite_with_large_scores({1, kTileT, 2, 1, 4});
 }
 
 void check_gradient(const Shape& s, uint64_t key) {

@@ -108,5 +108,28 @@ TEST(GemmReplay, ReplaysBf16OperandsAsBf16) {
     }
 }
 
+// A batched call (gemm_batched) replays as one: its operands' buffers span
+// every product of the batch, and the replay computes each of them.
+TEST(GemmReplay, ReplaysABatchAsOneCall) {
+  const int64_t count = 3, M = 4, N = 5, K = 6;
+  std::vector<float> a(count * M * K, 0.5f), b(count * K * N, 0.25f), c(count * M * N);
+  std::vector<GemmCall> calls;
+  {
+    GemmRecorder recorder;
+    gemm_batched(count, false, false, M, N, K, 1.0f, a.data(), K, M * K, b.data(), N, K * N, 0.0f, c.data(), N, M * N);
+    calls = recorder.calls();
+  }
+  ASSERT_EQ(calls.size(), 1u);
+  GemmReplay replay(calls);
+  EXPECT_EQ(replay.buffers(), 3u);
+  EXPECT_EQ(replay.bytes(), int64_t(sizeof(float)) * count * (M * K + K * N + M * N));
+  replay.run();
+  for (int64_t i = 0; i < count; ++i) {
+    const std::vector<double> expect =
+        reference(replay.at(a.data()) + i * M * K, replay.at(b.data()) + i * K * N, M, N, K);
+    for (int64_t j = 0; j < M * N; ++j) EXPECT_NEAR(replay.at(c.data())[i * M * N + j], expect[size_t(j)], 1e-4);
+  }
+}
+
 }  // namespace
 }  // namespace shardtrain::cpu

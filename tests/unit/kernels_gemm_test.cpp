@@ -4,6 +4,7 @@
 #include "runtime/core/error.h"
 #include "tests/unit/kernels_test_util.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -173,6 +174,62 @@ TEST(Gemm, BiasIsAddedToEveryRowAndRecorded) {
     EXPECT_EQ(call.bias != nullptr, onednn_products(GemmPrecision::f32)) << name_of(backend);
     EXPECT_EQ(call.beta, call.bias != nullptr ? 0.0f : 1.0f) << name_of(backend);
   }
+}
+
+// gemm_batched: each product of the batch as gemm() computes it alone, on
+// both backends and in both precisions, for every transpose combination,
+// with padded rows and gaps between the products (the padding and gaps
+// untouched), and dense products too (oneDNN's brgemm layout); recorded as
+// one call whose FLOPs are the batch's.
+TEST(Gemm, BatchedProductsMatchOneGemmEach) {
+  const int64_t count = 5, M = 13, N = 9, K = 21;
+  struct Restore {
+    ~Restore() { set_gemm_precision(GemmPrecision::f32); }
+  } restore;
+  for (const GemmPrecision precision : {GemmPrecision::f32, GemmPrecision::bf16})
+    for (const cpu::CpuBackend backend : testing::kCpuBackends)
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (int64_t pad : {0, 3}) {
+            const auto [a_rows, lda, b_rows, ldb, ldc] = stored(ta, tb, M, N, K, pad);
+            const int64_t sa = a_rows * lda + 2 * pad, sb = b_rows * ldb + pad, sc = M * ldc + pad;
+            const auto A = uniform_vector(size_t(count * sa), 31), B = uniform_vector(size_t(count * sb), 32);
+            const auto C0 = uniform_vector(size_t(count * sc), 33);
+            const testing::ScopedCpuBackend scoped(backend);
+            set_gemm_precision(precision);
+            auto expected = C0;
+            for (int64_t i = 0; i < count; ++i)
+              gemm(ta, tb, M, N, K, 0.75f, A.data() + i * sa, lda, B.data() + i * sb, ldb, -0.5f,
+                   expected.data() + i * sc, ldc);
+            auto C = C0;
+            GemmRecorder recorder;
+            gemm_batched(count, ta, tb, M, N, K, 0.75f, A.data(), lda, sa, B.data(), ldb, sb, -0.5f, C.data(), ldc, sc);
+            set_gemm_precision(GemmPrecision::f32);
+            const std::string where =
+                fmt::format("{} {} {}{} pad {}", precision == GemmPrecision::bf16 ? "bf16" : "f32", name_of(backend),
+                            ta ? 'T' : 'N', tb ? 'T' : 'N', pad);
+            for (size_t i = 0; i < C.size(); ++i) {
+              const int64_t in_product = int64_t(i) % sc, row = in_product / ldc, col = in_product % ldc;
+              if (row >= M || col >= N)
+                ASSERT_EQ(C[i], C0[i]) << where << " touched padding at " << i;
+              else
+                ASSERT_NEAR(C[i], expected[i], 1e-5 * K) << where << " at " << i;
+            }
+            ASSERT_EQ(recorder.calls().size(), 1u) << where;
+            const GemmCall& call = recorder.calls()[0];
+            EXPECT_EQ(call.batch, count);
+            EXPECT_EQ(call.stride_a, sa);
+            EXPECT_EQ(call.stride_c, sc);
+            EXPECT_DOUBLE_EQ(call.flops(), 2.0 * count * M * N * K);
+          }
+}
+
+TEST(Gemm, BatchedProductsThatWouldOverlapAreAnError) {
+  std::vector<float> A(64, 1.0f), B(64, 1.0f), C(64);
+  EXPECT_THROW(gemm_batched(2, false, false, 2, 2, 2, 1.0f, A.data(), 2, 4, B.data(), 2, 4, 0.0f, C.data(), 2, 3),
+               Error);
+  EXPECT_THROW(gemm_batched(-1, false, false, 2, 2, 2, 1.0f, A.data(), 2, 4, B.data(), 2, 4, 0.0f, C.data(), 2, 4),
+               Error);
 }
 
 TEST(Gemm, EmptySumScalesCByBeta) {
