@@ -20,7 +20,10 @@
 
 // ST_VECTOR_CLONES before a kernel's definition compiles it three times,
 // for AVX-512, AVX2 and the portable baseline, and the loader picks the
-// widest the CPU has (GCC's target_clones: an ifunc, resolved once). Only for
+// widest the CPU has (GCC's target_clones: an ifunc, resolved once). The
+// AVX-512 clone is x86-64-v4 (F, BW, DQ, VL, CD: every AVX-512 Xeon since
+// Skylake), not F alone: without BW's 16-bit lanes the bf16 conversions,
+// which pack 32-bit lanes into 16-bit ones, ran on 256-bit vectors. Only for
 // kernels whose results cannot depend on the vector width: element by element,
 // or reductions written with explicit partial sums (lane_sum): the compiler
 // may not reorder float arithmetic, and kernels/cpu is built with
@@ -30,7 +33,7 @@
 // instruments, before TSan has started, and the process crashes at load.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
     !defined(__SANITIZE_THREAD__)
-#define ST_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define ST_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define ST_VECTOR_CLONES
 #endif
