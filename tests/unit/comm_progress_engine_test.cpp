@@ -114,13 +114,14 @@ TEST(ProgressEngine, ACallerThatWaitsAtOnceRunsItsOwnCollectivesWithoutWakingThe
   // Waking the engine for each collective (a thread switch there and back,
   // which on a machine with more threads than cores cost several times a
   // small collective) is what leaving them to the caller saves: before,
-  // 127-200 switches here. The engine still wakes every 0.5 ms (kDefer_s) to
-  // look for a collective its caller left: 40 in the 20 ms this loop takes
-  // unloaded, and in a loop slower than 35 ms those alone could come near
-  // the bound.
+  // 127-200 switches here, on top of the wakes below. The engine still wakes
+  // every 0.5 ms (its kDefer_s) to look for a collective its caller left:
+  // 40 in the 20 ms this loop takes unloaded, and on a loaded machine, where
+  // the loop takes longer, as many more as its time holds. Those are allowed.
   if (before < 0) GTEST_SKIP() << "no /proc/self/task here";
-  if (seconds > 0.035) GTEST_SKIP() << "too slow to tell (" << seconds << " s)";
-  EXPECT_LT(switches, kTasks / 2);
+  if (seconds > 0.2) GTEST_SKIP() << "too slow to tell (" << seconds << " s)";
+  constexpr double kEngineLooksEvery_s = 500e-6;
+  EXPECT_LT(double(switches), kTasks / 2 + seconds / kEngineLooksEvery_s);
 }
 
 TEST(ProgressEngine, ACollectiveLeftToACallerThatDoesNotComeStartsByItself) {
