@@ -249,20 +249,26 @@ void gemm_batched(int64_t count, bool trans_a, bool trans_b, int64_t M, int64_t 
   check_strides(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   ST_CHECK(count == 1 || stride_c >= (M - 1) * ldc + N,
            "gemm_batched: products {} floats apart would overlap in C ({} x {}, ldc {})", stride_c, M, N, ldc);
+  const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
+  const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
   if (K > 0 && onednn_products(g_precision)) {
-    if (g_precision == GemmPrecision::f32) {
+    // oneDNN describes a batch only where its operands do not overlap (a
+    // shared or overlapping A or B, stride 0 included, is a loop below).
+    const bool apart =
+        count == 1 || (stride_a >= (a_rows - 1) * lda + a_cols && stride_b >= (b_rows - 1) * ldb + b_cols);
+    if (g_precision == GemmPrecision::f32 && apart) {
       onednn_gemm_batched(count, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
                           stride_c, false);
       return;
     }
-    const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
-    const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
-    thread_local std::vector<bf16> a16, b16;
-    pack_bf16_batch(a16, A, count, a_rows, a_cols, lda, stride_a);
-    pack_bf16_batch(b16, B, count, b_rows, b_cols, ldb, stride_b);
-    onednn_gemm_batched(count, trans_a, trans_b, M, N, K, alpha, a16.data(), a_cols, a_rows * a_cols, b16.data(),
-                        b_cols, b_rows * b_cols, beta, C, ldc, stride_c, true);
-    return;
+    if (g_precision == GemmPrecision::bf16) {  // packed densely: any strides
+      thread_local std::vector<bf16> a16, b16;
+      pack_bf16_batch(a16, A, count, a_rows, a_cols, lda, stride_a);
+      pack_bf16_batch(b16, B, count, b_rows, b_cols, ldb, stride_b);
+      onednn_gemm_batched(count, trans_a, trans_b, M, N, K, alpha, a16.data(), a_cols, a_rows * a_cols, b16.data(),
+                          b_cols, b_rows * b_cols, beta, C, ldc, stride_c, true);
+      return;
+    }
   }
   for (int64_t i = 0; i < count; ++i)
     products(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta, C + i * stride_c,

@@ -54,7 +54,8 @@ void gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                     const bf16* B, int64_t ldb, const float* bias, float* C, int64_t ldc);
 // `count` products as gemm() computes each, C_i = alpha op(A_i) op(B_i) +
 // beta C_i, with A_i = A + i * stride_a, B_i = B + i * stride_b and
-// C_i = C + i * stride_c (strides in floats; the C_i must not overlap).
+// C_i = C + i * stride_c (strides in floats; the C_i must not overlap, the
+// A_i and B_i may: a stride of 0 multiplies every product by one matrix).
 // Where oneDNN computes the products they are one primitive, which for
 // small products (an attention head's 64 x 64 tile) saves most of the
 // per-call cost and runs oneDNN's brgemm kernels where each operand is dense

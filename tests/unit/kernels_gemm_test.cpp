@@ -224,6 +224,27 @@ TEST(Gemm, BatchedProductsMatchOneGemmEach) {
           }
 }
 
+// A stride of 0 shares one B among the products (oneDNN cannot describe
+// that batch; gemm_batched then makes one product at a time).
+TEST(Gemm, BatchedProductsMayShareAnOperand) {
+  const int64_t count = 3, M = 4, N = 6, K = 5;
+  const auto A = uniform_vector(size_t(count * M * K), 41), B = uniform_vector(size_t(K * N), 42);
+  struct Restore {
+    ~Restore() { set_gemm_precision(GemmPrecision::f32); }
+  } restore;
+  for (const GemmPrecision precision : {GemmPrecision::f32, GemmPrecision::bf16})
+    for (const cpu::CpuBackend backend : testing::kCpuBackends) {
+      const testing::ScopedCpuBackend scoped(backend);
+      set_gemm_precision(precision);
+      std::vector<float> expected(size_t(count * M * N)), C(expected.size());
+      for (int64_t i = 0; i < count; ++i)
+        gemm(false, false, M, N, K, 1.0f, A.data() + i * M * K, K, B.data(), N, 0.0f, expected.data() + i * M * N, N);
+      gemm_batched(count, false, false, M, N, K, 1.0f, A.data(), K, M * K, B.data(), N, 0, 0.0f, C.data(), N, M * N);
+      set_gemm_precision(GemmPrecision::f32);
+      for (size_t i = 0; i < C.size(); ++i) ASSERT_NEAR(C[i], expected[i], 1e-5) << name_of(backend) << " " << i;
+    }
+}
+
 TEST(Gemm, BatchedProductsThatWouldOverlapAreAnError) {
   std::vector<float> A(64, 1.0f), B(64, 1.0f), C(64);
   EXPECT_THROW(gemm_batched(2, false, false, 2, 2, 2, 1.0f, A.data(), 2, 4, B.data(), 2, 4, 0.0f, C.data(), 2, 3),
