@@ -4,7 +4,8 @@
 #  - link down: a node's link is set down 1-3 s after the first step (node 1,
 #    then node 0, alternating; LINK_RUNS runs, default 1). The job ends
 #    non-zero, its last line the watchdog's verdict from the other rank,
-#    naming the cut-off one (the collective "not complete after 5.x s"); the
+#    naming the cut-off one (the collective, whichever it is, "not complete
+#    after 5.x s"); the
 #    verdict comes within 7 s of the cut (the reporting rank's flight dump
 #    tells when); no hang: it ends within the timeout, plus SHARDRUN_ABORT_GRACE_S (3
 #    here: launch/supervise ends the mpirun that waits for the lost node's
@@ -42,7 +43,10 @@ trap 'exit 130' INT TERM
 export SHARDRUN_ABORT_GRACE_S=3
 verdict_of() {
   local cut=$1 alive=$((1 - $1))
-  echo "shardtrain: watchdog: allreduce #[0-9]+ \([0-9]+ bytes, f32, [a-z]+\) on communicator 'world' \(rank $alive of 2\) not complete after 5\.[0-9] s; ranks that never arrived: $cut \(no answer: exited, dead, or its process is hung\); aborting the job"
+  # Any collective: mostly a gradient all-reduce, but a cut that lands in an
+  # epoch's evaluation meets the all-gather of its sums (two doubles a rank,
+  # moved as i32 words: 16 bytes).
+  echo "shardtrain: watchdog: [a-z_]+ #[0-9]+ \([0-9]+ bytes, [a-z0-9]+, [a-z]+\) on communicator 'world' \(rank $alive of 2\) not complete after 5\.[0-9] s; ranks that never arrived: $cut \(no answer: exited, dead, or its process is hung\); aborting the job"
 }
 link_down() {
   local run=$1 node=$2 out="down-$1.txt" job rc=0 cut took last
