@@ -1,6 +1,11 @@
 #include "kernels/cpu/pool.h"
 
 #include <algorithm>
+#include <atomic>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 namespace shardtrain::cpu {
 namespace {
@@ -47,14 +52,115 @@ void maxpool_2x2_backward_row(float* __restrict dx, const float* __restrict g, c
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// maxpool_2x2_row on 16 outputs at a time: the two input rows' 32 floats
+// each are split into their even and odd columns (two permutes), and the
+// same compare-and-select chain runs on the four taps, in the same order
+// with the same ordered '>' (false on NaN), so the outputs and indices are
+// the portable loop's exactly. A masked load and store take a row shorter
+// than 16 outputs (the CNN's are 14 and 7), where the portable loop, one
+// row at a time, was mostly its scalar tail.
+// The first k of 16 lanes.
+__mmask16 first_lanes(int64_t k) { return __mmask16(k >= 16 ? 0xffffu : (1u << k) - 1u); }
+
+// One tap of the chain: where v > best (ordered), v and the tap's index.
+__attribute__((target("avx512f"))) inline void take(__m512 v, int32_t offset, __m512i i0, __m512& best, __m512i& idx) {
+  const __mmask16 better = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
+  best = _mm512_mask_mov_ps(best, better, v);
+  idx = _mm512_mask_mov_epi32(idx, better, _mm512_add_epi32(i0, _mm512_set1_epi32(offset)));
+}
+
+__attribute__((target("avx512f"))) void maxpool_2x2_row_avx512(float* o, int32_t* a, const float* x, int64_t oh,
+                                                               int64_t OW, int64_t W) {
+  const float* r0 = x + 2 * oh * W;
+  const float* r1 = r0 + W;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  for (int64_t ow = 0; ow < OW; ow += 16) {
+    const int64_t n = std::min<int64_t>(16, OW - ow), in_floats = 2 * n;
+    const __mmask16 lo = first_lanes(in_floats), hi = first_lanes(std::max<int64_t>(0, in_floats - 16));
+    const __m512 t0 = _mm512_maskz_loadu_ps(lo, r0 + 2 * ow), t1 = _mm512_maskz_loadu_ps(hi, r0 + 2 * ow + 16);
+    const __m512 b0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * ow), b1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * ow + 16);
+    // Each output's first tap: 2 * oh * W + 2 * (ow + lane), even's lanes.
+    const __m512i i0 = _mm512_add_epi32(_mm512_set1_epi32(int32_t(2 * oh * W + 2 * ow)), even);
+    __m512 best = _mm512_permutex2var_ps(t0, even, t1);
+    __m512i idx = i0;
+    take(_mm512_permutex2var_ps(t0, odd, t1), 1, i0, best, idx);
+    take(_mm512_permutex2var_ps(b0, even, b1), int32_t(W), i0, best, idx);
+    take(_mm512_permutex2var_ps(b0, odd, b1), int32_t(W) + 1, i0, best, idx);
+    const __mmask16 out = first_lanes(n);
+    _mm512_mask_storeu_ps(o + ow, out, best);
+    _mm512_mask_storeu_epi32(a + ow, out, idx);
+  }
+}
+
+// g where the window's index k is the tap at i0 + offset, else 0.
+__attribute__((target("avx512f"))) inline __m512 gradient_at(__m512i k, __m512i i0, int32_t offset, __m512 g) {
+  return _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(k, _mm512_add_epi32(i0, _mm512_set1_epi32(offset))), g);
+}
+
+// maxpool_2x2_backward_row on 16 outputs at a time: each of the four taps
+// gets the gradient where the window's index names it and 0 elsewhere (the
+// portable loop's `k == i ? g : 0.0f`), and two permutes interleave the
+// taps back into each input row's even and odd columns.
+__attribute__((target("avx512f"))) void maxpool_2x2_backward_row_avx512(float* dx, const float* g, const int32_t* a,
+                                                                        int64_t oh, int64_t OW, int64_t W) {
+  float* r0 = dx + 2 * oh * W;
+  float* r1 = r0 + W;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  // Lanes 0..15 of (x, y) interleaved: x0 y0 x1 y1 ... (lo: outputs 0-7, hi: 8-15).
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+  for (int64_t ow = 0; ow < OW; ow += 16) {
+    const int64_t n = std::min<int64_t>(16, OW - ow), in_floats = 2 * n;
+    const __mmask16 out = first_lanes(n), lo_mask = first_lanes(in_floats),
+                    hi_mask = first_lanes(std::max<int64_t>(0, in_floats - 16));
+    const __m512 gv = _mm512_maskz_loadu_ps(out, g + ow);
+    const __m512i k = _mm512_maskz_loadu_epi32(out, a + ow);
+    const __m512i i0 = _mm512_add_epi32(_mm512_set1_epi32(int32_t(2 * oh * W + 2 * ow)), even);
+    const __m512 t0 = gradient_at(k, i0, 0, gv), t1 = gradient_at(k, i0, 1, gv);
+    const __m512 b0 = gradient_at(k, i0, int32_t(W), gv), b1 = gradient_at(k, i0, int32_t(W) + 1, gv);
+    _mm512_mask_storeu_ps(r0 + 2 * ow, lo_mask, _mm512_permutex2var_ps(t0, lo, t1));
+    _mm512_mask_storeu_ps(r0 + 2 * ow + 16, hi_mask, _mm512_permutex2var_ps(t0, hi, t1));
+    _mm512_mask_storeu_ps(r1 + 2 * ow, lo_mask, _mm512_permutex2var_ps(b0, lo, b1));
+    _mm512_mask_storeu_ps(r1 + 2 * ow + 16, hi_mask, _mm512_permutex2var_ps(b0, hi, b1));
+  }
+}
+#endif
+
+bool cpu_has_avx512() noexcept {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+std::atomic<bool> g_pool_avx512{cpu_has_avx512()};
+
 }  // namespace
+
+bool set_maxpool_avx512(bool on) { return g_pool_avx512.exchange(on && cpu_has_avx512()); }
 
 void maxpool2d_forward(float* out, int32_t* argmax, const float* in, const Pool2dShape& s) {
   const int64_t OH = s.OH(), OW = s.OW(), plane = s.H * s.W;
   if (s.K == 2 && s.stride == 2) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    const bool wide = g_pool_avx512.load(std::memory_order_relaxed);
+#else
+    const bool wide = false;
+#endif
     for (int64_t p = 0; p < s.B * s.C; ++p)
-      for (int64_t oh = 0; oh < OH; ++oh)
-        maxpool_2x2_row(out + (p * OH + oh) * OW, argmax + (p * OH + oh) * OW, in + p * plane, oh, OW, s.W);
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        float* o = out + (p * OH + oh) * OW;
+        int32_t* a = argmax + (p * OH + oh) * OW;
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (wide) {
+          maxpool_2x2_row_avx512(o, a, in + p * plane, oh, OW, s.W);
+          continue;
+        }
+#endif
+        maxpool_2x2_row(o, a, in + p * plane, oh, OW, s.W);
+      }
     return;
   }
   for (int64_t p = 0; p < s.B * s.C; ++p) {
@@ -87,9 +193,23 @@ void maxpool2d_backward(float* din, const float* dout, const int32_t* argmax, co
   if (s.K == 2 && s.stride == 2) {
     // Only an odd last row or column lies outside every window.
     if (s.H % 2 != 0 || s.W % 2 != 0) std::fill(din, din + s.B * s.C * plane, 0.0f);
+#if defined(__x86_64__) && defined(__GNUC__)
+    const bool wide = g_pool_avx512.load(std::memory_order_relaxed);
+#else
+    const bool wide = false;
+#endif
     for (int64_t p = 0; p < s.B * s.C; ++p)
-      for (int64_t oh = 0; oh < OH; ++oh)
-        maxpool_2x2_backward_row(din + p * plane, dout + (p * OH + oh) * OW, argmax + (p * OH + oh) * OW, oh, OW, s.W);
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const float* g = dout + (p * OH + oh) * OW;
+        const int32_t* a = argmax + (p * OH + oh) * OW;
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (wide) {
+          maxpool_2x2_backward_row_avx512(din + p * plane, g, a, oh, OW, s.W);
+          continue;
+        }
+#endif
+        maxpool_2x2_backward_row(din + p * plane, g, a, oh, OW, s.W);
+      }
     return;
   }
   std::fill(din, din + s.B * s.C * plane, 0.0f);

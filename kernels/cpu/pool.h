@@ -16,4 +16,9 @@ void maxpool2d_forward(float* out, int32_t* argmax, const float* in, const Pool2
 // din[B, C, H, W] is overwritten.
 void maxpool2d_backward(float* din, const float* dout, const int32_t* argmax, const Pool2dShape& s);
 
+// Tests: whether the 2x2 forward and backward may use their AVX-512 rows
+// (where the CPU has them; the default) or only the portable loops. Returns
+// the setting before.
+bool set_maxpool_avx512(bool on);
+
 }  // namespace shardtrain::cpu

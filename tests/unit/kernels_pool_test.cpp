@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -70,6 +73,45 @@ TEST(MaxPool, TiesPickTheFirstElement) {
   maxpool2d_forward(out.data(), arg.data(), in.data(), s);
   EXPECT_EQ(out, (std::vector<float>{1, 2, 3, 5}));
   EXPECT_EQ(arg, (std::vector<int32_t>{0, 3, 8, 10}));
+}
+
+// The 2x2/2 forward's and backward's AVX-512 rows against their portable
+// loops, bit for bit (outputs, indices and input gradients): rows of 7 and 14 outputs (the reference CNN's),
+// 16, 17 and 33 (whole vectors and a tail), odd sizes, and values with
+// ties, signed zeros, infinities and NaNs, where the order of the compares
+// decides.
+TEST(MaxPool, WideRowsMatchThePortableLoopsExactly) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> specials = {0.0f, -0.0f, 1.0f, 1.0f, nan, inf, -inf, -1.0f};
+  const std::vector<Pool2dShape> shapes = {
+      {2, 3, 14, 14, 2, 2}, {1, 2, 28, 28, 2, 2}, {1, 1, 4, 32, 2, 2}, {1, 2, 5, 35, 2, 2}, {1, 1, 3, 67, 2, 2}};
+  for (const Pool2dShape& s : shapes) {
+    auto in = uniform_vector(s.B * s.C * s.H * s.W, 7);
+    Rng rng(8);
+    for (float& x : in)
+      if (rng.below(3) == 0) x = specials[rng.below(specials.size())];
+    const size_t outputs = size_t(s.B * s.C * s.OH() * s.OW());
+    std::vector<float> out_wide(outputs), out_portable(outputs);
+    std::vector<int32_t> arg_wide(outputs), arg_portable(outputs);
+    const bool before = set_maxpool_avx512(true);
+    maxpool2d_forward(out_wide.data(), arg_wide.data(), in.data(), s);
+    set_maxpool_avx512(false);
+    maxpool2d_forward(out_portable.data(), arg_portable.data(), in.data(), s);
+    set_maxpool_avx512(before);
+    EXPECT_EQ(std::memcmp(out_wide.data(), out_portable.data(), outputs * sizeof(float)), 0) << s.H << "x" << s.W;
+    EXPECT_EQ(arg_wide, arg_portable) << s.H << "x" << s.W;
+    // The backward from those indices, into NaN-filled gradients: every
+    // input element written, the same bits.
+    const auto dout = uniform_vector(outputs, 9);
+    std::vector<float> din_wide(in.size(), nan), din_portable(in.size(), nan);
+    set_maxpool_avx512(true);
+    maxpool2d_backward(din_wide.data(), dout.data(), arg_portable.data(), s);
+    set_maxpool_avx512(false);
+    maxpool2d_backward(din_portable.data(), dout.data(), arg_portable.data(), s);
+    set_maxpool_avx512(before);
+    EXPECT_EQ(std::memcmp(din_wide.data(), din_portable.data(), in.size() * sizeof(float)), 0) << s.H << "x" << s.W;
+    for (float g : din_wide) ASSERT_FALSE(std::isnan(g)) << s.H << "x" << s.W;
+  }
 }
 
 TEST(MaxPool, BackwardMatchesFiniteDifferences) {
