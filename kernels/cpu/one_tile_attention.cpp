@@ -120,7 +120,7 @@ void check_one_tile_sizes(const char* fn, int64_t B, int64_t T, int64_t H, int64
 bool one_tile_attention_fits(int64_t T) { return T <= kTile; }
 
 int64_t one_tile_attention_chunk(int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs) {
-  return std::clamp<int64_t>(kChunkFloats / backward_floats_per_sequence(T, H, KV, hs), 1, B);
+  return std::max<int64_t>(1, std::min(B, kChunkFloats / backward_floats_per_sequence(T, H, KV, hs)));
 }
 
 void one_tile_attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t KV,

@@ -53,13 +53,6 @@ void maxpool_2x2_backward_row(float* __restrict dx, const float* __restrict g, c
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// maxpool_2x2_row on 16 outputs at a time: the two input rows' 32 floats
-// each are split into their even and odd columns (two permutes), and the
-// same compare-and-select chain runs on the four taps, in the same order
-// with the same ordered '>' (false on NaN), so the outputs and indices are
-// the portable loop's exactly. A masked load and store take a row shorter
-// than 16 outputs (the CNN's are 14 and 7), where the portable loop, one
-// row at a time, was mostly its scalar tail.
 // The first k of 16 lanes.
 __mmask16 first_lanes(int64_t k) { return __mmask16(k >= 16 ? 0xffffu : (1u << k) - 1u); }
 
@@ -70,6 +63,13 @@ __attribute__((target("avx512f"))) inline void take(__m512 v, int32_t offset, __
   idx = _mm512_mask_mov_epi32(idx, better, _mm512_add_epi32(i0, _mm512_set1_epi32(offset)));
 }
 
+// maxpool_2x2_row on 16 outputs at a time: the two input rows' 32 floats
+// each are split into their even and odd columns (two permutes), and the
+// same compare-and-select chain runs on the four taps, in the same order
+// with the same ordered '>' (false on NaN), so the outputs and indices are
+// the portable loop's exactly. A masked load and store take a row shorter
+// than 16 outputs (the CNN's are 14 and 7), which the portable loop,
+// vectorized along a row, runs mostly in its scalar tail.
 __attribute__((target("avx512f"))) void maxpool_2x2_row_avx512(float* o, int32_t* a, const float* x, int64_t oh,
                                                                int64_t OW, int64_t W) {
   const float* r0 = x + 2 * oh * W;
@@ -144,11 +144,7 @@ bool set_maxpool_avx512(bool on) { return g_pool_avx512.exchange(on && cpu_has_a
 void maxpool2d_forward(float* out, int32_t* argmax, const float* in, const Pool2dShape& s) {
   const int64_t OH = s.OH(), OW = s.OW(), plane = s.H * s.W;
   if (s.K == 2 && s.stride == 2) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    const bool wide = g_pool_avx512.load(std::memory_order_relaxed);
-#else
-    const bool wide = false;
-#endif
+    [[maybe_unused]] const bool wide = g_pool_avx512.load(std::memory_order_relaxed);
     for (int64_t p = 0; p < s.B * s.C; ++p)
       for (int64_t oh = 0; oh < OH; ++oh) {
         float* o = out + (p * OH + oh) * OW;
@@ -193,11 +189,7 @@ void maxpool2d_backward(float* din, const float* dout, const int32_t* argmax, co
   if (s.K == 2 && s.stride == 2) {
     // Only an odd last row or column lies outside every window.
     if (s.H % 2 != 0 || s.W % 2 != 0) std::fill(din, din + s.B * s.C * plane, 0.0f);
-#if defined(__x86_64__) && defined(__GNUC__)
-    const bool wide = g_pool_avx512.load(std::memory_order_relaxed);
-#else
-    const bool wide = false;
-#endif
+    [[maybe_unused]] const bool wide = g_pool_avx512.load(std::memory_order_relaxed);
     for (int64_t p = 0; p < s.B * s.C; ++p)
       for (int64_t oh = 0; oh < OH; ++oh) {
         const float* g = dout + (p * OH + oh) * OW;
