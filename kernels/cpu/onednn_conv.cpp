@@ -1,6 +1,7 @@
 #include "kernels/cpu/onednn_conv.h"
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/vec_math.h"
 #include "runtime/core/error.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -252,13 +253,18 @@ void backward_chunk(float* din, float* dweight, float* dbias, const float* dout,
   }
   onednn_stream().wait();
   // bf16: oneDNN summed the rounded output gradient; the bias gradient is
-  // the f32 one's sum, as im2col's (a sum, no product to speed up).
+  // the f32 one's sum, as im2col's (a sum, no product to speed up): each
+  // sample's plane in 8 partial sums, as im2col's, the samples added in
+  // double. (One chain of dependent additions over the whole batch waits
+  // out each addition's latency: several cycles an element.)
   if (p.bf16) {
     const int64_t P = s.OH() * s.OW();
     for (int64_t oc = 0; oc < s.OC; ++oc) {
       double sum = 0;
-      for (int64_t b = 0; b < s.B; ++b)
-        for (const float* g = dout + (b * s.OC + oc) * P; g != dout + (b * s.OC + oc + 1) * P; ++g) sum += *g;
+      for (int64_t b = 0; b < s.B; ++b) {
+        const float* g = dout + (b * s.OC + oc) * P;
+        sum += double(detail::lane_sum(P, [&](int64_t i) { return g[i]; }));
+      }
       db[oc] = float(sum);
     }
   }
