@@ -23,7 +23,7 @@
 // widest the CPU has (GCC's target_clones: an ifunc, resolved once). The
 // AVX-512 clone is x86-64-v4 (F, BW, DQ, VL, CD: every AVX-512 Xeon since
 // Skylake), not F alone: without BW's 16-bit lanes the bf16 conversions,
-// which pack 32-bit lanes into 16-bit ones, ran on 256-bit vectors. Only for
+// which pack 32-bit lanes into 16-bit ones, get 256-bit vectors. Only for
 // kernels whose results cannot depend on the vector width: element by element,
 // or reductions written with explicit partial sums (lane_sum): the compiler
 // may not reorder float arithmetic, and kernels/cpu is built with
