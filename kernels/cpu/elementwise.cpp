@@ -33,6 +33,10 @@ void accumulate(float* __restrict y, const float* __restrict x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+ST_VECTOR_CLONES float dot(const float* a, const float* b, int64_t n) {
+  return detail::lane_sum(n, [&](int64_t i) { return a[i] * b[i]; });
+}
+
 namespace {
 
 // to_bf16's rounding as integer data flow with the NaN case selected by a

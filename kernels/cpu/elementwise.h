@@ -18,6 +18,9 @@ void clip_to_norm(float* x, int64_t n, double norm, double max_norm);
 void add(float* out, const float* a, const float* b, int64_t n);
 // y += x
 void accumulate(float* y, const float* x, int64_t n);
+// sum a[i] b[i] in float, in 8 partial sums (detail::lane_sum): the same bits
+// on every vector width. The attention backward's row term dO . O.
+float dot(const float* a, const float* b, int64_t n);
 
 // Round-to-nearest-even conversions (bf16 storage and communication).
 void f32_to_bf16(bf16* out, const float* in, int64_t n);

@@ -1,5 +1,6 @@
 #include "kernels/cpu/flash_attention.h"
 
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/one_tile_attention.h"
 #include "kernels/cpu/vec_math.h"
@@ -69,10 +70,6 @@ void online_softmax_row(float* row, int64_t n, int64_t cols, bool first, float& 
   l = l * alpha + exp_shifted(row, row, n, cols, m_new);
   m = m_new;
   scale_row(o, hs, alpha);
-}
-
-ST_VECTOR_CLONES float row_dot(const float* a, const float* b, int64_t n) {
-  return detail::lane_sum(n, [&](int64_t i) { return a[i] * b[i]; });
 }
 
 }  // namespace
@@ -153,7 +150,7 @@ void flash_attention_backward(float* dqkv, float* scratch, const float* dout, co
       const float* O = out + b * T * HC + h * hs;
       const float* L = lse + (b * H + h) * T;
       // D_t = dO_t . O_t = sum_j P_tj dP_tj, the softmax backward's row term.
-      for (int64_t t = 0; t < T; ++t) D[t] = row_dot(dO + t * HC, O + t * HC, hs);
+      for (int64_t t = 0; t < T; ++t) D[t] = dot(dO + t * HC, O + t * HC, hs);
       // Key tiles outside, so each query tile below the diagonal is visited
       // once per key tile and the tiles above it never.
       for (int64_t j0 = 0; j0 < T; j0 += bc) {

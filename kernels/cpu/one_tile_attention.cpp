@@ -1,5 +1,6 @@
 #include "kernels/cpu/one_tile_attention.h"
 
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/vec_math.h"
 #include "runtime/core/error.h"
@@ -99,10 +100,6 @@ ST_VECTOR_CLONES void softmax_backward_row(float* ds, const float* p, int64_t T,
   std::fill(ds + n, ds + T, 0.0f);
 }
 
-ST_VECTOR_CLONES float dot_of_rows(const float* a, const float* b, int64_t n) {
-  return detail::lane_sum(n, [&](int64_t i) { return a[i] * b[i]; });
-}
-
 int64_t backward_floats_per_sequence(int64_t T, int64_t H, int64_t KV, int64_t hs) {
   // q, k, v and their gradients; dO; D; P and dS.
   return 2 * (H + 2 * KV) * T * hs + H * T * hs + H * T + 2 * H * T * T;
@@ -171,7 +168,7 @@ void one_tile_attention_backward(float* dqkv, const float* dout, const float* qk
         for (int64_t h = 0; h < H; ++h) {
           const int64_t src = ((b0 + b) * T + t) * HC + h * hs, row = (b * H + h) * T + t;
           std::copy_n(dout + src, hs, dO + row * hs);
-          D[row] = dot_of_rows(dout + src, out + src, hs);
+          D[row] = dot(dout + src, out + src, hs);
         }
     scores(x);
     const float* L = lse + b0 * H * T;
