@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -159,22 +160,34 @@ bool is_bf16(const char* op, const Tensor& t, const char* what) {
 
 }  // namespace
 
+namespace {
+std::atomic<bool> g_cpu_linear_keeps{false};
+}  // namespace
+
+void set_cpu_linear_keeps_bf16(bool keep) { g_cpu_linear_keeps.store(keep, std::memory_order_relaxed); }
+
 bool linear_keeps_bf16(Device device) {
+  if (device.is_cpu()) return g_cpu_linear_keeps.load(std::memory_order_relaxed) && cpu::bf16_operand_products();
 #ifdef SHARDTRAIN_HAVE_CUDA
   return device.kind == DeviceKind::cuda && cuda::gemm_precision() == cuda::GemmPrecision::bf16;
 #else
-  (void)device;
   return false;
 #endif
 }
 
 bool cpu_linear_reads_bf16() { return cpu::bf16_operand_products(); }
 
+namespace {
+// Where the input's copy starts in a kept buffer: after the weight's, 256
+// bytes aligned (the layout kernels/cuda/linear.h describes).
+int64_t kept_input_offset(int64_t IC, int64_t OC) { return (OC * IC + 127) / 128 * 128; }
+}  // namespace
+
 int64_t linear_kept_elements(int64_t rows, int64_t IC, int64_t OC, DType in) {
 #ifdef SHARDTRAIN_HAVE_CUDA
   return cuda::linear_kept_bf16_elements(rows, IC, OC, in == DType::bf16);
 #else
-  return OC * IC + (in == DType::bf16 ? 0 : rows * IC);
+  return in == DType::bf16 ? OC * IC : kept_input_offset(IC, OC) + rows * IC;
 #endif
 }
 
@@ -187,7 +200,10 @@ void check_kept(const char* fn, const Tensor& kept, bool gpu, int64_t N, int64_t
   ST_CHECK(!gpu || !any_bf16 || kept.defined(),
            "{}: bf16 activations on a GPU need bf16 GEMMs (runtime.precision = \"bf16\" sets them)", fn);
   if (!kept.defined()) return;
-  ST_CHECK(gpu, "{}: bf16 copies are kept on a GPU only", fn);
+  ST_CHECK(gpu || cpu::bf16_operand_products(),
+           "{}: bf16 copies are kept only where the products take bf16 operands (a GPU's bf16 GEMMs, or the CPU's "
+           "under runtime.precision = \"bf16\")",
+           fn);
   const int64_t need = linear_kept_elements(N, IC, OC, in);
   ST_CHECK(kept.dtype() == DType::bf16 && kept.numel() >= need, "{}: the kept copies need {} bf16 values, got {} {}",
            fn, need, kept.numel(), dtype_name(kept.dtype()));
@@ -196,6 +212,28 @@ void check_kept(const char* fn, const Tensor& kept, bool gpu, int64_t N, int64_t
 }  // namespace
 
 namespace {
+
+// Where the CPU's linear ops find (or put) the bf16 copies of the weight and
+// an f32 input: in `kept` where the layer keeps them between its forward
+// and backward, else in this thread's scratch. A bf16 input is its own copy.
+struct KeptCopies {
+  KeptCopies(const Tensor& kept, const Tensor& in, int64_t N, int64_t IC, int64_t OC) {
+    const bool in16 = in.dtype() == DType::bf16;
+    bf16* base = nullptr;
+    if (kept.defined()) {
+      base = kept.bf16_data();
+    } else {
+      thread_local std::vector<bf16> scratch;
+      const auto need = size_t(kept_input_offset(IC, OC) + (in16 ? 0 : N * IC));
+      if (scratch.size() < need) scratch.resize(need);
+      base = scratch.data();
+    }
+    weight = base;
+    input = in16 ? in.bf16_data() : base + kept_input_offset(IC, OC);
+  }
+  bf16* weight = nullptr;
+  bf16* input = nullptr;
+};
 
 // linear_forward, and with `pre` linear_gelu_forward.
 void linear_forward_impl(const char* fn, const Tensor& out, const Tensor& pre, const Tensor& in, const Tensor& weight,
@@ -220,13 +258,13 @@ void linear_forward_impl(const char* fn, const Tensor& out, const Tensor& pre, c
   }
   if (cpu::bf16_operand_products()) {
     // The products take bf16 operands: the input is rounded once (or read
-    // as the bf16 it is), with no f32 copy of it for gemm() to round again.
-    thread_local std::vector<bf16> x16, w16;
-    if (!in16) cpu::pack_bf16(x16, in.f32(), N, IC, IC);
-    cpu::pack_bf16(w16, weight.f32(), OC, IC, IC);
-    const bf16* x = in16 ? in.bf16_data() : x16.data();
+    // as the bf16 it is), with no f32 copy of it for gemm() to round again;
+    // the copies go to `keep` for the backward where it is given.
+    const KeptCopies c(keep, in, N, IC, OC);
+    if (!keep_has_weight) cpu::f32_to_bf16(c.weight, weight.f32(), OC * IC);
+    if (!in16) cpu::f32_to_bf16(c.input, in.f32(), N * IC);
     const F32Stand y(fn, out, false, 1), p(fn, pre, false, 2);
-    cpu::linear_forward_bf16(pre.defined() ? p.get() : y.get(), x, w16.data(), opt(bias), N, IC, OC);
+    cpu::linear_forward_bf16(pre.defined() ? p.get() : y.get(), c.input, c.weight, opt(bias), N, IC, OC);
     if (pre.defined()) cpu::gelu_forward(y.get(), p.get(), N * OC);
     y.store();
     p.store();
@@ -272,13 +310,16 @@ void linear_backward_impl(const char* fn, const Tensor& din, const Tensor& dweig
     // The output's gradient rounded once for both products (or read as the
     // bf16 it is), the input as in the forward; the bias gradient sums the
     // gradient's own values.
-    thread_local std::vector<bf16> g16, x16, w16;
+    thread_local std::vector<bf16> g16;
     if (!dout16) cpu::pack_bf16(g16, dout.f32(), N, OC, OC);
-    if (!in16) cpu::pack_bf16(x16, in.f32(), N, IC, IC);
-    cpu::pack_bf16(w16, weight.f32(), OC, IC, IC);
+    const KeptCopies c(kept, in, N, IC, OC);
+    if (!kept.defined()) {
+      cpu::f32_to_bf16(c.weight, weight.f32(), OC * IC);
+      if (!in16) cpu::f32_to_bf16(c.input, in.f32(), N * IC);
+    }
     const F32Stand p(fn, pre, true, 2), dx(fn, din, false, 0);
-    cpu::linear_backward_bf16(dx.get(), dweight.f32(), dout16 ? dout.bf16_data() : g16.data(),
-                              in16 ? in.bf16_data() : x16.data(), w16.data(), N, IC, OC, accumulate);
+    cpu::linear_backward_bf16(dx.get(), dweight.f32(), dout16 ? dout.bf16_data() : g16.data(), c.input, c.weight, N,
+                              IC, OC, accumulate);
     if (dbias.defined() && dout16) cpu::bias_gradient(dbias.f32(), dout.bf16_data(), N, OC, accumulate);
     if (dbias.defined() && !dout16) cpu::bias_gradient(dbias.f32(), dout.f32(), N, OC, accumulate);
     if (pre.defined() && din.defined()) cpu::gelu_backward(dx.get(), dx.get(), p.get(), N * IC);

@@ -35,7 +35,8 @@ namespace shardtrain::ops {
 // linear_kept_elements(rows, IC, OC) values into which the forward puts its
 // bf16 copies of x and weight; the backward, given the same tensor, reads
 // them instead of converting x and weight again, and converts dout once for
-// both its GEMMs (kernels/cuda/linear.h). The same results, fewer passes.
+// both its GEMMs (kernels/cuda/linear.h; the CPU keeps the same layout).
+// The same results, fewer passes.
 // keep_has_weight: `keep` already holds this weight's copy, made by an
 // earlier forward of the same layer, and the weight has not changed since
 // (the micro-batches after a step's first): only x is converted.
@@ -53,8 +54,16 @@ void linear_gelu_forward(const Tensor& out, const Tensor& pre, const Tensor& in,
 void linear_backward_through_gelu(const Tensor& dpre, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                                   const Tensor& in, const Tensor& weight, const Tensor& pre, bool accumulate,
                                   const Tensor& kept = Tensor());
-// True on a GPU whose GEMMs are bf16 (each GEMM would convert its operands).
+// True on a GPU whose GEMMs are bf16, and on the CPU where its products take
+// bf16 operands and set_cpu_linear_keeps_bf16 allows it (each product would
+// convert its operands).
 bool linear_keeps_bf16(Device device);
+// Whether the CPU's linear layers keep their bf16 copies for the backward:
+// under mixed precision (runtime.precision = "bf16"), not where only FSDP's
+// bf16 parameters switch the products to bf16 around a Block, whose weights
+// are gathered for that Block alone (a kept copy of each would undo the
+// sharding). Off until set.
+void set_cpu_linear_keeps_bf16(bool keep);
 // True where the CPU's products take bf16 operands (cpu::bf16_operand_products):
 // the linear ops then read their bf16 inputs and output gradients as they
 // are and widen only what they write (a memory plan counts that).

@@ -65,10 +65,11 @@ class Block {
   // most holds while it runs (kernels/ops.h widens around the f32 kernels),
   // in a forward, or with `training` a forward and backward. 0 otherwise.
   virtual int64_t widened_bytes(int64_t /*batch*/, bool /*training*/) const { return 0; }
-  // On a GPU whose GEMMs are bf16: its layers' Layer::kept_bf16_bytes for
+  // Where the products take bf16 operands (ops::linear_keeps_bf16: a GPU's
+  // bf16 GEMMs, the CPU's bf16 products): its layers' Layer::kept_bf16_bytes for
   // `batch` samples (the copies grow with the batch as the activations do).
   virtual int64_t kept_bf16_bytes(int64_t /*batch*/) const = 0;
-  // On such a GPU: bf16 copies the Block makes and frees within one of its
+  // There: bf16 copies the Block makes and frees within one of its
   // layers' forward or backward (Linear::set_transient_weight_copy), the
   // largest; a model holds one at a time.
   virtual int64_t transient_bf16_bytes() const { return 0; }

@@ -46,7 +46,7 @@ class Layer {
   // `shardtrain plan` counts; tests/unit/nn_memory_test.cpp checks it
   // against the allocator.
   virtual int64_t workspace_bytes(const Shape& /*in*/, int64_t /*batch*/) const { return 0; }
-  // On a GPU whose GEMMs are bf16: the bf16 copies the layer keeps from its
+  // Where the products take bf16 operands (ops::linear_keeps_bf16): the bf16 copies the layer keeps from its
   // forward for its backward (a linear layer's input, unless `in` is bf16
   // already, and its weight; ops::linear_forward's `keep`).
   virtual int64_t kept_bf16_bytes(const Shape& /*in*/, int64_t /*batch*/, DType /*in_dtype*/) const { return 0; }

@@ -26,7 +26,7 @@ class Linear final : public Layer {
   // backward() of a layer whose input was gelu(pre): dpre is the gradient
   // with respect to pre (the GELU's backward folded into this one).
   void backward_through_gelu(const Tensor& dout, const Tensor& dpre, const Tensor& pre, bool accumulate);
-  // Where GEMMs are bf16 on a GPU and the input is bf16 (nothing of it to
+  // Where the products take bf16 operands and the input is bf16 (nothing of it to
   // keep), make the weight's bf16 copy in `buffer` for the forward and
   // again for the backward instead of keeping it in between: one more
   // conversion of the weight per step, and a model holds one layer's copy
@@ -51,8 +51,9 @@ class Linear final : public Layer {
   bool has_bias_;
   Tensor weight_, bias_, dweight_, dbias_;
   Tensor in_;  // forward input, kept for backward
-  // Where GEMMs are bf16 on a GPU: the forward's bf16 copies of the input
-  // and weight, which the backward reuses (ops::linear_forward's `keep`).
+  // Where the products take bf16 operands (ops::linear_keeps_bf16): the
+  // forward's bf16 copies of the input and weight, which the backward
+  // reuses (ops::linear_forward's `keep`).
   Tensor bf16_;
   bool kept_ = false;                  // the last forward filled bf16_
   std::shared_ptr<Tensor> transient_;  // set_transient_weight_copy's buffer

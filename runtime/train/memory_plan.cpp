@@ -2,6 +2,7 @@
 
 #include "io/dataset.h"
 #include "io/stream_loader.h"
+#include "kernels/ops.h"
 #include "runtime/nn/models.h"
 #include "runtime/train/session.h"
 
@@ -85,10 +86,12 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
   const int64_t capacity = std::max(micro, eval);
   add("activations", model.activation_bytes(capacity, false) + model.activation_bytes(micro, true) -
                          model.activation_bytes(micro, false));
-  // bf16 GEMMs on a GPU: the linear layers' kept bf16 copies, grown to the
-  // largest batch as the activations are.
-  if (config.runtime.device == DeviceKind::cuda && config.runtime.gpu_gemm_used() == GpuGemm::bf16)
-    add("bf16 copies for the backward", model.kept_bf16_bytes(capacity));
+  // bf16 GEMMs on a GPU, or the CPU's products on bf16 operands: the linear
+  // layers' kept bf16 copies, grown to the largest batch as the activations
+  // are.
+  const bool gpu_keeps = config.runtime.device == DeviceKind::cuda && config.runtime.gpu_gemm_used() == GpuGemm::bf16;
+  const bool cpu_keeps = config.runtime.device == DeviceKind::cpu && ops::linear_keeps_bf16(Device::cpu());
+  if (gpu_keeps || cpu_keeps) add("bf16 copies for the backward", model.kept_bf16_bytes(capacity));
   // Mixed precision on the CPU: each op widens its bf16 tensors to f32
   // around the f32 kernel, one op at a time; the loss does so with the
   // logits and their gradient (two copies training, one evaluating). Which

@@ -65,6 +65,7 @@ void set_cpu_products(const Config& config) {
   cpu::set_cpu_backend(config.runtime.cpu_backend);
   const bool mixed = config.runtime.precision == Precision::bf16;
   cpu::set_gemm_precision(mixed ? cpu::GemmPrecision::bf16 : cpu::GemmPrecision::f32);
+  ops::set_cpu_linear_keeps_bf16(mixed);
 }
 
 Session make_session(const Config& config, io::ShardLocator locator, int local_rank) {

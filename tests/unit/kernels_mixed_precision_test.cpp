@@ -97,6 +97,46 @@ TEST(MixedPrecisionOps, LinearBackwardTakesBf16InputsAndGradients) {
   expect_equal(dw, dw_ref, "weight gradient through the GELU");
 }
 
+// Under mixed precision the CPU's linear layers keep the forward's bf16
+// copies of the weight and an f32 input for the backward, as a GPU's do:
+// the same rounded values, so the same bits as rounding them again.
+TEST(MixedPrecisionOps, CpuLinearKeptCopiesGiveTheBitsOfRoundingAgain) {
+  const testing::ScopedBf16Products bf16_products;
+  if (!cpu::bf16_operand_products()) GTEST_SKIP() << "no bf16 products on this CPU";
+  constexpr int64_t rows = 37, ic = 53, oc = 29;  // odd sizes: the input's copy starts past a padded weight
+  const Tensor w = random_f32(oc * ic, 1, 0.3f).reshape({oc, ic}), b = random_f32(oc, 2);
+  const Tensor dout = random_f32(rows * oc, 3), pre = widened(random_f32(rows * ic, 4));
+  for (DType in_type : {DType::f32, DType::bf16}) {
+    const Tensor x32 = random_f32(rows * ic, 5).reshape({rows, ic});
+    const Tensor x = in_type == DType::f32 ? x32 : to_bf16(x32).reshape({rows, ic});
+    const char* what = in_type == DType::f32 ? "f32 input" : "bf16 input";
+    Tensor out_ref = Tensor::empty({rows * oc}), out = Tensor::empty({rows * oc});
+    Tensor din_ref = Tensor::empty({rows * ic}), dw_ref = Tensor::empty({oc * ic}), db_ref = Tensor::empty({oc});
+    Tensor din = Tensor::empty({rows * ic}), dw = Tensor::empty({oc * ic}), db = Tensor::empty({oc});
+    ops::linear_forward(out_ref, x, w, b);
+    ops::linear_backward_through_gelu(din_ref, dw_ref, db_ref, dout, x, w, pre, false);
+
+    ops::set_cpu_linear_keeps_bf16(true);
+    ASSERT_TRUE(ops::linear_keeps_bf16(Device::cpu()));
+    Tensor kept = Tensor::empty({ops::linear_kept_elements(rows, ic, oc, in_type)}, DType::bf16);
+    ops::linear_forward(out, x, w, b, kept);
+    expect_equal(out, out_ref, what);
+    ops::linear_backward_through_gelu(din, dw, db, dout, x, w, pre, false, kept);
+    expect_equal(din, din_ref, what);
+    expect_equal(dw, dw_ref, what);
+    expect_equal(db, db_ref, what);
+    // A later micro-batch on the same weights converts only its input.
+    const Tensor x2 = in_type == DType::f32 ? random_f32(rows * ic, 6) : to_bf16(random_f32(rows * ic, 6));
+    Tensor out2_ref = Tensor::empty({rows * oc}), out2 = Tensor::empty({rows * oc});
+    ops::linear_forward(out2_ref, x2.reshape({rows, ic}), w, b);
+    ops::linear_forward(out2, x2.reshape({rows, ic}), w, b, kept, /*keep_has_weight=*/true);
+    expect_equal(out2, out2_ref, what);
+
+    ops::set_cpu_linear_keeps_bf16(false);
+    EXPECT_FALSE(ops::linear_keeps_bf16(Device::cpu()));
+  }
+}
+
 TEST(MixedPrecisionOps, LayerNormWritesBf16FromAnF32Residual) {
   constexpr int64_t C = 32;
   const Tensor x = random_f32(N * C, 8, 2.0f), r = random_f32(N * C, 9, 2.0f);

@@ -67,17 +67,18 @@ TEST(OpsShapes, AttentionOnTheCpuIsTiled) {
               HasSubstr("attention_forward: saved-state buffer too small"));
 }
 
-// A linear layer keeps bf16 copies of its operands only on a GPU with bf16
-// GEMMs; handing the kernels such a buffer on the CPU is an Error.
-TEST(OpsShapes, KeptBf16LinearCopiesAreForTheGpuOnly) {
+// A linear layer keeps bf16 copies of its operands only where its products
+// take bf16 operands; handing the kernels such a buffer on a CPU whose
+// products are f32 is an Error.
+TEST(OpsShapes, KeptBf16LinearCopiesNeedBf16Products) {
   EXPECT_FALSE(ops::linear_keeps_bf16(Device::cpu()));
   Tensor in = Tensor::zeros({4, 3}), w = Tensor::zeros({2, 3}), out = Tensor::zeros({4, 2});
   Tensor kept = Tensor::zeros({ops::linear_kept_elements(4, 3, 2)}, DType::bf16);
   EXPECT_THAT(error_of([&] { ops::linear_forward(out, in, w, Tensor(), kept); }),
-              HasSubstr("linear_forward: bf16 copies are kept on a GPU only"));
+              HasSubstr("linear_forward: bf16 copies are kept only where the products take bf16 operands"));
   Tensor dw = Tensor::zeros({2, 3});
   EXPECT_THAT(error_of([&] { ops::linear_backward(Tensor(), dw, Tensor(), out, in, w, false, kept); }),
-              HasSubstr("linear_backward: bf16 copies are kept on a GPU only"));
+              HasSubstr("linear_backward: bf16 copies are kept only where the products take bf16 operands"));
   EXPECT_THAT(error_of([&] { ops::linear_forward(out, in, w, Tensor(), Tensor(), /*keep_has_weight=*/true); }),
               HasSubstr("linear_forward: no kept buffer to hold the weight's copy"));
 }
