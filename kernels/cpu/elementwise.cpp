@@ -2,7 +2,13 @@
 
 #include "kernels/cpu/vec_math.h"
 
+#include <algorithm>
 #include <bit>
+#include <cstring>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 namespace shardtrain::cpu {
 
@@ -76,5 +82,41 @@ void u8_to_f32_normalized(float* __restrict out, const uint8_t* __restrict in, i
   const float b = -mean / std;
   for (int64_t i = 0; i < n; ++i) out[i] = float(in[i]) * a + b;
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+namespace {
+
+// The middle of copy_streaming, from a 64-byte aligned dst: whole lines.
+__attribute__((target("avx512f"))) int64_t copy_streaming_avx512(float* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
+  return i;
+}
+
+int64_t copy_streaming_sse2(float* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+  return i;
+}
+
+}  // namespace
+
+void copy_streaming(float* dst, const float* src, int64_t n) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  // Plain stores up to the first line boundary, streamed lines, plain stores after.
+  const int64_t head = std::min<int64_t>(n, int64_t((64 - (reinterpret_cast<uintptr_t>(dst) & 63)) & 63) / 4);
+  if ((reinterpret_cast<uintptr_t>(dst) & 3) != 0) {  // not even float-aligned: no streaming
+    std::memcpy(dst, src, size_t(n) * sizeof(float));
+    return;
+  }
+  std::memcpy(dst, src, size_t(head) * sizeof(float));
+  const int64_t body = head + (avx512 ? copy_streaming_avx512(dst + head, src + head, n - head)
+                                      : copy_streaming_sse2(dst + head, src + head, n - head));
+  std::memcpy(dst + body, src + body, size_t(n - body) * sizeof(float));
+  _mm_sfence();
+}
+#else
+void copy_streaming(float* dst, const float* src, int64_t n) { std::memcpy(dst, src, size_t(n) * sizeof(float)); }
+#endif
 
 }  // namespace shardtrain::cpu

@@ -28,6 +28,14 @@ void f32_to_bf16(bf16* out, const float* in, int64_t n);
 void f32_to_bf16_rows(bf16* out, const float* in, int64_t rows, int64_t cols, int64_t ld);
 void bf16_to_f32(float* out, const bf16* in, int64_t n);
 
+// dst[0, n) = src[0, n) with stores that bypass the caches (non-temporal),
+// then a store fence: for a large result written whole, which would leave
+// the caches before its reader comes anyway. Each of its lines is then
+// written without first being read (a plain store reads the line it
+// writes). The same bits as memcpy; plain copies where the CPU has no such
+// stores.
+void copy_streaming(float* dst, const float* src, int64_t n);
+
 // Pixels to network input: out = (in / 255 - mean) / std.
 void u8_to_f32_normalized(float* out, const uint8_t* in, int64_t n, float mean, float std);
 

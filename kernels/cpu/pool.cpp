@@ -1,7 +1,10 @@
 #include "kernels/cpu/pool.h"
 
+#include "kernels/cpu/elementwise.h"
+
 #include <algorithm>
 #include <atomic>
+#include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -182,26 +185,55 @@ void maxpool2d_forward(float* out, int32_t* argmax, const float* in, const Pool2
   }
 }
 
+namespace {
+
+// The 2x2/2 backward of `planes` whole channel planes.
+void maxpool_2x2_backward_planes(float* din, const float* dout, const int32_t* argmax, int64_t planes,
+                                 const Pool2dShape& s) {
+  const int64_t OH = s.OH(), OW = s.OW(), plane = s.H * s.W;
+  [[maybe_unused]] const bool wide = g_pool_avx512.load(std::memory_order_relaxed);
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const float* g = dout + (p * OH + oh) * OW;
+      const int32_t* a = argmax + (p * OH + oh) * OW;
+#if defined(__x86_64__) && defined(__GNUC__)
+      if (wide) {
+        maxpool_2x2_backward_row_avx512(din + p * plane, g, a, oh, OW, s.W);
+        continue;
+      }
+#endif
+      maxpool_2x2_backward_row(din + p * plane, g, a, oh, OW, s.W);
+    }
+}
+
+// A 2x2/2 backward that writes more than this goes through a small staging
+// buffer (kPoolStageFloats, in L1) and copy_streaming: a gradient several
+// times the core's L2 reaches memory before the convolution's backward reads
+// it, and streaming saves reading each of its lines before writing it.
+constexpr int64_t kPoolStreamBytes = int64_t(8) << 20;
+constexpr int64_t kPoolStageFloats = 8192;
+
+}  // namespace
+
 void maxpool2d_backward(float* din, const float* dout, const int32_t* argmax, const Pool2dShape& s) {
   // Only the arg-max of each window gets gradient; overlapping windows
   // (stride < K) may pick the same pixel, hence zero then add.
-  const int64_t OH = s.OH(), OW = s.OW(), outputs = OH * OW, plane = s.H * s.W;
+  const int64_t OH = s.OH(), OW = s.OW(), outputs = OH * OW, plane = s.H * s.W, planes = s.B * s.C;
   if (s.K == 2 && s.stride == 2) {
     // Only an odd last row or column lies outside every window.
-    if (s.H % 2 != 0 || s.W % 2 != 0) std::fill(din, din + s.B * s.C * plane, 0.0f);
-    [[maybe_unused]] const bool wide = g_pool_avx512.load(std::memory_order_relaxed);
-    for (int64_t p = 0; p < s.B * s.C; ++p)
-      for (int64_t oh = 0; oh < OH; ++oh) {
-        const float* g = dout + (p * OH + oh) * OW;
-        const int32_t* a = argmax + (p * OH + oh) * OW;
-#if defined(__x86_64__) && defined(__GNUC__)
-        if (wide) {
-          maxpool_2x2_backward_row_avx512(din + p * plane, g, a, oh, OW, s.W);
-          continue;
-        }
-#endif
-        maxpool_2x2_backward_row(din + p * plane, g, a, oh, OW, s.W);
-      }
+    if (s.H % 2 != 0 || s.W % 2 != 0) {
+      std::fill(din, din + planes * plane, 0.0f);
+      return maxpool_2x2_backward_planes(din, dout, argmax, planes, s);
+    }
+    if (planes * plane * int64_t(sizeof(float)) < kPoolStreamBytes || plane > kPoolStageFloats)
+      return maxpool_2x2_backward_planes(din, dout, argmax, planes, s);
+    thread_local std::vector<float> stage(kPoolStageFloats);
+    const int64_t each = kPoolStageFloats / plane;  // planes per staging
+    for (int64_t p = 0; p < planes; p += each) {
+      const int64_t count = std::min(each, planes - p);
+      maxpool_2x2_backward_planes(stage.data(), dout + p * outputs, argmax + p * outputs, count, s);
+      copy_streaming(din + p * plane, stage.data(), count * plane);
+    }
     return;
   }
   std::fill(din, din + s.B * s.C * plane, 0.0f);

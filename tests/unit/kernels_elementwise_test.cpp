@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -121,6 +122,20 @@ TEST(Elementwise, AddScaleAccumulate) {
   for (int i = 0; i < 19; ++i) EXPECT_EQ(y[i], out[i] + b[i]);
   scale_inplace(y.data(), 19, 0.5f);
   for (int i = 0; i < 19; ++i) EXPECT_EQ(y[i], (out[i] + b[i]) * 0.5f);
+}
+
+// Every start (aligned or not to a cache line) and length (shorter than a
+// line, with and without a ragged end): memcpy's bits, nothing outside
+// the range touched.
+TEST(Elementwise, CopyStreamingCopiesExactlyTheRange) {
+  const auto src = testing::uniform_vector(300, 5);
+  for (int64_t offset = 0; offset < 17; ++offset)
+    for (int64_t n : {0, 1, 3, 15, 16, 17, 64, 131, 250}) {
+      std::vector<float> dst(300 + 32, -7.0f), expected = dst;
+      std::copy(src.begin(), src.begin() + n, expected.begin() + offset);
+      copy_streaming(dst.data() + offset, src.data(), n);
+      EXPECT_EQ(dst, expected) << "offset " << offset << " n " << n;
+    }
 }
 
 TEST(Elementwise, U8Normalization) {

@@ -114,6 +114,30 @@ TEST(MaxPool, WideRowsMatchThePortableLoopsExactly) {
   }
 }
 
+// A 2x2 backward past 8 MiB is made in a staging buffer and streamed out:
+// the same bits as each sample's backward alone (which writes in place),
+// at plane sizes that do and do not divide the staging buffer.
+TEST(MaxPool, StreamedBackwardMatchesTheInPlaceOne) {
+  for (const Pool2dShape& s : {Pool2dShape{96, 32, 28, 28, 2, 2}, Pool2dShape{200, 64, 14, 14, 2, 2}}) {
+    const int64_t plane = s.H * s.W, outputs = s.OH() * s.OW(), per_sample = s.C * plane;
+    ASSERT_GT(s.B * per_sample * int64_t(sizeof(float)), int64_t(8) << 20);
+    const auto in = uniform_vector(s.B * per_sample, 11);
+    const auto dout = uniform_vector(s.B * s.C * outputs, 12);
+    std::vector<float> out(dout.size());
+    std::vector<int32_t> arg(dout.size());
+    maxpool2d_forward(out.data(), arg.data(), in.data(), s);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> streamed(in.size() + 1, nan), each(in.size() + 1, nan);
+    maxpool2d_backward(streamed.data() + 1, dout.data(), arg.data(), s);  // +1: not line-aligned
+    Pool2dShape one = s;
+    one.B = 1;
+    for (int64_t b = 0; b < s.B; ++b)
+      maxpool2d_backward(each.data() + 1 + b * per_sample, dout.data() + b * s.C * outputs,
+                         arg.data() + b * s.C * outputs, one);
+    EXPECT_EQ(std::memcmp(streamed.data(), each.data(), streamed.size() * sizeof(float)), 0) << s.H << "x" << s.W;
+  }
+}
+
 TEST(MaxPool, BackwardMatchesFiniteDifferences) {
   for (const auto& s : kShapes) {
     auto in = distinct_values(s.B * s.C * s.H * s.W, 2);
