@@ -3,6 +3,7 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/onednn_conv.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
@@ -468,6 +469,36 @@ void maxpool2d_backward(const Tensor& din, const Tensor& dout, const Tensor& arg
     return;
   }
   cpu::maxpool2d_backward(din.f32(), dout.f32(), argmax.i32(), s);
+}
+
+bool conv2d_maxpool_fuses(Device device, const kernels::Conv2dShape& cs, const kernels::Pool2dShape& ps) {
+  return device.is_cpu() && ps.K == 2 && ps.stride == 2 && ps.B == cs.B && ps.C == cs.OC && ps.H == cs.OH() &&
+         ps.W == cs.OW() && cs.B > 0 && cpu::onednn_conv_pools(cs);
+}
+
+void conv2d_maxpool_forward(const Tensor& pooled, const Tensor& argmax, const Tensor& conv_out, const Tensor& in,
+                            const Tensor& weight, const Tensor& bias, const Tensor& col,
+                            const kernels::Conv2dShape& cs, const kernels::Pool2dShape& ps) {
+  const char* fn = "conv2d_maxpool_forward";
+  ST_CHECK(ps.B == cs.B && ps.C == cs.OC && ps.H == cs.OH() && ps.W == cs.OW(),
+           "{}: the pool's input [{}, {}, {}, {}] is not the convolution's output [{}, {}, {}, {}]", fn, ps.B, ps.C,
+           ps.H, ps.W, cs.B, cs.OC, cs.OH(), cs.OW());
+  if (!conv2d_maxpool_fuses(in.device(), cs, ps)) {
+    const Tensor out = conv_out.defined() ? conv_out : Tensor::empty({cs.B, cs.OC, cs.OH(), cs.OW()}, DType::f32,
+                                                                         in.device());
+    conv2d_forward(out, in, weight, bias, col, cs);
+    maxpool2d_forward(pooled, argmax, out, ps);
+    return;
+  }
+  const OpScope timed(OpClass::conv, false);
+  check_conv_shape(fn, cs);
+  check_pool_shape(fn, ps);
+  require_numel(fn, in, cs.B * cs.C * cs.H * cs.W, "input");
+  require_numel(fn, weight, cs.OC * cs.C * cs.K * cs.K, "weight");
+  if (bias.defined()) require_numel(fn, bias, cs.OC, "bias");
+  require_numel(fn, pooled, ps.B * ps.C * ps.OH() * ps.OW(), "pooled output");
+  require_numel(fn, argmax, pooled.numel(), "arg-max indices");
+  cpu::onednn_conv_maxpool_forward(pooled.f32(), argmax.i32(), in.f32(), weight.f32(), opt(bias), cs);
 }
 
 namespace {

@@ -88,6 +88,18 @@ void conv2d_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbi
 void maxpool2d_forward(const Tensor& out, const Tensor& argmax, const Tensor& in, const kernels::Pool2dShape& s);
 void maxpool2d_backward(const Tensor& din, const Tensor& dout, const Tensor& argmax, const kernels::Pool2dShape& s);
 
+// A convolution and the 2x2/2 max-pool after it (ps: the pool of the
+// convolution's output). Where conv2d_maxpool_fuses (the CPU, where oneDNN
+// runs the convolution: cpu::onednn_conv_pools), the pool reads oneDNN's
+// layout and the convolution's own NCHW output is never made: conv_out may
+// be undefined. Elsewhere conv2d_forward into conv_out (a temporary where
+// it is undefined), then maxpool2d_forward. The same bits either way; timed
+// as a convolution.
+bool conv2d_maxpool_fuses(Device device, const kernels::Conv2dShape& cs, const kernels::Pool2dShape& ps);
+void conv2d_maxpool_forward(const Tensor& pooled, const Tensor& argmax, const Tensor& conv_out, const Tensor& in,
+                            const Tensor& weight, const Tensor& bias, const Tensor& col,
+                            const kernels::Conv2dShape& cs, const kernels::Pool2dShape& ps);
+
 // logits [N, C], f32 or bf16 (mixed precision's head; dlogits then bf16
 // too, each value its f32 one rounded once); labels on the host, N of them.
 // Returns the summed loss;

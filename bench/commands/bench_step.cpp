@@ -43,6 +43,8 @@ struct ConvReplay {
     if (c.backward && c.input_gradient) din.resize(in.size());
   }
   void run() {
+    if (!call.backward && call.in_its_layout)
+      return cpu::onednn_conv_forward_in_its_layout(in.data(), weight.data(), bias.data(), call.shape);
     if (!call.backward) return cpu::onednn_conv_forward(out.data(), in.data(), weight.data(), bias.data(), call.shape);
     cpu::onednn_conv_backward(din.empty() ? nullptr : din.data(), dweight.data(), dbias.data(), out.data(), in.data(),
                               weight.data(), call.shape, false);

@@ -118,6 +118,9 @@ struct GemmCall {
 struct ConvCall {
   kernels::Conv2dShape shape;
   bool backward = false, input_gradient = false;
+  // A forward whose output stayed in oneDNN's layout (a pooled forward:
+  // onednn_conv_maxpool_forward), replayed as such.
+  bool in_its_layout = false;
   double flops() const { return shape.forward_flops() * (backward && input_gradient ? 2.0 : 1.0); }
 };
 

@@ -1,6 +1,7 @@
 #include "kernels/cpu/onednn_conv.h"
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/pool.h"
 #include "kernels/cpu/vec_math.h"
 #include "runtime/core/error.h"
 
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -188,7 +190,28 @@ memory as_wanted(Plan& p, const memory::desc& wanted, const memory::desc& user, 
 
 memory scratchpad(const memory::desc& desc) { return {desc, onednn_engine(), scratch().take(desc.get_size())}; }
 
-void forward_chunk(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& s) {
+// The layout of the forward's output where its channels lie innermost in
+// blocks of 16 (NHWC, nChw16c); none otherwise.
+std::optional<ChannelBlocks16> channel_blocks(const Plan& p, const Conv2dShape& s) {
+  const memory::desc& dst = p.fwd_pd.dst_desc();
+  const memory::dims dims{s.B, s.OC, s.OH(), s.OW()};
+  const int64_t pixels = s.OH() * s.OW();
+  if (s.OC % 16 != 0) return std::nullopt;
+  if (dst == memory::desc(dims, Type::f32, Tag::nhwc)) return ChannelBlocks16{pixels * s.OC, 16, s.OC};
+  if (dst == memory::desc(dims, Type::f32, Tag::nChw16c)) return ChannelBlocks16{s.OC * pixels, pixels * 16, 16};
+  return std::nullopt;
+}
+
+// Where the forward's output goes: `out` (NCHW), or with `pooled` the
+// 2x2/2 max-pool of it in oneDNN's layout into pooled->out and
+// pooled->argmax, or with neither nowhere (left in the scratch).
+struct PooledOut {
+  float* out;
+  int32_t* argmax;
+};
+
+void forward_chunk(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& s,
+                   const PooledOut* pooled = nullptr) {
   Plan& p = plan_for(s, bf16_operands());
   ST_ASSERT(p.route.forward);
   const auto& pd = p.fwd_pd;
@@ -204,7 +227,15 @@ void forward_chunk(float* out, const float* in, const float* weight, const float
   // No bias: the plan's zeros, so that one primitive serves both.
   args.emplace(DNNL_ARG_BIAS, memory(p.bias, onednn_engine(), const_cast<float*>(bias ? bias : p.zero_bias.data())));
   p.fwd.execute(onednn_stream(), args);
-  if (!(pd.dst_desc() == p.user_dst)) reorder(p, dst, memory(p.user_dst, onednn_engine(), out));
+  if (pooled != nullptr) {
+    onednn_stream().wait();
+    const std::optional<ChannelBlocks16> layout = channel_blocks(p, s);
+    ST_ASSERT(layout.has_value());
+    maxpool_2x2_from_channel_blocks(pooled->out, pooled->argmax, static_cast<const float*>(dst.get_data_handle()),
+                                    {s.B, s.OC, s.OH(), s.OW(), 2, 2}, *layout);
+    return;
+  }
+  if (out != nullptr && !(pd.dst_desc() == p.user_dst)) reorder(p, dst, memory(p.user_dst, onednn_engine(), out));
   onednn_stream().wait();
 }
 
@@ -319,6 +350,32 @@ void onednn_conv_forward(float* out, const float* in, const float* weight, const
   for_each_chunk(s, [&](int64_t b, const Conv2dShape& c) {
     forward_chunk(out + b * out_sample, in + b * in_sample, weight, bias, c);
   });
+}
+
+bool onednn_conv_pools(const Conv2dShape& s) {
+  if (!onednn_conv_route(s).forward || s.OH() % 2 != 0 || s.OW() % 2 != 0) return false;
+  const bool bf16 = bf16_operands();
+  const Conv2dShape first = chunk_of(s, std::min(kChunk, s.B)),
+                    last = chunk_of(s, s.B % kChunk == 0 ? std::min(kChunk, s.B) : s.B % kChunk);
+  return channel_blocks(plan_for(first, bf16), first).has_value() &&
+         channel_blocks(plan_for(last, bf16), last).has_value();
+}
+
+void onednn_conv_maxpool_forward(float* pooled, int32_t* argmax, const float* in, const float* weight,
+                                 const float* bias, const Conv2dShape& s) {
+  ST_CHECK(onednn_conv_pools(s), "onednn_conv_maxpool_forward: this convolution's output is not pooled in place");
+  record_conv({s, false, false, true});
+  const int64_t in_sample = s.C * s.H * s.W, pooled_sample = s.OC * (s.OH() / 2) * (s.OW() / 2);
+  for_each_chunk(s, [&](int64_t b, const Conv2dShape& c) {
+    const PooledOut to{pooled + b * pooled_sample, argmax + b * pooled_sample};
+    forward_chunk(nullptr, in + b * in_sample, weight, bias, c, &to);
+  });
+}
+
+void onednn_conv_forward_in_its_layout(const float* in, const float* weight, const float* bias,
+                                       const Conv2dShape& s) {
+  const int64_t in_sample = s.C * s.H * s.W;
+  for_each_chunk(s, [&](int64_t b, const Conv2dShape& c) { forward_chunk(nullptr, in + b * in_sample, weight, bias, c); });
 }
 
 void onednn_conv_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,

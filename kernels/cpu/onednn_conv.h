@@ -35,6 +35,21 @@ void onednn_conv_forward(float* out, const float* in, const float* weight, const
 void onednn_conv_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
                           const float* weight, const kernels::Conv2dShape& s, bool accumulate);
 
+// Whether onednn_conv_maxpool_forward takes this convolution: its forward
+// runs on oneDNN, writes its channels innermost in blocks of 16 (NHWC with
+// OC a multiple of 16, or nChw16c) and even planes.
+bool onednn_conv_pools(const kernels::Conv2dShape& s);
+// The convolution and the 2x2/2 max-pool after it: pooled [B, OC, OH/2,
+// OW/2] and argmax as onednn_conv_forward then maxpool2d_forward give them,
+// pooled straight from oneDNN's layout: the NCHW output is never made (its
+// reorder would copy the largest activation once more).
+void onednn_conv_maxpool_forward(float* pooled, int32_t* argmax, const float* in, const float* weight,
+                                 const float* bias, const kernels::Conv2dShape& s);
+// The forward alone, its output left in oneDNN's layout in this thread's
+// buffer: a pooled forward's convolution, for bench step's replay.
+void onednn_conv_forward_in_its_layout(const float* in, const float* weight, const float* bias,
+                                       const kernels::Conv2dShape& s);
+
 // Bytes the threads' oneDNN convolution buffers hold now.
 size_t onednn_conv_workspace_bytes();
 

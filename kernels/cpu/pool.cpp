@@ -1,6 +1,8 @@
 #include "kernels/cpu/pool.h"
 
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/vec_math.h"
+#include "runtime/core/error.h"
 
 #include <algorithm>
 #include <atomic>
@@ -183,6 +185,68 @@ void maxpool2d_forward(float* out, int32_t* argmax, const float* in, const Pool2
         a[oh * OW + ow] = int32_t(best);
       }
   }
+}
+
+namespace {
+
+// Output row oh of one 16-channel block at p0 (its pixel (0, 0)): window
+// ow's four taps lie `pixel` and W * pixel floats apart from its pixel
+// (2 oh, 2 ow); the chain is maxpool_2x2_row's, one lane per channel. vals
+// and idx are [OW][16].
+ST_VECTOR_CLONES void maxpool_2x2_channel_row(float* __restrict vals, int32_t* __restrict idx,
+                                              const float* __restrict p0, int64_t oh, int64_t OW, int64_t W,
+                                              int64_t pixel) {
+  const int32_t base = int32_t(2 * oh * W);
+  const float* row = p0 + 2 * oh * W * pixel;
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    const float* t0 = row + 2 * ow * pixel;
+    const float* t1 = t0 + pixel;
+    const float* t2 = t0 + W * pixel;
+    const float* t3 = t2 + pixel;
+    const int32_t i0 = base + int32_t(2 * ow);
+    for (int64_t l = 0; l < 16; ++l) {
+      float best = t0[l];
+      int32_t k = i0;
+      const float v1 = t1[l], v2 = t2[l], v3 = t3[l];
+      k = v1 > best ? i0 + 1 : k;
+      best = v1 > best ? v1 : best;
+      k = v2 > best ? i0 + int32_t(W) : k;
+      best = v2 > best ? v2 : best;
+      k = v3 > best ? i0 + int32_t(W) + 1 : k;
+      best = v3 > best ? v3 : best;
+      vals[ow * 16 + l] = best;
+      idx[ow * 16 + l] = k;
+    }
+  }
+}
+
+}  // namespace
+
+void maxpool_2x2_from_channel_blocks(float* out, int32_t* argmax, const float* in, const Pool2dShape& s,
+                                     const ChannelBlocks16& layout) {
+  ST_CHECK(s.K == 2 && s.stride == 2 && s.H % 2 == 0 && s.W % 2 == 0 && s.C % 16 == 0,
+           "maxpool_2x2_from_channel_blocks: a 2x2/2 window over even planes of 16-channel blocks, got window {} "
+           "stride {} over {}x{}, {} channels",
+           s.K, s.stride, s.H, s.W, s.C);
+  const int64_t OH = s.OH(), OW = s.OW();
+  thread_local std::vector<float> vals;
+  thread_local std::vector<int32_t> idx;
+  vals.resize(size_t(OW * 16));
+  idx.resize(size_t(OW * 16));
+  for (int64_t n = 0; n < s.B; ++n)
+    for (int64_t cb = 0; cb < s.C / 16; ++cb)
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        maxpool_2x2_channel_row(vals.data(), idx.data(), in + n * layout.sample + cb * layout.block, oh, OW, s.W,
+                                layout.pixel);
+        // The row's 16 x OW results to their 16 NCHW rows.
+        for (int64_t l = 0; l < 16; ++l) {
+          const int64_t row = ((n * s.C + cb * 16 + l) * OH + oh) * OW;
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            out[row + ow] = vals[size_t(ow * 16 + l)];
+            argmax[row + ow] = idx[size_t(ow * 16 + l)];
+          }
+        }
+      }
 }
 
 namespace {

@@ -16,6 +16,19 @@ void maxpool2d_forward(float* out, int32_t* argmax, const float* in, const Pool2
 // din[B, C, H, W] is overwritten.
 void maxpool2d_backward(float* din, const float* dout, const int32_t* argmax, const Pool2dShape& s);
 
+// Where a tensor [B, C, H, W] whose channels lie innermost in blocks of 16
+// keeps element (n, c, h, w): n * sample + (c / 16) * block + (h * W + w) *
+// pixel + c % 16 floats in. NHWC (C a multiple of 16) and oneDNN's nChw16c
+// are both of this form: the layouts its convolutions write.
+struct ChannelBlocks16 {
+  int64_t sample, block, pixel;
+};
+// maxpool2d_forward's 2x2/2 window on such a tensor (H and W even, C a
+// multiple of 16), into NCHW out and argmax: the same bits and indices as
+// maxpool2d_forward of its NCHW copy, without making that copy.
+void maxpool_2x2_from_channel_blocks(float* out, int32_t* argmax, const float* in, const Pool2dShape& s,
+                                     const ChannelBlocks16& layout);
+
 // Tests: whether the 2x2 forward and backward may use their AVX-512 rows
 // (where the CPU has them; the default) or only the portable loops. Returns
 // the setting before.

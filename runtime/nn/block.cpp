@@ -1,6 +1,8 @@
 #include "runtime/nn/block.h"
 
 #include "kernels/ops.h"
+#include "runtime/nn/conv2d.h"
+#include "runtime/nn/maxpool2d.h"
 
 #include <algorithm>
 
@@ -66,7 +68,7 @@ int64_t SequentialBlock::activation_bytes(int64_t batch) const {
   // As ensure_capacity allocates, plus each layer's own buffers.
   int64_t floats = 0, widest = 0, workspace = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    floats += batch * shapes_[i + 1].numel();
+    if (!pools_in_place(i, batch, plan_device_)) floats += batch * shapes_[i + 1].numel();
     widest = std::max(widest, shapes_[i].numel());
     workspace += layers_[i]->workspace_bytes(shapes_[i], batch);
   }
@@ -107,15 +109,17 @@ void SequentialBlock::set_activation_dtype(DType dtype) {
 // Activation and gradient buffers grow to the largest batch seen (training or
 // evaluation) and are then reused: no allocation in the steady state.
 void SequentialBlock::ensure_capacity(int64_t batch, Device device) {
-  if (batch <= capacity_ && device == device_ && (outputs_.empty() || outputs_[0].dtype() == act_)) return;
+  if (batch <= capacity_ && device == device_ && outputs_type_ == act_) return;
   // The old buffers go first: assigned over, each would live until its
   // replacement exists, and the peak would hold both.
   release_activations();
   capacity_ = batch;
   device_ = device;
+  outputs_type_ = act_;
   int64_t widest = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    outputs_.push_back(Tensor::empty(batched(batch, shapes_[i + 1]), act_, device));
+    outputs_.push_back(pools_in_place(i, batch, device) ? Tensor()
+                                                        : Tensor::empty(batched(batch, shapes_[i + 1]), act_, device));
     widest = std::max(widest, shapes_[i].numel());
   }
   grad_a_ = Tensor::empty({batch * widest}, DType::f32, device);
@@ -130,12 +134,33 @@ void SequentialBlock::release_activations() {
   for (auto& layer : layers_) layer->release_activations();
 }
 
+bool SequentialBlock::pools_in_place(size_t i, int64_t batch, Device device) const {
+  if (i + 1 >= layers_.size() || batch == 0) return false;
+  const auto* conv = dynamic_cast<const Conv2d*>(layers_[i].get());
+  const auto* pool = dynamic_cast<const MaxPool2d*>(layers_[i + 1].get());
+  return conv != nullptr && pool != nullptr &&
+         ops::conv2d_maxpool_fuses(device, conv->shape_for(batched(batch, shapes_[i])),
+                                   pool->shape_over(batched(batch, shapes_[i + 1])));
+}
+
 Tensor SequentialBlock::forward(const Tensor& in) {
   batch_ = in.dim(0);
   ensure_capacity(batch_, in.device());
   Tensor x = in;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    Tensor y = outputs_[i].view(0, batched(batch_, shapes_[i + 1]));
+    const Shape shape = batched(batch_, shapes_[i + 1]);
+    if (pools_in_place(i, batch_, in.device())) {
+      auto& conv = static_cast<Conv2d&>(*layers_[i]);
+      auto& pool = static_cast<MaxPool2d&>(*layers_[i + 1]);
+      const kernels::Pool2dShape window = pool.shape_over(shape);
+      const Tensor pooled = outputs_[i + 1].view(0, batched(batch_, shapes_[i + 2]));
+      conv.forward_pooled(x, outputs_[i].defined() ? outputs_[i].view(0, shape) : Tensor(), pooled,
+                          pool.begin_forward(window, in.device()), window);
+      x = pooled;
+      ++i;
+      continue;
+    }
+    Tensor y = outputs_[i].defined() ? outputs_[i].view(0, shape) : Tensor::empty(shape, act_, in.device());
     layers_[i]->forward(x, y);
     x = y;
   }

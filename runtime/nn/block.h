@@ -105,18 +105,25 @@ class SequentialBlock final : public Block {
   // LayerNorm and the classifier, whose logits are then bf16); the
   // gradients between the layers stay f32.
   void set_activation_dtype(DType dtype) override;
+  void set_plan_device(Device device) override { plan_device_ = device; }
 
  private:
   void ensure_capacity(int64_t batch, Device device);
+  // Whether layer i is a convolution that makes the 2x2 max-pool after it
+  // (layer i + 1) as it goes, its own output never made
+  // (ops::conv2d_maxpool_fuses), for `batch` samples on `device`.
+  bool pools_in_place(size_t i, int64_t batch, Device device) const;
 
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Shape> shapes_;         // sample shape entering layer i; shapes_[n] = block output
   std::vector<size_t> param_counts_;  // parameters declared by each layer
-  std::vector<Tensor> outputs_;       // each layer's output, capacity_ samples
+  std::vector<Tensor> outputs_;       // each layer's output, capacity_ samples (none where pooled in place)
   Tensor grad_a_, grad_b_;            // ping-pong gradient buffers between layers
   int64_t capacity_ = 0, batch_ = 0;
-  Device device_;           // where the buffers live: the device of the input
-  DType act_ = DType::f32;  // of outputs_
+  Device device_;                  // where the buffers live: the device of the input
+  Device plan_device_;             // activation_bytes's
+  DType act_ = DType::f32;         // of outputs_ from the next forward
+  DType outputs_type_ = DType::f32;  // of outputs_ as allocated
 };
 
 // Appends a SequentialBlock of `layers`, named `name`, for samples of shape

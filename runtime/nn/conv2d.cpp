@@ -33,25 +33,30 @@ Shape Conv2d::output_shape(const Shape& in) const {
   return Shape{OC_, s.OH(), s.OW()};
 }
 
-kernels::Conv2dShape Conv2d::shape_for(const Tensor& in) const {
-  return {in.dim(0), C_, in.dim(2), in.dim(3), OC_, K_, stride_, pad_};
-}
-
 int64_t Conv2d::workspace_bytes(const Shape& in, int64_t /*batch*/) const {
   const kernels::Conv2dShape s{1, C_, in[1], in[2], OC_, K_, stride_, pad_};
   return 4 * s.col_floats();
 }
 
-void Conv2d::forward(const Tensor& in, const Tensor& out) {
+kernels::Conv2dShape Conv2d::begin_forward(const Tensor& in) {
   in_ = in;
-  const kernels::Conv2dShape s = shape_for(in);
+  const kernels::Conv2dShape s = shape_for(in.shape());
   if (!col_.defined() || col_.numel() < s.col_floats() || !(col_.device() == in.device()))
     col_ = Tensor::empty({s.col_floats()}, DType::f32, in.device());
-  ops::conv2d_forward(out, in, weight_, bias_, col_, s);
+  return s;
+}
+
+void Conv2d::forward(const Tensor& in, const Tensor& out) {
+  ops::conv2d_forward(out, in, weight_, bias_, col_, begin_forward(in));
+}
+
+void Conv2d::forward_pooled(const Tensor& in, const Tensor& out, const Tensor& pooled, const Tensor& argmax,
+                            const kernels::Pool2dShape& pool) {
+  ops::conv2d_maxpool_forward(pooled, argmax, out, in, weight_, bias_, col_, begin_forward(in), pool);
 }
 
 void Conv2d::backward(const Tensor& dout, const Tensor& din, bool accumulate) {
-  ops::conv2d_backward(din, dweight_, dbias_, dout, in_, weight_, col_, shape_for(in_), accumulate);
+  ops::conv2d_backward(din, dweight_, dbias_, dout, in_, weight_, col_, shape_for(in_.shape()), accumulate);
 }
 
 }  // namespace shardtrain::nn

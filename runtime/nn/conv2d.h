@@ -18,13 +18,20 @@ class Conv2d final : public Layer {
   Shape output_shape(const Shape& in) const override;
   void forward(const Tensor& in, const Tensor& out) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
+  // forward() and the 2x2/2 max-pool `pool` over its output in one op
+  // (ops::conv2d_maxpool_forward): `out` (undefined where the op makes no
+  // NCHW output) and the pooled output; backward() is as after forward().
+  void forward_pooled(const Tensor& in, const Tensor& out, const Tensor& pooled, const Tensor& argmax,
+                      const kernels::Pool2dShape& pool);
+  kernels::Conv2dShape shape_for(const Shape& in) const { return {in[0], C_, in[2], in[3], OC_, K_, stride_, pad_}; }
   void release_activations() override {
     in_ = Tensor();
     col_ = Tensor();
   }
 
  private:
-  kernels::Conv2dShape shape_for(const Tensor& in) const;
+  // A forward's state: its input (backward reads it) and the column buffer.
+  kernels::Conv2dShape begin_forward(const Tensor& in);
 
   int64_t C_, OC_, K_, stride_, pad_;
   Tensor weight_, bias_, dweight_, dbias_;

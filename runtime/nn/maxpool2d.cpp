@@ -15,11 +15,17 @@ Shape MaxPool2d::output_shape(const Shape& in) const {
   return Shape{in[0], s.OH(), s.OW()};
 }
 
+Tensor MaxPool2d::begin_forward(const kernels::Pool2dShape& s, Device device) {
+  shape_ = s;
+  const int64_t outputs = s.B * s.C * s.OH() * s.OW();
+  if (!argmax_.defined() || argmax_.numel() < outputs || !(argmax_.device() == device))
+    argmax_ = Tensor::empty({outputs}, DType::i32, device);
+  return argmax_.view(0, {outputs});
+}
+
 void MaxPool2d::forward(const Tensor& in, const Tensor& out) {
-  shape_ = {in.dim(0), in.dim(1), in.dim(2), in.dim(3), K_, stride_};
-  if (!argmax_.defined() || argmax_.numel() < out.numel() || !(argmax_.device() == in.device()))
-    argmax_ = Tensor::empty({out.numel()}, DType::i32, in.device());
-  ops::maxpool2d_forward(out, argmax_.view(0, {out.numel()}), in, shape_);
+  const Tensor argmax = begin_forward(shape_over(in.shape()), in.device());
+  ops::maxpool2d_forward(out, argmax, in, shape_);
 }
 
 void MaxPool2d::backward(const Tensor& dout, const Tensor& din, bool /*accumulate*/) {

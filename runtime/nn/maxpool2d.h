@@ -15,6 +15,12 @@ class MaxPool2d final : public Layer {
   void forward(const Tensor& in, const Tensor& out) override;
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
   void release_activations() override { argmax_ = Tensor(); }
+  // The window over `in` [B, C, H, W].
+  kernels::Pool2dShape shape_over(const Shape& in) const { return {in[0], in[1], in[2], in[3], K_, stride_}; }
+  // A forward of shape s that another op computes (a convolution pooled as
+  // it is made, ops::conv2d_maxpool_forward): the state backward reads, and
+  // the arg-max buffer for that op to fill.
+  Tensor begin_forward(const kernels::Pool2dShape& s, Device device);
   // The argmax of every output element (i32).
   int64_t workspace_bytes(const Shape& in, int64_t batch) const override {
     return 4 * batch * output_shape(in).numel();
