@@ -319,8 +319,8 @@ void linear_backward_impl(const char* fn, const Tensor& din, const Tensor& dweig
       if (!in16) cpu::f32_to_bf16(c.input, in.f32(), N * IC);
     }
     const F32Stand p(fn, pre, true, 2), dx(fn, din, false, 0);
-    cpu::linear_backward_bf16(dx.get(), dweight.f32(), dout16 ? dout.bf16_data() : g16.data(), c.input, c.weight, N,
-                              IC, OC, accumulate);
+    cpu::linear_backward_bf16(dx.get(), dweight.f32(), dout16 ? dout.bf16_data() : g16.data(), c.input, c.weight, N, IC,
+                              OC, accumulate);
     if (dbias.defined() && dout16) cpu::bias_gradient(dbias.f32(), dout.bf16_data(), N, OC, accumulate);
     if (dbias.defined() && !dout16) cpu::bias_gradient(dbias.f32(), dout.f32(), N, OC, accumulate);
     if (pre.defined() && din.defined()) cpu::gelu_backward(dx.get(), dx.get(), p.get(), N * IC);
@@ -477,15 +477,15 @@ bool conv2d_maxpool_fuses(Device device, const kernels::Conv2dShape& cs, const k
 }
 
 void conv2d_maxpool_forward(const Tensor& pooled, const Tensor& argmax, const Tensor& conv_out, const Tensor& in,
-                            const Tensor& weight, const Tensor& bias, const Tensor& col,
-                            const kernels::Conv2dShape& cs, const kernels::Pool2dShape& ps) {
+                            const Tensor& weight, const Tensor& bias, const Tensor& col, const kernels::Conv2dShape& cs,
+                            const kernels::Pool2dShape& ps) {
   const char* fn = "conv2d_maxpool_forward";
   ST_CHECK(ps.B == cs.B && ps.C == cs.OC && ps.H == cs.OH() && ps.W == cs.OW(),
            "{}: the pool's input [{}, {}, {}, {}] is not the convolution's output [{}, {}, {}, {}]", fn, ps.B, ps.C,
            ps.H, ps.W, cs.B, cs.OC, cs.OH(), cs.OW());
   if (!conv2d_maxpool_fuses(in.device(), cs, ps)) {
-    const Tensor out = conv_out.defined() ? conv_out : Tensor::empty({cs.B, cs.OC, cs.OH(), cs.OW()}, DType::f32,
-                                                                         in.device());
+    const Tensor out =
+        conv_out.defined() ? conv_out : Tensor::empty({cs.B, cs.OC, cs.OH(), cs.OW()}, DType::f32, in.device());
     conv2d_forward(out, in, weight, bias, col, cs);
     maxpool2d_forward(pooled, argmax, out, ps);
     return;

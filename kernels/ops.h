@@ -97,8 +97,8 @@ void maxpool2d_backward(const Tensor& din, const Tensor& dout, const Tensor& arg
 // as a convolution.
 bool conv2d_maxpool_fuses(Device device, const kernels::Conv2dShape& cs, const kernels::Pool2dShape& ps);
 void conv2d_maxpool_forward(const Tensor& pooled, const Tensor& argmax, const Tensor& conv_out, const Tensor& in,
-                            const Tensor& weight, const Tensor& bias, const Tensor& col,
-                            const kernels::Conv2dShape& cs, const kernels::Pool2dShape& ps);
+                            const Tensor& weight, const Tensor& bias, const Tensor& col, const kernels::Conv2dShape& cs,
+                            const kernels::Pool2dShape& ps);
 
 // logits [N, C], f32 or bf16 (mixed precision's head; dlogits then bf16
 // too, each value its f32 one rounded once); labels on the host, N of them.

@@ -372,10 +372,10 @@ void onednn_conv_maxpool_forward(float* pooled, int32_t* argmax, const float* in
   });
 }
 
-void onednn_conv_forward_in_its_layout(const float* in, const float* weight, const float* bias,
-                                       const Conv2dShape& s) {
+void onednn_conv_forward_in_its_layout(const float* in, const float* weight, const float* bias, const Conv2dShape& s) {
   const int64_t in_sample = s.C * s.H * s.W;
-  for_each_chunk(s, [&](int64_t b, const Conv2dShape& c) { forward_chunk(nullptr, in + b * in_sample, weight, bias, c); });
+  for_each_chunk(s,
+                 [&](int64_t b, const Conv2dShape& c) { forward_chunk(nullptr, in + b * in_sample, weight, bias, c); });
 }
 
 void onednn_conv_backward(float* din, float* dweight, float* dbias, const float* dout, const float* in,

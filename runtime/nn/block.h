@@ -120,9 +120,9 @@ class SequentialBlock final : public Block {
   std::vector<Tensor> outputs_;       // each layer's output, capacity_ samples (none where pooled in place)
   Tensor grad_a_, grad_b_;            // ping-pong gradient buffers between layers
   int64_t capacity_ = 0, batch_ = 0;
-  Device device_;                  // where the buffers live: the device of the input
-  Device plan_device_;             // activation_bytes's
-  DType act_ = DType::f32;         // of outputs_ from the next forward
+  Device device_;                    // where the buffers live: the device of the input
+  Device plan_device_;               // activation_bytes's
+  DType act_ = DType::f32;           // of outputs_ from the next forward
   DType outputs_type_ = DType::f32;  // of outputs_ as allocated
 };
 

@@ -27,7 +27,8 @@ std::vector<float> to_channel_blocks(const std::vector<float>& in, const Pool2dS
   for (int64_t n = 0; n < s.B; ++n)
     for (int64_t c = 0; c < s.C; ++c)
       for (int64_t p = 0; p < s.H * s.W; ++p)
-        out[size_t(n * l.sample + (c / 16) * l.block + p * l.pixel + c % 16)] = in[size_t((n * s.C + c) * s.H * s.W + p)];
+        out[size_t(n * l.sample + (c / 16) * l.block + p * l.pixel + c % 16)] =
+            in[size_t((n * s.C + c) * s.H * s.W + p)];
   return out;
 }
 
