@@ -122,7 +122,9 @@ TEST(ConvPool, FallsBackToTheConvolutionThenThePool) {
     ops::conv2d_maxpool_forward(got, got_arg, out, x, weight, bias, col, s, p);
     EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0) << with_conv_out;
     EXPECT_EQ(std::memcmp(got_arg.raw(), want_arg.raw(), want_arg.nbytes()), 0) << with_conv_out;
-    if (with_conv_out) EXPECT_EQ(std::memcmp(out.raw(), conv.raw(), conv.nbytes()), 0);
+    if (with_conv_out) {
+      EXPECT_EQ(std::memcmp(out.raw(), conv.raw(), conv.nbytes()), 0);
+    }
   }
 }
 
