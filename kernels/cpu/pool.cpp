@@ -15,8 +15,28 @@
 namespace shardtrain::cpu {
 namespace {
 
-// The common 2x2 window with stride 2, one output row at a time: the
-// compare-and-select chain over the four taps (in scan order, strict '>')
+// A 2x2 window's largest value and its index: the compare-and-select chain
+// over the four taps in scan order, with a strict, ordered '>' (the first
+// maximum wins a tie; a NaN never replaces the best). i0 is the first tap's
+// index, W the row's width. Branch-free selects, so that the loops around
+// it vectorize.
+struct WindowMax {
+  float value;
+  int32_t index;
+};
+inline WindowMax max_of_window(float v0, float v1, float v2, float v3, int32_t i0, int32_t W) {
+  float best = v0;
+  int32_t k = i0;
+  k = v1 > best ? i0 + 1 : k;
+  best = v1 > best ? v1 : best;
+  k = v2 > best ? i0 + W : k;
+  best = v2 > best ? v2 : best;
+  k = v3 > best ? i0 + W + 1 : k;
+  best = v3 > best ? v3 : best;
+  return {best, k};
+}
+
+// The common 2x2 window with stride 2, one output row at a time: the chain
 // vectorizes across the row, where the general loop below cannot.
 void maxpool_2x2_row(float* __restrict o, int32_t* __restrict a, const float* __restrict x, int64_t oh, int64_t OW,
                      int64_t W) {
@@ -24,18 +44,10 @@ void maxpool_2x2_row(float* __restrict o, int32_t* __restrict a, const float* __
   const float* r1 = r0 + W;
   const int32_t base = int32_t(2 * oh * W);
   for (int64_t ow = 0; ow < OW; ++ow) {
-    const int32_t i0 = base + int32_t(2 * ow);
-    float best = r0[2 * ow];
-    int32_t idx = i0;
-    const float v1 = r0[2 * ow + 1], v2 = r1[2 * ow], v3 = r1[2 * ow + 1];
-    idx = v1 > best ? i0 + 1 : idx;
-    best = v1 > best ? v1 : best;
-    idx = v2 > best ? i0 + int32_t(W) : idx;
-    best = v2 > best ? v2 : best;
-    idx = v3 > best ? i0 + int32_t(W) + 1 : idx;
-    best = v3 > best ? v3 : best;
-    o[ow] = best;
-    a[ow] = idx;
+    const WindowMax m =
+        max_of_window(r0[2 * ow], r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1], base + int32_t(2 * ow), int32_t(W));
+    o[ow] = m.value;
+    a[ow] = m.index;
   }
 }
 
@@ -205,17 +217,9 @@ ST_VECTOR_CLONES void maxpool_2x2_channel_row(float* __restrict vals, int32_t* _
     const float* t3 = t2 + pixel;
     const int32_t i0 = base + int32_t(2 * ow);
     for (int64_t l = 0; l < 16; ++l) {
-      float best = t0[l];
-      int32_t k = i0;
-      const float v1 = t1[l], v2 = t2[l], v3 = t3[l];
-      k = v1 > best ? i0 + 1 : k;
-      best = v1 > best ? v1 : best;
-      k = v2 > best ? i0 + int32_t(W) : k;
-      best = v2 > best ? v2 : best;
-      k = v3 > best ? i0 + int32_t(W) + 1 : k;
-      best = v3 > best ? v3 : best;
-      vals[ow * 16 + l] = best;
-      idx[ow * 16 + l] = k;
+      const WindowMax m = max_of_window(t0[l], t1[l], t2[l], t3[l], i0, int32_t(W));
+      vals[ow * 16 + l] = m.value;
+      idx[ow * 16 + l] = m.index;
     }
   }
 }
