@@ -159,10 +159,12 @@ bool is_bf16(const char* op, const Tensor& t, const char* what) {
   return t.dtype() == DType::bf16;
 }
 
-}  // namespace
-
-namespace {
 std::atomic<bool> g_cpu_linear_keeps{false};
+
+// Where the input's copy starts in a kept buffer: after the weight's, 256
+// bytes aligned (the layout kernels/cuda/linear.h describes).
+int64_t kept_input_offset(int64_t IC, int64_t OC) { return (OC * IC + 127) / 128 * 128; }
+
 }  // namespace
 
 void set_cpu_linear_keeps_bf16(bool keep) { g_cpu_linear_keeps.store(keep, std::memory_order_relaxed); }
@@ -177,12 +179,6 @@ bool linear_keeps_bf16(Device device) {
 }
 
 bool cpu_linear_reads_bf16() { return cpu::bf16_operand_products(); }
-
-namespace {
-// Where the input's copy starts in a kept buffer: after the weight's, 256
-// bytes aligned (the layout kernels/cuda/linear.h describes).
-int64_t kept_input_offset(int64_t IC, int64_t OC) { return (OC * IC + 127) / 128 * 128; }
-}  // namespace
 
 int64_t linear_kept_elements(int64_t rows, int64_t IC, int64_t OC, DType in) {
 #ifdef SHARDTRAIN_HAVE_CUDA

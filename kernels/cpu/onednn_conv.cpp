@@ -8,6 +8,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -332,15 +333,19 @@ void for_each_chunk(const Conv2dShape& s, Fn fn) {
   for (int64_t b = 0; b < s.B; b += kChunk) fn(b, chunk_of(s, std::min(kChunk, s.B - b)));
 }
 
+// The shapes of s's first chunk and its last (which may be shorter): what
+// holds for the plans of both holds for the whole batch.
+std::array<Conv2dShape, 2> end_chunks(const Conv2dShape& s) {
+  return {chunk_of(s, std::min(kChunk, s.B)), chunk_of(s, s.B % kChunk == 0 ? std::min(kChunk, s.B) : s.B % kChunk)};
+}
+
 }  // namespace
 
 OnednnConvRoute onednn_conv_route(const Conv2dShape& s) {
   const bool bf16 = bf16_operands();
   if (!onednn_convolutions() || s.B == 0 || (gemm_precision() != GemmPrecision::f32 && !bf16)) return {};
-  // The first chunk and the last (which may be shorter) must both be direct.
-  const OnednnConvRoute first = plan_for(chunk_of(s, std::min(kChunk, s.B)), bf16).route;
-  const OnednnConvRoute last =
-      plan_for(chunk_of(s, s.B % kChunk == 0 ? std::min(kChunk, s.B) : s.B % kChunk), bf16).route;
+  const auto [first_chunk, last_chunk] = end_chunks(s);
+  const OnednnConvRoute first = plan_for(first_chunk, bf16).route, last = plan_for(last_chunk, bf16).route;
   return {first.forward && last.forward, first.backward && last.backward};
 }
 
@@ -355,8 +360,7 @@ void onednn_conv_forward(float* out, const float* in, const float* weight, const
 bool onednn_conv_pools(const Conv2dShape& s) {
   if (!onednn_conv_route(s).forward || s.OH() % 2 != 0 || s.OW() % 2 != 0) return false;
   const bool bf16 = bf16_operands();
-  const Conv2dShape first = chunk_of(s, std::min(kChunk, s.B)),
-                    last = chunk_of(s, s.B % kChunk == 0 ? std::min(kChunk, s.B) : s.B % kChunk);
+  const auto [first, last] = end_chunks(s);
   return channel_blocks(plan_for(first, bf16), first).has_value() &&
          channel_blocks(plan_for(last, bf16), last).has_value();
 }

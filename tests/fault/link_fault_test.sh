@@ -5,12 +5,11 @@
 #    then node 0, alternating; LINK_RUNS runs, default 1). The job ends
 #    non-zero, its last line the watchdog's verdict from the other rank,
 #    naming the cut-off one (the collective, whichever it is, "not complete
-#    after 5.x s"); the
-#    verdict comes within 7 s of the cut (the reporting rank's flight dump
-#    tells when); no hang: it ends within the timeout, plus SHARDRUN_ABORT_GRACE_S (3
-#    here: launch/supervise ends the mpirun that waits for the lost node's
-#    daemon, which never ends by itself, so the grace is only waited out),
-#    plus 15 s.
+#    after 5.x s"); the verdict comes within 7 s of the cut (the reporting
+#    rank's flight dump tells when); no hang: it ends within the timeout,
+#    plus SHARDRUN_ABORT_GRACE_S (3 here: launch/supervise ends the mpirun
+#    that waits for the lost node's daemon, which never ends by itself, so
+#    the grace is only waited out), plus 15 s.
 #  - 1 Mbit/s on every link: a model whose gradients (0.2 MB) take 1.5 s
 #    or so per all-reduce there (up to 2.6 s seen) trains 5 steps and
 #    evaluates: exit 0, no watchdog line (a slow link is not a dead one).
