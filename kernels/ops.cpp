@@ -8,6 +8,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/flash_attention.h"
+#include "kernels/cpu/one_tile_attention.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/linear.h"
@@ -886,6 +887,11 @@ void attention_forward(const Tensor& out, const Tensor& att, const Tensor& qkv, 
         cuda::flash_attention_forward(out.raw(), out16, att.f32(), qkv.raw(), qkv16, d.B, d.T, d.H, d.KV, d.hs));
     return;
   }
+  if (!gpu && kernel == AttentionKernel::tiled && cpu::one_tile_attention_fits(d.T)) {
+    // bf16 tensors read and written where they are (no f32 copies).
+    cpu::one_tile_attention_forward(out.raw(), out16, att.f32(), qkv.raw(), qkv16, d.B, d.T, d.H, d.KV, d.hs);
+    return;
+  }
   const F32Stand x(fn, qkv, true, 0), y(fn, out, false, 1);
   if (gpu) {
     ST_GPU_ONLY(cuda::attention_forward(y.get(), att.f32(), x.get(), d.B, d.T, d.C, n_head));
@@ -922,6 +928,11 @@ void attention_backward(const Tensor& dqkv, const Tensor& scratch, const Tensor&
     ST_GPU_ONLY(cuda::flash_attention_backward(dqkv.raw(), dqkv16, scratch.f32(), dout.f32(), qkv.raw(), qkv16,
                                                out.raw(), is_bf16(fn, out, "the forward's output"), att.f32(), d.B, d.T,
                                                d.H, d.KV, d.hs));
+    return;
+  }
+  if (!gpu && kernel == AttentionKernel::tiled && cpu::one_tile_attention_fits(d.T)) {
+    cpu::one_tile_attention_backward(dqkv.raw(), dqkv16, dout.f32(), qkv.raw(), qkv16, out.raw(),
+                                     is_bf16(fn, out, "the forward's output"), att.f32(), d.B, d.T, d.H, d.KV, d.hs);
     return;
   }
   const F32Stand x(fn, qkv, true, 0), dx(fn, dqkv, false, 1);

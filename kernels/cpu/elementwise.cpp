@@ -43,25 +43,8 @@ ST_VECTOR_CLONES float dot(const float* a, const float* b, int64_t n) {
   return detail::lane_sum(n, [&](int64_t i) { return a[i] * b[i]; });
 }
 
-namespace {
-
-// to_bf16's rounding as integer data flow with the NaN case selected by a
-// mask rather than returned early: the early return kept GCC from
-// vectorizing the loops below, and every bf16 product packs its operands
-// through them. Same bits as to_bf16 for every input
-// (kernels_elementwise_test).
-inline uint16_t rounded_to_bf16(float f) {
-  const uint32_t u = std::bit_cast<uint32_t>(f);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;  // to nearest, ties to even
-  const uint32_t quiet_nan = (u >> 16) | 0x40u;
-  const uint32_t nan = 0u - uint32_t((u & 0x7fffffffu) > 0x7f800000u);
-  return uint16_t((quiet_nan & nan) | (rounded & ~nan));
-}
-
-}  // namespace
-
 ST_VECTOR_CLONES void f32_to_bf16(bf16* out, const float* in, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i].bits = rounded_to_bf16(in[i]);
+  for (int64_t i = 0; i < n; ++i) out[i].bits = detail::bf16_bits(in[i]);
 }
 
 // One call for the whole matrix: a product's operand is often a head's
@@ -69,7 +52,7 @@ ST_VECTOR_CLONES void f32_to_bf16(bf16* out, const float* in, int64_t n) {
 // than the conversion itself.
 ST_VECTOR_CLONES void f32_to_bf16_rows(bf16* out, const float* in, int64_t rows, int64_t cols, int64_t ld) {
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) out[r * cols + c].bits = rounded_to_bf16(in[r * ld + c]);
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c].bits = detail::bf16_bits(in[r * ld + c]);
 }
 
 ST_VECTOR_CLONES void bf16_to_f32(float* out, const bf16* in, int64_t n) {

@@ -77,7 +77,7 @@ void online_softmax_row(float* row, int64_t n, int64_t cols, bool first, float& 
 void flash_attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t KV,
                              int64_t hs) {
   check_sizes("flash_attention_forward", B, T, H, KV, hs);
-  if (one_tile_attention_fits(T)) return one_tile_attention_forward(out, lse, qkv, B, T, H, KV, hs);
+  if (one_tile_attention_fits(T)) return one_tile_attention_forward(out, false, lse, qkv, false, B, T, H, KV, hs);
   const int64_t C3 = (H + 2 * KV) * hs, HC = H * hs, group = H / KV;
   const int64_t br = std::min(kBr, T), bc = std::min(kBc, T);
   const float scale = 1.0f / std::sqrt(float(hs));
@@ -126,7 +126,8 @@ int64_t flash_attention_scratch_floats(int64_t T, int64_t hs) {
 void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* out,
                               const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs) {
   check_sizes("flash_attention_backward", B, T, H, KV, hs);
-  if (one_tile_attention_fits(T)) return one_tile_attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, hs);
+  if (one_tile_attention_fits(T))
+    return one_tile_attention_backward(dqkv, false, dout, qkv, false, out, false, lse, B, T, H, KV, hs);
   const int64_t C3 = (H + 2 * KV) * hs, HC = H * hs, group = H / KV;
   const int64_t br = std::min(kBr, T), bc = std::min(kBc, T);
   const float scale = 1.0f / std::sqrt(float(hs));

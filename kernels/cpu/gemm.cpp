@@ -223,6 +223,66 @@ void pack_bf16_batch(std::vector<bf16>& out, const float* m, int64_t count, int6
   for (int64_t i = 0; i < count; ++i) f32_to_bf16_rows(out.data() + i * each, m + i * between, rows, cols, ld);
 }
 
+// pack_bf16_batch for operands bf16 already: copied densely.
+void copy_bf16_batch(std::vector<bf16>& out, const bf16* m, int64_t count, int64_t rows, int64_t cols, int64_t ld,
+                     int64_t between) {
+  const int64_t each = rows * cols;
+  if (out.size() < size_t(count * each)) out.resize(size_t(count * each));
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t r = 0; r < rows; ++r) std::copy_n(m + i * between + r * ld, cols, out.data() + i * each + r * cols);
+}
+
+// gemm_batched's and gemm_bf16_batched's start: the call recorded and its
+// sizes checked; false where no product has anything to compute.
+bool begin_batched(const char* fn, const GemmCall& call) {
+  configured_threads();
+  ST_CHECK(call.batch >= 0, "{}: count = {} (must be >= 0)", fn, call.batch);
+  record_gemm(call);
+  if (call.batch == 0 || call.M == 0 || call.N == 0) return false;
+  check_strides(call.trans_a, call.trans_b, call.M, call.N, call.K, call.lda, call.ldb, call.ldc);
+  ST_CHECK(call.batch == 1 || call.stride_c >= (call.M - 1) * call.ldc + call.N,
+           "{}: products {} floats apart would overlap in C ({} x {}, ldc {})", fn, call.stride_c, call.M, call.N,
+           call.ldc);
+  return true;
+}
+
+GemmCall batched_call(int64_t count, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                      const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb, int64_t stride_b,
+                      float beta, float* C, int64_t ldc, int64_t stride_c, bool bf16_operands) {
+  GemmCall call{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
+  call.bf16_operands = bf16_operands;
+  call.batch = count;
+  call.stride_a = stride_a;
+  call.stride_b = stride_b;
+  call.stride_c = stride_c;
+  return call;
+}
+
+// A call's operands as stored: rows and columns of A and of B.
+struct Stored {
+  int64_t a_rows, a_cols, b_rows, b_cols;
+  explicit Stored(const GemmCall& c)
+      : a_rows(c.trans_a ? c.K : c.M),
+        a_cols(c.trans_a ? c.M : c.K),
+        b_rows(c.trans_b ? c.N : c.K),
+        b_cols(c.trans_b ? c.K : c.N) {}
+};
+
+// Whether no two products' A or B overlap (oneDNN describes only such a batch).
+bool operands_apart(const GemmCall& c) {
+  const Stored s(c);
+  return c.batch == 1 ||
+         (c.stride_a >= (s.a_rows - 1) * c.lda + s.a_cols && c.stride_b >= (s.b_rows - 1) * c.ldb + s.b_cols);
+}
+
+// The batch on dense bf16 copies of its operands, [count, rows, cols] each
+// (pack_bf16_batch, copy_bf16_batch), in one oneDNN primitive.
+void dense_bf16_batch(const GemmCall& c, const bf16* a16, const bf16* b16, float* C) {
+  const Stored s(c);
+  onednn_gemm_batched(c.batch, c.trans_a, c.trans_b, c.M, c.N, c.K, c.alpha, a16, s.a_cols, s.a_rows * s.a_cols, b16,
+                      s.b_cols, s.b_rows * s.b_cols, c.beta, C, c.ldc, c.stride_c, true);
+}
+
 }  // namespace
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
@@ -237,42 +297,57 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
 void gemm_batched(int64_t count, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                   const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb, int64_t stride_b,
                   float beta, float* C, int64_t ldc, int64_t stride_c) {
-  configured_threads();
-  ST_CHECK(count >= 0, "gemm_batched: count = {} (must be >= 0)", count);
-  GemmCall call{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
-  call.batch = count;
-  call.stride_a = stride_a;
-  call.stride_b = stride_b;
-  call.stride_c = stride_c;
-  record_gemm(call);
-  if (count == 0 || M == 0 || N == 0) return;
-  check_strides(trans_a, trans_b, M, N, K, lda, ldb, ldc);
-  ST_CHECK(count == 1 || stride_c >= (M - 1) * ldc + N,
-           "gemm_batched: products {} floats apart would overlap in C ({} x {}, ldc {})", stride_c, M, N, ldc);
-  const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
-  const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+  const GemmCall call = batched_call(count, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta,
+                                     C, ldc, stride_c, false);
+  if (!begin_batched("gemm_batched", call)) return;
   if (K > 0 && onednn_products(g_precision)) {
-    // oneDNN describes a batch only where its operands do not overlap (a
-    // shared or overlapping A or B, stride 0 included, is a loop below).
-    const bool apart =
-        count == 1 || (stride_a >= (a_rows - 1) * lda + a_cols && stride_b >= (b_rows - 1) * ldb + b_cols);
-    if (g_precision == GemmPrecision::f32 && apart) {
+    // A shared or overlapping A or B, stride 0 included, is a loop below.
+    if (g_precision == GemmPrecision::f32 && operands_apart(call)) {
       onednn_gemm_batched(count, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
                           stride_c, false);
       return;
     }
     if (g_precision == GemmPrecision::bf16) {  // packed densely: any strides
+      const Stored st(call);
       thread_local std::vector<bf16> a16, b16;
-      pack_bf16_batch(a16, A, count, a_rows, a_cols, lda, stride_a);
-      pack_bf16_batch(b16, B, count, b_rows, b_cols, ldb, stride_b);
-      onednn_gemm_batched(count, trans_a, trans_b, M, N, K, alpha, a16.data(), a_cols, a_rows * a_cols, b16.data(),
-                          b_cols, b_rows * b_cols, beta, C, ldc, stride_c, true);
+      pack_bf16_batch(a16, A, count, st.a_rows, st.a_cols, lda, stride_a);
+      pack_bf16_batch(b16, B, count, st.b_rows, st.b_cols, ldb, stride_b);
+      dense_bf16_batch(call, a16.data(), b16.data(), C);
       return;
     }
   }
   for (int64_t i = 0; i < count; ++i)
     products(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta, C + i * stride_c,
              ldc);
+}
+
+void gemm_bf16_batched(int64_t count, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                       const bf16* A, int64_t lda, int64_t stride_a, const bf16* B, int64_t ldb, int64_t stride_b,
+                       float beta, float* C, int64_t ldc, int64_t stride_c) {
+  const GemmCall call = batched_call(count, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta,
+                                     C, ldc, stride_c, true);
+  if (!begin_batched("gemm_bf16_batched", call)) return;
+  if (K == 0) {
+    for (int64_t i = 0; i < count; ++i) scale_rows(M, N, beta, C + i * stride_c, ldc);
+    return;
+  }
+  if (onednn_products(GemmPrecision::bf16)) {
+    if (operands_apart(call)) {
+      onednn_gemm_batched(count, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
+                          stride_c, true);
+      return;
+    }
+    // Copied apart, as gemm_batched packs them: the same primitive, the same bits.
+    const Stored st(call);
+    thread_local std::vector<bf16> a16, b16;
+    copy_bf16_batch(a16, A, count, st.a_rows, st.a_cols, lda, stride_a);
+    copy_bf16_batch(b16, B, count, st.b_rows, st.b_cols, ldb, stride_b);
+    dense_bf16_batch(call, a16.data(), b16.data(), C);
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i)
+    bf16_products(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
+                  C + i * stride_c, ldc);
 }
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A, int64_t lda,

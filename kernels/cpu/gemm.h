@@ -41,6 +41,15 @@ bool bf16_operand_products();
 // bf16_operand_products(). Recorded by GemmRecorder (bf16_operands).
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A, int64_t lda,
                const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// gemm_batched() on operands already rounded to bf16 (strides in
+// elements): the same products and results as gemm_batched() on the f32
+// values they were rounded from, without rounding each operand again on
+// every call (operands that overlap are copied apart first, as
+// gemm_batched() packs them). Only where bf16_operand_products(). Recorded
+// as one call.
+void gemm_bf16_batched(int64_t count, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                       const bf16* A, int64_t lda, int64_t stride_a, const bf16* B, int64_t ldb, int64_t stride_b,
+                       float beta, float* C, int64_t ldc, int64_t stride_c);
 // C[M,N] = op(A) op(B) + bias, the bias [N] added to every row (a linear
 // layer's forward; alpha 1). Where oneDNN computes an f32 product the bias
 // is added in its epilogue, so C is written once and never read (recorded

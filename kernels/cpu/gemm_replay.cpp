@@ -82,7 +82,11 @@ void GemmReplay::run() {
   for (const GemmCall& c : calls_) {
     const int64_t lda = stride(c.lda, c.trans_a ? c.M : c.K), ldb = stride(c.ldb, c.trans_b ? c.K : c.N);
     float* C = at(c.c);
-    if (c.batch != 1)
+    if (c.batch != 1 && c.bf16_operands)
+      gemm_bf16_batched(c.batch, c.trans_a, c.trans_b, c.M, c.N, c.K, c.alpha, at(static_cast<const bf16*>(c.a)), lda,
+                        c.stride_a, at(static_cast<const bf16*>(c.b)), ldb, c.stride_b, c.beta, C, stride(c.ldc, c.N),
+                        c.stride_c);
+    else if (c.batch != 1)
       gemm_batched(c.batch, c.trans_a, c.trans_b, c.M, c.N, c.K, c.alpha, at(static_cast<const float*>(c.a)), lda,
                    c.stride_a, at(static_cast<const float*>(c.b)), ldb, c.stride_b, c.beta, C, stride(c.ldc, c.N),
                    c.stride_c);

@@ -27,9 +27,17 @@ bool one_tile_attention_fits(int64_t T);
 // at least 1.
 int64_t one_tile_attention_chunk(int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs);
 
-void one_tile_attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t KV,
-                                int64_t hs);
-void one_tile_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                                 int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs);
+// qkv, out and dqkv hold f32 values, or bf16 ones (mixed precision's
+// activations) where their flag says; lse and dout are f32. Where the
+// products take bf16 operands (gemm.h's bf16_operand_products()), q, k, v,
+// the probabilities, dO and dS are rounded into bf16 blocks once, and the
+// products run on them (gemm_bf16_batched): the same roundings, and the
+// same bits, as gemm_batched() on f32 blocks, without a rounding per call
+// or an f32 copy of bf16 tensors.
+void one_tile_attention_forward(void* out, bool out_bf16, float* lse, const void* qkv, bool qkv_bf16, int64_t B,
+                                int64_t T, int64_t H, int64_t KV, int64_t hs);
+void one_tile_attention_backward(void* dqkv, bool dqkv_bf16, const float* dout, const void* qkv, bool qkv_bf16,
+                                 const void* out, bool out_bf16, const float* lse, int64_t B, int64_t T, int64_t H,
+                                 int64_t KV, int64_t hs);
 
 }  // namespace shardtrain::cpu

@@ -49,6 +49,18 @@ inline float select(bool c, float a, float b) {
   return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & mask) | (std::bit_cast<uint32_t>(b) & ~mask));
 }
 
+// x rounded to bf16 (to nearest, ties to even; NaN stays a quiet NaN), as
+// to_bf16() rounds (runtime/core/dtype.h), written as integer data flow
+// with the NaN case selected by a mask rather than returned early: the
+// early return keeps GCC from vectorizing the loops that call it.
+inline uint16_t bf16_bits(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  const uint32_t nan = 0u - uint32_t((u & 0x7fffffffu) > 0x7f800000u);
+  return uint16_t((quiet_nan & nan) | (rounded & ~nan));
+}
+
 // e^x for x <= 0 (softmax after max subtraction, sigmoid of -|z|), within
 // ~2 ulp of expf; exactly 0 below -87.3 and for -inf; NaN stays NaN.
 inline float exp_nonpos(float x) {

@@ -1,5 +1,6 @@
 #include "kernels/cpu/gemm.h"
 
+#include "kernels/cpu/elementwise.h"
 #include "runtime/core/dtype.h"
 #include "runtime/core/error.h"
 #include "tests/unit/kernels_test_util.h"
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <limits>
 #include <thread>
@@ -243,6 +245,45 @@ TEST(Gemm, BatchedProductsMayShareAnOperand) {
       set_gemm_precision(GemmPrecision::f32);
       for (size_t i = 0; i < C.size(); ++i) ASSERT_NEAR(C[i], expected[i], 1e-5) << name_of(backend) << " " << i;
     }
+}
+
+// gemm_bf16_batched on operands rounded beforehand: the bits of
+// gemm_batched in bf16 precision on their f32 values, in every transpose
+// combination with padded rows and gaps, with a shared operand (stride 0:
+// one product at a time), and for an empty sum; recorded as one call of
+// bf16 operands.
+TEST(Gemm, Bf16BatchedProductsAreGemmBatchedInBf16) {
+  const testing::ScopedBf16Products bf16_products;
+  if (!bf16_operand_products()) GTEST_SKIP() << "no bf16 products on this CPU";
+  const int64_t count = 4, M = 11, N = 7, K = 19;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (int64_t pad : {0, 3})
+        for (bool shared_b : {false, true}) {
+          const auto [a_rows, lda, b_rows, ldb, ldc] = stored(ta, tb, M, N, K, pad);
+          const int64_t sa = a_rows * lda + pad, sb = shared_b ? 0 : b_rows * ldb + 2 * pad, sc = M * ldc + pad;
+          const auto A = uniform_vector(size_t(count * sa), 51),
+                     B = uniform_vector(size_t((count - 1) * sb + b_rows * ldb), 52);
+          std::vector<bf16> A16(A.size()), B16(B.size());
+          f32_to_bf16(A16.data(), A.data(), int64_t(A.size()));
+          f32_to_bf16(B16.data(), B.data(), int64_t(B.size()));
+          const auto C0 = uniform_vector(size_t(count * sc), 53);
+          auto expected = C0, C = C0;
+          gemm_batched(count, ta, tb, M, N, K, 0.5f, A.data(), lda, sa, B.data(), ldb, sb, 0.25f, expected.data(), ldc,
+                       sc);
+          GemmRecorder recorder;
+          gemm_bf16_batched(count, ta, tb, M, N, K, 0.5f, A16.data(), lda, sa, B16.data(), ldb, sb, 0.25f, C.data(),
+                            ldc, sc);
+          const std::string where =
+              fmt::format("{}{} pad {}{}", ta ? 'T' : 'N', tb ? 'T' : 'N', pad, shared_b ? " shared B" : "");
+          ASSERT_EQ(std::memcmp(C.data(), expected.data(), C.size() * sizeof(float)), 0) << where;
+          ASSERT_EQ(recorder.calls().size(), 1u) << where;
+          EXPECT_TRUE(recorder.calls()[0].bf16_operands) << where;
+          EXPECT_EQ(recorder.calls()[0].batch, count) << where;
+        }
+  std::vector<float> C = {1, 2, 3, 4};
+  gemm_bf16_batched(2, false, false, 1, 2, 0, 1.0f, nullptr, 1, 0, nullptr, 2, 0, 0.5f, C.data(), 2, 2);
+  EXPECT_EQ(C, (std::vector<float>{0.5f, 1, 1.5f, 2}));
 }
 
 TEST(Gemm, BatchedProductsThatWouldOverlapAreAnError) {

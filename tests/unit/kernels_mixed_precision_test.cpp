@@ -11,7 +11,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 namespace shardtrain {
@@ -167,6 +169,76 @@ TEST(MixedPrecisionOps, AttentionReadsBf16QkvAndWritesBf16) {
   ops::attention_backward(dref, scratch, dout, q, ref, att, NH);
   ops::attention_backward(d16, scratch, dout, q16, out16, att, NH);
   expect_rounded_equal(d16, dref, "qkv gradient");
+}
+
+// The tiled kernel at one tile (T <= 64) reads bf16 qkv and the forward's
+// bf16 output where they are and writes bf16 where asked, with f32 or bf16
+// products: the bits of the f32 tensors' run, rounded.
+TEST(MixedPrecisionOps, OneTileAttentionReadsAndWritesBf16WhereItIs) {
+  constexpr int64_t B = 3, T = 37, NH = 4, NKV = 2, hs = 12, C = NH * hs, C3 = (NH + 2 * NKV) * hs;
+  const auto tiled = ops::AttentionKernel::tiled;
+  for (bool products16 : {false, true}) {
+    std::optional<testing::ScopedBf16Products> scoped;
+    if (products16) scoped.emplace();
+    if (products16 && !cpu::bf16_operand_products()) GTEST_SKIP() << "no bf16 products on this CPU";
+    const Tensor qkv = widened(random_f32(B * T * C3, 40)).reshape({B, T, C3}), dout = random_f32(B * T * C, 41);
+    const Tensor q16 = to_bf16(qkv).reshape({B, T, C3});
+    Tensor lse = Tensor::empty({B * NH * T}), lse16 = Tensor::empty({B * NH * T});
+    Tensor scratch = Tensor::empty({ops::attention_scratch_floats(tiled, Device::cpu(), B, T, C, NH)});
+    Tensor ref = Tensor::empty({B * T * C}), out16 = Tensor::empty({B * T * C}, DType::bf16);
+    ops::attention_forward(ref, lse, qkv, NH, tiled, NKV);
+    ops::attention_forward(out16, lse16, q16, NH, tiled, NKV);
+    expect_rounded_equal(out16, ref, products16 ? "output, bf16 products" : "output, f32 products");
+    expect_equal(lse16, lse, "log-sum-exp");
+    // The backward reads the output it is given: the reference gets the
+    // same values in f32.
+    Tensor dref = Tensor::empty({B * T * C3}), d16 = Tensor::empty({B * T * C3}, DType::bf16);
+    ops::attention_backward(dref, scratch, dout, qkv, to_f32(out16), lse, NH, tiled, NKV);
+    ops::attention_backward(d16, scratch, dout, q16, out16, lse, NH, tiled, NKV);
+    expect_rounded_equal(d16, dref, products16 ? "qkv gradient, bf16 products" : "qkv gradient, f32 products");
+  }
+}
+
+// With bf16 products the one-tile kernel rounds the products' operands
+// where gemm_batched() would: q, k and v, and the probabilities before
+// they weight v. A reference in double with exactly those roundings is
+// within f32's error of it; one without the probabilities' rounding is not.
+TEST(MixedPrecisionOps, OneTileAttentionRoundsTheProbabilitiesForTheirProduct) {
+  const testing::ScopedBf16Products bf16_products;
+  if (!cpu::bf16_operand_products()) GTEST_SKIP() << "no bf16 products on this CPU";
+  constexpr int64_t B = 2, T = 29, NH = 2, hs = 16, C = NH * hs, C3 = 3 * C;
+  const Tensor qkv = widened(random_f32(B * T * C3, 42, 2.0f)).reshape({B, T, C3});
+  Tensor lse = Tensor::empty({B * NH * T}), out = Tensor::empty({B * T * C});
+  ops::attention_forward(out, lse, qkv, NH, ops::AttentionKernel::tiled);
+  const float* x = qkv.f32();
+  double worst_rounded = 0.0, worst_exact = 0.0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < NH; ++h)
+      for (int64_t t = 0; t < T; ++t) {
+        auto at = [&](int64_t pos, int64_t col) { return double(x[(b * T + pos) * C3 + col]); };
+        std::vector<double> p(size_t(t + 1));
+        double m = -1e300, sum = 0.0;
+        for (int64_t j = 0; j <= t; ++j) {
+          double d = 0.0;
+          for (int64_t i = 0; i < hs; ++i) d += at(t, h * hs + i) * at(j, C + h * hs + i);
+          p[size_t(j)] = d / std::sqrt(double(hs));
+          m = std::max(m, p[size_t(j)]);
+        }
+        for (double& v : p) sum += (v = std::exp(v - m));
+        for (int64_t i = 0; i < hs; ++i) {
+          double rounded = 0.0, exact = 0.0;
+          for (int64_t j = 0; j <= t; ++j) {
+            const double pj = p[size_t(j)] / sum, v = at(j, 2 * C + h * hs + i);
+            rounded += double(shardtrain::to_f32(shardtrain::to_bf16(float(pj)))) * v;
+            exact += pj * v;
+          }
+          const double got = out.f32()[(b * T + t) * C + h * hs + i];
+          worst_rounded = std::max(worst_rounded, std::fabs(got - rounded));
+          worst_exact = std::max(worst_exact, std::fabs(got - exact));
+        }
+      }
+  EXPECT_LT(worst_rounded, 2e-5) << "with the roundings";
+  EXPECT_GT(worst_exact, 1e-4) << "without the probabilities' rounding";
 }
 
 TEST(MixedPrecisionOps, LossOnBf16LogitsWritesTheRoundedGradientOverThem) {
