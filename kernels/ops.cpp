@@ -261,11 +261,13 @@ void linear_forward_impl(const char* fn, const Tensor& out, const Tensor& pre, c
     const KeptCopies c(keep, in, N, IC, OC);
     if (!keep_has_weight) cpu::f32_to_bf16(c.weight, weight.f32(), OC * IC);
     if (!in16) cpu::f32_to_bf16(c.input, in.f32(), N * IC);
-    const F32Stand y(fn, out, false, 1), p(fn, pre, false, 2);
-    cpu::linear_forward_bf16(pre.defined() ? p.get() : y.get(), c.input, c.weight, opt(bias), N, IC, OC);
-    if (pre.defined()) cpu::gelu_forward(y.get(), p.get(), N * OC);
-    y.store();
-    p.store();
+    if (out16) {  // and pre, where defined (checked above)
+      cpu::linear_forward_bf16_out(out.bf16_data(), pre.defined() ? pre.bf16_data() : nullptr, c.input, c.weight,
+                                   opt(bias), N, IC, OC);
+      return;
+    }
+    cpu::linear_forward_bf16(pre.defined() ? pre.f32() : out.f32(), c.input, c.weight, opt(bias), N, IC, OC);
+    if (pre.defined()) cpu::gelu_forward(out.f32(), pre.f32(), N * OC);
     return;
   }
   const F32Stand x(fn, in, true, 0), y(fn, out, false, 1), p(fn, pre, false, 2);

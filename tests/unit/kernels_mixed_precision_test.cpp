@@ -99,6 +99,28 @@ TEST(MixedPrecisionOps, LinearBackwardTakesBf16InputsAndGradients) {
   expect_equal(dw, dw_ref, "weight gradient through the GELU");
 }
 
+// With bf16 products a bf16 output is made in chunks of rows (the f32
+// product of each still in L2 when the GELU and the rounding read it): the
+// bits of the whole product's f32 output rounded, over several chunks and a
+// shorter last one.
+TEST(MixedPrecisionOps, LinearBf16OutputInChunksOfRowsIsTheRoundedF32Output) {
+  const testing::ScopedBf16Products bf16_products;
+  if (!cpu::bf16_operand_products()) GTEST_SKIP() << "no bf16 products on this CPU";
+  constexpr int64_t rows = 1000, ic = 40, oc = 300;  // 432 rows a chunk: 2 whole chunks and 136 rows
+  const Tensor x = widened(random_f32(rows * ic, 30)).reshape({rows, ic}), w = random_f32(oc * ic, 31, 0.3f);
+  const Tensor b = random_f32(oc, 32), wm = w.reshape({oc, ic});
+  Tensor ref = Tensor::empty({rows * oc}), out16 = Tensor::empty({rows * oc}, DType::bf16);
+  ops::linear_forward(ref, x, wm, b);
+  ops::linear_forward(out16, to_bf16(x).reshape({rows, ic}), wm, b);
+  expect_rounded_equal(out16, ref, "linear");
+  Tensor pre_ref = Tensor::empty({rows * oc}), gelu_ref = Tensor::empty({rows * oc});
+  Tensor pre16 = Tensor::empty({rows * oc}, DType::bf16), gelu16 = Tensor::empty({rows * oc}, DType::bf16);
+  ops::linear_gelu_forward(gelu_ref, pre_ref, x, wm, b);
+  ops::linear_gelu_forward(gelu16, pre16, x, wm, b);
+  expect_rounded_equal(pre16, pre_ref, "GELU input");
+  expect_rounded_equal(gelu16, gelu_ref, "GELU output");
+}
+
 // Under mixed precision the CPU's linear layers keep the forward's bf16
 // copies of the weight and an f32 input for the backward, as a GPU's do:
 // the same rounded values, so the same bits as rounding them again.
