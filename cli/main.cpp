@@ -1,6 +1,7 @@
 // build/bin/shardtrain: the command-line front end. Each subcommand lives in
 // its own file (cli/*_command.cpp) and adds itself here.
 #include "cli/command.h"
+#include "runtime/core/allocator.h"
 #include "runtime/doctor/rank_binding.h"
 #include "runtime/train/blas_core.h"
 #include "runtime/train/fatal_error.h"
@@ -10,6 +11,7 @@
 using namespace shardtrain;
 
 int main(int argc, char** argv) {
+  keep_freed_host_memory();
   train::restart_with_a_better_blas_core(argv);
   CLI::App app{"shardtrain: distributed training over MPI (DDP, ZeRO-1, FSDP) with per-rank telemetry"};
   app.require_subcommand(1);

@@ -7,6 +7,10 @@
 #include <cstdlib>
 #include <new>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace shardtrain {
 namespace {
 
@@ -74,6 +78,14 @@ Allocator& pinned_host_allocator() {
 }
 
 void register_pinned_host_allocator(Allocator* allocator) { g_pinned = allocator; }
+
+void keep_freed_host_memory() {
+#if defined(__GLIBC__)
+  // Each setting also turns off glibc's own adjustment of that threshold.
+  ST_CHECK(mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1,
+           "keep_freed_host_memory: glibc refused its malloc thresholds");
+#endif
+}
 
 void account_allocation(Device device, int64_t delta_bytes) {
   AtomicStats& s = g_stats[slot(device)];

@@ -38,6 +38,20 @@ void register_allocator(Device device, Allocator* allocator);
 Allocator& pinned_host_allocator();
 void register_pinned_host_allocator(Allocator* allocator);
 
+// Has glibc's malloc keep the host memory the process frees for its next
+// allocations rather than return it to the kernel. A training step
+// allocates and frees the same sizes every step (mixed precision's f32
+// working copies of bf16 activations, several MiB each); by default glibc
+// hands a freed block above its (self-adjusting) mmap threshold, or the top
+// of its heap past its trim threshold, back to the kernel, which faults it
+// in again, zeroed, a page at a time on the next step. After this call
+// blocks up to 32 MiB (glibc's largest mmap threshold) come from the heap
+// and up to 1 GiB of free heap top is kept: the process's resident memory
+// stays near its peak. Larger blocks still go back. Call it before the
+// first allocations (the shardtrain program does, first thing); without
+// glibc it does nothing.
+void keep_freed_host_memory();
+
 // Accounting, called by allocators: +bytes on allocate, -bytes on free.
 void account_allocation(Device device, int64_t delta_bytes);
 

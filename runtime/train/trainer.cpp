@@ -2,6 +2,7 @@
 
 #include "io/memory_limit.h"
 #include "runtime/comm/agree_or_throw.h"
+#include "runtime/core/allocator.h"
 #include "runtime/core/clock.h"
 #include "runtime/telemetry/flight_recorder.h"
 #include "runtime/train/fatal_error.h"
@@ -26,6 +27,7 @@ std::string failed_result(const std::string& error, int64_t step, const std::str
 }  // namespace
 
 int run_training(const Config& config, const TrainOptions& options, const comm::MpiEnv& mpi) {
+  keep_freed_host_memory();  // as the shardtrain program does, for a program of a user's own
   std::unique_ptr<parallel::StrategySpec> spec = parallel::make_strategy_spec(config.parallel);
   spec->check({mpi.world_size(), 1});
   const std::string strategy = spec->name();
