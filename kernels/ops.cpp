@@ -181,6 +181,8 @@ bool linear_keeps_bf16(Device device) {
 
 bool cpu_linear_reads_bf16() { return cpu::bf16_operand_products(); }
 
+bool cpu_attention_reads_bf16(int64_t T) { return cpu::one_tile_attention_fits(T); }
+
 int64_t linear_kept_elements(int64_t rows, int64_t IC, int64_t OC, DType in) {
 #ifdef SHARDTRAIN_HAVE_CUDA
   return cuda::linear_kept_bf16_elements(rows, IC, OC, in == DType::bf16);

@@ -66,8 +66,13 @@ bool linear_keeps_bf16(Device device);
 void set_cpu_linear_keeps_bf16(bool keep);
 // True where the CPU's products take bf16 operands (cpu::bf16_operand_products):
 // the linear ops then read their bf16 inputs and output gradients as they
-// are and widen only what they write (a memory plan counts that).
+// are, write a bf16 output through an L2-sized f32 buffer of their own, and
+// widen only a bf16 input gradient (and, through a GELU, its input): what a
+// memory plan counts.
 bool cpu_linear_reads_bf16();
+// True where the CPU's attention over sequences of T reads and writes bf16
+// tensors as they are, with no f32 copies (the one-tile kernel, T <= 64).
+bool cpu_attention_reads_bf16(int64_t T);
 // A bf16 input is itself the kept copy: only the weight's is made.
 int64_t linear_kept_elements(int64_t rows, int64_t IC, int64_t OC, DType in = DType::f32);
 

@@ -75,18 +75,18 @@ int64_t SequentialBlock::activation_bytes(int64_t batch) const {
   return int64_t(dtype_size(act_)) * floats + int64_t(sizeof(float)) * 2 * batch * widest + workspace;
 }
 
-int64_t SequentialBlock::widened_bytes(int64_t batch, bool /*training*/) const {
+int64_t SequentialBlock::widened_bytes(int64_t batch, bool training) const {
   if (act_ != DType::bf16) return 0;
   // A layer widens its output and, after the first, its bf16 input; its
   // backward the same sizes (the output's gradient, the input). A linear
-  // layer that reads its bf16 operands as they are widens only what it
-  // writes: its output, and backward the input's gradient.
+  // layer that reads and writes bf16 as it is widens only, in the
+  // backward, the input's gradient.
   const bool linear_reads_bf16 = ops::cpu_linear_reads_bf16();
   int64_t floats = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const int64_t in = i > 0 ? shapes_[i].numel() : 0, out = shapes_[i + 1].numel();
     const bool reads_bf16 = linear_reads_bf16 && layers_[i]->kind() == "linear";
-    floats = std::max(floats, batch * (reads_bf16 ? std::max(in, out) : in + out));
+    floats = std::max(floats, batch * (reads_bf16 ? (training ? in : 0) : in + out));
   }
   return int64_t(sizeof(float)) * floats;
 }

@@ -65,6 +65,9 @@ class Block {
   // most holds while it runs (kernels/ops.h widens around the f32 kernels),
   // in a forward, or with `training` a forward and backward. 0 otherwise.
   virtual int64_t widened_bytes(int64_t /*batch*/, bool /*training*/) const { return 0; }
+  // Whether the Block's output is bf16 (as a model's logits may be, for the
+  // loss to widen).
+  virtual bool outputs_bf16() const { return false; }
   // Where the products take bf16 operands (ops::linear_keeps_bf16: a GPU's
   // bf16 GEMMs, the CPU's bf16 products): its layers' Layer::kept_bf16_bytes for
   // `batch` samples (the copies grow with the batch as the activations do).
@@ -105,6 +108,7 @@ class SequentialBlock final : public Block {
   // LayerNorm and the classifier, whose logits are then bf16); the
   // gradients between the layers stay f32.
   void set_activation_dtype(DType dtype) override;
+  bool outputs_bf16() const override { return act_ == DType::bf16; }
   void set_plan_device(Device device) override { plan_device_ = device; }
 
  private:

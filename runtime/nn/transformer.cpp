@@ -70,14 +70,23 @@ int64_t TransformerBlock::activation_bytes(int64_t batch) const {
 
 int64_t TransformerBlock::widened_bytes(int64_t batch, bool training) const {
   if (act_ != DType::bf16) return 0;
-  // In C-wide floats per token, the most one op widens: fc's forward (its
-  // input, the GELU's input and output: 1 + 4 + 4) and fc_proj's backward
-  // through the GELU (its input, the GELU's input and its gradient: 4 + 4 + 4).
-  // Where the linear ops read their bf16 inputs as they are, both without
-  // the input (8), as much as the attention's backward (qkv, its gradient,
-  // the output and its gradient: 3 + 3 + 1 + 1).
-  if (ops::cpu_linear_reads_bf16()) return int64_t(sizeof(float)) * batch * T_ * C_ * 8;
-  return int64_t(sizeof(float)) * batch * T_ * C_ * (training ? 12 : 9);
+  const int64_t floats_per_c = [&]() -> int64_t {
+    // In C-wide floats per token, the most one op widens. Where the linear
+    // ops read and write bf16 as it is: a LayerNorm's output (1), the
+    // attention's qkv and output at T past one tile (3 + 1; backward also
+    // their gradients: 3 + 3 + 1 + 1), and in training fc_proj's backward
+    // through the GELU (the GELU's input and the input's gradient: 4 + 4).
+    if (ops::cpu_linear_reads_bf16()) {
+      const bool attention_widens = !ops::cpu_attention_reads_bf16(T_);
+      if (training) return 8;
+      return attention_widens ? 4 : 1;
+    }
+    // Otherwise fc's forward (its input, the GELU's input and output:
+    // 1 + 4 + 4) and fc_proj's backward through the GELU (its input, the
+    // GELU's input and its gradient: 4 + 4 + 4).
+    return training ? 12 : 9;
+  }();
+  return int64_t(sizeof(float)) * batch * T_ * C_ * floats_per_c;
 }
 
 int64_t TransformerBlock::kept_bf16_bytes(int64_t batch) const {

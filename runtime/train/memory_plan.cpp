@@ -98,7 +98,7 @@ MemoryPlan plan_memory(const Config& config, const nn::Model& model, const PlanD
   // copies depends on the products this process runs (set_cpu_products).
   if (config.runtime.device == DeviceKind::cpu && config.runtime.precision == Precision::bf16) {
     const int64_t logits = kF32 * model.output_sample().numel();  // per sample
-    const bool bf16_logits = model.block(model.num_blocks() - 1).widened_bytes(1, false) > 0;
+    const bool bf16_logits = model.block(model.num_blocks() - 1).outputs_bf16();
     const int64_t share = ceil_div(data.test_samples, ranks);  // the evaluation's samples on this rank
     add("f32 copies of bf16 values (CPU)",
         std::max({model.widened_bytes(micro, true),
