@@ -152,6 +152,64 @@ class F32Stand {
   bool staged_ = false;
 };
 
+// An op that works row by row, on the CPU, over chunks of rows: each bf16
+// tensor it reads widened into, and each it writes rounded from, an f32
+// buffer of the chunk's rows that stays in L2, so that no f32 copy of a
+// whole tensor is made (nothing for a memory plan to count, no pages for
+// the kernel to fault in). f32 tensors are used where they are. The same
+// bits as the op on whole f32 copies, for a kernel whose rows do not depend
+// on each other.
+class RowChunks {
+ public:
+  struct Part {
+    const Tensor* t;  // [rows, cols], f32 or bf16; undefined: a null pointer
+    int64_t cols;
+    bool read, write;
+    bool widened() const { return t->defined() && t->dtype() == DType::bf16; }
+  };
+  RowChunks(int64_t rows, std::initializer_list<Part> parts) : rows_(rows), parts_(parts) {
+    ST_CHECK(parts_.size() <= kMaxParts, "RowChunks: more than {} tensors", kMaxParts);
+    for (const Part& p : parts_)
+      if (p.widened()) widened_cols_ += p.cols;
+    chunk_ = widened_cols_ == 0 ? std::max<int64_t>(rows, 1) : std::max<int64_t>(1, kChunkFloats / widened_cols_);
+  }
+  // kernel(first row, rows, pointers in the parts' order).
+  template <class Kernel>
+  void run(Kernel&& kernel) const {
+    thread_local std::vector<float> buffer;
+    if (buffer.size() < size_t(chunk_ * widened_cols_)) buffer.resize(size_t(chunk_ * widened_cols_));
+    std::array<float*, kMaxParts> p{};
+    for (int64_t r0 = 0; r0 < rows_; r0 += chunk_) {
+      const int64_t n = std::min(chunk_, rows_ - r0);
+      int64_t used = 0;
+      for (size_t i = 0; i < parts_.size(); ++i) {
+        const Part& part = parts_[i];
+        if (!part.t->defined()) {
+          p[i] = nullptr;
+        } else if (!part.widened()) {
+          p[i] = part.t->f32() + r0 * part.cols;
+        } else {
+          p[i] = buffer.data() + used;
+          used += n * part.cols;
+          if (part.read) cpu::bf16_to_f32(p[i], part.t->bf16_data() + r0 * part.cols, n * part.cols);
+        }
+      }
+      kernel(r0, n, p.data());
+      for (size_t i = 0; i < parts_.size(); ++i) {
+        const Part& part = parts_[i];
+        if (part.write && part.widened()) cpu::f32_to_bf16(part.t->bf16_data() + r0 * part.cols, p[i], n * part.cols);
+      }
+    }
+  }
+
+ private:
+  // 1 MiB of f32: half of a 2 MiB L2.
+  static constexpr int64_t kChunkFloats = int64_t(1) << 18;
+  static constexpr size_t kMaxParts = 4;
+  int64_t rows_, chunk_ = 1, widened_cols_ = 0;
+  std::vector<Part> parts_;
+};
+
 // A tensor that may hold mixed precision's bf16 activations: f32 or bf16.
 bool is_bf16(const char* op, const Tensor& t, const char* what) {
   if (!t.defined()) return false;
@@ -319,13 +377,16 @@ void linear_backward_impl(const char* fn, const Tensor& din, const Tensor& dweig
       cpu::f32_to_bf16(c.weight, weight.f32(), OC * IC);
       if (!in16) cpu::f32_to_bf16(c.input, in.f32(), N * IC);
     }
-    const F32Stand p(fn, pre, true, 2), dx(fn, din, false, 0);
-    cpu::linear_backward_bf16(dx.get(), dweight.f32(), dout16 ? dout.bf16_data() : g16.data(), c.input, c.weight, N, IC,
-                              OC, accumulate);
+    const bf16* g = dout16 ? dout.bf16_data() : g16.data();
+    cpu::linear_backward_bf16(nullptr, dweight.f32(), g, c.input, c.weight, N, IC, OC, accumulate);
     if (dbias.defined() && dout16) cpu::bias_gradient(dbias.f32(), dout.bf16_data(), N, OC, accumulate);
     if (dbias.defined() && !dout16) cpu::bias_gradient(dbias.f32(), dout.f32(), N, OC, accumulate);
-    if (pre.defined() && din.defined()) cpu::gelu_backward(dx.get(), dx.get(), p.get(), N * IC);
-    dx.store();
+    if (!din.defined()) return;
+    // The input's gradient (through the GELU) a chunk of rows at a time.
+    RowChunks(N, {{&pre, IC, true, false}, {&din, IC, false, true}}).run([&](int64_t r0, int64_t n, float* const* p) {
+      cpu::gemm_bf16(false, false, n, IC, OC, 1.0f, g + r0 * OC, OC, c.weight, IC, 0.0f, p[1], IC);
+      if (pre.defined()) cpu::gelu_backward(p[1], p[1], p[0], n * IC);
+    });
     return;
   }
   const F32Stand x(fn, in, true, 0), g(fn, dout, true, 1), p(fn, pre, true, 2), dx(fn, din, false, 0);
@@ -649,9 +710,10 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
                                         C, eps));
     return;
   }
-  const F32Stand y("layernorm_forward", out, false, 0);
-  cpu::layernorm_forward(y.get(), mean.f32(), rstd.f32(), in.f32(), weight.f32(), bias.f32(), N, C, eps);
-  y.store();
+  RowChunks(N, {{&out, C, false, true}}).run([&](int64_t r0, int64_t n, float* const* p) {
+    cpu::layernorm_forward(p[0], mean.f32() + r0, rstd.f32() + r0, in.f32() + r0 * C, weight.f32(), bias.f32(), n, C,
+                           eps);
+  });
 }
 
 void layernorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
@@ -700,10 +762,11 @@ void residual_layernorm_forward(const Tensor& sum_out, const Tensor& ln_out, con
                                                  b.f32(), weight.f32(), bias.f32(), N, C, eps));
     return;
   }
-  const F32Stand y(op, ln_out, false, 0);
-  cpu::residual_layernorm_forward(sum_out.f32(), y.get(), mean.f32(), rstd.f32(), a.f32(), b.f32(), weight.f32(),
-                                  bias.f32(), N, C, eps);
-  y.store();
+  RowChunks(N, {{&ln_out, C, false, true}}).run([&](int64_t r0, int64_t n, float* const* p) {
+    const int64_t at = r0 * C;
+    cpu::residual_layernorm_forward(sum_out.f32() + at, p[0], mean.f32() + r0, rstd.f32() + r0, a.f32() + at,
+                                    b.f32() + at, weight.f32(), bias.f32(), n, C, eps);
+  });
 }
 
 void layernorm_backward_add(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
@@ -967,9 +1030,9 @@ void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& in, co
     ST_GPU_ONLY(cuda::rmsnorm_forward(out.raw(), out16, rstd.f32(), in.f32(), weight.f32(), N, C, eps));
     return;
   }
-  const F32Stand y(op, out, false, 0);
-  cpu::rmsnorm_forward(y.get(), rstd.f32(), in.f32(), weight.f32(), N, C, eps);
-  y.store();
+  RowChunks(N, {{&out, C, false, true}}).run([&](int64_t r0, int64_t n, float* const* p) {
+    cpu::rmsnorm_forward(p[0], rstd.f32() + r0, in.f32() + r0 * C, weight.f32(), n, C, eps);
+  });
 }
 
 void residual_rmsnorm_forward(const Tensor& sum_out, const Tensor& out, const Tensor& rstd, const Tensor& a,
@@ -996,9 +1059,11 @@ void residual_rmsnorm_forward(const Tensor& sum_out, const Tensor& out, const Te
                                                weight.f32(), N, C, eps));
     return;
   }
-  const F32Stand y(op, out, false, 0);
-  cpu::residual_rmsnorm_forward(sum_out.f32(), y.get(), rstd.f32(), a.f32(), b.f32(), weight.f32(), N, C, eps);
-  y.store();
+  RowChunks(N, {{&out, C, false, true}}).run([&](int64_t r0, int64_t n, float* const* p) {
+    const int64_t at = r0 * C;
+    cpu::residual_rmsnorm_forward(sum_out.f32() + at, p[0], rstd.f32() + r0, a.f32() + at, b.f32() + at, weight.f32(),
+                                  n, C, eps);
+  });
 }
 
 void rmsnorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& dout, const Tensor& in,
@@ -1044,13 +1109,13 @@ void rope(const char* op, const Tensor& x, int64_t n_heads, int64_t hs, float th
                         : cuda::rope_backward(x.raw(), x16, B, T, row, n_heads, hs, theta));
     return;
   }
-  const F32Stand y(op, x, true, 0);
-  if (forward) {
-    cpu::rope_forward(y.get(), B, T, row, n_heads, hs, theta);
-  } else {
-    cpu::rope_backward(y.get(), B, T, row, n_heads, hs, theta);
-  }
-  y.store();
+  // Whole sequences a chunk: a row's rotation depends on its position.
+  RowChunks(B, {{&x, T * row, true, true}}).run([&](int64_t, int64_t n, float* const* p) {
+    if (forward)
+      cpu::rope_forward(p[0], n, T, row, n_heads, hs, theta);
+    else
+      cpu::rope_backward(p[0], n, T, row, n_heads, hs, theta);
+  });
 }
 
 }  // namespace
@@ -1075,9 +1140,9 @@ void swiglu_forward(const Tensor& h, const Tensor& gu) {
     ST_GPU_ONLY(cuda::swiglu_forward(h.raw(), h16, gu.raw(), gu16, N, F));
     return;
   }
-  const F32Stand x(op, gu, true, 0), y(op, h, false, 1);
-  cpu::swiglu_forward(y.get(), x.get(), N, F);
-  y.store();
+  RowChunks(N, {{&gu, 2 * F, true, false}, {&h, F, false, true}}).run([&](int64_t, int64_t n, float* const* p) {
+    cpu::swiglu_forward(p[1], p[0], n, F);
+  });
 }
 
 void swiglu_backward(const Tensor& dgu, const Tensor& dh, const Tensor& gu) {
@@ -1094,9 +1159,8 @@ void swiglu_backward(const Tensor& dgu, const Tensor& dh, const Tensor& gu) {
     ST_GPU_ONLY(cuda::swiglu_backward(dgu.raw(), dgu16, dh.raw(), dh16, gu.raw(), gu16, N, F));
     return;
   }
-  const F32Stand g(op, dh, true, 0), x(op, gu, true, 1), y(op, dgu, false, 2);
-  cpu::swiglu_backward(y.get(), g.get(), x.get(), N, F);
-  y.store();
+  RowChunks(N, {{&dh, F, true, false}, {&gu, 2 * F, true, false}, {&dgu, 2 * F, false, true}})
+      .run([&](int64_t, int64_t n, float* const* p) { cpu::swiglu_backward(p[2], p[0], p[1], n, F); });
 }
 
 void add(const Tensor& out, const Tensor& a, const Tensor& b) {

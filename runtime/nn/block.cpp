@@ -79,14 +79,15 @@ int64_t SequentialBlock::widened_bytes(int64_t batch, bool training) const {
   if (act_ != DType::bf16) return 0;
   // A layer widens its output and, after the first, its bf16 input; its
   // backward the same sizes (the output's gradient, the input). A linear
-  // layer that reads and writes bf16 as it is widens only, in the
-  // backward, the input's gradient.
+  // layer that reads and writes bf16 as it is widens nothing, nor does a
+  // LayerNorm's forward (its output goes through buffers of a few rows).
   const bool linear_reads_bf16 = ops::cpu_linear_reads_bf16();
   int64_t floats = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const int64_t in = i > 0 ? shapes_[i].numel() : 0, out = shapes_[i + 1].numel();
-    const bool reads_bf16 = linear_reads_bf16 && layers_[i]->kind() == "linear";
-    floats = std::max(floats, batch * (reads_bf16 ? (training ? in : 0) : in + out));
+    const std::string kind = layers_[i]->kind();
+    if (linear_reads_bf16 && kind == "linear") continue;
+    floats = std::max(floats, batch * (kind == "layernorm" && !training ? 0 : in + out));
   }
   return int64_t(sizeof(float)) * floats;
 }

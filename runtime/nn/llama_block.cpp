@@ -139,18 +139,21 @@ int64_t LlamaBlock::shared_bytes(int64_t batch) const {
 int64_t LlamaBlock::widened_bytes(int64_t batch, bool training) const {
   if (act_ != DType::bf16) return 0;
   // In floats per token, the most one op widens (kernels/ops.h runs the f32
-  // kernel on copies): the SwiGLU's forward (gu and h: 3F); gate_up's (its
-  // input and output: C + 2F) and qkv's (C + Q) unless the linear ops read
-  // and write bf16 as it is; the attention's (qkv and the output: Q + C) at
-  // T past one tile. In training also the SwiGLU's backward (dh, gu, dgu:
-  // 5F) and, past one tile, the attention's (qkv, its gradient and the
-  // output: 2Q + C).
+  // kernel on copies; the RMSNorms, RoPE and the SwiGLU on buffers of a few
+  // rows, which are not counted). Unless the linear ops read and write
+  // bf16 as it is: gate_up's forward (its input and output: C + 2F) and
+  // qkv's (C + Q), in training gate_up's backward (its input, output
+  // gradient and input gradient: 2C + 2F), down's (its input and input
+  // gradient: 2F) and qkv's (2C + Q). Past one tile the attention's
+  // forward (qkv and the output: Q + C) and backward (qkv, its gradient
+  // and the output: 2Q + C).
   const int64_t C = s_.C, F = s_.ffn_hidden, Q = s_.qkv_width();
-  const bool linear_widens = !ops::cpu_linear_reads_bf16(), attention_widens = !ops::cpu_attention_reads_bf16(s_.T);
-  int64_t floats = 3 * F;
-  if (linear_widens) floats = std::max({floats, C + 2 * F, C + Q});
-  if (attention_widens) floats = std::max(floats, C + Q);
-  if (training) floats = std::max({floats, 5 * F, attention_widens ? 2 * Q + C : 0});
+  int64_t floats = 0;
+  if (!ops::cpu_linear_reads_bf16()) {
+    floats = std::max(C + 2 * F, C + Q);
+    if (training) floats = std::max({floats, 2 * C + 2 * F, 2 * F, 2 * C + Q});
+  }
+  if (!ops::cpu_attention_reads_bf16(s_.T)) floats = std::max(floats, training ? 2 * Q + C : Q + C);
   return int64_t(sizeof(float)) * batch * s_.T * floats;
 }
 

@@ -71,16 +71,11 @@ int64_t TransformerBlock::activation_bytes(int64_t batch) const {
 int64_t TransformerBlock::widened_bytes(int64_t batch, bool training) const {
   if (act_ != DType::bf16) return 0;
   const int64_t floats_per_c = [&]() -> int64_t {
-    // In C-wide floats per token, the most one op widens. Where the linear
-    // ops read and write bf16 as it is: a LayerNorm's output (1), the
-    // attention's qkv and output at T past one tile (3 + 1; backward also
-    // their gradients: 3 + 3 + 1 + 1), and in training fc_proj's backward
-    // through the GELU (the GELU's input and the input's gradient: 4 + 4).
-    if (ops::cpu_linear_reads_bf16()) {
-      const bool attention_widens = !ops::cpu_attention_reads_bf16(T_);
-      if (training) return 8;
-      return attention_widens ? 4 : 1;
-    }
+    // In C-wide floats per token, the most one op widens (the LayerNorms
+    // write bf16 through buffers of a few rows). Where the linear ops read
+    // and write bf16 as it is, only the attention past one tile: qkv and
+    // its output (3 + 1), backward also their gradients (3 + 3 + 1 + 1).
+    if (ops::cpu_linear_reads_bf16()) return ops::cpu_attention_reads_bf16(T_) ? 0 : (training ? 8 : 4);
     // Otherwise fc's forward (its input, the GELU's input and output:
     // 1 + 4 + 4) and fc_proj's backward through the GELU (its input, the
     // GELU's input and its gradient: 4 + 4 + 4).

@@ -263,6 +263,71 @@ TEST(MixedPrecisionOps, OneTileAttentionRoundsTheProbabilitiesForTheirProduct) {
   EXPECT_GT(worst_exact, 1e-4) << "without the probabilities' rounding";
 }
 
+// Row-wise ops on bf16 tensors run a chunk of rows at a time through f32
+// buffers of their own: over several chunks and a shorter last one, the
+// bits of the f32 op on the widened inputs, rounded.
+TEST(MixedPrecisionOps, RowOpsOnBf16InChunksAreTheRoundedF32Ops) {
+  constexpr int64_t rows = 600, C = 1000, F = 700;
+  // SwiGLU: 124 rows a chunk forward (gu and h widened), 87 backward.
+  const Tensor gu = widened(random_f32(rows * 2 * F, 60, 3.0f)).reshape({rows, 2 * F});
+  const Tensor dh = widened(random_f32(rows * F, 61)).reshape({rows, F});
+  Tensor h = Tensor::empty({rows * F}), h16 = Tensor::empty({rows * F}, DType::bf16);
+  ops::swiglu_forward(h, gu);
+  ops::swiglu_forward(h16, to_bf16(gu).reshape({rows, 2 * F}));
+  expect_rounded_equal(h16, h, "SwiGLU");
+  Tensor dgu = Tensor::empty({rows * 2 * F}), dgu16 = Tensor::empty({rows * 2 * F}, DType::bf16);
+  ops::swiglu_backward(dgu, dh, gu);
+  ops::swiglu_backward(dgu16, to_bf16(dh).reshape({rows, F}), to_bf16(gu).reshape({rows, 2 * F}));
+  expect_rounded_equal(dgu16, dgu, "SwiGLU backward");
+  // The norms' outputs: 262 rows a chunk.
+  const Tensor x = random_f32(rows * C, 62, 2.0f), r = random_f32(rows * C, 63, 2.0f), w = random_f32(C, 64);
+  const Tensor b = random_f32(C, 65);
+  Tensor mean = Tensor::empty({rows}), rstd = Tensor::empty({rows});
+  Tensor ref = Tensor::empty({rows * C}), out16 = Tensor::empty({rows * C}, DType::bf16);
+  ops::layernorm_forward(ref, mean, rstd, x, w, b, 1e-5f);
+  ops::layernorm_forward(out16, mean, rstd, x, w, b, 1e-5f);
+  expect_rounded_equal(out16, ref, "layernorm");
+  Tensor sum = Tensor::empty({rows * C});
+  ops::residual_layernorm_forward(sum, out16, mean, rstd, x, r, w, b, 1e-5f);
+  ops::residual_layernorm_forward(sum, ref, mean, rstd, x, r, w, b, 1e-5f);
+  expect_rounded_equal(out16, ref, "residual layernorm");
+  ops::rmsnorm_forward(ref, rstd, x, w, 1e-5f);
+  ops::rmsnorm_forward(out16, rstd, x, w, 1e-5f);
+  expect_rounded_equal(out16, ref, "RMSNorm");
+  ops::residual_rmsnorm_forward(sum, out16, rstd, x, r, w, 1e-5f);
+  ops::residual_rmsnorm_forward(sum, ref, rstd, x, r, w, 1e-5f);
+  expect_rounded_equal(out16, ref, "residual RMSNorm");
+  // RoPE in place, whole sequences a chunk (16 x 64 floats each: 256 a chunk).
+  constexpr int64_t B = 600, T = 16, W = 64;
+  const Tensor q = widened(random_f32(B * T * W, 66)).reshape({B, T, W});
+  Tensor q32 = Tensor::empty({B * T * W});
+  std::memcpy(q32.f32(), q.f32(), q.nbytes());
+  const Tensor q16 = to_bf16(q).reshape({B, T, W});
+  ops::rope_forward(q32.reshape({B, T, W}), 3, 16, 10000.0f);
+  ops::rope_forward(q16, 3, 16, 10000.0f);
+  expect_rounded_equal(q16.reshape({B * T * W}), q32, "RoPE");
+}
+
+// With bf16 products a linear layer's bf16 input gradient through the GELU
+// comes a chunk of rows at a time (its product and the GELU's backward in
+// L2): the bits of the whole f32 gradient, rounded.
+TEST(MixedPrecisionOps, LinearBf16InputGradientInChunksIsTheRoundedF32One) {
+  const testing::ScopedBf16Products bf16_products;
+  if (!cpu::bf16_operand_products()) GTEST_SKIP() << "no bf16 products on this CPU";
+  constexpr int64_t rows = 500, ic = 700, oc = 40;  // 187 rows a chunk
+  const Tensor x = widened(random_f32(rows * ic, 70)).reshape({rows, ic}), w = random_f32(oc * ic, 71, 0.3f);
+  const Tensor dout = widened(random_f32(rows * oc, 72)), pre = widened(random_f32(rows * ic, 73));
+  Tensor din = Tensor::empty({rows * ic}), dw = Tensor::empty({oc * ic}), db = Tensor::empty({oc});
+  Tensor din16 = Tensor::empty({rows * ic}, DType::bf16), dw16 = Tensor::empty({oc * ic}), db16 = Tensor::empty({oc});
+  const Tensor wm = w.reshape({oc, ic});
+  ops::linear_backward_through_gelu(din, dw, db, dout, x, wm, pre, false);
+  ops::linear_backward_through_gelu(din16, dw16, db16, to_bf16(dout), to_bf16(x).reshape({rows, ic}), wm, to_bf16(pre),
+                                    false);
+  expect_rounded_equal(din16, din, "input gradient through the GELU");
+  expect_equal(dw16, dw, "weight gradient");
+  expect_equal(db16, db, "bias gradient");
+}
+
 TEST(MixedPrecisionOps, LossOnBf16LogitsWritesTheRoundedGradientOverThem) {
   constexpr int64_t C = 50;
   const Tensor logits = widened(random_f32(N * C, 14, 4.0f)).reshape({N, C});
