@@ -176,7 +176,11 @@ class RowChunks {
   // kernel(first row, rows, pointers in the parts' order).
   template <class Kernel>
   void run(Kernel&& kernel) const {
-    thread_local std::vector<float> buffer;
+    // A row wider than the budget (a long sequence for RoPE) gets a buffer
+    // of its own, freed after the op, rather than one the thread keeps.
+    thread_local std::vector<float> kept;
+    std::vector<float> own;
+    std::vector<float>& buffer = chunk_ * widened_cols_ <= kChunkFloats ? kept : own;
     if (buffer.size() < size_t(chunk_ * widened_cols_)) buffer.resize(size_t(chunk_ * widened_cols_));
     std::array<float*, kMaxParts> p{};
     for (int64_t r0 = 0; r0 < rows_; r0 += chunk_) {

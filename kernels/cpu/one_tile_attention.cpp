@@ -46,8 +46,9 @@ inline void each_head_row(int64_t ld, int64_t nb, int64_t heads, int64_t T, int6
 }
 
 // The copies between rows and a block that convert as they go, each one
-// call over the whole chunk (a call per head's row of 32 values cost about
-// as much as its conversion); each_head_row is inlined into every clone.
+// call over the whole chunk (a call per head's row of a few dozen values
+// would cost about as much as converting them); each_head_row is inlined
+// into every clone.
 ST_VECTOR_CLONES void round_into_block(bf16* block, const float* rows, int64_t ld, int64_t nb, int64_t heads, int64_t T,
                                        int64_t hs) {
   each_head_row(ld, nb, heads, T, hs, [&](int64_t r, int64_t k) {

@@ -11,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -297,15 +298,17 @@ TEST(MixedPrecisionOps, RowOpsOnBf16InChunksAreTheRoundedF32Ops) {
   ops::residual_rmsnorm_forward(sum, out16, rstd, x, r, w, 1e-5f);
   ops::residual_rmsnorm_forward(sum, ref, rstd, x, r, w, 1e-5f);
   expect_rounded_equal(out16, ref, "residual RMSNorm");
-  // RoPE in place, whole sequences a chunk (16 x 64 floats each: 256 a chunk).
-  constexpr int64_t B = 600, T = 16, W = 64;
-  const Tensor q = widened(random_f32(B * T * W, 66)).reshape({B, T, W});
-  Tensor q32 = Tensor::empty({B * T * W});
-  std::memcpy(q32.f32(), q.f32(), q.nbytes());
-  const Tensor q16 = to_bf16(q).reshape({B, T, W});
-  ops::rope_forward(q32.reshape({B, T, W}), 3, 16, 10000.0f);
-  ops::rope_forward(q16, 3, 16, 10000.0f);
-  expect_rounded_equal(q16.reshape({B * T * W}), q32, "RoPE");
+  // RoPE in place, whole sequences a chunk: 256 of 16 x 64 floats, and one
+  // of 80 x 4096 (wider than a chunk's budget: a buffer of its own).
+  for (const auto [B, T, W] : {std::array<int64_t, 3>{600, 16, 64}, std::array<int64_t, 3>{3, 80, 4096}}) {
+    const Tensor q = widened(random_f32(B * T * W, 66)).reshape({B, T, W});
+    Tensor q32 = Tensor::empty({B * T * W});
+    std::memcpy(q32.f32(), q.f32(), q.nbytes());
+    const Tensor q16 = to_bf16(q).reshape({B, T, W});
+    ops::rope_forward(q32.reshape({B, T, W}), 3, 16, 10000.0f);
+    ops::rope_forward(q16, 3, 16, 10000.0f);
+    expect_rounded_equal(q16.reshape({B * T * W}), q32, "RoPE");
+  }
 }
 
 // With bf16 products a linear layer's bf16 input gradient through the GELU
