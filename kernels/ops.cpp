@@ -325,13 +325,11 @@ void linear_forward_impl(const char* fn, const Tensor& out, const Tensor& pre, c
     const KeptCopies c(keep, in, N, IC, OC);
     if (!keep_has_weight) cpu::f32_to_bf16(c.weight, weight.f32(), OC * IC);
     if (!in16) cpu::f32_to_bf16(c.input, in.f32(), N * IC);
-    if (out16) {  // and pre, where defined (checked above)
-      cpu::linear_forward_bf16_out(out.bf16_data(), pre.defined() ? pre.bf16_data() : nullptr, c.input, c.weight,
-                                   opt(bias), N, IC, OC);
-      return;
-    }
-    cpu::linear_forward_bf16(pre.defined() ? pre.f32() : out.f32(), c.input, c.weight, opt(bias), N, IC, OC);
-    if (pre.defined()) cpu::gelu_forward(out.f32(), pre.f32(), N * OC);
+    // A bf16 output (and the GELU's input) a chunk of rows at a time.
+    RowChunks(N, {{&pre, OC, false, true}, {&out, OC, false, true}}).run([&](int64_t r0, int64_t n, float* const* p) {
+      cpu::linear_forward_bf16(pre.defined() ? p[0] : p[1], c.input + r0 * IC, c.weight, opt(bias), n, IC, OC);
+      if (pre.defined()) cpu::gelu_forward(p[1], p[0], n * OC);
+    });
     return;
   }
   const F32Stand x(fn, in, true, 0), y(fn, out, false, 1), p(fn, pre, false, 2);

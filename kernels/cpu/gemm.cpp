@@ -223,8 +223,8 @@ void pack_bf16_batch(std::vector<bf16>& out, const float* m, int64_t count, int6
   for (int64_t i = 0; i < count; ++i) f32_to_bf16_rows(out.data() + i * each, m + i * between, rows, cols, ld);
 }
 
-// pack_bf16_batch for operands bf16 already: copied densely.
-void copy_bf16_batch(std::vector<bf16>& out, const bf16* m, int64_t count, int64_t rows, int64_t cols, int64_t ld,
+// The same for operands bf16 already: copied densely.
+void pack_bf16_batch(std::vector<bf16>& out, const bf16* m, int64_t count, int64_t rows, int64_t cols, int64_t ld,
                      int64_t between) {
   const int64_t each = rows * cols;
   if (out.size() < size_t(count * each)) out.resize(size_t(count * each));
@@ -275,12 +275,17 @@ bool operands_apart(const GemmCall& c) {
          (c.stride_a >= (s.a_rows - 1) * c.lda + s.a_cols && c.stride_b >= (s.b_rows - 1) * c.ldb + s.b_cols);
 }
 
-// The batch on dense bf16 copies of its operands, [count, rows, cols] each
-// (pack_bf16_batch, copy_bf16_batch), in one oneDNN primitive.
-void dense_bf16_batch(const GemmCall& c, const bf16* a16, const bf16* b16, float* C) {
+// The batch on dense bf16 copies of its operands (rounded from f32, or
+// copied), [count, rows, cols] each, in one oneDNN primitive: any strides,
+// overlapping operands included.
+template <class T>
+void packed_bf16_batch(const GemmCall& c, const T* A, const T* B, float* C) {
   const Stored s(c);
-  onednn_gemm_batched(c.batch, c.trans_a, c.trans_b, c.M, c.N, c.K, c.alpha, a16, s.a_cols, s.a_rows * s.a_cols, b16,
-                      s.b_cols, s.b_rows * s.b_cols, c.beta, C, c.ldc, c.stride_c, true);
+  thread_local std::vector<bf16> a16, b16;
+  pack_bf16_batch(a16, A, c.batch, s.a_rows, s.a_cols, c.lda, c.stride_a);
+  pack_bf16_batch(b16, B, c.batch, s.b_rows, s.b_cols, c.ldb, c.stride_b);
+  onednn_gemm_batched(c.batch, c.trans_a, c.trans_b, c.M, c.N, c.K, c.alpha, a16.data(), s.a_cols, s.a_rows * s.a_cols,
+                      b16.data(), s.b_cols, s.b_rows * s.b_cols, c.beta, C, c.ldc, c.stride_c, true);
 }
 
 }  // namespace
@@ -307,12 +312,8 @@ void gemm_batched(int64_t count, bool trans_a, bool trans_b, int64_t M, int64_t 
                           stride_c, false);
       return;
     }
-    if (g_precision == GemmPrecision::bf16) {  // packed densely: any strides
-      const Stored st(call);
-      thread_local std::vector<bf16> a16, b16;
-      pack_bf16_batch(a16, A, count, st.a_rows, st.a_cols, lda, stride_a);
-      pack_bf16_batch(b16, B, count, st.b_rows, st.b_cols, ldb, stride_b);
-      dense_bf16_batch(call, a16.data(), b16.data(), C);
+    if (g_precision == GemmPrecision::bf16) {
+      packed_bf16_batch(call, A, B, C);
       return;
     }
   }
@@ -337,12 +338,7 @@ void gemm_bf16_batched(int64_t count, bool trans_a, bool trans_b, int64_t M, int
                           stride_c, true);
       return;
     }
-    // Copied apart, as gemm_batched packs them: the same primitive, the same bits.
-    const Stored st(call);
-    thread_local std::vector<bf16> a16, b16;
-    copy_bf16_batch(a16, A, count, st.a_rows, st.a_cols, lda, stride_a);
-    copy_bf16_batch(b16, B, count, st.b_rows, st.b_cols, ldb, stride_b);
-    dense_bf16_batch(call, a16.data(), b16.data(), C);
+    packed_bf16_batch(call, A, B, C);  // as gemm_batched packs them: the same primitive, the same bits
     return;
   }
   for (int64_t i = 0; i < count; ++i)

@@ -1,12 +1,9 @@
 #include "kernels/cpu/linear.h"
 
-#include "kernels/cpu/activation.h"
-#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
 
 #include <algorithm>
 #include <type_traits>
-#include <vector>
 
 namespace shardtrain::cpu {
 
@@ -64,27 +61,6 @@ void linear_forward_bf16(float* out, const bf16* in, const bf16* weight, const f
     gemm_bf16_bias(false, true, N, OC, IC, in, IC, weight, IC, bias, out, OC);
   else
     gemm_bf16(false, true, N, OC, IC, 1.0f, in, IC, weight, IC, 0.0f, out, OC);
-}
-
-void linear_forward_bf16_out(bf16* out, bf16* pre, const bf16* in, const bf16* weight, const float* bias, int64_t N,
-                             int64_t IC, int64_t OC) {
-  // Two buffers of at most 512 KiB (the product, then the GELU's output):
-  // 1 MiB of a 2 MiB L2, a multiple of 16 rows.
-  const int64_t rows = std::min(N, std::max<int64_t>(16, (int64_t(1) << 17) / std::max<int64_t>(OC, 1) / 16 * 16));
-  thread_local std::vector<float> work;
-  const size_t need = size_t((pre != nullptr ? 2 : 1) * rows * OC);
-  if (work.size() < need) work.resize(need);
-  float* product = work.data();
-  float* y = pre != nullptr ? product + rows * OC : product;
-  for (int64_t r0 = 0; r0 < N; r0 += rows) {
-    const int64_t n = std::min(rows, N - r0);
-    linear_forward_bf16(product, in + r0 * IC, weight, bias, n, IC, OC);
-    if (pre != nullptr) {
-      gelu_forward(y, product, n * OC);
-      f32_to_bf16(pre + r0 * OC, product, n * OC);
-    }
-    f32_to_bf16(out + r0 * OC, y, n * OC);
-  }
 }
 
 void linear_backward_bf16(float* din, float* dweight, const bf16* dout, const bf16* in, const bf16* weight, int64_t N,

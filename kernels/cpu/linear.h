@@ -27,14 +27,6 @@ void linear_backward(float* din, float* dweight, float* dbias, const float* dout
 // own values.
 void linear_forward_bf16(float* out, const bf16* in, const bf16* weight, const float* bias, int64_t N, int64_t IC,
                          int64_t OC);
-// linear_forward_bf16 for mixed precision's bf16 activations: out [N, OC]
-// bf16, and where `pre` is given, out = GELU(pre) with pre [N, OC] bf16 too
-// (the GELU's input, kept for the backward). The product runs on chunks of
-// rows into an f32 buffer that stays in the core's L2 while the GELU and the
-// rounding read it, so no f32 copy of the output goes out to memory. The same
-// bits as the whole product in f32 rounded afterwards.
-void linear_forward_bf16_out(bf16* out, bf16* pre, const bf16* in, const bf16* weight, const float* bias, int64_t N,
-                             int64_t IC, int64_t OC);
 void linear_backward_bf16(float* din, float* dweight, const bf16* dout, const bf16* in, const bf16* weight, int64_t N,
                           int64_t IC, int64_t OC, bool accumulate);
 
