@@ -542,12 +542,13 @@ bool conv2d_maxpool_fuses(Device device, const kernels::Conv2dShape& cs, const k
 
 void conv2d_maxpool_forward(const Tensor& pooled, const Tensor& argmax, const Tensor& conv_out, const Tensor& in,
                             const Tensor& weight, const Tensor& bias, const Tensor& col, const kernels::Conv2dShape& cs,
-                            const kernels::Pool2dShape& ps) {
+                            const kernels::Pool2dShape& ps, bool relu) {
   const char* fn = "conv2d_maxpool_forward";
   ST_CHECK(ps.B == cs.B && ps.C == cs.OC && ps.H == cs.OH() && ps.W == cs.OW(),
            "{}: the pool's input [{}, {}, {}, {}] is not the convolution's output [{}, {}, {}, {}]", fn, ps.B, ps.C,
            ps.H, ps.W, cs.B, cs.OC, cs.OH(), cs.OW());
   if (!conv2d_maxpool_fuses(in.device(), cs, ps)) {
+    ST_CHECK(!relu, "{}: the ReLU is made with the pool only where the pool reads the convolution's layout", fn);
     const Tensor out =
         conv_out.defined() ? conv_out : Tensor::empty({cs.B, cs.OC, cs.OH(), cs.OW()}, DType::f32, in.device());
     conv2d_forward(out, in, weight, bias, col, cs);
@@ -562,7 +563,7 @@ void conv2d_maxpool_forward(const Tensor& pooled, const Tensor& argmax, const Te
   if (bias.defined()) require_numel(fn, bias, cs.OC, "bias");
   require_numel(fn, pooled, ps.B * ps.C * ps.OH() * ps.OW(), "pooled output");
   require_numel(fn, argmax, pooled.numel(), "arg-max indices");
-  cpu::onednn_conv_maxpool_forward(pooled.f32(), argmax.i32(), in.f32(), weight.f32(), opt(bias), cs);
+  cpu::onednn_conv_maxpool_forward(pooled.f32(), argmax.i32(), in.f32(), weight.f32(), opt(bias), cs, relu);
 }
 
 namespace {

@@ -99,11 +99,14 @@ void maxpool2d_backward(const Tensor& din, const Tensor& dout, const Tensor& arg
 // layout and the convolution's own NCHW output is never made: conv_out may
 // be undefined. Elsewhere conv2d_forward into conv_out (a temporary where
 // it is undefined), then maxpool2d_forward. The same bits either way; timed
-// as a convolution.
+// as a convolution. With `relu` (only where conv2d_maxpool_fuses) the pooled
+// output is also the ReLU's after the pool, and argmax -1 where the ReLU
+// zeroed it: maxpool2d_backward then gives the gradient that the ReLU's
+// backward and the pool's would.
 bool conv2d_maxpool_fuses(Device device, const kernels::Conv2dShape& cs, const kernels::Pool2dShape& ps);
 void conv2d_maxpool_forward(const Tensor& pooled, const Tensor& argmax, const Tensor& conv_out, const Tensor& in,
                             const Tensor& weight, const Tensor& bias, const Tensor& col, const kernels::Conv2dShape& cs,
-                            const kernels::Pool2dShape& ps);
+                            const kernels::Pool2dShape& ps, bool relu = false);
 
 // logits [N, C], f32 or bf16 (mixed precision's head; dlogits then bf16
 // too, each value its f32 one rounded once); labels on the host, N of them.

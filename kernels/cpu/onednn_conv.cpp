@@ -209,6 +209,7 @@ std::optional<ChannelBlocks16> channel_blocks(const Plan& p, const Conv2dShape& 
 struct PooledOut {
   float* out;
   int32_t* argmax;
+  bool relu;
 };
 
 void forward_chunk(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& s,
@@ -233,7 +234,7 @@ void forward_chunk(float* out, const float* in, const float* weight, const float
     const std::optional<ChannelBlocks16> layout = channel_blocks(p, s);
     ST_ASSERT(layout.has_value());
     maxpool_2x2_from_channel_blocks(pooled->out, pooled->argmax, static_cast<const float*>(dst.get_data_handle()),
-                                    {s.B, s.OC, s.OH(), s.OW(), 2, 2}, *layout);
+                                    {s.B, s.OC, s.OH(), s.OW(), 2, 2}, *layout, pooled->relu);
     return;
   }
   if (out != nullptr && !(pd.dst_desc() == p.user_dst)) reorder(p, dst, memory(p.user_dst, onednn_engine(), out));
@@ -366,12 +367,12 @@ bool onednn_conv_pools(const Conv2dShape& s) {
 }
 
 void onednn_conv_maxpool_forward(float* pooled, int32_t* argmax, const float* in, const float* weight,
-                                 const float* bias, const Conv2dShape& s) {
+                                 const float* bias, const Conv2dShape& s, bool relu) {
   ST_CHECK(onednn_conv_pools(s), "onednn_conv_maxpool_forward: this convolution's output is not pooled in place");
   record_conv({s, false, false, true});
   const int64_t in_sample = s.C * s.H * s.W, pooled_sample = s.OC * (s.OH() / 2) * (s.OW() / 2);
   for_each_chunk(s, [&](int64_t b, const Conv2dShape& c) {
-    const PooledOut to{pooled + b * pooled_sample, argmax + b * pooled_sample};
+    const PooledOut to{pooled + b * pooled_sample, argmax + b * pooled_sample, relu};
     forward_chunk(nullptr, in + b * in_sample, weight, bias, c, &to);
   });
 }

@@ -42,9 +42,10 @@ bool onednn_conv_pools(const kernels::Conv2dShape& s);
 // The convolution and the 2x2/2 max-pool after it: pooled [B, OC, OH/2,
 // OW/2] and argmax as onednn_conv_forward then maxpool2d_forward give them,
 // pooled straight from oneDNN's layout: the NCHW output is never made (its
-// reorder would copy the largest activation once more).
+// reorder would copy the largest activation once more). With `relu`, the
+// ReLU after the pool too (maxpool_2x2_from_channel_blocks).
 void onednn_conv_maxpool_forward(float* pooled, int32_t* argmax, const float* in, const float* weight,
-                                 const float* bias, const kernels::Conv2dShape& s);
+                                 const float* bias, const kernels::Conv2dShape& s, bool relu = false);
 // The forward alone, its output left in oneDNN's layout in this thread's
 // buffer: a pooled forward's convolution, for bench step's replay.
 void onednn_conv_forward_in_its_layout(const float* in, const float* weight, const float* bias,

@@ -204,10 +204,11 @@ namespace {
 // Output row oh of one 16-channel block at p0 (its pixel (0, 0)): window
 // ow's four taps lie `pixel` and W * pixel floats apart from its pixel
 // (2 oh, 2 ow); the chain is maxpool_2x2_row's, one lane per channel. vals
-// and idx are [OW][16].
+// and idx are [OW][16]. With `relu`, ReLU's test on the result (NaN and -0
+// become 0) and index -1 where it zeroed it.
 ST_VECTOR_CLONES void maxpool_2x2_channel_row(float* __restrict vals, int32_t* __restrict idx,
                                               const float* __restrict p0, int64_t oh, int64_t OW, int64_t W,
-                                              int64_t pixel) {
+                                              int64_t pixel, bool relu) {
   const int32_t base = int32_t(2 * oh * W);
   const float* row = p0 + 2 * oh * W * pixel;
   for (int64_t ow = 0; ow < OW; ++ow) {
@@ -218,16 +219,89 @@ ST_VECTOR_CLONES void maxpool_2x2_channel_row(float* __restrict vals, int32_t* _
     const int32_t i0 = base + int32_t(2 * ow);
     for (int64_t l = 0; l < 16; ++l) {
       const WindowMax m = max_of_window(t0[l], t1[l], t2[l], t3[l], i0, int32_t(W));
-      vals[ow * 16 + l] = m.value;
-      idx[ow * 16 + l] = m.index;
+      const bool kept = !relu || m.value > 0.0f;
+      vals[ow * 16 + l] = kept ? m.value : 0.0f;
+      idx[ow * 16 + l] = kept ? m.index : -1;
     }
+  }
+}
+
+// The [n][16] block at `in` (n <= 16) to 16 rows of n at out, out + ld, ...
+template <typename T>
+void transpose_to_rows(T* out, int64_t ld, const T* in, int64_t n) {
+  for (int64_t l = 0; l < 16; ++l)
+    for (int64_t i = 0; i < n; ++i) out[l * ld + i] = in[i * 16 + l];
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// 128-bit lanes of two vectors: kEven takes lanes 0 and 2 of each, kOdd
+// lanes 1 and 3 (x's two first).
+constexpr int kEven = 0x88, kOdd = 0xdd;
+template <int kImm>
+__attribute__((target("avx512f"))) inline __m512 lanes(__m512 x, __m512 y) {
+  return _mm512_maskz_shuffle_f32x4(0xffff, x, y, kImm);
+}
+
+// transpose_to_rows of 32-bit values (floats or indices: only moved, never
+// computed on) in registers: the 16 x 16 transpose of three rounds of
+// shuffles (32-bit pairs, 64-bit pairs, 128-bit lanes), rows past n read as
+// 0 and columns past n not stored.
+__attribute__((target("avx512f"))) void transpose_to_rows_avx512(void* out_rows, int64_t ld, const void* in_rows,
+                                                                 int64_t n) {
+  const auto* in = static_cast<const char*>(in_rows);
+  __m512 r[16], t[16], u[16];
+  for (int64_t i = 0; i < 16; ++i) r[i] = i < n ? _mm512_loadu_ps(in + i * 64) : _mm512_setzero_ps();
+  for (int i = 0; i < 16; i += 2) {
+    // The zero-masked forms with every lane kept: the plain ones pass GCC
+    // 12 an undefined source that -Wuninitialized flags.
+    t[i] = _mm512_maskz_unpacklo_ps(0xffff, r[i], r[i + 1]);
+    t[i + 1] = _mm512_maskz_unpackhi_ps(0xffff, r[i], r[i + 1]);
+  }
+  // u[4q + j]: in each 128-bit lane k, rows 4q..4q+3 of column 4k + j.
+  for (int q = 0; q < 16; q += 4) {
+    const __m512d a0 = _mm512_castps_pd(t[q]), a1 = _mm512_castps_pd(t[q + 1]);
+    const __m512d a2 = _mm512_castps_pd(t[q + 2]), a3 = _mm512_castps_pd(t[q + 3]);
+    u[q] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xff, a0, a2));
+    u[q + 1] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xff, a0, a2));
+    u[q + 2] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xff, a1, a3));
+    u[q + 3] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xff, a1, a3));
+  }
+  const __mmask16 keep = __mmask16(n >= 16 ? 0xffffu : (1u << n) - 1u);
+  for (int j = 0; j < 4; ++j) {
+    const __m512 even_a = lanes<kEven>(u[j], u[4 + j]), even_b = lanes<kEven>(u[8 + j], u[12 + j]);
+    const __m512 odd_a = lanes<kOdd>(u[j], u[4 + j]), odd_b = lanes<kOdd>(u[8 + j], u[12 + j]);
+    char* o = static_cast<char*>(out_rows);
+    const int64_t row = 4 * ld;  // bytes
+    _mm512_mask_storeu_ps(o + j * row, keep, lanes<kEven>(even_a, even_b));
+    _mm512_mask_storeu_ps(o + (8 + j) * row, keep, lanes<kOdd>(even_a, even_b));
+    _mm512_mask_storeu_ps(o + (4 + j) * row, keep, lanes<kEven>(odd_a, odd_b));
+    _mm512_mask_storeu_ps(o + (12 + j) * row, keep, lanes<kOdd>(odd_a, odd_b));
+  }
+}
+#endif
+
+// The [OW][16] results of one row to the 16 channels' NCHW rows (stride ld),
+// 16 outputs at a time.
+template <typename T>
+void channel_row_to_rows(T* out, int64_t ld, const T* in, int64_t OW) {
+  static_assert(sizeof(T) == 4);
+  [[maybe_unused]] const bool wide = g_pool_avx512.load(std::memory_order_relaxed);
+  for (int64_t ow = 0; ow < OW; ow += 16) {
+    const int64_t n = std::min<int64_t>(16, OW - ow);
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (wide) {
+      transpose_to_rows_avx512(out + ow, ld, in + ow * 16, n);
+      continue;
+    }
+#endif
+    transpose_to_rows(out + ow, ld, in + ow * 16, n);
   }
 }
 
 }  // namespace
 
 void maxpool_2x2_from_channel_blocks(float* out, int32_t* argmax, const float* in, const Pool2dShape& s,
-                                     const ChannelBlocks16& layout) {
+                                     const ChannelBlocks16& layout, bool relu) {
   ST_CHECK(s.K == 2 && s.stride == 2 && s.H % 2 == 0 && s.W % 2 == 0 && s.C % 16 == 0,
            "maxpool_2x2_from_channel_blocks: a 2x2/2 window over even planes of 16-channel blocks, got window {} "
            "stride {} over {}x{}, {} channels",
@@ -241,15 +315,11 @@ void maxpool_2x2_from_channel_blocks(float* out, int32_t* argmax, const float* i
     for (int64_t cb = 0; cb < s.C / 16; ++cb)
       for (int64_t oh = 0; oh < OH; ++oh) {
         maxpool_2x2_channel_row(vals.data(), idx.data(), in + n * layout.sample + cb * layout.block, oh, OW, s.W,
-                                layout.pixel);
+                                layout.pixel, relu);
         // The row's 16 x OW results to their 16 NCHW rows.
-        for (int64_t l = 0; l < 16; ++l) {
-          const int64_t row = ((n * s.C + cb * 16 + l) * OH + oh) * OW;
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            out[row + ow] = vals[size_t(ow * 16 + l)];
-            argmax[row + ow] = idx[size_t(ow * 16 + l)];
-          }
-        }
+        const int64_t row = ((n * s.C + cb * 16) * OH + oh) * OW;
+        channel_row_to_rows(out + row, OH * OW, vals.data(), OW);
+        channel_row_to_rows(argmax + row, OH * OW, idx.data(), OW);
       }
 }
 

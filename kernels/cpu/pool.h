@@ -13,7 +13,9 @@ using kernels::Pool2dShape;
 
 // out[B, C, OH, OW], argmax[B, C, OH, OW] (index into the H*W plane; first max on ties).
 void maxpool2d_forward(float* out, int32_t* argmax, const float* in, const Pool2dShape& s);
-// din[B, C, H, W] is overwritten.
+// din[B, C, H, W] is overwritten. For a 2x2/2 window an argmax of -1 gives
+// no pixel of its window gradient (a ReLU after the pool that zeroed it:
+// maxpool_2x2_from_channel_blocks with `relu`).
 void maxpool2d_backward(float* din, const float* dout, const int32_t* argmax, const Pool2dShape& s);
 
 // Where a tensor [B, C, H, W] whose channels lie innermost in blocks of 16
@@ -25,9 +27,12 @@ struct ChannelBlocks16 {
 };
 // maxpool2d_forward's 2x2/2 window on such a tensor (H and W even, C a
 // multiple of 16), into NCHW out and argmax: the same bits and indices as
-// maxpool2d_forward of its NCHW copy, without making that copy.
+// maxpool2d_forward of its NCHW copy, without making that copy. With
+// `relu`, also the ReLU after the pool: out = max(m, 0), and argmax -1
+// where m is not above 0, so that maxpool2d_backward gives that window no
+// gradient, as the ReLU's backward then the pool's would (the same bits).
 void maxpool_2x2_from_channel_blocks(float* out, int32_t* argmax, const float* in, const Pool2dShape& s,
-                                     const ChannelBlocks16& layout);
+                                     const ChannelBlocks16& layout, bool relu = false);
 
 // Tests: whether the 2x2 forward and backward may use their AVX-512 rows
 // (where the CPU has them; the default) or only the portable loops. Returns

@@ -1,6 +1,7 @@
 #include "runtime/nn/block.h"
 
 #include "kernels/ops.h"
+#include "runtime/nn/activation.h"
 #include "runtime/nn/conv2d.h"
 #include "runtime/nn/maxpool2d.h"
 
@@ -68,7 +69,8 @@ int64_t SequentialBlock::activation_bytes(int64_t batch) const {
   // As ensure_capacity allocates, plus each layer's own buffers.
   int64_t floats = 0, widest = 0, workspace = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    if (!pools_in_place(i, batch, plan_device_)) floats += batch * shapes_[i + 1].numel();
+    if (!pools_in_place(i, batch, plan_device_) && !relu_in_pool(i, batch, plan_device_))
+      floats += batch * shapes_[i + 1].numel();
     widest = std::max(widest, shapes_[i].numel());
     workspace += layers_[i]->workspace_bytes(shapes_[i], batch);
   }
@@ -119,8 +121,8 @@ void SequentialBlock::ensure_capacity(int64_t batch, Device device) {
   outputs_type_ = act_;
   int64_t widest = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    outputs_.push_back(pools_in_place(i, batch, device) ? Tensor()
-                                                        : Tensor::empty(batched(batch, shapes_[i + 1]), act_, device));
+    const bool none = pools_in_place(i, batch, device) || relu_in_pool(i, batch, device);
+    outputs_.push_back(none ? Tensor() : Tensor::empty(batched(batch, shapes_[i + 1]), act_, device));
     widest = std::max(widest, shapes_[i].numel());
   }
   grad_a_ = Tensor::empty({batch * widest}, DType::f32, device);
@@ -144,6 +146,10 @@ bool SequentialBlock::pools_in_place(size_t i, int64_t batch, Device device) con
                                    pool->shape_over(batched(batch, shapes_[i + 1])));
 }
 
+bool SequentialBlock::relu_in_pool(size_t i, int64_t batch, Device device) const {
+  return i >= 2 && dynamic_cast<const ReLU*>(layers_[i].get()) != nullptr && pools_in_place(i - 2, batch, device);
+}
+
 Tensor SequentialBlock::forward(const Tensor& in) {
   batch_ = in.dim(0);
   ensure_capacity(batch_, in.device());
@@ -155,10 +161,13 @@ Tensor SequentialBlock::forward(const Tensor& in) {
       auto& pool = static_cast<MaxPool2d&>(*layers_[i + 1]);
       const kernels::Pool2dShape window = pool.shape_over(shape);
       const Tensor pooled = outputs_[i + 1].view(0, batched(batch_, shapes_[i + 2]));
+      // A ReLU after the pool comes out of the pool too: no pass of its own
+      // over the activations, forward or backward.
+      const bool relu = relu_in_pool(i + 2, batch_, in.device());
       conv.forward_pooled(x, outputs_[i].defined() ? outputs_[i].view(0, shape) : Tensor(), pooled,
-                          pool.begin_forward(window, in.device()), window);
+                          pool.begin_forward(window, in.device()), window, relu);
       x = pooled;
-      ++i;
+      i += relu ? 2 : 1;
       continue;
     }
     Tensor y = outputs_[i].defined() ? outputs_[i].view(0, shape) : Tensor::empty(shape, act_, in.device());
@@ -170,13 +179,17 @@ Tensor SequentialBlock::forward(const Tensor& in) {
 
 void SequentialBlock::backward(const Tensor& dout, const Tensor& din, bool accumulate) {
   Tensor g = dout;
+  bool into_a = true;  // the buffer g is not in
   for (size_t i = layers_.size(); i-- > 0;) {
+    // A ReLU made with the pool passes its gradient on: the pool's
+    // backward gives none to the windows it zeroed.
+    if (relu_in_pool(i, batch_, device_)) continue;
     Tensor dx;
     if (i == 0) {
       dx = din;  // may be undefined: the model's first layer needs no input gradient
     } else {
-      const Tensor& buf = (i % 2 == 0) ? grad_a_ : grad_b_;
-      dx = buf.view(0, batched(batch_, shapes_[i]));
+      dx = (into_a ? grad_a_ : grad_b_).view(0, batched(batch_, shapes_[i]));
+      into_a = !into_a;
     }
     layers_[i]->backward(g, dx, accumulate);
     g = dx;

@@ -117,11 +117,14 @@ class SequentialBlock final : public Block {
   // (layer i + 1) as it goes, its own output never made
   // (ops::conv2d_maxpool_fuses), for `batch` samples on `device`.
   bool pools_in_place(size_t i, int64_t batch, Device device) const;
+  // Whether layer i is a ReLU that such a convolution (layer i - 2) makes
+  // with its pool: no output of its own, and its backward is the pool's.
+  bool relu_in_pool(size_t i, int64_t batch, Device device) const;
 
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Shape> shapes_;         // sample shape entering layer i; shapes_[n] = block output
   std::vector<size_t> param_counts_;  // parameters declared by each layer
-  std::vector<Tensor> outputs_;       // each layer's output, capacity_ samples (none where pooled in place)
+  std::vector<Tensor> outputs_;       // each layer's output, capacity_ samples (none where made in place)
   Tensor grad_a_, grad_b_;            // ping-pong gradient buffers between layers
   int64_t capacity_ = 0, batch_ = 0;
   Device device_;                    // where the buffers live: the device of the input

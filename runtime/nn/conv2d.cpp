@@ -51,8 +51,8 @@ void Conv2d::forward(const Tensor& in, const Tensor& out) {
 }
 
 void Conv2d::forward_pooled(const Tensor& in, const Tensor& out, const Tensor& pooled, const Tensor& argmax,
-                            const kernels::Pool2dShape& pool) {
-  ops::conv2d_maxpool_forward(pooled, argmax, out, in, weight_, bias_, col_, begin_forward(in), pool);
+                            const kernels::Pool2dShape& pool, bool relu) {
+  ops::conv2d_maxpool_forward(pooled, argmax, out, in, weight_, bias_, col_, begin_forward(in), pool, relu);
 }
 
 void Conv2d::backward(const Tensor& dout, const Tensor& din, bool accumulate) {

@@ -20,9 +20,10 @@ class Conv2d final : public Layer {
   void backward(const Tensor& dout, const Tensor& din, bool accumulate) override;
   // forward() and the 2x2/2 max-pool `pool` over its output in one op
   // (ops::conv2d_maxpool_forward): `out` (undefined where the op makes no
-  // NCHW output) and the pooled output; backward() is as after forward().
+  // NCHW output) and the pooled output, with `relu` the ReLU's after the
+  // pool; backward() is as after forward().
   void forward_pooled(const Tensor& in, const Tensor& out, const Tensor& pooled, const Tensor& argmax,
-                      const kernels::Pool2dShape& pool);
+                      const kernels::Pool2dShape& pool, bool relu);
   kernels::Conv2dShape shape_for(const Shape& in) const { return {in[0], C_, in[2], in[3], OC_, K_, stride_, pad_}; }
   void release_activations() override {
     in_ = Tensor();

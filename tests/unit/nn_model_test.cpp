@@ -1,7 +1,12 @@
 #include "kernels/ops.h"
 #include "runtime/core/rng.h"
 #include "runtime/nn/models.h"
+#include "runtime/nn/activation.h"
+#include "runtime/nn/block.h"
+#include "runtime/nn/conv2d.h"
+#include "runtime/nn/maxpool2d.h"
 #include "runtime/nn/same_weights.h"
+#include "tests/unit/kernels_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -178,6 +183,55 @@ TEST(Model, CnnGradientsMatchFiniteDifferences) {
   spec.kernel_size = 3;
   spec.fc_hidden = {5};
   check_model_gradients(spec, Shape{2, 8, 8}, 3);
+}
+
+// Channels in blocks of 16 on oneDNN: the convolution makes the pool and
+// the ReLU after it in one op, and the block's backward skips the ReLU. Its
+// outputs and gradients are the bits of the three layers run one by one.
+TEST(SequentialBlock, ReluMadeWithThePoolGivesTheLayersOwnBits) {
+  const shardtrain::testing::ScopedCpuBackend onednn(cpu::CpuBackend::onednn);
+  const int64_t batch = 5, C = 3, OC = 16, H = 12, K = 3;
+  ASSERT_TRUE(ops::conv2d_maxpool_fuses(Device::cpu(), {batch, C, H, H, OC, K, 1, 1}, {batch, OC, H, H, 2, 2}));
+  const auto layers = [&] {
+    std::vector<std::unique_ptr<Layer>> l;
+    l.push_back(std::make_unique<Conv2d>(C, OC, K, 1, 1));
+    l.push_back(std::make_unique<MaxPool2d>(2, 2));
+    l.push_back(std::make_unique<ReLU>());
+    return l;
+  };
+  SequentialBlock block("b", layers(), Shape{C, H, H});
+  auto one_by_one = layers();
+  const Tensor weight = random_input(OC, Shape{C, K, K}, 61), bias = random_input(1, Shape{OC}, 62).reshape({OC});
+  for (float& v : bias.f32_span()) v -= 0.5f;  // windows whose max is below 0 too
+  const Tensor grads[2][2] = {{Tensor::zeros({OC, C, K, K}), Tensor::zeros({OC})},
+                              {Tensor::zeros({OC, C, K, K}), Tensor::zeros({OC})}};
+  const Tensor params[2] = {weight, bias};
+  block.bind(params, grads[0]);
+  one_by_one[0]->bind(params, grads[1]);
+  const Tensor x = random_input(batch, Shape{C, H, H}, 63), g = random_input(batch, Shape{OC, H / 2, H / 2}, 64);
+
+  const Tensor y = block.forward(x), dx = Tensor::empty(x.shape());
+  block.backward(g, dx, false);
+
+  const Tensor conv = Tensor::empty({batch, OC, H, H}), pooled = Tensor::empty(g.shape()),
+               relu = Tensor::empty(g.shape());
+  one_by_one[0]->forward(x, conv);
+  one_by_one[1]->forward(conv, pooled);
+  one_by_one[2]->forward(pooled, relu);
+  const Tensor d_pooled = Tensor::empty(g.shape()), d_conv = Tensor::empty(conv.shape()),
+               want_dx = Tensor::empty(x.shape());
+  one_by_one[2]->backward(g, d_pooled, false);
+  one_by_one[1]->backward(d_pooled, d_conv, false);
+  one_by_one[0]->backward(d_conv, want_dx, false);
+
+  int64_t zeroed = 0;
+  for (float v : relu.f32_span()) zeroed += v == 0.0f ? 1 : 0;
+  EXPECT_GT(zeroed, relu.numel() / 10);
+  EXPECT_LT(zeroed, relu.numel() * 9 / 10);
+  EXPECT_EQ(std::memcmp(y.raw(), relu.raw(), relu.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(dx.raw(), want_dx.raw(), dx.nbytes()), 0);
+  for (int k = 0; k < 2; ++k)
+    EXPECT_EQ(std::memcmp(grads[0][k].raw(), grads[1][k].raw(), grads[0][k].nbytes()), 0) << k;
 }
 
 TEST(Model, AccumulateAddsGradients) {
