@@ -375,8 +375,18 @@ void gemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, cons
 
 void gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda,
                     const bf16* B, int64_t ldb, const float* bias, float* C, int64_t ldc) {
-  fill_bias_rows(C, bias, M, N, ldc);
-  gemm_bf16(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, ldc);
+  configured_threads();
+  if (!onednn_products(GemmPrecision::bf16) || M == 0 || N == 0 || K == 0) {
+    fill_bias_rows(C, bias, M, N, ldc);
+    gemm_bf16(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, ldc);
+    return;
+  }
+  GemmCall call{trans_a, trans_b, M, N, K, lda, ldb, ldc, 1.0f, 0.0f, A, B, C};
+  call.bf16_operands = true;
+  call.bias = bias;
+  record_gemm(call);
+  check_strides(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+  onednn_gemm_bf16(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, bias);
 }
 
 }  // namespace shardtrain::cpu

@@ -51,12 +51,11 @@ void gemm_bf16_batched(int64_t count, bool trans_a, bool trans_b, int64_t M, int
                        const bf16* A, int64_t lda, int64_t stride_a, const bf16* B, int64_t ldb, int64_t stride_b,
                        float beta, float* C, int64_t ldc, int64_t stride_c);
 // C[M,N] = op(A) op(B) + bias, the bias [N] added to every row (a linear
-// layer's forward; alpha 1). Where oneDNN computes an f32 product the bias
-// is added in its epilogue, so C is written once and never read (recorded
-// by GemmRecorder with `bias` set); elsewhere, and for gemm_bf16_bias's bf16
-// operands (where oneDNN's epilogue measured no faster: docs/BENCHMARKS.md,
-// "The bias added in oneDNN's epilogue"), C's rows start as the bias and
-// the product is added with beta = 1.
+// layer's forward; alpha 1). Where oneDNN computes the product (f32, or
+// gemm_bf16_bias's bf16 operands) the bias is added in its epilogue, so C is
+// written once and never read (recorded by GemmRecorder with `bias` set);
+// elsewhere C's rows start as the bias and the product is added with
+// beta = 1. The same bits either way.
 void gemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                int64_t ldb, const float* bias, float* C, int64_t ldc);
 void gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda,

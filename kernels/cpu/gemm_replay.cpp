@@ -90,6 +90,9 @@ void GemmReplay::run() {
       gemm_batched(c.batch, c.trans_a, c.trans_b, c.M, c.N, c.K, c.alpha, at(static_cast<const float*>(c.a)), lda,
                    c.stride_a, at(static_cast<const float*>(c.b)), ldb, c.stride_b, c.beta, C, stride(c.ldc, c.N),
                    c.stride_c);
+    else if (c.bias != nullptr && c.bf16_operands)
+      gemm_bf16_bias(c.trans_a, c.trans_b, c.M, c.N, c.K, at(static_cast<const bf16*>(c.a)), lda,
+                     at(static_cast<const bf16*>(c.b)), ldb, at(c.bias), C, stride(c.ldc, c.N));
     else if (c.bias != nullptr)
       gemm_bias(c.trans_a, c.trans_b, c.M, c.N, c.K, at(static_cast<const float*>(c.a)), lda,
                 at(static_cast<const float*>(c.b)), ldb, at(c.bias), C, stride(c.ldc, c.N));

@@ -86,8 +86,8 @@ void onednn_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
 }
 
 void onednn_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
-                      int64_t lda, const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  run({trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, true, false, 0, 0, 0, 0}, A, B, C, nullptr);
+                      int64_t lda, const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc, const float* bias) {
+  run({trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, true, bias != nullptr, 0, 0, 0, 0}, A, B, C, bias);
 }
 
 void onednn_gemm_batched(int64_t count, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,

@@ -15,9 +15,11 @@ namespace shardtrain::cpu {
 // primitive's epilogue (then alpha 1 and beta 0).
 void onednn_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const float* bias = nullptr);
-// bf16 operands (A and B as stored, strides in elements), an f32 result.
+// bf16 operands (A and B as stored, strides in elements), an f32 result;
+// `bias` as onednn_gemm's.
 void onednn_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
-                      int64_t lda, const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc);
+                      int64_t lda, const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                      const float* bias = nullptr);
 // `count` products in one primitive: the i-th reads A + i * stride_a and
 // B + i * stride_b and writes C + i * stride_c (strides in elements; f32, or
 // bf16 operands where bf16_operands). oneDNN's fast (brgemm) kernels take a

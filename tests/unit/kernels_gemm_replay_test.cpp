@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 namespace shardtrain::cpu {
@@ -80,6 +81,35 @@ TEST(GemmReplay, KeepsTheStepsAlphaAndBeta) {
   std::vector<float> before(replay.at(c.data()), replay.at(c.data()) + 4);
   replay.run();
   for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(replay.at(c.data())[i], before[i] + 2.0 * ab[i], 1e-5);
+}
+
+TEST(GemmReplay, ReplaysABf16ProductsBias) {
+  const testing::ScopedBf16Products bf16_products;
+  const testing::ScopedCpuBackend onednn(CpuBackend::onednn);
+  if (!bf16_operand_products()) GTEST_SKIP() << "no bf16 products on this CPU";
+  std::vector<bf16> a(4 * 8, to_bf16(0.5f)), b(3 * 8, to_bf16(0.25f));
+  const std::vector<float> bias = {1.0f, 2.0f, 3.0f};
+  std::vector<float> c(4 * 3);
+  std::vector<GemmCall> calls;
+  {
+    GemmRecorder recorder;
+    gemm_bf16_bias(false, true, 4, 3, 8, a.data(), 8, b.data(), 8, bias.data(), c.data(), 3);
+    calls = recorder.calls();
+  }
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_TRUE(calls[0].bf16_operands);
+  EXPECT_EQ(calls[0].bias, bias.data());
+  GemmReplay replay(calls);
+  replay.run();
+  // On the replay's own operands and bias: each row the product plus the bias.
+  const bf16 *ra = replay.at(a.data()), *rb = replay.at(b.data());
+  const float* rbias = replay.at(bias.data());
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 3; ++j) {
+      double want = rbias[j];
+      for (int64_t k = 0; k < 8; ++k) want += double(to_f32(ra[i * 8 + k])) * double(to_f32(rb[j * 8 + k]));
+      EXPECT_NEAR(replay.at(c.data())[i * 3 + j], want, 1e-4 * (1 + std::fabs(want))) << i << " " << j;
+    }
 }
 
 TEST(GemmReplay, ReplaysBf16OperandsAsBf16) {

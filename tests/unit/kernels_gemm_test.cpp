@@ -178,6 +178,36 @@ TEST(Gemm, BiasIsAddedToEveryRowAndRecorded) {
   }
 }
 
+// gemm_bf16_bias: the bias added to every row of the bf16 operands'
+// product, the same bits as rows set to the bias and the product added with
+// beta = 1; where oneDNN computes it, in its epilogue and recorded so.
+TEST(Gemm, Bf16BiasIsAddedToEveryRowAndRecorded) {
+  const testing::ScopedBf16Products bf16_products;
+  const int64_t M = 37, N = 65, K = 19, ldc = N + 3;
+  std::vector<bf16> A(size_t(M * K)), B(size_t(N * K));
+  const auto a = uniform_vector(M * K, 24), b = uniform_vector(N * K, 25), bias = uniform_vector(N, 26);
+  f32_to_bf16(A.data(), a.data(), int64_t(A.size()));
+  f32_to_bf16(B.data(), b.data(), int64_t(B.size()));
+  for (const cpu::CpuBackend backend : testing::kCpuBackends) {
+    const testing::ScopedCpuBackend scoped(backend);
+    if (!bf16_operand_products()) continue;
+    std::vector<float> want(size_t(M * ldc), 7.0f);
+    for (int64_t i = 0; i < M; ++i) std::copy(bias.begin(), bias.end(), want.begin() + i * ldc);
+    gemm_bf16(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 1.0f, want.data(), ldc);
+    std::vector<float> C(size_t(M * ldc), std::numeric_limits<float>::quiet_NaN());
+    for (int64_t i = 0; i < M; ++i) C[size_t(i * ldc + N)] = 7.0f;  // padding
+    GemmRecorder recorder;
+    gemm_bf16_bias(false, true, M, N, K, A.data(), K, B.data(), K, bias.data(), C.data(), ldc);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j <= N; ++j)
+        ASSERT_EQ(C[size_t(i * ldc + j)], want[size_t(i * ldc + j)]) << name_of(backend) << " " << i << " " << j;
+    ASSERT_EQ(recorder.calls().size(), backend == cpu::CpuBackend::onednn ? 1u : 2u) << name_of(backend);
+    const GemmCall& call = recorder.calls().back();
+    EXPECT_TRUE(call.bf16_operands);
+    EXPECT_EQ(call.bias != nullptr, backend == cpu::CpuBackend::onednn) << name_of(backend);
+  }
+}
+
 // gemm_batched: each product of the batch as gemm() computes it alone, on
 // both backends and in both precisions, for every transpose combination,
 // with padded rows and gaps between the products (the padding and gaps
