@@ -167,10 +167,11 @@ class RowChunks {
     bool read, write;
     bool widened() const { return t->defined() && t->dtype() == DType::bf16; }
   };
-  RowChunks(int64_t rows, std::initializer_list<Part> parts) : rows_(rows), parts_(parts) {
-    ST_CHECK(parts_.size() <= kMaxParts, "RowChunks: more than {} tensors", kMaxParts);
-    for (const Part& p : parts_)
-      if (p.widened()) widened_cols_ += p.cols;
+  RowChunks(int64_t rows, std::initializer_list<Part> parts) : rows_(rows), count_(parts.size()) {
+    ST_CHECK(count_ <= kMaxParts, "RowChunks: more than {} tensors", kMaxParts);
+    std::copy(parts.begin(), parts.end(), parts_.begin());
+    for (size_t i = 0; i < count_; ++i)
+      if (parts_[i].widened()) widened_cols_ += parts_[i].cols;
     chunk_ = widened_cols_ == 0 ? std::max<int64_t>(rows, 1) : std::max<int64_t>(1, kChunkFloats / widened_cols_);
   }
   // kernel(first row, rows, pointers in the parts' order).
@@ -186,7 +187,7 @@ class RowChunks {
     for (int64_t r0 = 0; r0 < rows_; r0 += chunk_) {
       const int64_t n = std::min(chunk_, rows_ - r0);
       int64_t used = 0;
-      for (size_t i = 0; i < parts_.size(); ++i) {
+      for (size_t i = 0; i < count_; ++i) {
         const Part& part = parts_[i];
         if (!part.t->defined()) {
           p[i] = nullptr;
@@ -199,7 +200,7 @@ class RowChunks {
         }
       }
       kernel(r0, n, p.data());
-      for (size_t i = 0; i < parts_.size(); ++i) {
+      for (size_t i = 0; i < count_; ++i) {
         const Part& part = parts_[i];
         if (part.write && part.widened()) cpu::f32_to_bf16(part.t->bf16_data() + r0 * part.cols, p[i], n * part.cols);
       }
@@ -211,7 +212,8 @@ class RowChunks {
   static constexpr int64_t kChunkFloats = int64_t(1) << 18;
   static constexpr size_t kMaxParts = 4;
   int64_t rows_, chunk_ = 1, widened_cols_ = 0;
-  std::vector<Part> parts_;
+  size_t count_;
+  std::array<Part, kMaxParts> parts_{};  // no allocation per op
 };
 
 // A tensor that may hold mixed precision's bf16 activations: f32 or bf16.
