@@ -105,6 +105,17 @@ TEST(CommCollectives, AllreduceLargerThanSeveralDefaultChunks) {
     for (DType dtype : kReduceDtypes) check_allreduce(config, dtype, ReduceOp::avg, 300007);
 }
 
+TEST(CommCollectives, AllreduceOneshotOnEachSideOfItsMessageCuts) {
+  // The one-shot all-reduce cuts [32-byte header | data] into messages of
+  // the transport's eager size: 4032 bytes where ranks share a node, 65472
+  // where none do (this suite on emulated nodes of one rank:
+  // integration.ddp_emulated_nodes_test), and past 128 KiB of data sends
+  // the rest whole. Sizes of data just inside and just past each cut.
+  for (DType dtype : kReduceDtypes)
+    for (int64_t bytes : {4000, 4004, 65440, 65444, 131072, 131076})
+      check_allreduce("oneshot", dtype, ReduceOp::avg, bytes / int64_t(dtype_size(dtype)));
+}
+
 void check_reduce_scatter(const std::string& config, DType dtype, ReduceOp op, int64_t per_rank, bool aliased) {
   SCOPED_TRACE(describe(config, dtype, op, per_rank) + (aliased ? " aliased" : ""));
   Communicator& c = world(config);

@@ -15,39 +15,50 @@ constexpr size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; 
 
 }  // namespace
 
-int64_t AllreduceOneshot::fragments(int64_t bytes) {
+// Past kWholeRestBytes fragment 0 stays the shared-memory size on every
+// transport: it only has to carry the header ahead of the whole rest, and a
+// 64 KiB one made those sizes slower across nodes (docs/BENCHMARKS.md, "The
+// one-shot all-reduce's messages at TCP's eager size").
+int64_t AllreduceOneshot::piece_bytes(int64_t bytes) const {
+  return bytes > kWholeRestBytes ? kFragmentBytes : fragment_bytes_;
+}
+
+int64_t AllreduceOneshot::fragments(int64_t bytes) const {
   const int64_t total = int64_t(sizeof(Header)) + bytes;
   if (bytes > kWholeRestBytes) return 2;
-  return (total + kFragmentBytes - 1) / kFragmentBytes;
+  return (total + piece_bytes(bytes) - 1) / piece_bytes(bytes);
 }
 
-int64_t AllreduceOneshot::fragment_offset(int64_t f) { return f * kFragmentBytes; }
+int64_t AllreduceOneshot::fragment_offset(int64_t bytes, int64_t f) const { return f * piece_bytes(bytes); }
 
-int64_t AllreduceOneshot::fragment_size(int64_t bytes, int64_t f) {
+int64_t AllreduceOneshot::fragment_size(int64_t bytes, int64_t f) const {
   const int64_t total = int64_t(sizeof(Header)) + bytes;
-  if (f == fragments(bytes) - 1) return total - fragment_offset(f);  // the last takes the rest
-  return kFragmentBytes;
+  if (f == fragments(bytes) - 1) return total - fragment_offset(bytes, f);  // the last takes the rest
+  return piece_bytes(bytes);
 }
 
-AllreduceOneshot::AllreduceOneshot(MpiTransport& transport, std::span<Op> ops, Scratch& scratch, Workspace& workspace)
-    : t_(transport), ops_(ops), w_(workspace) {
+AllreduceOneshot::AllreduceOneshot(MpiTransport& transport, std::span<Op> ops, Scratch& scratch, Workspace& workspace,
+                                   int64_t fragment_bytes)
+    : t_(transport), ops_(ops), w_(workspace), fragment_bytes_(fragment_bytes) {
+  ST_ASSERT(fragment_bytes_ > int64_t(sizeof(Header)));
   // Lay out every op's receive areas (one per peer) and staged fragment 0.
   const size_t peers = size_t(t_.size() - 1);
-  size_t recv_bytes = 0, requests = 0;
+  size_t recv_bytes = 0, send_bytes = 0, requests = 0;
   w_.slots.resize(ops_.size());
   for (size_t i = 0; i < ops_.size(); ++i) {
     const int64_t bytes = ops_[i].numel * int64_t(dtype_size(ops_[i].dtype));
     Slot& s = w_.slots[i];
     s.recv_stride = round_up(sizeof(Header) + size_t(bytes), 64);
     s.recv_offset = recv_bytes;
-    s.send_offset = i * size_t(kFragmentBytes);
+    s.send_offset = send_bytes;
     s.receives = peers * size_t(fragments(bytes));
     s.first_request = requests;
     recv_bytes += peers * s.recv_stride;
+    send_bytes += round_up(size_t(fragment_size(bytes, 0)), 64);
     requests += 2 * s.receives;
   }
   recv_ = scratch.get(kOneshotRecv, recv_bytes);
-  send_ = scratch.get(kOneshotSend, ops_.size() * size_t(kFragmentBytes));
+  send_ = scratch.get(kOneshotSend, send_bytes);
   w_.requests.resize(requests);
   w_.sources.resize(size_t(t_.size()));
 }
@@ -74,7 +85,7 @@ void AllreduceOneshot::post() {
     const int first_tag = t_.tag(op.seq, kTagArrival), rest_tag = t_.tag(op.seq, kTagOneshot);
     for (int k = 0; k < p - 1; ++k)
       for (int64_t f = 0; f < n; ++f)
-        t_.irecv(w_.requests[s.first_request + size_t(k * n + f)], area(i, k) + fragment_offset(f),
+        t_.irecv(w_.requests[s.first_request + size_t(k * n + f)], area(i, k) + fragment_offset(bytes, f),
                  fragment_size(bytes, f), peer_of(k), f == 0 ? first_tag : rest_tag);
   }
   for (size_t i = 0; i < ops_.size(); ++i) {
@@ -89,7 +100,9 @@ void AllreduceOneshot::post() {
     const int64_t first = fragment_size(bytes, 0);
     if (first > int64_t(sizeof(Header))) std::memcpy(staged + sizeof(Header), op.buf, size_t(first) - sizeof(Header));
     const auto* data = static_cast<const std::byte*>(op.buf);
-    auto piece = [&](int64_t f) { return f == 0 ? staged : data + (fragment_offset(f) - int64_t(sizeof(Header))); };
+    auto piece = [&](int64_t f) {
+      return f == 0 ? staged : data + (fragment_offset(bytes, f) - int64_t(sizeof(Header)));
+    };
     // To the right neighbour first, as in a ring: every rank's first message
     // goes to a different peer.
     for (int d = 1; d < p; ++d) {

@@ -19,13 +19,16 @@
 // so it pays only while latency dominates: up to CommOptions::oneshot_bytes.
 //
 // Wire format, per peer and per all-reduce: the stream [Header | data] cut
-// into fragments of kFragmentBytes, so that every message fits Open MPI's
-// eager limit over shared memory (~4040 bytes of payload: a message goes out
-// at once instead of waiting for a rendezvous, 2.2 us -> 0.4 us for 4 KiB
-// measured); past kWholeRestBytes everything after the first fragment goes
-// as one message (the library's single-copy path wins there). Fragment 0 is
-// staged (header + the first bytes of data); the others are sent straight
-// from the caller's buffer and land straight in a contiguous receive area.
+// into fragments that each fit the transport's eager limit, so that a
+// message goes out at once instead of waiting for a rendezvous's extra round
+// trip: kFragmentBytes where ranks share a node (Open MPI's shared-memory
+// transport, ~4040 bytes of payload: 2.2 us -> 0.4 us for 4 KiB measured),
+// kFragmentBytesAcrossNodes where every peer is on another node (its TCP
+// transport's 64 KiB); past kWholeRestBytes everything after the first
+// fragment goes as one message (the library's single-copy path wins there).
+// Fragment 0 is staged (header + the first bytes of data); the others are
+// sent straight from the caller's buffer and land straight in a contiguous
+// receive area.
 //
 // Several all-reduces at once (coalescing): the communicator hands over the
 // all-reduces already queued behind each other on disjoint buffers; all their
@@ -54,6 +57,9 @@ class AllreduceOneshot {
   // Eager payload limit of Open MPI 4.1's shared-memory transport is ~4040
   // bytes; a multiple of 64 below it.
   static constexpr int64_t kFragmentBytes = 4032;
+  // Its TCP transport's eager limit is 64 KiB (btl_tcp_eager_limit), the
+  // match header included; a multiple of 64 below it.
+  static constexpr int64_t kFragmentBytesAcrossNodes = (64 << 10) - 64;
   // Beyond this many bytes the rest of the buffer after fragment 0 goes as
   // one message (measured 2 ranks, exchange only: 64 KiB 4.7 us as eager
   // fragments vs 5.9 us whole; 256 KiB 18.7 vs 17.5).
@@ -63,7 +69,10 @@ class AllreduceOneshot {
   // nothing is allocated per collective once it has grown.
   struct Workspace;
 
-  AllreduceOneshot(MpiTransport& transport, std::span<Op> ops, Scratch& scratch, Workspace& workspace);
+  // fragment_bytes: kFragmentBytes, or kFragmentBytesAcrossNodes where no
+  // two ranks of the transport share a node (every rank must pass the same).
+  AllreduceOneshot(MpiTransport& transport, std::span<Op> ops, Scratch& scratch, Workspace& workspace,
+                   int64_t fragment_bytes = kFragmentBytes);
 
   void run() {
     post();
@@ -88,9 +97,10 @@ class AllreduceOneshot {
   };
 
   // The pieces of one peer's [Header | data] stream of `bytes` of data.
-  static int64_t fragments(int64_t bytes);
-  static int64_t fragment_offset(int64_t f);
-  static int64_t fragment_size(int64_t bytes, int64_t f);
+  int64_t piece_bytes(int64_t bytes) const;  // every fragment's size but the last's
+  int64_t fragments(int64_t bytes) const;
+  int64_t fragment_offset(int64_t bytes, int64_t f) const;
+  int64_t fragment_size(int64_t bytes, int64_t f) const;
 
   static Header header_of(const Op& op);
   std::byte* area(size_t i, int peer_index) const;
@@ -98,6 +108,7 @@ class AllreduceOneshot {
   MpiTransport& t_;
   std::span<Op> ops_;
   Workspace& w_;
+  int64_t fragment_bytes_;
   std::byte* recv_ = nullptr;
   std::byte* send_ = nullptr;
 

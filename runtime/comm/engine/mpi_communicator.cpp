@@ -51,6 +51,20 @@ void check_reducible(const std::string& comm, const char* what, const Tensor& t)
 
 const char* const kAlgoNames[] = {"local", "mpi", "ring", "hierarchical", "oneshot", "shm"};
 
+// Whether every rank of `comm` is alone on its node (as the MPI library sees
+// nodes: its messages then take a network transport, not shared memory).
+// Collective over comm.
+bool no_two_ranks_share_a_node(MPI_Comm comm) {
+  int rank = 0, local = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm node;
+  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  MPI_Comm_size(node, &local);
+  MPI_Comm_free(&node);
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &local, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce");
+  return local == 1;
+}
+
 }  // namespace
 
 const char* MpiCommunicator::algo_name(Algo algo) { return kAlgoNames[int(algo)]; }
@@ -107,6 +121,8 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& op
     if (kind_ != Kind::world && options_.shared_memory && on_one_emulated_node())
       shm_ = ShmWindow::create(comm_, AllreduceShm::kWindowBytes);
     beside_others_ = kind_ == Kind::cross || kind_ == Kind::cross_group || (kind_ == Kind::group && !shm_);
+    if (size_ > 1 && no_two_ranks_share_a_node(comm_))
+      oneshot_fragment_bytes_ = AllreduceOneshot::kFragmentBytesAcrossNodes;
     native_ = std::make_unique<MpiNative>(comm_, beside_others_ ? &policy_ : nullptr);
   }
   monitor_ = std::make_shared<CommMonitor>(name_, rank_, size_, world_ranks, options_.timeout_s);
@@ -476,7 +492,7 @@ void MpiCommunicator::fill_inplace_ops(std::span<Task> tasks) {
 // watchdog names).
 void MpiCommunicator::run_oneshot(std::span<Task> tasks, const Task*& current) {
   fill_inplace_ops(tasks);
-  AllreduceOneshot algorithm(*transport_, inplace_ops_, scratch_, oneshot_workspace_);
+  AllreduceOneshot algorithm(*transport_, inplace_ops_, scratch_, oneshot_workspace_, oneshot_fragment_bytes_);
   algorithm.post();
   for (size_t i = 0; i < tasks.size(); ++i) {
     if (i > 0) move_on(tasks, i, i, i + 1, current);

@@ -164,6 +164,9 @@ class MpiCommunicator final : public Communicator, private Executor {
   // The world's MPI-library collectives are polled (CommOptions::world_beside_groups,
   // over several nodes): MpiNative's and the hierarchical all-reduce's step across nodes.
   bool polls_native_ = false;
+  // The one-shot all-reduce's message size: the eager limit of the transport
+  // its messages take (AllreduceOneshot), larger where no two ranks share a node.
+  int64_t oneshot_fragment_bytes_ = AllreduceOneshot::kFragmentBytes;
   bool hierarchical_possible_ = false;  // the same number of ranks on every node
   bool hierarchical_useful_ = false;    // and >= 2 nodes with >= 2 ranks each
   TopologyFingerprint fingerprint_;
