@@ -169,7 +169,8 @@ void add_comm(CLI::App* bench, std::vector<Command>& out) {
   cmd->add_option("--small-message-bytes", o->comm.small_message_bytes, "Threshold for the MPI library's own algorithm")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
-  cmd->add_option("--chunk-bytes", o->comm.chunk_bytes, "Ring pipeline chunk")
+  cmd->add_option("--chunk-bytes", o->comm.chunk_bytes,
+                  "Ring pipeline chunk (at most 65472 where no two ranks share a node)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   cmd->add_option("--ranks-per-node", o->comm.ranks_per_node,

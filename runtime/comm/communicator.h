@@ -84,7 +84,10 @@ struct CommOptions {
   //   size measured, so it is always used unless forced.
   int64_t allgather_small_bytes = int64_t(1) << 62;
   // Chunk size of the ring's pipeline: its staging stays in L2; larger
-  // chunks were no faster, smaller ones slower.
+  // chunks were no faster, smaller ones slower, on one node. Where no two
+  // ranks of a communicator share a node, at most kTcpEagerBytes
+  // (transport/mpi_transport.h): a larger chunk waits a round trip for the
+  // TCP transport's rendezvous.
   int64_t chunk_bytes = 256 << 10;
   // auto (by size, hierarchical when there are several nodes with several
   // ranks each), or force oneshot, mpi, ring or hierarchical (this choice

@@ -327,7 +327,7 @@ const std::vector<Field>& schema() {
       KEY("parallel.ddp.grad_dtype", "DDP: dtype gradients travel in, `\"f32\"` or `\"bf16\"` (half the bytes; accumulated in f32 per hop).", parallel.ddp.grad_dtype),
 
       KEY("comm.small_message_bytes", "Collectives up to this size use the MPI library's own algorithm; larger ones shardtrain's pipelined ring.", comm.small_message_bytes),
-      KEY("comm.chunk_bytes", "Chunk size of the ring's pipeline.", comm.chunk_bytes),
+      KEY("comm.chunk_bytes", "Chunk size of the ring's pipeline; where no two ranks of a communicator share a node, at most 65,472 bytes (one message that Open MPI's TCP transport sends at once, docs/comm.md).", comm.chunk_bytes),
       KEY("comm.allreduce_algorithm", "`\"auto\"` (by size and topology), or force `\"shm\"`, `\"oneshot\"`, `\"mpi\"`, `\"ring\"` or `\"hierarchical\"` (docs/comm.md).", comm.allreduce_algorithm),
       KEY("comm.shared_memory", "All-reduce through a shared-memory window when all ranks of a communicator share a node (the fastest path at every size here); false falls back to point-to-point algorithms.", comm.shared_memory),
       KEY("comm.oneshot_bytes", "Without shared memory: all-reduces with (ranks - 1) x bytes up to this use the one-shot exchange.", comm.oneshot_bytes),

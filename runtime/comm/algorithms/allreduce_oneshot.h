@@ -57,9 +57,8 @@ class AllreduceOneshot {
   // Eager payload limit of Open MPI 4.1's shared-memory transport is ~4040
   // bytes; a multiple of 64 below it.
   static constexpr int64_t kFragmentBytes = 4032;
-  // Its TCP transport's eager limit is 64 KiB (btl_tcp_eager_limit), the
-  // match header included; a multiple of 64 below it.
-  static constexpr int64_t kFragmentBytesAcrossNodes = (64 << 10) - 64;
+  // Where no two ranks share a node: its TCP transport's (mpi_transport.h).
+  static constexpr int64_t kFragmentBytesAcrossNodes = kTcpEagerBytes;
   // Beyond this many bytes the rest of the buffer after fragment 0 goes as
   // one message (measured 2 ranks, exchange only: 64 KiB 4.7 us as eager
   // fragments vs 5.9 us whole; 256 KiB 18.7 vs 17.5).

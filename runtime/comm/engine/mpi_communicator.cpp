@@ -121,8 +121,11 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, Kind kind, const CommOptions& op
     if (kind_ != Kind::world && options_.shared_memory && on_one_emulated_node())
       shm_ = ShmWindow::create(comm_, AllreduceShm::kWindowBytes);
     beside_others_ = kind_ == Kind::cross || kind_ == Kind::cross_group || (kind_ == Kind::group && !shm_);
-    if (size_ > 1 && no_two_ranks_share_a_node(comm_))
+    ring_chunk_bytes_ = options_.chunk_bytes;
+    if (size_ > 1 && no_two_ranks_share_a_node(comm_)) {
       oneshot_fragment_bytes_ = AllreduceOneshot::kFragmentBytesAcrossNodes;
+      ring_chunk_bytes_ = std::min(options_.chunk_bytes, kTcpEagerBytes);
+    }
     native_ = std::make_unique<MpiNative>(comm_, beside_others_ ? &policy_ : nullptr);
   }
   monitor_ = std::make_shared<CommMonitor>(name_, rank_, size_, world_ranks, options_.timeout_s);
@@ -552,8 +555,7 @@ void MpiCommunicator::run(const Task& task) {
       else if (algo == Algo::mpi)
         native_->allreduce(a.raw(), a.numel(), a.dtype(), task.scale);
       else if (algo == Algo::ring)
-        AllreduceRing(*transport_, seq, a.dtype(), a.raw(), a.numel(), task.scale, options_.chunk_bytes, scratch_)
-            .run();
+        AllreduceRing(*transport_, seq, a.dtype(), a.raw(), a.numel(), task.scale, ring_chunk_bytes_, scratch_).run();
       else
         AllreduceHierarchical(*hier_node_transport_, *hier_cross_transport_, seq, a.dtype(), a.raw(), a.numel(),
                               task.scale, options_, scratch_, polls_native_)
@@ -572,7 +574,7 @@ void MpiCommunicator::run(const Task& task) {
         if (b.raw() != a.raw() && b.nbytes() > 0) std::memcpy(b.raw(), a.raw(), b.nbytes());
         scale_inplace(b.dtype(), b.raw(), b.numel(), task.scale);
       } else {
-        const RingLayout layout(a.numel(), size_, options_.chunk_bytes / int64_t(dtype_size(a.dtype())));
+        const RingLayout layout(a.numel(), size_, ring_chunk_bytes_ / int64_t(dtype_size(a.dtype())));
         ReduceScatterRing(*transport_, layout, a.dtype(), transport_->tag(seq, kTagReduceScatter), a.raw(), b.raw(),
                           task.scale, /*in_place=*/false, scratch_)
             .run();
@@ -597,7 +599,7 @@ void MpiCommunicator::run(const Task& task) {
         return;
       }
       const size_t elem = dtype_size(a.dtype());
-      const RingLayout layout(b.numel(), size_, options_.chunk_bytes / int64_t(elem));
+      const RingLayout layout(b.numel(), size_, ring_chunk_bytes_ / int64_t(elem));
       AllgatherRing(*transport_, layout, elem, transport_->tag(seq, kTagAllgather), b.raw(), a.raw()).run();
       return;
     }

@@ -167,6 +167,10 @@ class MpiCommunicator final : public Communicator, private Executor {
   // The one-shot all-reduce's message size: the eager limit of the transport
   // its messages take (AllreduceOneshot), larger where no two ranks share a node.
   int64_t oneshot_fragment_bytes_ = AllreduceOneshot::kFragmentBytes;
+  // The rings' chunk: comm.chunk_bytes, and where no two ranks share a node
+  // at most one eager message of the TCP transport, so that no chunk waits
+  // for a rendezvous's extra round trip.
+  int64_t ring_chunk_bytes_ = 0;
   bool hierarchical_possible_ = false;  // the same number of ranks on every node
   bool hierarchical_useful_ = false;    // and >= 2 nodes with >= 2 ranks each
   TopologyFingerprint fingerprint_;

@@ -37,6 +37,13 @@ namespace shardtrain::comm {
 //   to the rank's own compute thread can delay the engine by a scheduler
 //   tick. (Open MPI does the same: it yields while idle when oversubscribed.)
 // The figures behind each choice: docs/BENCHMARKS.md, "Where the communicator's defaults come from".
+// The largest message Open MPI's TCP transport sends at once (its 64 KiB
+// btl_tcp_eager_limit, the match header included; a multiple of 64 below
+// it): a larger one waits for a rendezvous, one more round trip. Where no
+// two ranks of a communicator share a node, its one-shot messages and ring
+// chunks are at most this.
+constexpr int64_t kTcpEagerBytes = (64 << 10) - 64;
+
 struct BackoffPolicy {
   double spin_s = 200e-6;
   double sleep_min_s = 1e-6;
