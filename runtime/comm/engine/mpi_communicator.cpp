@@ -55,12 +55,7 @@ const char* const kAlgoNames[] = {"local", "mpi", "ring", "hierarchical", "onesh
 // nodes: its messages then take a network transport, not shared memory).
 // Collective over comm.
 bool no_two_ranks_share_a_node(MPI_Comm comm) {
-  int rank = 0, local = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm node;
-  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
-  MPI_Comm_size(node, &local);
-  MPI_Comm_free(&node);
+  int local = ranks_on_this_node(comm);
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &local, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce");
   return local == 1;
 }

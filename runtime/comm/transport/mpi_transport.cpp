@@ -25,13 +25,18 @@ void Backoff::idle() {
   sleep_s_ = std::min(sleep_s_ * 2, policy_.sleep_max_s);
 }
 
-BackoffPolicy BackoffPolicy::for_node(MPI_Comm world) {
+int ranks_on_this_node(MPI_Comm comm) {
   int rank = 0, local_ranks = 1;
-  MPI_Comm_rank(world, &rank);
+  MPI_Comm_rank(comm, &rank);
   MPI_Comm node;
-  check_mpi(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
   MPI_Comm_size(node, &local_ranks);
   MPI_Comm_free(&node);
+  return local_ranks;
+}
+
+BackoffPolicy BackoffPolicy::for_node(MPI_Comm world) {
+  const int local_ranks = ranks_on_this_node(world);
   int cores = int(std::thread::hardware_concurrency());
 #ifdef __linux__
   cpu_set_t set;

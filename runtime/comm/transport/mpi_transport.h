@@ -73,6 +73,10 @@ class Backoff {
   double sleep_s_ = policy_.sleep_min_s;
 };
 
+// How many ranks of `comm` share this rank's node (MPI_COMM_TYPE_SHARED: the
+// MPI library's view of nodes). Collective over comm.
+int ranks_on_this_node(MPI_Comm comm);
+
 // MPI_Wait that gives the core back: polls MPI_Test with a Backoff. A
 // blocking MPI wait spins at full speed; on a node whose ranks and threads
 // outnumber its cores, the spinning thread takes the core from the very
